@@ -1,0 +1,56 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrStale reports that a token's epoch is older than the newest epoch the
+	// store has admitted for the token's scope: the token's holder has been
+	// superseded and its write was rejected.
+	ErrStale = errors.New("fence: stale token")
+
+	// ErrInvalidToken reports a token that can never be admitted: an empty or
+	// malformed scope, or an epoch that is not positive.
+	ErrInvalidToken = errors.New("fence: invalid token")
+
+	// ErrMalformedToken reports a string that ParseToken cannot read.
+	// It wraps ErrInvalidToken, so errors.Is(err, ErrInvalidToken) also holds.
+	ErrMalformedToken = fmt.Errorf("%w: malformed", ErrInvalidToken)
+
+	// ErrNoToken reports that a context carries no token where one is needed.
+	ErrNoToken = errors.New("fence: no token")
+)
+
+// StaleError is the error returned when a store rejects a token. It carries
+// the scope, the epoch that was presented and the newest epoch the store had
+// admitted for the scope. errors.Is(err, ErrStale) holds for every
+// *StaleError.
+type StaleError struct {
+	// Scope is the scope the token fences.
+	Scope string
+	// Presented is the epoch of the rejected token.
+	Presented int64
+	// Current is the highest epoch admitted for Scope when the token was
+	// rejected. Zero means the store could not say (for example a
+	// compare-and-swap that failed without reporting the current value).
+	Current int64
+}
+
+// Error implements error.
+func (e *StaleError) Error() string {
+	if e.Current == 0 {
+		return fmt.Sprintf("fence: stale token for scope %q: epoch %d has been superseded", e.Scope, e.Presented)
+	}
+	return fmt.Sprintf("fence: stale token for scope %q: epoch %d < current epoch %d", e.Scope, e.Presented, e.Current)
+}
+
+// Is reports whether target is ErrStale.
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// NewStaleError returns a *StaleError for token t rejected because the scope's
+// current epoch is current (0 if unknown).
+func NewStaleError(t Token, current int64) *StaleError {
+	return &StaleError{Scope: t.Scope, Presented: t.Epoch, Current: current}
+}

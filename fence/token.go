@@ -1,0 +1,117 @@
+package fence
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxScopeLen is the longest scope a token may carry, in bytes.
+const MaxScopeLen = 512
+
+// Token is a fencing token: the scope it fences and the epoch at which its
+// holder's tenure began. The zero Token is invalid. Token is a small value
+// type, safe to copy and to share between goroutines.
+type Token struct {
+	// Scope names what the token fences, such as "p/17" or "leader/billing".
+	Scope string
+	// Epoch is the etcd revision at which the holder's claim was created.
+	// Epochs of successive holders of one scope strictly increase.
+	Epoch int64
+}
+
+// Validate reports whether t can be presented to a store: its scope must be
+// non-empty, at most MaxScopeLen bytes of valid UTF-8 without control
+// characters, and its epoch positive. The error wraps ErrInvalidToken.
+func (t Token) Validate() error {
+	if err := ValidateScope(t.Scope); err != nil {
+		return err
+	}
+	if t.Epoch <= 0 {
+		return fmt.Errorf("%w: epoch %d for scope %q must be positive", ErrInvalidToken, t.Epoch, t.Scope)
+	}
+	return nil
+}
+
+// ValidateScope reports whether s is a valid scope: non-empty, at most
+// MaxScopeLen bytes of valid UTF-8 and free of control characters and spaces.
+// The error wraps ErrInvalidToken.
+func ValidateScope(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: empty scope", ErrInvalidToken)
+	case len(s) > MaxScopeLen:
+		return fmt.Errorf("%w: scope of %d bytes exceeds %d", ErrInvalidToken, len(s), MaxScopeLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: scope %q is not valid UTF-8", ErrInvalidToken, s)
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%w: scope %q contains a control or space character", ErrInvalidToken, s)
+		}
+	}
+	return nil
+}
+
+// IsZero reports whether t is the zero Token.
+func (t Token) IsZero() bool { return t == Token{} }
+
+// String returns the token's text form, "<scope>@<epoch>", which ParseToken
+// reads back. The scope may itself contain '@': the epoch follows the last one.
+func (t Token) String() string {
+	return t.Scope + "@" + strconv.FormatInt(t.Epoch, 10)
+}
+
+// ParseToken reads the text form written by Token.String and validates the
+// result. Malformed input yields an error wrapping ErrMalformedToken (and
+// therefore ErrInvalidToken).
+func ParseToken(s string) (Token, error) {
+	i := strings.LastIndexByte(s, '@')
+	if i < 0 {
+		return Token{}, fmt.Errorf("%w: %q has no '@' before the epoch", ErrMalformedToken, s)
+	}
+	digits := s[i+1:]
+	// Only canonical decimal: no sign, no leading zeros, so that String and
+	// ParseToken round-trip exactly.
+	if digits == "" || digits[0] == '0' || strings.TrimLeft(digits, "0123456789") != "" {
+		return Token{}, fmt.Errorf("%w: %q: epoch %q is not a positive decimal integer", ErrMalformedToken, s, digits)
+	}
+	epoch, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return Token{}, fmt.Errorf("%w: %q: epoch %q out of range", ErrMalformedToken, s, digits)
+	}
+	t := Token{Scope: s[:i], Epoch: epoch}
+	if err := t.Validate(); err != nil {
+		return Token{}, fmt.Errorf("%w: %q: %v", ErrMalformedToken, s, err)
+	}
+	return t, nil
+}
+
+// Compare orders tokens of the same scope by epoch: it returns -1 if t is
+// older than u, +1 if newer and 0 if both carry the same epoch. Tokens of
+// different scopes are ordered by scope first, so Compare is a total order
+// usable with slices.SortFunc.
+func (t Token) Compare(u Token) int {
+	if c := strings.Compare(t.Scope, u.Scope); c != 0 {
+		return c
+	}
+	switch {
+	case t.Epoch < u.Epoch:
+		return -1
+	case t.Epoch > u.Epoch:
+		return 1
+	}
+	return 0
+}
+
+// Supersedes reports whether t is a newer tenure of the same scope than u.
+func (t Token) Supersedes(u Token) bool {
+	return t.Scope == u.Scope && t.Epoch > u.Epoch
+}
+
+// PartitionScope returns the scope of partition p, "p/<p>".
+func PartitionScope(p int) string { return "p/" + strconv.Itoa(p) }
+
+// LeaderScope returns the scope of the election named name, "leader/<name>".
+func LeaderScope(name string) string { return "leader/" + name }

@@ -1,0 +1,103 @@
+// Package keys is the etcd key layout shared by tenure's packages:
+//
+//	<prefix>members/<nodeID>     JSON Member, lease = node Session
+//	<prefix>claims/<partition>   nodeID, lease = owner's Session; epoch = CreateRevision
+//	<prefix>leader/<name>/...    election keys
+//	<prefix>fence/<scope>        highest epoch admitted, for stores in etcd
+//	<prefix>audit/<rev>          operator actions
+//
+// The default prefix is "/tenure/<cluster>/".
+package keys
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Layout builds and parses the keys of one cluster. The zero Layout is not
+// useful; use New or ForPrefix.
+type Layout struct {
+	prefix string
+}
+
+// DefaultPrefix returns "/tenure/<cluster>/".
+func DefaultPrefix(cluster string) string { return "/tenure/" + cluster + "/" }
+
+// New returns the layout under DefaultPrefix(cluster).
+func New(cluster string) Layout { return ForPrefix(DefaultPrefix(cluster)) }
+
+// ForPrefix returns the layout under prefix, adding a trailing '/' if absent.
+func ForPrefix(prefix string) Layout {
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return Layout{prefix: prefix}
+}
+
+// Prefix returns the cluster prefix, ending in '/'.
+func (l Layout) Prefix() string { return l.prefix }
+
+// Members returns the prefix of all member keys.
+func (l Layout) Members() string { return l.prefix + "members/" }
+
+// Member returns the key of node id.
+func (l Layout) Member(id string) string { return l.Members() + id }
+
+// MemberID returns the node ID of a member key.
+func (l Layout) MemberID(key string) (string, bool) {
+	id, ok := strings.CutPrefix(key, l.Members())
+	return id, ok && id != ""
+}
+
+// Claims returns the prefix of all claim keys.
+func (l Layout) Claims() string { return l.prefix + "claims/" }
+
+// Claim returns the claim key of partition p.
+func (l Layout) Claim(p int) string { return l.Claims() + strconv.Itoa(p) }
+
+// ClaimPartition returns the partition of a claim key.
+func (l Layout) ClaimPartition(key string) (int, bool) {
+	s, ok := strings.CutPrefix(key, l.Claims())
+	if !ok || s == "" || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	p, err := strconv.Atoi(s)
+	if err != nil || p < 0 {
+		return 0, false
+	}
+	return p, true
+}
+
+// Leader returns the prefix of the election named name.
+func (l Layout) Leader(name string) string { return l.prefix + "leader/" + name + "/" }
+
+// Fences returns the prefix of all fence floor keys.
+func (l Layout) Fences() string { return l.prefix + "fence/" }
+
+// Fence returns the floor key of scope.
+func (l Layout) Fence(scope string) string { return l.Fences() + scope }
+
+// Audit returns the key of the operator action recorded at revision rev.
+func (l Layout) Audit(rev int64) string { return fmt.Sprintf("%saudit/%020d", l.prefix, rev) }
+
+// Member is the value of a member key.
+type Member struct {
+	ID   string            `json:"id"`
+	Addr string            `json:"addr"`
+	Meta map[string]string `json:"meta,omitempty"`
+}
+
+// EncodeMember returns the JSON value of m.
+func EncodeMember(m Member) (string, error) {
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+// DecodeMember parses a member value.
+func DecodeMember(v []byte) (Member, error) {
+	var m Member
+	err := json.Unmarshal(v, &m)
+	return m, err
+}

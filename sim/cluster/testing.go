@@ -1,0 +1,44 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// New starts a cluster of the given size (1 or 3) for a test or benchmark
+// and closes it when the test ends. It fails the test if the cluster does not
+// start.
+func New(tb testing.TB, members int) *Cluster {
+	tb.Helper()
+	cfg := DefaultConfig()
+	cfg.Members = members
+	c, err := Start(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("start etcd cluster: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// NewClient returns a client connected to every member, failing tb on error.
+func (c *Cluster) NewClient(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	cli, err := c.Client()
+	if err != nil {
+		tb.Fatalf("etcd client: %v", err)
+	}
+	return cli
+}
+
+// NewFaultyClient returns a client behind its own FaultPoint, failing tb on
+// error.
+func (c *Cluster) NewFaultyClient(tb testing.TB) (*clientv3.Client, *FaultPoint) {
+	tb.Helper()
+	cli, fp, err := c.FaultyClient()
+	if err != nil {
+		tb.Fatalf("etcd faulty client: %v", err)
+	}
+	return cli, fp
+}
