@@ -433,7 +433,14 @@ func (c *Cluster) Close() error {
 	for _, fp := range faults {
 		_ = fp.Close()
 	}
+	// Stop raft on every member first: a stopping leader otherwise tries to
+	// hand leadership to a follower that is stopping too, which costs
+	// seconds.
 	var wg sync.WaitGroup
+	for _, e := range running {
+		wg.Go(e.Server.HardStop)
+	}
+	wg.Wait()
 	for _, e := range running {
 		wg.Go(e.Close)
 	}

@@ -12,13 +12,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tenure-go/tenure/internal/leakcheck"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 func put(ctx context.Context, cli *clientv3.Client, k, v string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
