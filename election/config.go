@@ -1,0 +1,182 @@
+package election
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/fence"
+)
+
+const (
+	// DefaultTTL is the lease TTL of a Session when SessionConfig.TTL is zero.
+	DefaultTTL = 10 * time.Second
+	// MinTTL is the shortest TTL a Session accepts: etcd's own minimum lease
+	// TTL with its default timing.
+	MinTTL = 2 * time.Second
+	// minMargin is the floor of the default safety margin.
+	minMargin = 500 * time.Millisecond
+	// DefaultResignTimeout bounds the Resign that Run performs when a term
+	// ends while the session is still alive, when ElectionConfig.ResignTimeout
+	// is zero.
+	DefaultResignTimeout = 5 * time.Second
+)
+
+// SessionConfig holds the tunables of a Session. The zero value of each
+// field selects its documented default; DefaultSessionConfig returns them
+// filled in.
+type SessionConfig struct {
+	// TTL is the lease's time to live. Zero means DefaultTTL (10s). It must
+	// be at least MinTTL (2s). etcd counts TTLs in whole seconds: a TTL that
+	// is not a whole number of seconds is rounded up when the lease is
+	// granted, and the TTL etcd grants is the one the session uses.
+	TTL time.Duration
+	// RenewInterval is the time between the send times of successive
+	// renewals. Zero means TTL/3. It must be positive and less than
+	// TTL - SafetyMargin, so that a renewal is sent before the safe deadline.
+	RenewInterval time.Duration
+	// SafetyMargin is subtracted from the lease's expiry as computed by the
+	// node to give the safe deadline. It absorbs clock-rate differences
+	// between the node and etcd and the time work needs to stop. Zero means
+	// max(TTL/10, 500ms). It must be less than TTL.
+	SafetyMargin time.Duration
+	// Clock is the time source. Nil means RealClock().
+	Clock Clock
+	// Logger receives the session's diagnostics. Nil discards them.
+	Logger hclog.Logger
+}
+
+// DefaultSessionConfig returns the default configuration: TTL 10s, renewal
+// every TTL/3, safety margin 1s, the real clock and no logging.
+func DefaultSessionConfig() SessionConfig {
+	return SessionConfig{}.withDefaults()
+}
+
+func defaultMargin(ttl time.Duration) time.Duration {
+	return max(ttl/10, minMargin)
+}
+
+// withDefaults fills in every zero field. Negative values are kept so that
+// Validate can report them.
+func (c SessionConfig) withDefaults() SessionConfig {
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.RenewInterval == 0 && c.TTL > 0 {
+		c.RenewInterval = c.TTL / 3
+	}
+	if c.SafetyMargin == 0 && c.TTL > 0 {
+		c.SafetyMargin = defaultMargin(c.TTL)
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c
+}
+
+// Validate reports whether c, with its defaults applied, can configure a
+// Session. Errors wrap ErrInvalidConfig and name the values involved.
+func (c SessionConfig) Validate() error {
+	d := c.withDefaults()
+	switch {
+	case d.TTL < MinTTL:
+		return fmt.Errorf("%w: TTL %v must be at least %v", ErrInvalidConfig, d.TTL, MinTTL)
+	case d.RenewInterval <= 0:
+		return fmt.Errorf("%w: renew interval %v must be positive", ErrInvalidConfig, d.RenewInterval)
+	case d.SafetyMargin < 0:
+		return fmt.Errorf("%w: safety margin %v must not be negative", ErrInvalidConfig, d.SafetyMargin)
+	case d.RenewInterval >= d.TTL:
+		return fmt.Errorf("%w: renew interval %v must be < TTL %v", ErrInvalidConfig, d.RenewInterval, d.TTL)
+	case d.SafetyMargin >= d.TTL:
+		return fmt.Errorf("%w: safety margin %v must be < TTL %v", ErrInvalidConfig, d.SafetyMargin, d.TTL)
+	case d.RenewInterval >= d.TTL-d.SafetyMargin:
+		return fmt.Errorf("%w: renew interval %v must be < TTL %v - safety margin %v", ErrInvalidConfig, d.RenewInterval, d.TTL, d.SafetyMargin)
+	}
+	return nil
+}
+
+// ElectionConfig describes one election and this candidate in it.
+type ElectionConfig struct {
+	// Cluster selects the key prefix "/tenure/<Cluster>/" under which the
+	// election's keys live ("<prefix>leader/<Name>/"). Either Cluster or
+	// Prefix must be set.
+	Cluster string
+	// Prefix, if set, is used instead of the default prefix derived from
+	// Cluster. A trailing '/' is added if missing.
+	Prefix string
+	// Name names the election. It must be non-empty, contain neither '/' nor
+	// NUL, and "leader/<Name>" must be a valid fence scope (no spaces or
+	// control characters, at most fence.MaxScopeLen bytes).
+	Name string
+	// ID identifies this candidate to observers (Leader.ID), typically the
+	// node ID. Empty means the session's lease ID in hexadecimal.
+	ID string
+	// Value is published with the candidacy (Leader.Value), for example the
+	// node's address. It may be empty.
+	Value string
+	// ResignTimeout bounds the Resign that Run performs when it gives up a
+	// term whose session is still alive. Zero means DefaultResignTimeout.
+	ResignTimeout time.Duration
+	// Hooks, if not nil, observes the terms that Run holds.
+	Hooks *Hooks
+	// Clock is the time source. Nil means the session's clock, or RealClock
+	// for an election without a session.
+	Clock Clock
+	// Logger receives the election's diagnostics. Nil discards them.
+	Logger hclog.Logger
+}
+
+// Hooks observes the life cycle of the terms that Run holds. Run calls the
+// hooks from its own goroutine, in order and never concurrently: for every
+// term, OnElected is called before fn starts and OnEnded after fn has
+// returned; OnEnded is never called without the matching OnElected. Nil
+// fields are skipped. Hooks must not block for long: the term is held while
+// they run.
+type Hooks struct {
+	// OnElected is called when Run has won a term, before fn runs.
+	OnElected func(t fence.Token)
+	// OnEnded is called when the term has ended and fn has returned. reason
+	// says why the term ended; it wraps ErrNotLeader, and, when Run gave the
+	// term up because fn returned or ctx was done, ErrResigned together with
+	// fn's error or ctx's.
+	OnEnded func(t fence.Token, reason error)
+}
+
+// ValidateName reports whether name can name an election. The error wraps
+// ErrInvalidName (and so ErrInvalidConfig).
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty name", ErrInvalidName)
+	case strings.ContainsRune(name, '/'):
+		return fmt.Errorf("%w: %q contains '/'", ErrInvalidName, name)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("%w: %q contains NUL", ErrInvalidName, name)
+	}
+	if err := fence.ValidateScope(fence.LeaderScope(name)); err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrInvalidName, name, err)
+	}
+	return nil
+}
+
+// Validate reports whether c can configure an Election. Errors wrap
+// ErrInvalidConfig.
+func (c ElectionConfig) Validate() error {
+	if err := ValidateName(c.Name); err != nil {
+		return err
+	}
+	switch {
+	case c.Cluster == "" && c.Prefix == "":
+		return fmt.Errorf("%w: election %q: Cluster or Prefix must be set", ErrInvalidConfig, c.Name)
+	case strings.ContainsRune(c.Cluster, 0) || strings.ContainsRune(c.Prefix, 0):
+		return fmt.Errorf("%w: election %q: cluster or prefix contains NUL", ErrInvalidConfig, c.Name)
+	case c.ResignTimeout < 0:
+		return fmt.Errorf("%w: election %q: resign timeout %v must not be negative", ErrInvalidConfig, c.Name, c.ResignTimeout)
+	}
+	return nil
+}

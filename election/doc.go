@@ -1,0 +1,50 @@
+// Package election provides a node's Session — its one etcd lease, with a
+// safe deadline — and leader election on it whose epoch is a fencing token.
+//
+// # Session
+//
+// Every node holds exactly one Session for its life. The session renews its
+// lease itself every RenewInterval (TTL/3 by default) with one KeepAliveOnce
+// per renewal, and records the send time of each renewal on the monotonic
+// clock. Its safe deadline is
+//
+//	send time of the last acknowledged renewal + granted TTL - SafetyMargin
+//
+// etcd cannot have started the lease's countdown before the renewal was
+// sent, so the lease outlives the safe deadline. (The etcd client's own
+// keepalive dates the deadline from the response, which is optimistic by a
+// round trip.) The session ends shortly before the safe deadline if no newer
+// renewal was acknowledged, whether or not etcd can be reached: Done is
+// closed, Context is cancelled, and Err says why — ErrSessionExpired,
+// ErrLeaseLost (revoked or missing in etcd) or ErrSessionClosed.
+//
+// # Election
+//
+// An Election is one candidate's handle on a named election. Candidates put
+// a key bound to their session's lease under "<prefix>leader/<name>/" (the
+// layout of etcd's concurrency.Election); the candidate whose key has the
+// lowest create revision leads. Campaign blocks until this candidate leads
+// and returns a Term whose Token is
+//
+//	fence.Token{Scope: "leader/<name>", Epoch: create revision of the leader key}
+//
+// Epochs of successive leaders strictly increase, because etcd revisions do.
+// The term's Context is cancelled the moment the term ends: on Resign, when
+// the session ends (before its safe deadline), or when the leader key is
+// deleted by someone else. Term.Cmp guards an etcd transaction so that it
+// lands only while the term stands. Unlike etcd's concurrency.Election,
+// Campaign returns as soon as the session ends while waiting, and never
+// returns a term won with a dead lease.
+//
+// Run wraps the loop of a leader: campaign, run a function under the term,
+// resign when it returns, campaign again. Leader and Observe report the
+// current leader and stream changes, including "no leader", across etcd
+// compactions.
+//
+// # Dependencies
+//
+// The package reaches etcd only through clientv3.KV, clientv3.Lease and
+// clientv3.Watcher (a *clientv3.Client is all three) and reads time only
+// through a Clock, so that a simulator can run it against an in-memory etcd
+// under virtual time.
+package election

@@ -1,0 +1,359 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
+)
+
+// Election is one candidate's handle on a named leader election. Candidates
+// put a key "<prefix>leader/<name>/<lease in hex>" bound to their session's
+// lease; the candidate whose key has the lowest create revision leads, and
+// that revision is its epoch. A candidate waits for the deletion of every
+// key created before its own.
+//
+// An Election holds at most one candidacy at a time: one Campaign, or the
+// Term it won, until that term has ended. Leader and Observe may be used
+// concurrently with everything else. An Election is safe for concurrent use.
+type Election struct {
+	session *Session
+	kv      clientv3.KV
+	w       clientv3.Watcher
+	name    string
+	scope   string
+	prefix  string // ends in '/'
+	key     string // own candidate key; empty without a session
+	value   string // encoded candidate record
+	resign  time.Duration
+	hooks   Hooks
+	clock   Clock
+	log     hclog.Logger
+
+	mu          sync.Mutex
+	campaigning bool
+	term        *Term // the last term won, until it is released
+}
+
+// NewElection returns a handle on the election cfg.Name, reached through kv
+// and w (a *clientv3.Client satisfies both), for a candidate holding
+// session. With a nil session the Election can only observe (Leader,
+// Observe); Campaign and Run then return ErrNoSession.
+//
+// It returns an error wrapping ErrNilClient for a nil kv or w and
+// ErrInvalidConfig (ErrInvalidName for the name) for an invalid cfg.
+func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg ElectionConfig) (*Election, error) {
+	if isNil(kv) {
+		return nil, fmt.Errorf("%w: nil clientv3.KV", ErrNilClient)
+	}
+	if isNil(w) {
+		return nil, fmt.Errorf("%w: nil clientv3.Watcher", ErrNilClient)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	layout := keys.New(cfg.Cluster)
+	if cfg.Prefix != "" {
+		layout = keys.ForPrefix(cfg.Prefix)
+	}
+	e := &Election{
+		session: session,
+		kv:      kv,
+		w:       w,
+		name:    cfg.Name,
+		scope:   fence.LeaderScope(cfg.Name),
+		prefix:  layout.Leader(cfg.Name),
+		resign:  cfg.ResignTimeout,
+		clock:   cfg.Clock,
+		log:     cfg.Logger,
+	}
+	if cfg.Hooks != nil {
+		e.hooks = *cfg.Hooks
+	}
+	if e.resign == 0 {
+		e.resign = DefaultResignTimeout
+	}
+	if e.clock == nil {
+		e.clock = RealClock()
+		if session != nil {
+			e.clock = session.Clock()
+		}
+	}
+	if e.log == nil {
+		e.log = hclog.NewNullLogger()
+	}
+	e.log = e.log.With("election", cfg.Name)
+	if session != nil {
+		e.key = candidateKey(e.prefix, session.Lease())
+		id := cfg.ID
+		if id == "" {
+			id = fmt.Sprintf("%x", int64(session.Lease()))
+		}
+		e.value = encodeCandidate(id, cfg.Value)
+	}
+	return e, nil
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.name }
+
+// Prefix returns the etcd key prefix under which the candidates' keys live.
+func (e *Election) Prefix() string { return e.prefix }
+
+// Key returns this candidate's key, or "" for an election without a session.
+func (e *Election) Key() string { return e.key }
+
+// Leader returns the current leader, or an error wrapping ErrNoLeader if
+// there is none.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	resp, err := e.kv.Get(ctx, e.prefix, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return Leader{}, fmt.Errorf("election %q: leader: %w", e.name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Leader{}, fmt.Errorf("election %q: %w", e.name, ErrNoLeader)
+	}
+	return leaderFromKV(resp.Kvs[0]), nil
+}
+
+// Campaign enters the election and blocks until this candidate leads, then
+// returns its Term. It returns an error instead:
+//
+//   - wrapping the session's error (ErrSessionExpired, ErrLeaseLost,
+//     ErrSessionClosed; all wrap ErrSessionDone) as soon as the session
+//     ends, however the wait was going;
+//   - wrapping ctx's error when ctx is done first; the candidacy is then
+//     withdrawn;
+//   - wrapping ErrAlreadyCampaigning if this Election already campaigns or
+//     holds a term that has not ended;
+//   - wrapping etcd's error if etcd fails a request.
+//
+// Campaign never returns a Term whose session has ended or whose safe
+// deadline has passed. If this candidate's key is deleted while it waits
+// (by an operator), it enters again at the back of the queue.
+func (e *Election) Campaign(ctx context.Context) (*Term, error) {
+	if e.session == nil {
+		return nil, fmt.Errorf("election %q: campaign: %w", e.name, ErrNoSession)
+	}
+	e.mu.Lock()
+	prev := e.term
+	if e.campaigning || (prev != nil && prev.ctx.Err() == nil) {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("election %q: campaign: %w", e.name, ErrAlreadyCampaigning)
+	}
+	e.campaigning = true
+	e.mu.Unlock()
+
+	var t *Term
+	var err error
+	if prev != nil {
+		// The last term has ended but may still hold its key: let it go
+		// first, so that this campaign gets a new epoch.
+		if rerr := prev.Resign(ctx); rerr != nil {
+			err = e.campaignErr(ctx, rerr)
+		}
+	}
+	if err == nil {
+		t, err = e.campaign(ctx)
+	}
+	e.mu.Lock()
+	e.campaigning = false
+	if t != nil {
+		e.term = t
+	}
+	e.mu.Unlock()
+	if t != nil {
+		go t.watch()
+	}
+	return t, err
+}
+
+// campaignErr maps err, the failure of a campaign step, to the error
+// Campaign returns: the session's end takes precedence over ctx's.
+func (e *Election) campaignErr(ctx context.Context, err error) error {
+	if serr := e.session.Err(); serr != nil {
+		return fmt.Errorf("election %q: campaign: %w", e.name, serr)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("election %q: campaign: %w", e.name, cerr)
+	}
+	return fmt.Errorf("election %q: campaign: %w", e.name, err)
+}
+
+func (e *Election) campaign(ctx context.Context) (*Term, error) {
+	s := e.session
+	if err := s.Err(); err != nil {
+		return nil, e.campaignErr(ctx, err)
+	}
+	// cctx ends with ctx or with the session, whichever comes first.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.Context(), cancel)
+	defer stop()
+
+	for {
+		epoch, err := e.enter(cctx)
+		if err != nil {
+			if isLeaseNotFound(err) {
+				s.lost(err)
+			}
+			// The put may have landed although its answer was lost.
+			e.withdraw(0)
+			return nil, e.campaignErr(ctx, err)
+		}
+		won, rev, err := e.wait(cctx, epoch)
+		if err != nil {
+			e.withdraw(epoch)
+			return nil, e.campaignErr(ctx, err)
+		}
+		if !won {
+			e.log.Warn("candidate key deleted while campaigning; entering again", "epoch", epoch)
+			continue
+		}
+		// Never win with a dead lease: the session must still stand, with
+		// its safe deadline ahead.
+		if err := s.Err(); err != nil {
+			return nil, e.campaignErr(ctx, err) // the key goes with the lease
+		}
+		if now, dl := e.clock.Now(), s.SafeDeadline(); !now.Before(dl) {
+			e.withdraw(epoch)
+			return nil, fmt.Errorf("election %q: campaign: %w: won at %v past the safe deadline", e.name, ErrSessionExpired, now.Sub(dl))
+		}
+		t := newTerm(e, epoch, rev)
+		if t.ctx.Err() != nil { // the session ended a moment ago
+			return nil, e.campaignErr(ctx, s.Err())
+		}
+		e.log.Debug("elected", "epoch", epoch)
+		return t, nil
+	}
+}
+
+// enter creates this candidate's key unless it exists, and returns its
+// create revision. An existing key of this lease (left by an earlier
+// candidacy) keeps its place and gets the current value.
+func (e *Election) enter(ctx context.Context) (int64, error) {
+	lease := e.session.Lease()
+	resp, err := e.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", 0)).
+		Then(clientv3.OpPut(e.key, e.value, clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(e.key)).
+		Commit()
+	if err != nil {
+		return 0, err
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return 0, errors.New("candidate key vanished inside a transaction")
+	}
+	kv := kvs[0]
+	if string(kv.Value) != e.value || clientv3.LeaseID(kv.Lease) != lease {
+		u, err := e.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", kv.CreateRevision)).
+			Then(clientv3.OpPut(e.key, e.value, clientv3.WithLease(lease))).
+			Commit()
+		if err != nil {
+			return 0, err
+		}
+		if !u.Succeeded {
+			return e.enter(ctx)
+		}
+	}
+	return kv.CreateRevision, nil
+}
+
+// wait blocks until no key created before epoch remains (won), or this
+// candidate's own key is gone (not won, no error). It returns the revision
+// at which it decided.
+func (e *Election) wait(ctx context.Context, epoch int64) (won bool, rev int64, err error) {
+	retry := minRetry
+	for {
+		resp, err := e.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", epoch)).
+			Then(clientv3.OpGet(e.prefix, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(epoch-1))...)).
+			Commit()
+		if err != nil {
+			return false, 0, err
+		}
+		rev = resp.Header.Revision
+		if !resp.Succeeded {
+			return false, rev, nil
+		}
+		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+			return true, rev, nil
+		}
+		// Someone created before us still stands. Any deletion under the
+		// prefix (a predecessor's or our own) calls for another look.
+		if e.waitDelete(ctx, rev+1) {
+			retry = minRetry
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return false, 0, err
+		}
+		// The watch ended without a deletion (compaction, a closed stream):
+		// look again, without spinning.
+		if !sleep(ctx, e.clock, retry) {
+			return false, 0, ctx.Err()
+		}
+		retry = nextRetry(retry)
+	}
+}
+
+// waitDelete watches the prefix from rev and reports whether a deletion was
+// seen before the watch ended.
+func (e *Election) waitDelete(ctx context.Context, rev int64) bool {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range e.w.Watch(wctx, e.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		if wr.Canceled || wr.Err() != nil {
+			return false
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// withdraw deletes this candidate's key if it still has the given create
+// revision (any key of this lease if epoch is 0), bounded by the resign
+// timeout and by the session. A key whose session has ended is left to its
+// lease.
+func (e *Election) withdraw(epoch int64) {
+	s := e.session
+	if s.Err() != nil {
+		return
+	}
+	ctx, cancel := withTimeout(s.Context(), e.clock, e.resign)
+	defer cancel()
+	cmp := clientv3.Compare(clientv3.CreateRevision(e.key), "=", epoch)
+	if epoch == 0 {
+		cmp = clientv3.Compare(clientv3.LeaseValue(e.key), "=", s.Lease())
+	}
+	_, err := e.kv.Txn(ctx).If(cmp).Then(clientv3.OpDelete(e.key)).Commit()
+	if err != nil {
+		e.log.Warn("could not withdraw candidacy; the key goes with the lease", "error", err)
+	}
+}
+
+// release forgets t once it has ended and let go of its key.
+func (e *Election) release(t *Term) {
+	e.mu.Lock()
+	if e.term == t {
+		e.term = nil
+	}
+	e.mu.Unlock()
+}

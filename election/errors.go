@@ -1,0 +1,66 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidConfig reports a SessionConfig or ElectionConfig that cannot
+	// be used. The message names the offending values.
+	ErrInvalidConfig = errors.New("election: invalid config")
+
+	// ErrInvalidName reports an election name that cannot be used: empty,
+	// containing '/' or NUL, or not a valid fence scope once prefixed with
+	// "leader/". It wraps ErrInvalidConfig.
+	ErrInvalidName = fmt.Errorf("%w: invalid election name", ErrInvalidConfig)
+
+	// ErrNilClient reports a nil etcd client interface (clientv3.Lease,
+	// clientv3.KV or clientv3.Watcher) passed to a constructor.
+	ErrNilClient = errors.New("election: nil etcd client")
+
+	// ErrSessionDone reports that a Session has ended. Every reason a session
+	// ends for (ErrSessionExpired, ErrLeaseLost, ErrSessionClosed) wraps it,
+	// so errors.Is(err, ErrSessionDone) holds for all of them.
+	ErrSessionDone = errors.New("election: session ended")
+
+	// ErrSessionExpired reports that the session's safe deadline passed
+	// without an acknowledged renewal, typically because etcd could not be
+	// reached. etcd may still hold the lease for a little longer, but the
+	// node must behave as if it had lost it. It wraps ErrSessionDone.
+	ErrSessionExpired = fmt.Errorf("%w: safe deadline passed without an acknowledged renewal", ErrSessionDone)
+
+	// ErrLeaseLost reports that etcd no longer has the session's lease: it was
+	// revoked, or it expired server-side and etcd reported it missing. It
+	// wraps ErrSessionDone.
+	ErrLeaseLost = fmt.Errorf("%w: lease lost", ErrSessionDone)
+
+	// ErrSessionClosed reports that the session was closed by its owner. It
+	// wraps ErrSessionDone.
+	ErrSessionClosed = fmt.Errorf("%w: closed", ErrSessionDone)
+
+	// ErrNoLeader reports that an election currently has no leader.
+	ErrNoLeader = errors.New("election: no leader")
+
+	// ErrNotLeader reports that a term has ended: it was resigned, its
+	// session ended, or its leader key was deleted. Term.Err and the cause of
+	// a term's context wrap it, together with the specific reason.
+	ErrNotLeader = errors.New("election: not leader")
+
+	// ErrResigned reports a term ended by Resign. It wraps ErrNotLeader.
+	ErrResigned = fmt.Errorf("%w: resigned", ErrNotLeader)
+
+	// ErrKeyDeleted reports a term (or a candidacy) whose leader key was
+	// deleted or replaced by someone else, for example by an operator. It
+	// wraps ErrNotLeader.
+	ErrKeyDeleted = fmt.Errorf("%w: leader key deleted", ErrNotLeader)
+
+	// ErrNoSession reports Campaign or Run on an Election created without a
+	// Session, which can only observe.
+	ErrNoSession = errors.New("election: no session: this election can only observe")
+
+	// ErrAlreadyCampaigning reports a Campaign on an Election that already
+	// has a campaign in progress or a term that has not ended. One Election
+	// holds at most one candidacy at a time.
+	ErrAlreadyCampaigning = errors.New("election: a campaign or term is already active")
+)

@@ -1,0 +1,66 @@
+package election
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Leader describes the holder of an election: the candidate whose key has
+// the lowest create revision under the election's prefix.
+type Leader struct {
+	// ID is the candidate's ElectionConfig.ID.
+	ID string
+	// Value is the candidate's ElectionConfig.Value.
+	Value string
+	// Epoch is the create revision of the leader's key: its term's fencing
+	// epoch.
+	Epoch int64
+	// Lease is the lease the leader's key is bound to.
+	Lease clientv3.LeaseID
+	// Key is the leader's key in etcd.
+	Key string
+}
+
+// candidate is the JSON value of a candidate key.
+type candidate struct {
+	ID    string `json:"id"`
+	Value string `json:"value,omitempty"`
+}
+
+func encodeCandidate(id, value string) string {
+	b, _ := json.Marshal(candidate{ID: id, Value: value}) // cannot fail on strings
+	return string(b)
+}
+
+// leaderFromKV decodes a candidate key. A value that is not a candidate
+// record (written by another client) is reported whole as Value.
+func leaderFromKV(kv *mvccpb.KeyValue) Leader {
+	l := Leader{Epoch: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Key: string(kv.Key)}
+	var c candidate
+	if err := json.Unmarshal(kv.Value, &c); err == nil {
+		l.ID, l.Value = c.ID, c.Value
+	} else {
+		l.Value = string(kv.Value)
+	}
+	return l
+}
+
+// candidateKey returns the key of the candidate holding lease under prefix,
+// the layout of etcd's concurrency.Election.
+func candidateKey(prefix string, lease clientv3.LeaseID) string {
+	return fmt.Sprintf("%s%x", prefix, int64(lease))
+}
+
+// Backoff bounds for retrying etcd operations in background loops.
+const (
+	minRetry = 50 * time.Millisecond
+	maxRetry = 2 * time.Second
+)
+
+func nextRetry(d time.Duration) time.Duration {
+	return min(max(2*d, minRetry), maxRetry)
+}

@@ -1,0 +1,96 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tenure-go/tenure/fence"
+)
+
+// Run campaigns, runs fn under the won term's context and token, and when
+// the term ends campaigns again, until ctx is done or the session ends.
+//
+// fn's context carries the term's token (fence.FromContext) and is
+// cancelled the moment the term ends or ctx is done; fn must then return
+// promptly. After fn returns, Run resigns the
+// term (bounded by ElectionConfig.ResignTimeout, even if ctx is done) so
+// that the next candidate takes over at once. If fn returns an error while
+// the term still stands, Run returns that error; if it returns nil while the
+// term stands, Run gives the term up and campaigns again.
+//
+// Run returns ctx's error when ctx is done, an error wrapping the session's
+// error (errors.Is ErrSessionDone) when the session ends — a node then opens
+// a new Session and starts again —, or fn's error as above. Transient etcd
+// failures while campaigning are retried with backoff. Hooks, if configured,
+// are called from Run's goroutine in order: OnElected before fn, OnEnded
+// after fn has returned and the term has ended.
+func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence.Token) error) error {
+	if e.session == nil {
+		return fmt.Errorf("election %q: run: %w", e.name, ErrNoSession)
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: election %q: run: nil fn", ErrInvalidConfig, e.name)
+	}
+	retry := minRetry
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t, err := e.Campaign(ctx)
+		if err != nil {
+			switch {
+			case errors.Is(err, ErrSessionDone), errors.Is(err, ErrAlreadyCampaigning):
+				return err
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+			e.log.Warn("campaign failed; retrying", "error", err, "in", retry)
+			if !sleep(ctx, e.clock, retry) {
+				return ctx.Err()
+			}
+			retry = nextRetry(retry)
+			continue
+		}
+		retry = minRetry
+		tok := t.Token()
+		if e.hooks.OnElected != nil {
+			e.hooks.OnElected(tok)
+		}
+		// fn's context ends with the term or with ctx.
+		fctx, fcancel := context.WithCancelCause(t.Context())
+		stop := context.AfterFunc(ctx, func() { fcancel(context.Cause(ctx)) })
+		ferr := fn(fence.NewContext(fctx, tok), tok)
+		stop()
+		fcancel(nil)
+		reason := t.Err()
+		standing := reason == nil
+		if standing {
+			why := ferr
+			if why == nil {
+				why = ctx.Err()
+			}
+			if why == nil {
+				why = errors.New("fn returned")
+			}
+			reason = fmt.Errorf("%w: %w", ErrResigned, why)
+		}
+		rctx, cancel := withTimeout(context.WithoutCancel(ctx), e.clock, e.resign)
+		if rerr := t.Resign(rctx); rerr != nil {
+			e.log.Warn("resign failed; the key goes with the lease or the next campaign", "error", rerr)
+		}
+		cancel()
+		if e.hooks.OnEnded != nil {
+			e.hooks.OnEnded(tok, reason)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if standing && ferr != nil {
+			return fmt.Errorf("election %q: epoch %d: %w", e.name, tok.Epoch, ferr)
+		}
+		if serr := e.session.Err(); serr != nil {
+			return fmt.Errorf("election %q: run: %w", e.name, serr)
+		}
+	}
+}

@@ -1,0 +1,338 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Session is a node's one etcd lease, renewed by the session itself every
+// RenewInterval, with a safe deadline computed on the node's monotonic clock.
+//
+// The safe deadline is the send time of the last acknowledged renewal (or of
+// the grant) plus the TTL etcd granted, minus SafetyMargin. etcd starts a
+// lease's countdown no earlier than it receives the request, which is no
+// earlier than the node sent it, so etcd does not expire the lease before
+// the safe deadline (etcd restarts countdowns on a leader change, which only
+// extends them). The session ends — Done is closed and Err says why — when
+// the lease is revoked, when etcd reports it missing, or just before the
+// safe deadline passes without a newer acknowledged renewal, whether or not
+// etcd can be reached. Work bound to Context stops before the lease can be
+// given to anyone else.
+//
+// A Session is safe for concurrent use.
+type Session struct {
+	lease  clientv3.Lease
+	cfg    SessionConfig
+	clock  Clock
+	log    hclog.Logger
+	id     clientv3.LeaseID
+	ttl    time.Duration // granted by etcd
+	margin time.Duration
+	lead   time.Duration // the session ends this long before the safe deadline
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time // safe deadline
+	renewals int64
+	failures int64
+	latency  time.Duration
+	endedAt  time.Time
+	closed   bool
+
+	loopDone chan struct{}
+}
+
+// SessionStats is a snapshot of a session's renewal statistics.
+type SessionStats struct {
+	// Renewals counts acknowledged renewals.
+	Renewals int64
+	// Failures counts renewal attempts that failed or timed out.
+	Failures int64
+	// LastRenewLatency is the round trip of the last acknowledged renewal,
+	// from send to acknowledgement.
+	LastRenewLatency time.Duration
+	// SafeDeadline is the session's safe deadline when the snapshot was taken.
+	SafeDeadline time.Time
+	// Remaining is SafeDeadline minus the current time: the margin left
+	// before the session must end. It is negative once the deadline passed.
+	Remaining time.Duration
+}
+
+// NewSession grants a lease of cfg.TTL through lease and starts renewing it.
+// ctx bounds only the grant; the session then lives until Close or until the
+// lease is lost. The safe deadline of the grant counts from the instant
+// before the grant was sent.
+//
+// A *clientv3.Client satisfies clientv3.Lease. NewSession returns an error
+// wrapping ErrNilClient for a nil lease and ErrInvalidConfig for an invalid
+// cfg.
+func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*Session, error) {
+	if isNil(lease) {
+		return nil, fmt.Errorf("%w: nil clientv3.Lease", ErrNilClient)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	clock := cfg.Clock
+
+	sent := clock.Now()
+	resp, err := lease.Grant(ctx, ttlSeconds(cfg.TTL))
+	if err != nil {
+		return nil, fmt.Errorf("election: grant lease of %v: %w", cfg.TTL, err)
+	}
+	if resp.TTL <= 0 {
+		return nil, fmt.Errorf("election: grant lease of %v: etcd granted TTL %ds", cfg.TTL, resp.TTL)
+	}
+	s := &Session{
+		lease:    lease,
+		cfg:      cfg,
+		clock:    clock,
+		id:       resp.ID,
+		ttl:      time.Duration(resp.TTL) * time.Second,
+		margin:   cfg.SafetyMargin,
+		lead:     min(cfg.SafetyMargin/4, 100*time.Millisecond),
+		loopDone: make(chan struct{}),
+	}
+	s.log = cfg.Logger.With("lease", fmt.Sprintf("%x", int64(s.id)))
+	s.deadline = sent.Add(s.ttl - s.margin)
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	if s.untilEnd(clock.Now()) <= 0 {
+		s.cancel(ErrSessionExpired)
+		close(s.loopDone)
+		_, _ = lease.Revoke(ctx, s.id)
+		return nil, fmt.Errorf("election: grant lease: %w: the grant took longer than TTL %v - margin %v", ErrSessionExpired, s.ttl, s.margin)
+	}
+	s.log.Debug("session started", "ttl", s.ttl, "renew_interval", cfg.RenewInterval, "margin", s.margin)
+	go s.run(sent)
+	return s, nil
+}
+
+// ttlSeconds converts d to etcd's whole seconds, rounding up.
+func ttlSeconds(d time.Duration) int64 {
+	return int64(math.Ceil(d.Seconds()))
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer (such
+// as a nil *clientv3.Client), on which any call would panic.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// Lease returns the session's lease ID.
+func (s *Session) Lease() clientv3.LeaseID { return s.id }
+
+// TTL returns the lease TTL etcd granted.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Clock returns the session's clock.
+func (s *Session) Clock() Clock { return s.clock }
+
+// Done returns a channel that is closed when the session ends, for any
+// reason. Err then says why.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err returns nil while the session is alive. Once Done is closed it
+// returns an error wrapping ErrSessionExpired (the safe deadline was reached
+// without an acknowledged renewal), ErrLeaseLost (etcd revoked the lease or
+// reported it missing) or ErrSessionClosed (Close was called). All three wrap
+// ErrSessionDone.
+func (s *Session) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
+// Context returns a context that is cancelled when the session ends, with
+// Err as its cause (context.Cause).
+func (s *Session) Context() context.Context { return s.ctx }
+
+// SafeDeadline returns the send time of the last acknowledged renewal (or
+// of the grant) plus the granted TTL minus the safety margin, on the
+// session's clock. Work that depends on the lease must have stopped by then.
+// The session ends slightly before it (by min(margin/4, 100ms)), so that work
+// cancelled on Done has stopped when the deadline passes.
+func (s *Session) SafeDeadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// Stats returns a snapshot of the renewal statistics.
+func (s *Session) Stats() SessionStats {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SessionStats{
+		Renewals:         s.renewals,
+		Failures:         s.failures,
+		LastRenewLatency: s.latency,
+		SafeDeadline:     s.deadline,
+		Remaining:        s.deadline.Sub(now),
+	}
+}
+
+// Close ends the session with ErrSessionClosed (unless it had already
+// ended), stops renewing and revokes the lease, which deletes every key
+// bound to it. It returns the revoke's error, if any; a lease that etcd no
+// longer has is not an error. Close is idempotent: later calls return nil.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.end(ErrSessionClosed)
+	<-s.loopDone
+	if _, err := s.lease.Revoke(ctx, s.id); err != nil && !isLeaseNotFound(err) {
+		return fmt.Errorf("election: revoke lease %x: %w", int64(s.id), err)
+	}
+	return nil
+}
+
+// end ends the session with cause, unless it already ended.
+func (s *Session) end(cause error) {
+	if s.ctx.Err() != nil {
+		return
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	if s.endedAt.IsZero() {
+		s.endedAt = now
+	}
+	s.mu.Unlock()
+	s.cancel(cause)
+	if s.Err() == cause { // this call ended it
+		s.log.Debug("session ended", "reason", cause)
+	}
+}
+
+// lost ends the session because an operation found the lease missing in
+// etcd.
+func (s *Session) lost(detail error) {
+	s.end(fmt.Errorf("%w: lease %x: %v", ErrLeaseLost, int64(s.id), detail))
+}
+
+// untilEnd returns how long from now the session may still run: up to the
+// safe deadline minus the lead.
+func (s *Session) untilEnd(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline.Add(-s.lead).Sub(now)
+}
+
+func isLeaseNotFound(err error) bool {
+	return errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound)
+}
+
+type renewal struct {
+	sent, acked time.Time
+	ttl         time.Duration
+	err         error
+}
+
+// run is the renewal loop. sent is the send time of the grant.
+func (s *Session) run(sent time.Time) {
+	defer close(s.loopDone)
+	interval := s.cfg.RenewInterval
+	retry := min(max(interval/8, 10*time.Millisecond), 250*time.Millisecond)
+
+	expiry := s.clock.NewTimer(s.untilEnd(s.clock.Now()))
+	defer expiry.Stop()
+	next := s.clock.NewTimer(sent.Add(interval).Sub(s.clock.Now()))
+	defer next.Stop()
+
+	results := make(chan renewal, 1)
+	inflight := false
+	defer func() {
+		if inflight { // its context is a child of s.ctx, cancelled by now
+			<-results
+		}
+	}()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-expiry.C():
+			now := s.clock.Now()
+			if d := s.untilEnd(now); d > 0 {
+				expiry.Reset(d)
+				continue
+			}
+			s.end(fmt.Errorf("%w: lease %x: no renewal acknowledged within TTL %v - margin %v of its sending", ErrSessionExpired, int64(s.id), s.ttl, s.margin))
+			return
+		case <-next.C():
+			if inflight {
+				continue
+			}
+			inflight = true
+			timeout := min(interval, s.untilEnd(s.clock.Now())+s.lead)
+			go func() { results <- s.renew(timeout) }()
+		case r := <-results:
+			inflight = false
+			if r.err != nil {
+				if isLeaseNotFound(r.err) {
+					s.lost(r.err)
+					return
+				}
+				s.mu.Lock()
+				s.failures++
+				s.mu.Unlock()
+				if s.ctx.Err() != nil {
+					return
+				}
+				s.log.Debug("renewal failed", "error", r.err, "remaining", s.untilEnd(s.clock.Now()))
+				next.Reset(retry)
+				continue
+			}
+			s.mu.Lock()
+			if d := r.sent.Add(r.ttl - s.margin); d.After(s.deadline) {
+				s.deadline = d
+			}
+			s.renewals++
+			s.latency = r.acked.Sub(r.sent)
+			s.mu.Unlock()
+			now := s.clock.Now()
+			expiry.Reset(s.untilEnd(now))
+			next.Reset(r.sent.Add(interval).Sub(now))
+		}
+	}
+}
+
+// renew sends one renewal, bounded by timeout, and reports its send time.
+func (s *Session) renew(timeout time.Duration) renewal {
+	ctx, cancel := withTimeout(s.ctx, s.clock, timeout)
+	defer cancel()
+	sent := s.clock.Now()
+	resp, err := s.lease.KeepAliveOnce(ctx, s.id)
+	acked := s.clock.Now()
+	if err != nil {
+		return renewal{err: err}
+	}
+	if resp.TTL <= 0 {
+		return renewal{err: rpctypes.ErrLeaseNotFound}
+	}
+	return renewal{sent: sent, acked: acked, ttl: time.Duration(resp.TTL) * time.Second}
+}

@@ -1,0 +1,191 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/fence"
+)
+
+// Term is one tenure of leadership won by Campaign. Its epoch, the create
+// revision of the leader key, is the fencing token of everything done under
+// it.
+//
+// The term's context is cancelled the moment the term ends: on Resign, when
+// the session ends (which it does before its safe deadline), or when the
+// leader key is deleted or replaced (for example by an operator). Work done
+// for the leader must run under Context and carry Token; writes to etcd can
+// add Cmp to their transaction to land only while the term stands.
+//
+// A Term is safe for concurrent use.
+type Term struct {
+	e      *Election
+	key    string
+	token  fence.Token
+	rev    int64 // revision at which the term was won
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	watchDone chan struct{} // closed when the key watch has ended
+
+	resignMu  sync.Mutex // serializes Resign
+	mu        sync.Mutex
+	resigning bool
+	free      bool // the Election may campaign again
+}
+
+func newTerm(e *Election, epoch, rev int64) *Term {
+	ctx, cancel := context.WithCancelCause(e.session.Context())
+	return &Term{
+		e:         e,
+		key:       e.key,
+		token:     fence.Token{Scope: e.scope, Epoch: epoch},
+		rev:       rev,
+		ctx:       ctx,
+		cancel:    cancel,
+		watchDone: make(chan struct{}),
+	}
+}
+
+// Token returns the term's fencing token: Scope "leader/<name>", Epoch the
+// leader key's create revision.
+func (t *Term) Token() fence.Token { return t.token }
+
+// Epoch returns the term's epoch, the leader key's create revision.
+func (t *Term) Epoch() int64 { return t.token.Epoch }
+
+// Key returns the leader key.
+func (t *Term) Key() string { return t.key }
+
+// Context returns a context that is cancelled when the term ends. Its cause
+// (context.Cause) is the session's error if the session ended, otherwise
+// ErrResigned or ErrKeyDeleted.
+func (t *Term) Context() context.Context { return t.ctx }
+
+// Done returns a channel that is closed when the term ends.
+func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
+
+// Err returns nil while the term stands, then an error wrapping ErrNotLeader
+// and the reason the term ended (ErrResigned, ErrKeyDeleted, or the
+// session's error).
+func (t *Term) Err() error {
+	if t.ctx.Err() == nil {
+		return nil
+	}
+	cause := context.Cause(t.ctx)
+	if errors.Is(cause, ErrNotLeader) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", ErrNotLeader, cause)
+}
+
+// Cmp returns a comparison that holds only while the leader key is the one
+// this term created: add it to the If of an etcd transaction to make a write
+// land only while this term stands, whatever the writer's own view of time.
+func (t *Term) Cmp() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.token.Epoch)
+}
+
+// Resign ends the term: it cancels the term's context first, then deletes
+// the leader key if it is still this term's, which hands leadership to the
+// next candidate at once. If the session has already ended, the key is left
+// to the lease. Resign is idempotent; it returns etcd's error if the delete
+// failed (the key then goes with the lease, or with a later Resign).
+func (t *Term) Resign(ctx context.Context) error {
+	t.resignMu.Lock()
+	defer t.resignMu.Unlock()
+	t.mu.Lock()
+	if t.free {
+		t.mu.Unlock()
+		return nil
+	}
+	t.resigning = true
+	t.mu.Unlock()
+	t.cancel(ErrResigned)
+	<-t.watchDone
+
+	t.mu.Lock()
+	free := t.free
+	t.mu.Unlock()
+	var err error
+	if !free && t.e.session.Err() == nil {
+		_, err = t.e.kv.Txn(ctx).If(t.Cmp()).Then(clientv3.OpDelete(t.key)).Commit()
+		if err != nil {
+			err = fmt.Errorf("election %q: resign epoch %d: %w", t.e.name, t.token.Epoch, err)
+		}
+	}
+	t.mu.Lock()
+	t.resigning = false
+	if err == nil {
+		t.releaseLocked()
+	}
+	t.mu.Unlock()
+	return err
+}
+
+// releaseLocked lets the Election campaign again. t.mu must be held.
+func (t *Term) releaseLocked() {
+	if t.free {
+		return
+	}
+	t.free = true
+	t.e.release(t)
+}
+
+// end ends the term with cause unless it has already ended.
+func (t *Term) end(cause error) { t.cancel(cause) }
+
+// watch ends the term when its key is deleted or replaced. It runs until the
+// term ends.
+func (t *Term) watch() {
+	defer func() {
+		t.mu.Lock()
+		close(t.watchDone)
+		// A term that ended while the session stands keeps its slot until
+		// Resign has deleted the key, unless the key is already gone.
+		if !t.resigning && (t.e.session.Err() != nil || errors.Is(context.Cause(t.ctx), ErrKeyDeleted)) {
+			t.releaseLocked()
+		}
+		t.mu.Unlock()
+	}()
+	e := t.e
+	rev := t.rev + 1
+	retry := minRetry
+	for t.ctx.Err() == nil {
+		for wr := range e.w.Watch(t.ctx, t.key, clientv3.WithRev(rev)) {
+			if wr.Canceled || wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != t.token.Epoch {
+					t.end(fmt.Errorf("%w: election %q epoch %d at revision %d", ErrKeyDeleted, e.name, t.token.Epoch, ev.Kv.ModRevision))
+					return
+				}
+			}
+			retry = minRetry
+		}
+		if t.ctx.Err() != nil {
+			return
+		}
+		// The watch ended (compaction, a broken stream): read the key and
+		// watch again from there.
+		resp, err := e.kv.Get(t.ctx, t.key)
+		if err != nil {
+			if !sleep(t.ctx, e.clock, retry) {
+				return
+			}
+			retry = nextRetry(retry)
+			continue
+		}
+		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != t.token.Epoch {
+			t.end(fmt.Errorf("%w: election %q epoch %d by revision %d", ErrKeyDeleted, e.name, t.token.Epoch, resp.Header.Revision))
+			return
+		}
+		rev = resp.Header.Revision + 1
+	}
+}

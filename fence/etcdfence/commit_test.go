@@ -1,0 +1,347 @@
+package etcdfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// TestCommitStaleNeighbours: a stale write inside a batch is refused and
+// its neighbours, in the same transaction, commit.
+func TestCommitStaleNeighbours(t *testing.T) {
+	cli := startCluster(t)
+	ctx := testCtx(t)
+	s := newStore(t, cli, "neighbours")
+	old := fence.Token{Scope: "p/1", Epoch: 5}
+	cur := fence.Token{Scope: "p/1", Epoch: 9}
+	next := fence.Token{Scope: "p/1", Epoch: 11}
+	other := fence.Token{Scope: "p/2", Epoch: 1}
+	require.NoError(t, s.Advance(ctx, cur))
+	_, err := s.Put(ctx, cur, "cas", []byte("v1"))
+	require.NoError(t, err)
+	_, err = s.Put(ctx, cur, "gone", []byte("x"))
+	require.NoError(t, err)
+
+	res, err := s.Commit(ctx, []etcdfence.Write{
+		etcdfence.PutWrite(cur, "a", []byte("cur")),
+		etcdfence.PutWrite(old, "b", []byte("stale")),
+		etcdfence.PutWrite(other, "c", []byte("other scope")),
+		etcdfence.CompareAndSwapWrite(cur, "cas", 1, []byte("v2")),
+		etcdfence.CompareAndSwapWrite(next, "cas2", 3, []byte("wrong version")),
+		etcdfence.DeleteWrite(old, "gone"),
+		etcdfence.DeleteWrite(cur, "missing"),
+		etcdfence.PutWrite(fence.Token{Scope: "p/1"}, "invalid", nil),
+		etcdfence.PutWrite(next, "d", []byte("next")),
+	})
+	require.NoError(t, err)
+	require.Len(t, res, 9)
+	rev := res[0].Revision
+	require.Positive(t, rev)
+	for _, i := range []int{0, 2, 3, 6, 8} {
+		require.NoError(t, res[i].Err, "write %d", i)
+		require.Equal(t, rev, res[i].Revision, "write %d shares the transaction", i)
+	}
+	requireStale(t, res[1].Err, "p/1", 5, 9)
+	requireStale(t, res[5].Err, "p/1", 5, 9)
+	require.Zero(t, res[1].Revision)
+	var ve *etcdfence.VersionError
+	require.ErrorAs(t, res[4].Err, &ve)
+	require.Equal(t, int64(0), ve.Actual)
+	require.False(t, res[6].Deleted)
+	require.ErrorIs(t, res[7].Err, fence.ErrInvalidToken)
+
+	got := dump(t, cli, s.Config().Prefix)
+	require.Equal(t, map[string]string{
+		"a": "cur#v1", "c": "other scope#v1", "cas": "v2#v2", "d": "next#v1", "gone": "x#v1",
+	}, got)
+	floor, err := s.Floor(ctx, "p/1")
+	require.NoError(t, err)
+	require.Equal(t, int64(11), floor, "the floor rises to the newest admitted epoch of the batch")
+
+	// A batch in which every write of a scope is stale leaves its floor.
+	res, err = s.Commit(ctx, []etcdfence.Write{
+		etcdfence.PutWrite(old, "x", nil), etcdfence.PutWrite(cur, "y", nil), etcdfence.PutWrite(other, "z", nil),
+	})
+	require.NoError(t, err)
+	requireStale(t, res[0].Err, "p/1", 5, 11)
+	requireStale(t, res[1].Err, "p/1", 9, 11)
+	require.NoError(t, res[2].Err)
+	floor, err = s.Floor(ctx, "p/1")
+	require.NoError(t, err)
+	require.Equal(t, int64(11), floor)
+}
+
+// TestStaleCache: a Store's remembered floors go out of date when another
+// process moves them; its writes are still judged by etcd.
+func TestStaleCache(t *testing.T) {
+	c := cluster.New(t, 1)
+	ctx := testCtx(t)
+	s1 := newStore(t, c.NewClient(t), "cache")
+	s2 := newStore(t, c.NewClient(t), "cache")
+
+	// s1 saw no floor for p/1; s2 then creates it.
+	f, err := s1.Floor(ctx, "p/1")
+	require.NoError(t, err)
+	require.Zero(t, f)
+	require.NoError(t, s2.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 5}))
+	res, err := s1.Commit(ctx, []etcdfence.Write{
+		etcdfence.PutWrite(fence.Token{Scope: "p/1", Epoch: 5}, "k1", []byte("a")),
+		etcdfence.PutWrite(fence.Token{Scope: "p/1", Epoch: 4}, "k2", []byte("b")),
+		etcdfence.PutWrite(fence.Token{Scope: "p/2", Epoch: 1}, "k3", []byte("c")),
+	})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	requireStale(t, res[1].Err, "p/1", 4, 5)
+	require.NoError(t, res[2].Err)
+
+	// s1 remembers 5; s2 raises to 6; s1 writes at 5 (refused by etcd) and
+	// at 7 (admitted, and the floor rises to 7).
+	require.NoError(t, s2.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 6}))
+	_, err = s1.Put(ctx, fence.Token{Scope: "p/1", Epoch: 5}, "k1", []byte("zombie"))
+	requireStale(t, err, "p/1", 5, 6)
+	_, err = s1.Put(ctx, fence.Token{Scope: "p/1", Epoch: 7}, "k1", []byte("new"))
+	require.NoError(t, err)
+	f, err = s2.Floor(ctx, "p/1")
+	require.NoError(t, err)
+	require.Equal(t, int64(7), f)
+
+	// The floor key is deleted behind s1's back (never do this): s1 finds
+	// out and writes again, recreating it.
+	_, err = c.NewClient(t).Delete(ctx, s1.FloorKey("p/1"))
+	require.NoError(t, err)
+	res, err = s1.Commit(ctx, []etcdfence.Write{
+		etcdfence.PutWrite(fence.Token{Scope: "p/1", Epoch: 7}, "k4", nil),
+		etcdfence.PutWrite(fence.Token{Scope: "p/1", Epoch: 8}, "k5", nil),
+	})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.NoError(t, res[1].Err)
+	f, err = s2.Floor(ctx, "p/1")
+	require.NoError(t, err)
+	require.Equal(t, int64(8), f)
+	got := dump(t, c.NewClient(t), s1.Config().Prefix)
+	require.Equal(t, map[string]string{"k1": "new#v2", "k3": "c#v1", "k4": "#v1", "k5": "#v1"}, got)
+}
+
+// TestCommitLimits: batches far beyond one transaction, with many scopes,
+// compare-and-swaps (which nest deepest) and repeated keys, are split so
+// that the real etcd server accepts every transaction, at the default
+// limit of 128 ops and at a small one; repeated keys keep their order.
+func TestCommitLimits(t *testing.T) {
+	cli := startCluster(t)
+	ctx := testCtx(t)
+	for _, maxOps := range []int{0, 3, 9} {
+		t.Run(fmt.Sprint("maxops=", maxOps), func(t *testing.T) {
+			cfg := etcdfence.DefaultConfig()
+			cfg.Prefix = fmt.Sprintf("/test/limits%d/data/", maxOps)
+			cfg.FencePrefix = fmt.Sprintf("/test/limits%d/fence/", maxOps)
+			cfg.MaxTxnOps = maxOps
+			s, err := etcdfence.New(cli, cfg)
+			require.NoError(t, err)
+			var writes []etcdfence.Write
+			want := map[string]string{}
+			for i := range 300 {
+				tok := fence.Token{Scope: fence.PartitionScope(i % 37), Epoch: 1}
+				key := fmt.Sprintf("k%d", i%250) // keys 0..49 written twice
+				switch {
+				case i%5 == 0:
+					writes = append(writes, etcdfence.CompareAndSwapWrite(tok, fmt.Sprintf("cas%d", i), 0, []byte("c")))
+					want[fmt.Sprintf("cas%d", i)] = "c#v1"
+				default:
+					writes = append(writes, etcdfence.PutWrite(tok, key, []byte(fmt.Sprint(i))))
+					v := 1
+					if i >= 250 {
+						v = 2
+					}
+					want[key] = fmt.Sprintf("%d#v%d", i, v)
+				}
+			}
+			res, err := s.Commit(ctx, writes)
+			require.NoError(t, err)
+			revs := map[int64]int{}
+			for i, r := range res {
+				require.NoError(t, r.Err, "write %d", i)
+				revs[r.Revision]++
+			}
+			t.Logf("300 writes in %d transactions", len(revs))
+			require.Equal(t, want, dump(t, cli, cfg.Prefix))
+		})
+	}
+}
+
+// TestCommitExactLimit fills transactions to exactly etcd's default of
+// 128 ops as the server counts them: the server accepts them, and one more
+// write starts a new transaction.
+func TestCommitExactLimit(t *testing.T) {
+	cli := startCluster(t)
+	ctx := testCtx(t)
+	s := newStore(t, cli, "exact")
+	tok := fence.Token{Scope: "p/1", Epoch: 1}
+	for _, c := range []struct {
+		kind etcdfence.WriteKind
+		fit  int // writes of one scope that fill 128 ops
+	}{
+		{etcdfence.KindPut, 127},            // 127 writes + 1 floor write
+		{etcdfence.KindCompareAndSwap, 127}, // 127 version checks + 1 floor check
+	} {
+		for _, n := range []int{c.fit, c.fit + 1} {
+			var writes []etcdfence.Write
+			for i := range n {
+				key := fmt.Sprintf("%s-%d/%d", c.kind, n, i)
+				if c.kind == etcdfence.KindPut {
+					writes = append(writes, etcdfence.PutWrite(tok, key, []byte("v")))
+				} else {
+					writes = append(writes, etcdfence.CompareAndSwapWrite(tok, key, 0, []byte("v")))
+				}
+			}
+			res, err := s.Commit(ctx, writes)
+			require.NoError(t, err, "%s x %d", c.kind, n)
+			revs := map[int64]bool{}
+			for _, r := range res {
+				require.NoError(t, r.Err)
+				revs[r.Revision] = true
+			}
+			want := 1
+			if n > c.fit {
+				want = 2
+			}
+			require.Len(t, revs, want, "%s x %d: transactions", c.kind, n)
+		}
+	}
+}
+
+// TestGroupCommitMatchesSingles: 16 writers run the same scripts once with
+// single fenced writes and once through a Batcher; every result and the
+// final contents are identical, and the batcher did batch.
+func TestGroupCommitMatchesSingles(t *testing.T) {
+	cli := startCluster(t)
+	ctx := testCtx(t)
+	const writers, steps = 16, 40
+	scripts := make([][]step, writers)
+	for w := range writers {
+		scripts[w] = script(w, steps)
+	}
+
+	single := newStore(t, cli, "singles")
+	got1 := runScripts(ctx, single, single, scripts)
+
+	grouped := newStore(t, cli, "grouped")
+	b, err := etcdfence.NewBatcher(grouped, etcdfence.BatcherConfig{})
+	require.NoError(t, err)
+	got2 := runScripts(ctx, grouped, b, scripts)
+	require.NoError(t, b.Close())
+	st := b.Stats()
+	t.Logf("batcher: %d writes in %d commits", st.Writes, st.Commits)
+	require.Less(t, st.Commits, st.Writes, "no batch held more than one write")
+
+	var stale, conflicts int
+	for w := range writers {
+		for i := range got1[w] {
+			require.Equal(t, got1[w][i], got2[w][i], "writer %d step %d (%+v)", w, i, scripts[w][i])
+			switch {
+			case got1[w][i].stale:
+				stale++
+			case got1[w][i].conflict:
+				conflicts++
+			}
+		}
+	}
+	require.Positive(t, stale)
+	require.Positive(t, conflicts)
+	require.Equal(t, dump(t, cli, single.Config().Prefix), dump(t, cli, grouped.Config().Prefix))
+	require.Equal(t, dump(t, cli, single.Config().FencePrefix), dump(t, cli, grouped.Config().FencePrefix))
+}
+
+type step struct {
+	kind    etcdfence.WriteKind // 0: Advance
+	epoch   int64
+	key     string
+	version int64
+}
+
+type outcome struct {
+	ok       bool
+	deleted  bool
+	stale    bool
+	current  int64
+	conflict bool
+	actual   int64
+	other    string
+}
+
+// script is writer w's deterministic sequence of steps on its own scope:
+// advances, current and stale epochs, puts, deletes and compare-and-swaps.
+func script(w, n int) []step {
+	rng := rand.New(rand.NewPCG(uint64(w), 99))
+	epoch := int64(10)
+	steps := make([]step, 0, n)
+	for range n {
+		e := epoch
+		if rng.IntN(4) == 0 {
+			e = epoch - 1 - int64(rng.IntN(3)) // a stale owner's write
+		}
+		key := fmt.Sprintf("w%d/k%d", w, rng.IntN(4))
+		switch r := rng.IntN(10); {
+		case r == 0:
+			epoch += int64(1 + rng.IntN(2))
+			steps = append(steps, step{epoch: epoch})
+		case r < 6:
+			steps = append(steps, step{kind: etcdfence.KindPut, epoch: e, key: key})
+		case r < 8:
+			steps = append(steps, step{kind: etcdfence.KindDelete, epoch: e, key: key})
+		default:
+			steps = append(steps, step{kind: etcdfence.KindCompareAndSwap, epoch: e, key: key, version: int64(rng.IntN(3))})
+		}
+	}
+	return steps
+}
+
+func runScripts(ctx context.Context, s *etcdfence.Store, w writer, scripts [][]step) [][]outcome {
+	out := make([][]outcome, len(scripts))
+	var wg sync.WaitGroup
+	for i, sc := range scripts {
+		wg.Go(func() {
+			scope := fence.PartitionScope(i)
+			for j, st := range sc {
+				tok := fence.Token{Scope: scope, Epoch: st.epoch}
+				val := []byte(fmt.Sprintf("%d/%d@%d", i, j, st.epoch))
+				var err error
+				var o outcome
+				switch st.kind {
+				case 0:
+					err = s.Advance(ctx, tok)
+				case etcdfence.KindPut:
+					_, err = w.Put(ctx, tok, st.key, val)
+				case etcdfence.KindDelete:
+					o.deleted, err = w.Delete(ctx, tok, st.key)
+				case etcdfence.KindCompareAndSwap:
+					_, err = w.CompareAndSwap(ctx, tok, st.key, st.version, val)
+				}
+				var se *fence.StaleError
+				var ve *etcdfence.VersionError
+				switch {
+				case err == nil:
+					o.ok = true
+				case errors.As(err, &se):
+					o.stale, o.current = true, se.Current
+				case errors.As(err, &ve):
+					o.conflict, o.actual = true, ve.Actual
+				default:
+					o.other = err.Error()
+				}
+				out[i] = append(out[i], o)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}

@@ -1,0 +1,48 @@
+// Package etcdfence applies fencing inside etcd: the store, not the lock,
+// rejects a writer whose tenure has ended.
+//
+// It offers both forms of the check that the fencing rules ask for.
+//
+// The claim-bound guard, ClaimGuard, is a clientv3.Cmp that holds iff the
+// claim (or leadership key) that issued a token still stands: its
+// CreateRevision equals the token's epoch. Put it in the If of your own
+// transaction and the transaction lands only while its writer still holds
+// the claim. It is the strongest check etcd offers and keeps no state.
+//
+// The floor-based Store is a fenced key-value store over etcd: Get, Put,
+// Delete and CompareAndSwap on a key's version, each taking the caller's
+// token. For every scope it keeps the highest epoch admitted so far, the
+// floor, in the key <FencePrefix><scope>, as a fixed-width 19-digit decimal
+// so that etcd's byte-wise value comparison orders epochs numerically. The
+// check of the token, the recording of its epoch and the write commit in one
+// transaction. A Store takes one of two forms for it:
+//
+//	// Single-write form, when the Store has not seen the scope's floor yet.
+//	// Value comparisons fail on a missing key, so a scope never written
+//	// falls in the Else branch, which admits:
+//	If(Value(floor) > epoch)  Then(Get(floor))  Else(Put(floor, epoch), write)
+//
+//	// Steady form, when the Store remembers floor c <= epoch (and for
+//	// batches). admitBound(e) sorts right after e's encoding, so the
+//	// comparison holds iff floor <= epoch; the floor is written only when
+//	// the epoch raises it:
+//	If(Value(floor) < admitBound(epoch))  Then([Put(floor, epoch) if epoch > c,] write)
+//
+// The remembered floor is a hint, never trusted: etcd checks every write. A
+// refused steady-form write reads the floor in a second request to learn
+// why. Floors only rise, so a token older than a remembered floor is
+// refused without a round trip. A rejected write returns a
+// *fence.StaleError carrying the scope, the presented epoch and the current
+// floor; errors.Is(err, fence.ErrStale) holds. Advance raises a scope's floor
+// on its own, as a new owner does before its first write, so that a stale
+// owner cannot write even keys the new owner never touches; a Store
+// satisfies the ownership package's Fencer interface with it. Floors must
+// never be deleted.
+//
+// Group commit: Store.Commit applies many fenced writes in one flat
+// transaction (split at etcd's ops-per-transaction and request-size limits)
+// with one floor comparison per scope; if a check fails, the writes it
+// refuses are answered alone and the others commit in a retry, so a stale
+// write never takes its neighbours down with it. Batcher gathers writes from
+// many goroutines into such commits.
+package etcdfence

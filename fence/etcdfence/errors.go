@@ -1,0 +1,56 @@
+package etcdfence
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidConfig reports a Config or BatcherConfig that cannot be used.
+	ErrInvalidConfig = errors.New("etcdfence: invalid config")
+
+	// ErrInvalidKey reports a data key the store cannot accept: empty, too
+	// long, or inside the fence prefix where the floors live.
+	ErrInvalidKey = errors.New("etcdfence: invalid key")
+
+	// ErrKeyTooLong reports a key longer than Config.MaxKeyLen once the
+	// store's prefix is added. It wraps ErrInvalidKey.
+	ErrKeyTooLong = fmt.Errorf("%w: too long", ErrInvalidKey)
+
+	// ErrValueTooLarge reports a value longer than Config.MaxValueLen.
+	ErrValueTooLarge = errors.New("etcdfence: value too large")
+
+	// ErrInvalidWrite reports a Write whose Kind is unknown or whose fields
+	// do not fit its kind.
+	ErrInvalidWrite = errors.New("etcdfence: invalid write")
+
+	// ErrVersionMismatch reports a compare-and-swap whose key did not have
+	// the expected version. Every *VersionError matches it.
+	ErrVersionMismatch = errors.New("etcdfence: version mismatch")
+
+	// ErrCorruptFloor reports a floor key whose value is not an epoch
+	// written by this package.
+	ErrCorruptFloor = errors.New("etcdfence: corrupt floor")
+
+	// ErrClosed reports a write submitted to a Batcher after Close.
+	ErrClosed = errors.New("etcdfence: batcher closed")
+)
+
+// VersionError is the error of a compare-and-swap whose key did not have the
+// expected version. errors.Is(err, ErrVersionMismatch) holds.
+type VersionError struct {
+	// Key is the key as the caller named it (without the store's prefix).
+	Key string
+	// Expected is the version the caller asked for (0: absent).
+	Expected int64
+	// Actual is the key's version when the swap was refused (0: absent).
+	Actual int64
+}
+
+// Error implements error.
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("etcdfence: version mismatch on key %q: expected %d, found %d", e.Key, e.Expected, e.Actual)
+}
+
+// Is reports whether target is ErrVersionMismatch.
+func (e *VersionError) Is(target error) bool { return target == ErrVersionMismatch }

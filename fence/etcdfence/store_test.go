@@ -1,0 +1,250 @@
+package etcdfence_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
+)
+
+func TestStoreOperations(t *testing.T) {
+	cli := startCluster(t)
+	ctx := testCtx(t)
+	s := newStore(t, cli, "ops")
+	tok := fence.Token{Scope: "p/1", Epoch: 10}
+
+	floor, err := s.Floor(ctx, "p/1")
+	require.NoError(t, err)
+	require.Zero(t, floor, "no floor before the first write")
+
+	it, err := s.Get(ctx, tok, "k")
+	require.NoError(t, err)
+	require.False(t, it.Exists())
+
+	rev, err := s.Put(ctx, tok, "k", []byte("v1"))
+	require.NoError(t, err)
+	require.Positive(t, rev)
+	floor, err = s.Floor(ctx, "p/1")
+	require.NoError(t, err)
+	require.Equal(t, int64(10), floor, "a write records its epoch")
+
+	it, err = s.Get(ctx, tok, "k")
+	require.NoError(t, err)
+	require.Equal(t, etcdfence.Item{Key: "k", Value: []byte("v1"), Version: 1, CreateRevision: rev, ModRevision: rev}, it)
+
+	// The data key lives under the prefix, the floor under the fence prefix.
+	raw, err := cli.Get(ctx, "/test/ops/data/k")
+	require.NoError(t, err)
+	require.Len(t, raw.Kvs, 1)
+	raw, err = cli.Get(ctx, s.FloorKey("p/1"))
+	require.NoError(t, err)
+	require.Equal(t, "0000000000000000010", string(raw.Kvs[0].Value), "fixed-width floor")
+
+	rev2, err := s.CompareAndSwap(ctx, tok, "k", 1, []byte("v2"))
+	require.NoError(t, err)
+	require.Greater(t, rev2, rev)
+	_, err = s.CompareAndSwap(ctx, tok, "k", 1, []byte("v3"))
+	var ve *etcdfence.VersionError
+	require.ErrorAs(t, err, &ve)
+	require.ErrorIs(t, err, etcdfence.ErrVersionMismatch)
+	require.Equal(t, etcdfence.VersionError{Key: "k", Expected: 1, Actual: 2}, *ve)
+	_, err = s.CompareAndSwap(ctx, tok, "new", 0, []byte("created"))
+	require.NoError(t, err, "version 0 creates an absent key")
+	_, err = s.CompareAndSwap(ctx, tok, "new", 0, []byte("again"))
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, int64(1), ve.Actual)
+
+	deleted, err := s.Delete(ctx, tok, "k")
+	require.NoError(t, err)
+	require.True(t, deleted)
+	deleted, err = s.Delete(ctx, tok, "k")
+	require.NoError(t, err)
+	require.False(t, deleted)
+
+	// Advance: raising, repeating and lowering.
+	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}))
+	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}), "advancing to the floor is a no-op")
+	requireStale(t, s.Advance(ctx, tok), "p/1", 10, 12)
+	requireStale(t, s.Admit(ctx, tok), "p/1", 10, 12)
+	_, err = s.Get(ctx, tok, "new")
+	requireStale(t, err, "p/1", 10, 12)
+	floor, err = s.Floor(ctx, "p/1")
+	require.NoError(t, err)
+	require.Equal(t, int64(12), floor)
+
+	// Scopes are independent.
+	_, err = s.Put(ctx, fence.Token{Scope: "p/2", Epoch: 1}, "other", []byte("x"))
+	require.NoError(t, err)
+
+	// Epochs near the top of int64 keep their order.
+	big := fence.Token{Scope: "p/3", Epoch: 1<<63 - 2}
+	require.NoError(t, s.Advance(ctx, big))
+	requireStale(t, s.Advance(ctx, fence.Token{Scope: "p/3", Epoch: 999999999999999999}), "p/3", 999999999999999999, 1<<63-2)
+	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/3", Epoch: 1<<63 - 1}))
+}
+
+func TestCorruptFloor(t *testing.T) {
+	cli := startCluster(t)
+	ctx := testCtx(t)
+	s := newStore(t, cli, "corrupt")
+	_, err := cli.Put(ctx, s.FloorKey("p/1"), "zzz")
+	require.NoError(t, err)
+	_, err = s.Put(ctx, fence.Token{Scope: "p/1", Epoch: 5}, "k", nil)
+	require.ErrorIs(t, err, etcdfence.ErrCorruptFloor)
+	_, err = s.Floor(ctx, "p/1")
+	require.ErrorIs(t, err, etcdfence.ErrCorruptFloor)
+}
+
+func TestClaimGuard(t *testing.T) {
+	cli := startCluster(t)
+	ctx := testCtx(t)
+	claim := "/test/guard/claims/7"
+	old := fence.Token{Scope: fence.PartitionScope(7), Epoch: claimEpoch(t, cli, claim)}
+
+	write := func(tok fence.Token, val string) error {
+		g, err := etcdfence.ClaimGuard(claim, tok)
+		if err != nil {
+			return err
+		}
+		resp, err := cli.Txn(ctx).If(g).
+			Then(clientv3.OpPut("/test/guard/data", val)).
+			Else(clientv3.OpGet(claim)).Commit()
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			var kv = resp.Responses[0].GetResponseRange().GetKvs()
+			if len(kv) == 0 {
+				return etcdfence.ClaimStaleError(tok, nil)
+			}
+			return etcdfence.ClaimStaleError(tok, kv[0])
+		}
+		return nil
+	}
+	require.NoError(t, write(old, "old owner"))
+
+	// The claim is lost and taken by a new owner.
+	cur := fence.Token{Scope: old.Scope, Epoch: claimEpoch(t, cli, claim)}
+	requireStale(t, write(old, "zombie"), old.Scope, old.Epoch, cur.Epoch)
+	require.NoError(t, write(cur, "new owner"))
+
+	// No claim at all: refused, current unknown.
+	_, err := cli.Delete(ctx, claim)
+	require.NoError(t, err)
+	requireStale(t, write(cur, "orphan"), cur.Scope, cur.Epoch, 0)
+
+	got, err := cli.Get(ctx, "/test/guard/data")
+	require.NoError(t, err)
+	require.Equal(t, "new owner", string(got.Kvs[0].Value))
+
+	_, err = etcdfence.ClaimGuard(claim, fence.Token{Scope: "p/1"})
+	require.ErrorIs(t, err, fence.ErrInvalidToken)
+	_, err = etcdfence.ClaimGuard("", cur)
+	require.ErrorIs(t, err, etcdfence.ErrInvalidKey)
+}
+
+func TestBadInput(t *testing.T) {
+	cli := startCluster(t)
+	ctx := testCtx(t)
+	s := newStore(t, cli, "bad")
+	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
+	require.NoError(t, err)
+	defer b.Close()
+	ok := fence.Token{Scope: "p/1", Epoch: 1}
+	longKey := strings.Repeat("k", etcdfence.DefaultMaxKeyLen)
+	bigValue := make([]byte, etcdfence.DefaultMaxValueLen+1)
+
+	cases := []struct {
+		name string
+		w    etcdfence.Write
+		want error
+	}{
+		{"empty scope", etcdfence.PutWrite(fence.Token{Epoch: 1}, "k", nil), fence.ErrInvalidToken},
+		{"zero epoch", etcdfence.PutWrite(fence.Token{Scope: "p/1"}, "k", nil), fence.ErrInvalidToken},
+		{"negative epoch", etcdfence.DeleteWrite(fence.Token{Scope: "p/1", Epoch: -4}, "k"), fence.ErrInvalidToken},
+		{"scope with space", etcdfence.PutWrite(fence.Token{Scope: "p 1", Epoch: 1}, "k", nil), fence.ErrInvalidToken},
+		{"empty key", etcdfence.PutWrite(ok, "", nil), etcdfence.ErrInvalidKey},
+		{"oversize key", etcdfence.PutWrite(ok, longKey, nil), etcdfence.ErrKeyTooLong},
+		{"key inside fence prefix", etcdfence.PutWrite(ok, "../fence/p/1", nil), nil}, // not a path: allowed
+		{"oversize value", etcdfence.PutWrite(ok, "k", bigValue), etcdfence.ErrValueTooLarge},
+		{"unknown kind", etcdfence.Write{Token: ok, Key: "k"}, etcdfence.ErrInvalidWrite},
+		{"negative version", etcdfence.CompareAndSwapWrite(ok, "k", -1, nil), etcdfence.ErrInvalidWrite},
+		{"delete with value", etcdfence.Write{Kind: etcdfence.KindDelete, Token: ok, Key: "k", Value: []byte("x")}, etcdfence.ErrInvalidWrite},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := s.Commit(ctx, []etcdfence.Write{c.w})
+			require.NoError(t, err)
+			r := b.Do(ctx, c.w)
+			if c.want == nil {
+				require.NoError(t, res[0].Err)
+				require.NoError(t, r.Err)
+				return
+			}
+			require.ErrorIs(t, res[0].Err, c.want)
+			require.ErrorIs(t, r.Err, c.want)
+		})
+	}
+
+	// The single-write methods give the same typed errors.
+	_, err = s.Put(ctx, fence.Token{}, "k", nil)
+	require.ErrorIs(t, err, fence.ErrInvalidToken)
+	_, err = s.Put(ctx, ok, longKey, nil)
+	require.ErrorIs(t, err, etcdfence.ErrKeyTooLong)
+	require.ErrorIs(t, err, etcdfence.ErrInvalidKey)
+	_, err = s.Get(ctx, ok, "")
+	require.ErrorIs(t, err, etcdfence.ErrInvalidKey)
+	_, err = s.Delete(ctx, fence.Token{Scope: "p/1", Epoch: 0}, "k")
+	require.ErrorIs(t, err, fence.ErrInvalidToken)
+	_, err = s.CompareAndSwap(ctx, ok, "k", 0, bigValue)
+	require.ErrorIs(t, err, etcdfence.ErrValueTooLarge)
+	require.ErrorIs(t, s.Advance(ctx, fence.Token{Scope: "", Epoch: 3}), fence.ErrInvalidToken)
+	_, err = s.Floor(ctx, "")
+	require.ErrorIs(t, err, fence.ErrInvalidToken)
+
+	// A data key that would land on a floor is refused.
+	cfg := etcdfence.DefaultConfig()
+	cfg.Prefix = "/test/bad/"
+	cfg.FencePrefix = "/test/bad/fence/"
+	s2, err := etcdfence.New(cli, cfg)
+	require.NoError(t, err)
+	_, err = s2.Put(ctx, ok, "fence/p/1", []byte("9999999999999999999"))
+	require.ErrorIs(t, err, etcdfence.ErrInvalidKey)
+}
+
+func TestConfigValidate(t *testing.T) {
+	require.NoError(t, etcdfence.DefaultConfig().Validate())
+	require.NoError(t, etcdfence.Config{}.Validate(), "zero config takes defaults")
+	for name, c := range map[string]etcdfence.Config{
+		"negative key len":     {MaxKeyLen: -1},
+		"negative value len":   {MaxValueLen: -1},
+		"too few ops":          {MaxTxnOps: 2},
+		"prefix fills key len": {Prefix: "/0123456789/", MaxKeyLen: 12},
+		"txn bytes too small":  {MaxTxnBytes: 1000},
+		"prefix inside fences": {Prefix: "/tenure/default/fence/x/"},
+		"prefix equals fences": {Prefix: "/f/", FencePrefix: "/f/"},
+	} {
+		err := c.Validate()
+		require.ErrorIs(t, err, etcdfence.ErrInvalidConfig, name)
+	}
+	_, err := etcdfence.New(nil, etcdfence.Config{})
+	require.ErrorIs(t, err, etcdfence.ErrInvalidConfig)
+	_, err = etcdfence.NewBatcher(nil, etcdfence.BatcherConfig{})
+	require.ErrorIs(t, err, etcdfence.ErrInvalidConfig)
+
+	require.NoError(t, etcdfence.DefaultBatcherConfig().Validate())
+	for name, c := range map[string]etcdfence.BatcherConfig{
+		"negative batch":        {MaxBatch: -1},
+		"negative linger":       {Linger: -1},
+		"linger beyond timeout": {Linger: 20e9},
+	} {
+		require.ErrorIs(t, c.Validate(), etcdfence.ErrInvalidConfig, name)
+	}
+	require.True(t, errors.Is(etcdfence.ErrKeyTooLong, etcdfence.ErrInvalidKey))
+	require.Equal(t, "/tenure/prod/fence/", etcdfence.FencePrefixFor("prod"))
+}

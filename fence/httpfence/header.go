@@ -1,0 +1,53 @@
+package httpfence
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/tenure-go/tenure/fence"
+)
+
+// Header is the name of the HTTP header that carries a token.
+const Header = "Tenure-Fence-Token"
+
+// ErrorHeader is the header the Middleware sets on its refusals, with one
+// of the Reason values.
+const ErrorHeader = "Tenure-Fence-Error"
+
+// Reasons of a refusal, in the ErrorHeader.
+const (
+	ReasonStale     = "stale"
+	ReasonMalformed = "malformed"
+	ReasonMissing   = "missing"
+	ReasonFailed    = "failed"
+)
+
+// SetHeader sets h's token header to t. It returns an error wrapping
+// fence.ErrInvalidToken, and leaves h alone, if t is invalid.
+func SetHeader(h http.Header, t fence.Token) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	h.Set(Header, t.String())
+	return nil
+}
+
+// FromHeader reads the token from h. It reports whether the header is
+// present; a present header that does not hold exactly one valid token
+// gives an error wrapping fence.ErrMalformedToken (and so
+// fence.ErrInvalidToken).
+func FromHeader(h http.Header) (fence.Token, bool, error) {
+	vs := h.Values(Header)
+	switch len(vs) {
+	case 0:
+		return fence.Token{}, false, nil
+	case 1:
+	default:
+		return fence.Token{}, true, fmt.Errorf("%w: %d %s headers", fence.ErrMalformedToken, len(vs), Header)
+	}
+	t, err := fence.ParseToken(vs[0])
+	if err != nil {
+		return fence.Token{}, true, err
+	}
+	return t, true, nil
+}

@@ -1,0 +1,161 @@
+package httpfence_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/httpfence"
+)
+
+// echo answers 200 with the token its request context carries.
+var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	tok, ok := fence.FromContext(r.Context())
+	if !ok {
+		_, _ = io.WriteString(w, "no token")
+		return
+	}
+	_, _ = io.WriteString(w, tok.String())
+})
+
+func serve(h http.Handler, header ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader("{}"))
+	for _, v := range header {
+		r.Header.Add(httpfence.Header, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func body(t *testing.T, w *httptest.ResponseRecorder) httpfence.ErrorBody {
+	t.Helper()
+	require.Equal(t, "application/json", w.Header().Get("Content-Type"))
+	var b httpfence.ErrorBody
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &b))
+	require.NotEmpty(t, b.Error)
+	return b
+}
+
+func TestMiddleware(t *testing.T) {
+	var g fence.Gate
+	h := httpfence.Middleware(httpfence.Gate(&g), echo)
+
+	w := serve(h, "p/1@5")
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, "p/1@5", w.Body.String(), "the handler's context carries the token")
+
+	w = serve(h, "p/1@4")
+	require.Equal(t, http.StatusConflict, w.Code)
+	require.Equal(t, httpfence.ErrorBody{
+		Error: `fence: stale token for scope "p/1": epoch 4 < current epoch 5`, Scope: "p/1", Presented: 4, Current: 5,
+	}, body(t, w))
+	require.Equal(t, httpfence.ReasonStale, w.Header().Get(httpfence.ErrorHeader))
+
+	for _, v := range []string{"p/1", "p/1@0", "p/1@-2", "p/1@x", "@1", ""} {
+		w = serve(h, v)
+		require.Equal(t, http.StatusBadRequest, w.Code, "%q", v)
+		require.Contains(t, body(t, w).Error, "malformed", "%q", v)
+	}
+	w = serve(h, "p/1@5", "p/1@6")
+	require.Equal(t, http.StatusBadRequest, w.Code)
+
+	w = serve(h)
+	require.Equal(t, http.StatusPreconditionRequired, w.Code)
+	require.Equal(t, httpfence.ReasonMissing, w.Header().Get(httpfence.ErrorHeader))
+
+	opt := &httpfence.Handler{Admitter: httpfence.Gate(&g), Next: echo, Optional: true}
+	w = serve(opt)
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, "no token", w.Body.String())
+	w = serve(opt, "p/1@3")
+	require.Equal(t, http.StatusConflict, w.Code, "optional does not mean unchecked")
+
+	failing := httpfence.Middleware(httpfence.AdmitFunc(func(context.Context, fence.Token) error {
+		return errors.New("etcd unreachable")
+	}), echo)
+	w = serve(failing, "p/1@9")
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	require.Contains(t, body(t, w).Error, "etcd unreachable")
+
+	invalid := httpfence.Middleware(httpfence.AdmitFunc(func(_ context.Context, t fence.Token) error {
+		return errors.Join(fence.ErrInvalidToken, errors.New("scope unknown here"))
+	}), echo)
+	w = serve(invalid, "p/1@9")
+	require.Equal(t, http.StatusBadRequest, w.Code)
+
+	w = serve(&httpfence.Handler{Next: echo}, "p/1@9")
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no admitter: refuse, never pass unfenced")
+}
+
+func TestTransportAndResponseError(t *testing.T) {
+	var g fence.Gate
+	srv := httptest.NewServer(httpfence.Middleware(httpfence.Gate(&g), echo))
+	defer srv.Close()
+	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
+
+	do := func(ctx context.Context) (*http.Response, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set(httpfence.Header, "forged@1") // replaced by the context's token
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		if rerr := httpfence.ResponseError(resp); rerr != nil {
+			return resp, "", rerr
+		}
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, "forged@1", req.Header.Get(httpfence.Header), "the caller's request is not modified")
+		return resp, string(b), nil
+	}
+
+	ctx := context.Background()
+	_, got, err := do(fence.NewContext(ctx, fence.Token{Scope: "p/2", Epoch: 10}))
+	require.NoError(t, err)
+	require.Equal(t, "p/2@10", got)
+
+	resp, _, err := do(fence.NewContext(ctx, fence.Token{Scope: "p/2", Epoch: 9}))
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.ErrorIs(t, err, fence.ErrStale)
+	var se *fence.StaleError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, fence.StaleError{Scope: "p/2", Presented: 9, Current: 10}, *se)
+
+	// No token in the context: the request goes as it is (here with its
+	// forged header, which the server reads and refuses as stale).
+	resp, _, err = do(ctx)
+	require.NoError(t, err, "forged@1 is admitted: a new scope")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	strict := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport, Required: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
+	require.NoError(t, err)
+	_, err = strict.Do(req)
+	require.ErrorIs(t, err, fence.ErrNoToken)
+
+	req, err = http.NewRequestWithContext(fence.NewContext(ctx, fence.Token{Scope: "p/2"}), http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	_, err = client.Do(req)
+	require.ErrorIs(t, err, fence.ErrInvalidToken)
+
+	// The server answers a missing header with 428.
+	resp, err = srv.Client().Get(srv.URL)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusPreconditionRequired, resp.StatusCode)
+	require.ErrorIs(t, httpfence.ResponseError(resp), fence.ErrNoToken)
+	require.NoError(t, resp.Body.Close())
+
+	// The application's own answers are not refusals.
+	require.NoError(t, httpfence.ResponseError(&http.Response{StatusCode: http.StatusConflict, Header: http.Header{}, Body: http.NoBody}))
+}

@@ -1,0 +1,50 @@
+package httpfence
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/tenure-go/tenure/fence"
+)
+
+// Transport is an http.RoundTripper that attaches the token carried by each
+// request's context (see fence.NewContext) as the Tenure-Fence-Token
+// header, replacing any such header already set. It never modifies the
+// caller's request. A Transport is safe for concurrent use if Base is.
+type Transport struct {
+	// Base performs the requests. Nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Required makes a request whose context carries no token fail with
+	// fence.ErrNoToken instead of going out unfenced.
+	Required bool
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	tok, ok := fence.FromContext(req.Context())
+	if !ok {
+		if t.Required {
+			closeBody(req)
+			return nil, fmt.Errorf("httpfence: %s %s: %w", req.Method, req.URL, fence.ErrNoToken)
+		}
+		return base.RoundTrip(req)
+	}
+	if err := tok.Validate(); err != nil {
+		closeBody(req)
+		return nil, fmt.Errorf("httpfence: %s %s: %w", req.Method, req.URL, err)
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set(Header, tok.String())
+	return base.RoundTrip(r)
+}
+
+// closeBody closes a request body, as a RoundTripper must even on error.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}

@@ -1,0 +1,42 @@
+// Package sqlfence applies fencing inside SQL databases, over database/sql:
+// the database, not the lock, rejects a writer whose tenure has ended.
+//
+// A fences table holds, per scope, the highest epoch admitted so far:
+//
+//	CREATE TABLE tenure_fences (scope TEXT PRIMARY KEY, epoch BIGINT NOT NULL)
+//
+// Admitting a token inside the caller's transaction is one statement,
+//
+//	INSERT INTO tenure_fences (scope, epoch) VALUES (<scope>, <epoch>)
+//	ON CONFLICT (scope) DO UPDATE SET epoch = excluded.epoch
+//	WHERE tenure_fences.epoch <= excluded.epoch
+//
+// which inserts or raises the scope's row iff the token's epoch is at least
+// the recorded one; no row affected means the token is stale, and the
+// transaction must not commit its writes. Because the statement writes the
+// scope's row, it holds that row's lock until the transaction ends: a newer
+// owner's Advance waits for an older owner's transaction in flight, so the
+// database's commit order never shows an older epoch after a newer one for
+// the same scope. (PostgreSQL locks the row; SQLite serializes all writers.)
+//
+// Fences.Exec runs the caller's own UPDATE or INSERT after admitting the
+// token in the same transaction, Fences.Do wraps a whole transaction, and
+// Fencer raises a floor in a transaction of its own, as a new owner does
+// before its first write. Every refusal is a *fence.StaleError with the
+// scope, the presented epoch and the current one; errors.Is(err,
+// fence.ErrStale) holds.
+//
+// Two dialects are supported: PostgreSQL (with any database/sql driver, such
+// as pgx's stdlib) and SQLite 3.24 or later (such as modernc.org/sqlite).
+// Drivers outside database/sql, such as pgx's native interface, can run
+// AdmitStatement themselves.
+//
+// On PostgreSQL the default READ COMMITTED isolation suits: the admitting
+// statement waits for a concurrent transaction that holds the scope's row
+// and then judges the newest committed epoch. Under REPEATABLE READ or
+// SERIALIZABLE the same conflict ends in a serialization failure (SQLSTATE
+// 40001) instead, which the caller retries as usual. On SQLite, open the
+// database with a busy timeout and immediate transactions (for
+// modernc.org/sqlite: ?_pragma=busy_timeout(5000)&_txlock=immediate), so
+// that concurrent writers queue instead of failing with SQLITE_BUSY.
+package sqlfence
