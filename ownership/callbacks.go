@@ -1,0 +1,205 @@
+package ownership
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tenure-go/tenure/fence"
+)
+
+// Reason says why a tenure ended.
+type Reason int
+
+const (
+	// ReasonMoved: the ring moved the partition to another node and this
+	// node handed it off (drained, then deleted its claim).
+	ReasonMoved Reason = iota + 1
+	// ReasonLost: the tenure ended without a handoff. The Session ended or
+	// its safe deadline passed, or the claim disappeared from etcd. The
+	// next owner may already be serving the partition.
+	ReasonLost
+	// ReasonClosed: the Node was closed and handed the partition off.
+	ReasonClosed
+)
+
+// String returns "moved", "lost" or "closed".
+func (r Reason) String() string {
+	switch r {
+	case ReasonMoved:
+		return "moved"
+	case ReasonLost:
+		return "lost"
+	case ReasonClosed:
+		return "closed"
+	}
+	return "Reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// cause returns the context cause of a tenure that ended for r.
+func (r Reason) cause() error {
+	switch r {
+	case ReasonMoved:
+		return ErrMoved
+	case ReasonClosed:
+		return ErrClosed
+	}
+	return ErrLost
+}
+
+// Callbacks are told when this node's tenures begin and end. A Node calls
+// them from one goroutine, in order, never concurrently, and never while
+// holding a lock: for every partition, OnAcquired always precedes the
+// OnReleased that ends the same tenure, and each tenure gets exactly one of
+// each (none at all if it ended before it was served). Nil fields are
+// skipped.
+//
+// Callbacks run on a queue of their own, so a slow callback does not stall
+// the node, but it does delay the callbacks after it and, by up to
+// Config.DrainTimeout, the handoffs waiting for their OnReleased. Callbacks
+// must not call Close (Close waits for the queue to empty); Lookup, Hold and
+// the other methods are fine.
+type Callbacks struct {
+	// OnAcquired is called when this node starts serving partition under
+	// token t, after every Fencer has been advanced to t and after Lookup
+	// reports the partition Local (unless the tenure has already ended
+	// again, in which case OnReleased follows). ctx is the
+	// partition's context: it is cancelled when the tenure ends, with
+	// context.Cause ErrMoved, ErrLost or ErrClosed, and carries t
+	// (fence.FromContext).
+	OnAcquired func(ctx context.Context, partition int, t fence.Token)
+	// OnReleased is called when the tenure under t ended, for reason r. For
+	// a handoff (ReasonMoved, ReasonClosed) it is called once in-flight work
+	// has drained (or the drain timed out) and, unless it takes longer than
+	// what remains of the drain timeout, it returns before the claim is
+	// deleted and the next owner can take over.
+	OnReleased func(partition int, t fence.Token, r Reason)
+}
+
+// EventKind tells an Event's kind.
+type EventKind int
+
+const (
+	// EventAcquired reports the start of a tenure (OnAcquired).
+	EventAcquired EventKind = iota + 1
+	// EventReleased reports the end of a tenure (OnReleased).
+	EventReleased
+)
+
+// String returns "acquired" or "released".
+func (k EventKind) String() string {
+	switch k {
+	case EventAcquired:
+		return "acquired"
+	case EventReleased:
+		return "released"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one callback in channel form (see ChanCallbacks).
+type Event struct {
+	// Kind says whether a tenure started or ended.
+	Kind EventKind
+	// Partition is the partition concerned.
+	Partition int
+	// Token is the tenure's fencing token.
+	Token fence.Token
+	// Context is the partition's context (EventAcquired only).
+	Context context.Context
+	// Reason says why the tenure ended (EventReleased only).
+	Reason Reason
+}
+
+// ChanCallbacks returns Callbacks that deliver events on a channel with
+// buffer slots, the channel, and a function that returns the number of
+// events dropped so far.
+//
+// Drop policy: delivery never blocks the node. When the buffer is full, the
+// new event is dropped and counted; events already in the buffer are kept,
+// so the channel always shows events in order, possibly with gaps. A
+// consumer that must not miss the end of a tenure should also watch the
+// Context of its EventAcquired, which is cancelled when the tenure ends
+// whether or not the EventReleased got through. buffer below 1 is taken as
+// 1. The channel is never closed.
+func ChanCallbacks(buffer int) (Callbacks, <-chan Event, func() uint64) {
+	ch := make(chan Event, max(buffer, 1))
+	var dropped atomic.Uint64
+	send := func(e Event) {
+		select {
+		case ch <- e:
+		default:
+			dropped.Add(1)
+		}
+	}
+	cb := Callbacks{
+		OnAcquired: func(ctx context.Context, p int, t fence.Token) {
+			send(Event{Kind: EventAcquired, Partition: p, Token: t, Context: ctx})
+		},
+		OnReleased: func(p int, t fence.Token, r Reason) {
+			send(Event{Kind: EventReleased, Partition: p, Token: t, Reason: r})
+		},
+	}
+	return cb, ch, dropped.Load
+}
+
+// dispatcher runs callbacks one at a time, in the order they were queued,
+// on its own goroutine. Its queue is unbounded, so queueing never blocks.
+type dispatcher struct {
+	mu      sync.Mutex
+	queue   []func()
+	closing bool
+	wake    chan struct{} // capacity 1
+	done    chan struct{}
+}
+
+func newDispatcher() *dispatcher {
+	return &dispatcher{wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// enqueue queues f. After close, f still runs if the dispatcher has not yet
+// finished.
+func (d *dispatcher) enqueue(f func()) {
+	d.mu.Lock()
+	d.queue = append(d.queue, f)
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close makes run return once the queue is empty.
+func (d *dispatcher) close() {
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dispatcher) run() {
+	defer close(d.done)
+	var batch []func()
+	for {
+		d.mu.Lock()
+		for len(d.queue) == 0 {
+			if d.closing {
+				d.mu.Unlock()
+				return
+			}
+			d.mu.Unlock()
+			<-d.wake
+			d.mu.Lock()
+		}
+		batch, d.queue = d.queue, batch[:0]
+		d.mu.Unlock()
+		for i, f := range batch {
+			f()
+			batch[i] = nil
+		}
+	}
+}

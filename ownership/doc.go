@@ -1,0 +1,49 @@
+// Package ownership assigns every partition of a key space to exactly one
+// node of a fleet and makes each node's tenure over a partition visible as an
+// epoch: the fencing token that stores check.
+//
+// # Protocol
+//
+// Every process runs one Node. Join opens the node's Session (one etcd
+// lease), registers the member key members/<id> with create-if-absent (a
+// second live process with the same ID gets a *DuplicateMemberError), reads
+// members and claims at one revision R and watches both from R+1.
+//
+// The Ring is a pure function of the sorted member IDs, the partition count
+// and the load factor, so every node that sees the same members computes the
+// same owner for every partition.
+//
+// For each partition the ring gives it and nobody claims, a node creates the
+// claim claims/<p> with If(CreateRevision == 0), bound to its lease, many
+// partitions per transaction. The epoch is the claim's CreateRevision, so
+// epochs of successive owners strictly increase. Before any work runs under
+// a new epoch, the node advances every Fencer (the stores' fence floors) to
+// it; then OnAcquired fires and Hold admits work.
+//
+// When the ring moves a partition away, its owner stops admitting work for
+// it (Hold returns ErrReleasing naming the next owner), cancels the
+// partition's context, waits for in-flight work (up to DrainTimeout), fires
+// OnReleased and deletes its claim with If(CreateRevision == epoch). The next
+// owner sees the deletion on its watch and claims at once: a planned move
+// costs a few etcd round trips, not a lease TTL.
+//
+// When the Session ends (the lease is lost, or its safe deadline passes
+// without an acknowledged renewal), every partition context is cancelled at
+// once, OnReleased fires with ReasonLost, and the node rejoins with a new
+// Session, hence new claims and new epochs. The old claims vanish with the
+// old lease. Close leaves gracefully: it deletes the member key, hands every
+// partition off as above, and revokes the lease.
+//
+// # Routing
+//
+// Lookup maps a key to its partition, owner, address and epoch without locks
+// or allocation: the event loop publishes an immutable snapshot through an
+// atomic pointer, and Changed signals every new one.
+//
+// # Simulation
+//
+// A Node reaches etcd only through the Client interface (clientv3.KV,
+// clientv3.Lease and clientv3.Watcher) and reads time only through
+// Config.Clock, so the same code runs against an in-memory etcd under
+// virtual time.
+package ownership

@@ -1,0 +1,126 @@
+package ownership
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+var (
+	// ErrInvalidConfig reports a Config that Join cannot use. The message
+	// names the offending field and value. Invalid node IDs, partition counts
+	// and load factors are reported with their own sentinels
+	// (ErrInvalidNodeID, ErrInvalidPartitions, ErrInvalidLoadFactor), which
+	// errors.Is also matches against ErrInvalidConfig when returned by
+	// Config.Validate.
+	ErrInvalidConfig = errors.New("ownership: invalid config")
+
+	// ErrNilClient reports a nil etcd client passed to Join.
+	ErrNilClient = errors.New("ownership: nil etcd client")
+
+	// ErrDuplicateMember reports that another live process is registered
+	// under the same node ID. The error is a *DuplicateMemberError.
+	ErrDuplicateMember = errors.New("ownership: duplicate member")
+
+	// ErrNotOwner reports that this node does not serve the partition asked
+	// for: another node owns it, nobody does yet, or this node is still
+	// acquiring it. The error is a *WrongOwnerError that names the owner
+	// when it is known.
+	ErrNotOwner = errors.New("ownership: not the owner")
+
+	// ErrReleasing reports that the partition is being handed off: this node
+	// still holds its claim but admits no new work for it. The error is a
+	// *WrongOwnerError naming the next owner when it is known;
+	// errors.Is(err, ErrNotOwner) holds as well.
+	ErrReleasing = errors.New("ownership: partition is being released")
+
+	// ErrInvalidPartition reports a partition number outside [0, P).
+	ErrInvalidPartition = errors.New("ownership: invalid partition")
+
+	// ErrClosed reports an operation on a Node that has been closed. It is
+	// also the cause of the contexts of partitions released by Close.
+	ErrClosed = errors.New("ownership: node closed")
+
+	// ErrMoved is the cause (context.Cause) of a partition's context when its
+	// tenure ended because the ring moved the partition to another node.
+	ErrMoved = errors.New("ownership: partition moved")
+
+	// ErrLost is the cause (context.Cause) of a partition's context when its
+	// tenure ended without a handoff: the node's Session ended, its safe
+	// deadline passed, or its claim disappeared from etcd.
+	ErrLost = errors.New("ownership: partition lost")
+)
+
+// DuplicateMemberError reports that node ID is already registered by a
+// process whose lease is alive. errors.Is(err, ErrDuplicateMember) holds.
+type DuplicateMemberError struct {
+	// ID is the node ID that is taken.
+	ID string
+	// Lease is the etcd lease (hexadecimal in the message) of the process
+	// that holds the ID.
+	Lease int64
+}
+
+// Error implements error.
+func (e *DuplicateMemberError) Error() string {
+	return fmt.Sprintf("ownership: duplicate member: node ID %q is held by a live process (lease %x)", e.ID, e.Lease)
+}
+
+// Is reports whether target is ErrDuplicateMember.
+func (e *DuplicateMemberError) Is(target error) bool { return target == ErrDuplicateMember }
+
+// WrongOwnerError is returned by Hold when this node does not serve the
+// partition. It carries what a caller needs to send the work elsewhere.
+// errors.Is(err, ErrNotOwner) always holds; errors.Is(err, ErrReleasing)
+// holds when Releasing is set.
+type WrongOwnerError struct {
+	// Partition is the partition asked for.
+	Partition int
+	// Owner is the node that owns the partition or is about to: when
+	// Releasing, the next owner on the ring; otherwise the holder of the
+	// partition's claim, or its owner on the ring if nobody holds a claim.
+	// Empty if unknown.
+	Owner string
+	// Addr is Owner's advertised address, empty if unknown.
+	Addr string
+	// Epoch is the epoch of Owner's claim, 0 if Owner holds no claim yet.
+	Epoch int64
+	// Releasing reports that this node is handing the partition off.
+	Releasing bool
+}
+
+// Error implements error.
+func (e *WrongOwnerError) Error() string {
+	var b []byte
+	if e.Releasing {
+		b = append(b, "ownership: partition is being released: partition "...)
+	} else {
+		b = append(b, "ownership: not the owner: partition "...)
+	}
+	b = strconv.AppendInt(b, int64(e.Partition), 10)
+	if e.Owner == "" {
+		b = append(b, ", owner unknown"...)
+		return string(b)
+	}
+	if e.Releasing {
+		b = append(b, ", next owner "...)
+	} else {
+		b = append(b, ", owner "...)
+	}
+	b = strconv.AppendQuote(b, e.Owner)
+	if e.Addr != "" {
+		b = append(b, " at "...)
+		b = append(b, e.Addr...)
+	}
+	if e.Epoch != 0 {
+		b = append(b, " epoch "...)
+		b = strconv.AppendInt(b, e.Epoch, 10)
+	}
+	return string(b)
+}
+
+// Is reports whether target is ErrNotOwner, or ErrReleasing for an error
+// raised during a handoff.
+func (e *WrongOwnerError) Is(target error) bool {
+	return target == ErrNotOwner || (e.Releasing && target == ErrReleasing)
+}

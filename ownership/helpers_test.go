@@ -1,0 +1,157 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/keys"
+)
+
+// testConfig returns a fast configuration for tests: TTL 2s (etcd's
+// minimum), a small ring, quiet logs unless -v.
+func testConfig(t testing.TB, cluster, id string, partitions int) Config {
+	cfg := DefaultConfig()
+	cfg.Cluster = cluster
+	cfg.NodeID = id
+	cfg.Addr = id + ".test:7000"
+	cfg.Ring.Partitions = partitions
+	cfg.Session.TTL = 2 * time.Second
+	cfg.DrainTimeout = 5 * time.Second
+	if testing.Verbose() {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
+	}
+	return cfg
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// join joins a node and closes it when the test ends.
+func join(t testing.TB, cli Client, cfg Config) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, err := Join(ctx, cli, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { closeNode(t, n) })
+	return n
+}
+
+func closeNode(t testing.TB, n *Node) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_ = n.Close(ctx)
+}
+
+// stableErr returns nil once nodes agree on a ring of exactly their IDs and
+// every partition is served by its ring owner, as every node sees it.
+func stableErr(nodes []*Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	ids := make([]string, len(nodes))
+	byID := map[string]*Node{}
+	for i, n := range nodes {
+		ids[i] = n.ID()
+		byID[n.ID()] = n
+	}
+	slices.Sort(ids)
+	ring := nodes[0].Ring()
+	if !slices.Equal(ring.Members(), ids) {
+		return fmt.Errorf("%s sees members %v, want %v", nodes[0].ID(), ring.Members(), ids)
+	}
+	for _, n := range nodes[1:] {
+		if v := n.Ring().Version(); v != ring.Version() {
+			return fmt.Errorf("%s has ring version %x, %s has %x", n.ID(), v, nodes[0].ID(), ring.Version())
+		}
+	}
+	for p := range ring.Partitions() {
+		owner, _ := ring.Owner(p)
+		want := byID[owner].LookupPartition(p)
+		if !want.Local || want.Owner != owner || want.Epoch == 0 {
+			return fmt.Errorf("partition %d: ring owner %s does not serve it: %+v", p, owner, want)
+		}
+		for _, n := range nodes {
+			r := n.LookupPartition(p)
+			if r.Owner != owner || r.Epoch != want.Epoch || r.Addr != owner+".test:7000" || r.Local != (n.ID() == owner) {
+				return fmt.Errorf("partition %d: %s sees %+v, owner serves %+v", p, n.ID(), r, want)
+			}
+		}
+	}
+	return nil
+}
+
+// waitStable waits, on the nodes' Changed signals, until stableErr is nil.
+func waitStable(t testing.TB, timeout time.Duration, nodes ...*Node) {
+	t.Helper()
+	require.NoError(t, waitFor(timeout, func() error { return stableErr(nodes) }, nodes...))
+}
+
+// waitFor re-evaluates cond whenever one of the nodes publishes a new
+// routing snapshot, until it returns nil or timeout passes.
+func waitFor(timeout time.Duration, cond func() error, nodes ...*Node) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
+		}
+		for _, n := range nodes {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.Changed())})
+		}
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			return fmt.Errorf("not reached after %v: %w", timeout, err)
+		}
+	}
+}
+
+// etcdClaims returns the owner and epoch of every claim in etcd.
+func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]claim {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l := keys.New(cluster)
+	resp, err := cli.Get(ctx, l.Claims(), clientv3.WithPrefix())
+	require.NoError(t, err)
+	out := map[int]claim{}
+	for _, kv := range resp.Kvs {
+		p, ok := l.ClaimPartition(string(kv.Key))
+		require.True(t, ok, "claim key %q", kv.Key)
+		out[p] = claim{owner: string(kv.Value), epoch: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+	}
+	return out
+}
+
+// etcdMembers returns the member IDs registered in etcd.
+func etcdMembers(t testing.TB, cli *clientv3.Client, cluster string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l := keys.New(cluster)
+	resp, err := cli.Get(ctx, l.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	var ids []string
+	for _, kv := range resp.Kvs {
+		id, _ := l.MemberID(string(kv.Key))
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,333 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// claimChecker watches a cluster's claims from revision 1 and checks, at
+// every revision, that no claim is ever overwritten (so there is at most one
+// claim per partition: claims are only created with CreateRevision == 0 and
+// then deleted) and that the epochs of successive claims of a partition
+// strictly increase.
+type claimChecker struct {
+	layout keys.Layout
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu         sync.Mutex
+	cur        map[int]int64     // partition -> epoch of the live claim
+	last       map[int]int64     // partition -> epoch of the latest claim
+	created    map[string]string // "p@epoch" -> owner
+	rev        int64
+	violations []string
+}
+
+func startClaimChecker(t *testing.T, cli *clientv3.Client, cluster string) *claimChecker {
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &claimChecker{
+		layout:  keys.New(cluster),
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		cur:     map[int]int64{},
+		last:    map[int]int64{},
+		created: map[string]string{},
+	}
+	wch := cli.Watch(ctx, k.layout.Claims(), clientv3.WithPrefix(), clientv3.WithRev(1))
+	go func() {
+		defer close(k.done)
+		for resp := range wch {
+			if err := resp.Err(); err != nil {
+				k.violate("watch failed: %v", err)
+				return
+			}
+			k.apply(resp.Events)
+		}
+	}()
+	t.Cleanup(k.stop)
+	return k
+}
+
+func (k *claimChecker) violate(format string, args ...any) {
+	k.violations = append(k.violations, fmt.Sprintf(format, args...))
+}
+
+func (k *claimChecker) apply(events []*clientv3.Event) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, ev := range events {
+		kv := ev.Kv
+		if kv.ModRevision < k.rev {
+			k.violate("revision went back from %d to %d", k.rev, kv.ModRevision)
+		}
+		k.rev = kv.ModRevision
+		p, ok := k.layout.ClaimPartition(string(kv.Key))
+		if !ok {
+			k.violate("bad claim key %q", kv.Key)
+			continue
+		}
+		if ev.Type == clientv3.EventTypeDelete {
+			if _, live := k.cur[p]; !live {
+				k.violate("rev %d: delete of absent claim %d", kv.ModRevision, p)
+			}
+			delete(k.cur, p)
+			continue
+		}
+		if e, live := k.cur[p]; live {
+			k.violate("rev %d: claim %d written while claim of epoch %d exists (value %q, version %d)", kv.ModRevision, p, e, kv.Value, kv.Version)
+		}
+		if kv.CreateRevision != kv.ModRevision || kv.Version != 1 {
+			k.violate("rev %d: claim %d modified, not created: create %d version %d", kv.ModRevision, p, kv.CreateRevision, kv.Version)
+		}
+		if kv.Lease == 0 {
+			k.violate("rev %d: claim %d without a lease", kv.ModRevision, p)
+		}
+		if e := k.last[p]; kv.CreateRevision <= e {
+			k.violate("rev %d: claim %d epoch %d not above previous epoch %d", kv.ModRevision, p, kv.CreateRevision, e)
+		}
+		k.cur[p] = kv.CreateRevision
+		k.last[p] = kv.CreateRevision
+		k.created[fmt.Sprintf("%d@%d", p, kv.CreateRevision)] = string(kv.Value)
+	}
+}
+
+// sync waits until the checker has seen revision rev.
+func (k *claimChecker) sync(t *testing.T, rev int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.rev >= rev || len(k.violations) > 0
+	}, 30*time.Second, 10*time.Millisecond)
+}
+
+func (k *claimChecker) stop() {
+	k.cancel()
+	<-k.done
+}
+
+// tenureLog records a node's callbacks and checks their order per partition.
+type tenureLog struct {
+	mu         sync.Mutex
+	node       string
+	open       map[int]fence.Token
+	acquired   []fence.Token
+	violations []string
+}
+
+func newTenureLog(node string) *tenureLog {
+	return &tenureLog{node: node, open: map[int]fence.Token{}}
+}
+
+func (l *tenureLog) callbacks() Callbacks {
+	return Callbacks{
+		OnAcquired: func(ctx context.Context, p int, t fence.Token) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if o, ok := l.open[p]; ok {
+				l.violations = append(l.violations, fmt.Sprintf("%s: acquired %v while %v open", l.node, t, o))
+			}
+			if ctx.Err() == nil {
+				if tok, _ := fence.FromContext(ctx); tok != t {
+					l.violations = append(l.violations, fmt.Sprintf("%s: context carries %v, not %v", l.node, tok, t))
+				}
+			}
+			l.open[p] = t
+			l.acquired = append(l.acquired, t)
+		},
+		OnReleased: func(p int, t fence.Token, r Reason) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if o, ok := l.open[p]; !ok || o != t {
+				l.violations = append(l.violations, fmt.Sprintf("%s: released %v (%v) while %v open", l.node, t, r, o))
+			}
+			delete(l.open, p)
+		},
+	}
+}
+
+// TestInvariantsUnderChaos runs nodes through random joins, graceful
+// leaves, abrupt kills, etcd leader restarts and blackholes, and checks
+// that etcd never holds two claims for a partition, that epochs strictly
+// increase, that every tenure a node served was a claim it created in etcd,
+// and that once the chaos stops every partition is served by its ring
+// owner. TENURE_CHAOS_SEED replays a run; TENURE_CHAOS_DURATION sets its
+// length (default 20s).
+func TestInvariantsUnderChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos test skipped in -short mode")
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TENURE_CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+		seed = v
+	}
+	duration := 20 * time.Second
+	if s := os.Getenv("TENURE_CHAOS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		require.NoError(t, err)
+		duration = d
+	}
+	t.Logf("seed %d (TENURE_CHAOS_SEED to replay), duration %v", seed, duration)
+	rng := rand.New(rand.NewPCG(seed, 0x7e5e))
+
+	const name, parts, maxNodes = "chaos", 64, 5
+	c := cluster.New(t, 3)
+	observer := c.NewClient(t)
+	checker := startClaimChecker(t, observer, name)
+	ctx := context.Background()
+
+	type proc struct {
+		id  string
+		n   *Node
+		cli *clientv3.Client
+		fp  *cluster.FaultPoint
+		log *tenureLog
+	}
+	var live, stopped []*proc
+	var logs []*tenureLog
+	seq := 0
+	start := func() {
+		id := fmt.Sprintf("n%d", seq)
+		seq++
+		cli, fp := c.NewFaultyClient(t)
+		cfg := testConfig(t, name, id, parts)
+		cfg.DrainTimeout = time.Second
+		tl := newTenureLog(id)
+		cfg.Callbacks = tl.callbacks()
+		jctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		n, err := Join(jctx, cli, cfg)
+		cancel()
+		if err != nil { // etcd may be electing a leader
+			t.Logf("join %s: %v", id, err)
+			_ = cli.Close()
+			return
+		}
+		logs = append(logs, tl)
+		live = append(live, &proc{id: id, n: n, cli: cli, fp: fp, log: tl})
+	}
+	pick := func() *proc {
+		i := rng.IntN(len(live))
+		p := live[i]
+		live = slices.Delete(live, i, i+1)
+		return p
+	}
+	defer func() {
+		for _, p := range append(live, stopped...) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_ = p.n.Close(cctx)
+			cancel()
+		}
+	}()
+	for range 3 {
+		start()
+	}
+
+	counts := map[string]int{}
+	end := time.Now().Add(duration)
+	for time.Now().Before(end) {
+		switch a := rng.IntN(10); {
+		case a < 3:
+			if len(live) < maxNodes {
+				counts["join"]++
+				start()
+			}
+		case a < 4:
+			if len(live) > 1 {
+				counts["leave"]++
+				p := pick()
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				if err := p.n.Close(cctx); err != nil {
+					t.Logf("close %s: %v", p.id, err)
+				}
+				cancel()
+				stopped = append(stopped, p)
+			}
+		case a < 5:
+			if len(live) > 1 {
+				counts["kill"]++
+				p := pick()
+				_ = p.cli.Close() // the process is gone as far as etcd can tell
+				stopped = append(stopped, p)
+			}
+		case a < 6:
+			counts["leader restart"]++
+			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			i, err := c.StopLeader(lctx)
+			require.NoError(t, err)
+			require.NoError(t, c.RestartMember(lctx, i))
+			cancel()
+		case a < 8:
+			if len(live) > 0 {
+				counts["blackhole"]++
+				p := live[rng.IntN(len(live))]
+				p.fp.Blackhole()
+				time.Sleep(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
+				p.fp.Heal()
+			}
+		default:
+			time.Sleep(time.Duration(50+rng.IntN(700)) * time.Millisecond)
+		}
+	}
+	if len(live) == 0 {
+		start()
+	}
+	t.Logf("actions %v; %d nodes live", counts, len(live))
+
+	// Once stable, every partition is served by its ring owner...
+	nodes := make([]*Node, len(live))
+	ids := make([]string, len(live))
+	for i, p := range live {
+		nodes[i], ids[i] = p.n, p.id
+	}
+	slices.Sort(ids)
+	waitStable(t, 90*time.Second, nodes...)
+
+	// ...and etcd agrees.
+	require.Equal(t, ids, etcdMembers(t, observer, name))
+	ring, err := NewRing(ids, RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor})
+	require.NoError(t, err)
+	claims := etcdClaims(t, observer, name)
+	require.Len(t, claims, parts)
+	for p, cl := range claims {
+		owner, _ := ring.Owner(p)
+		require.Equal(t, owner, cl.owner, "partition %d", p)
+	}
+	resp, err := observer.Get(ctx, "/")
+	require.NoError(t, err)
+	checker.sync(t, resp.Header.Revision)
+	checker.stop()
+
+	checker.mu.Lock()
+	defer checker.mu.Unlock()
+	require.Empty(t, checker.violations)
+	t.Logf("%d claims created over %d revisions", len(checker.created), checker.rev)
+	for _, l := range logs {
+		l.mu.Lock()
+		assert.Empty(t, l.violations)
+		for _, tok := range l.acquired {
+			var p int
+			_, err := fmt.Sscanf(tok.Scope, "p/%d", &p)
+			require.NoError(t, err)
+			owner, ok := checker.created[fmt.Sprintf("%d@%d", p, tok.Epoch)]
+			assert.True(t, ok && owner == l.node, "%s served %v, which etcd never gave it (owner %q)", l.node, tok, owner)
+		}
+		l.mu.Unlock()
+	}
+}

@@ -1,0 +1,360 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/keys"
+)
+
+// Member is a node registered in the cluster, as published in its member
+// key.
+type Member struct {
+	// ID is the node ID.
+	ID string
+	// Addr is the node's advertised address, possibly empty.
+	Addr string
+	// Meta is the node's published metadata, possibly nil.
+	Meta map[string]string
+}
+
+// Route says where the work for one partition goes, as this node currently
+// sees it.
+type Route struct {
+	// Partition is the key's partition.
+	Partition int
+	// Owner is the node that holds the partition's claim or, if nobody holds
+	// one, the node the ring assigns it to, which is about to claim it.
+	// Empty if unknown (no members).
+	Owner string
+	// Addr is Owner's advertised address, empty if unknown.
+	Addr string
+	// Epoch is the epoch of Owner's claim, 0 if the partition is unclaimed.
+	Epoch int64
+	// Local reports that this node holds the claim and serves the
+	// partition: its fencers have been advanced and no handoff has begun.
+	// Hold may still refuse a Local partition if its tenure ends in between.
+	Local bool
+	// RingVersion is the Version of the ring the route was computed from.
+	RingVersion uint64
+}
+
+// Node is one process's membership in a cluster: it holds the process's
+// Session, claims the partitions the ring gives it, serves them, and hands
+// them off when the ring moves them. See the package documentation for the
+// protocol.
+//
+// A Node is safe for concurrent use by multiple goroutines. Lookup,
+// LookupPartition, PartitionOf and Hold take no lock; Lookup and
+// LookupPartition allocate nothing.
+type Node struct {
+	cfg    Config
+	cli    Client
+	layout keys.Layout
+	log    hclog.Logger
+	clock  election.Clock
+	id     string
+
+	snap atomic.Pointer[snapshot]
+	disp *dispatcher
+
+	rootCtx    context.Context // cancelled when the node stops for good
+	rootCancel context.CancelCauseFunc
+	closeCtx   context.Context // cancelled when Close is called
+	closeReq   context.CancelFunc
+
+	msgs     chan message
+	genSeq   atomic.Uint64
+	wg       sync.WaitGroup
+	loopDone chan struct{} // closed when the event loop has returned
+	done     chan struct{} // closed when every goroutine has ended
+	closeErr error         // written before done is closed
+}
+
+// snapshot is an immutable routing table, published by the event loop.
+type snapshot struct {
+	ring    *Ring
+	routes  []entry
+	members []Member
+	owned   []int
+	closed  bool
+	changed chan struct{} // closed when the next snapshot is published
+}
+
+// Local states of a partition, as published in a snapshot.
+const (
+	localNone = iota
+	localAcquiring
+	localServing
+	localReleasing
+)
+
+type entry struct {
+	route    Route
+	t        *tenure // the serving tenure, if local == localServing
+	local    uint8
+	next     string // owner on the ring
+	nextAddr string
+}
+
+// message is a function the event loop runs, tagged with the generation
+// (session) it belongs to.
+type message struct {
+	gen uint64
+	f   func(*loop)
+}
+
+// Join registers this process as member cfg.NodeID of the cluster and starts
+// serving: it opens a Session (the node's lease), creates the member key
+// (failing with a *DuplicateMemberError if a live process holds the ID),
+// reads the members and claims, and starts the event loop, which claims the
+// partitions the ring gives this node. Join returns once the node is
+// registered; partitions are acquired in the background and reported through
+// Callbacks and Changed. ctx bounds Join only.
+//
+// A node ID held by a process that died stays taken until its lease expires
+// (at most the session TTL).
+func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
+	if isNil(cli) {
+		return nil, ErrNilClient
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	n := &Node{
+		cfg:      cfg,
+		cli:      cli,
+		layout:   keys.New(cfg.Cluster),
+		log:      cfg.Logger.With("node", cfg.NodeID),
+		clock:    cfg.Clock,
+		id:       cfg.NodeID,
+		disp:     newDispatcher(),
+		msgs:     make(chan message, 256),
+		loopDone: make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if cfg.Prefix != "" {
+		n.layout = keys.ForPrefix(cfg.Prefix)
+	}
+	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
+	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
+
+	gen, lst, err := n.connect(ctx, 0)
+	if err != nil {
+		n.rootCancel(ErrClosed)
+		n.closeReq()
+		return nil, err
+	}
+	l := newLoop(n)
+	l.install(gen, lst)
+	l.publish()
+	n.log.Info("joined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "members", len(l.members), "partitions", cfg.Ring.Partitions)
+	go n.disp.run()
+	go n.run(l)
+	return n, nil
+}
+
+// run runs the event loop and then stops every goroutine of the node.
+func (n *Node) run(l *loop) {
+	err := l.run()
+	n.rootCancel(ErrClosed)
+	n.closeReq()
+	close(n.loopDone)
+	n.wg.Wait()
+	n.disp.close()
+	<-n.disp.done
+	n.closeErr = err
+	close(n.done)
+}
+
+// spawn runs f on a goroutine that Close waits for.
+func (n *Node) spawn(f func()) { n.wg.Go(f) }
+
+// post hands f to the event loop, unless gen has ended or the loop has
+// returned.
+func (n *Node) post(gen *generation, f func(*loop)) {
+	select {
+	case n.msgs <- message{gen: gen.id, f: f}:
+	case <-gen.ctx.Done():
+	case <-n.loopDone:
+	}
+}
+
+// after runs f on the event loop d from now, unless gen ends first.
+func (n *Node) after(gen *generation, d time.Duration, f func(*loop)) {
+	n.spawn(func() {
+		t := n.clock.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+			n.post(gen, f)
+		case <-gen.ctx.Done():
+		}
+	})
+}
+
+// ID returns the node's ID.
+func (n *Node) ID() string { return n.id }
+
+// PartitionOf returns the partition of key.
+func (n *Node) PartitionOf(key string) int { return n.snap.Load().ring.PartitionOf(key) }
+
+// Lookup returns the route of key's partition. It takes no lock and does
+// not allocate.
+func (n *Node) Lookup(key string) Route {
+	s := n.snap.Load()
+	return s.routes[s.ring.PartitionOf(key)].route
+}
+
+// LookupPartition returns the route of partition p. For p outside [0, P)
+// it returns a Route with only Partition and RingVersion set.
+func (n *Node) LookupPartition(p int) Route {
+	s := n.snap.Load()
+	if uint(p) >= uint(len(s.routes)) {
+		return Route{Partition: p, RingVersion: s.ring.Version()}
+	}
+	return s.routes[p].route
+}
+
+// Hold admits local work for key: if this node serves key's partition, the
+// work is counted as in flight until Held.Release and runs under the
+// returned token and context. Otherwise Hold returns a *WrongOwnerError
+// (errors.Is ErrNotOwner, and ErrReleasing during a handoff, in which case
+// it names the next owner when known), or ErrClosed once the node is closed.
+func (n *Node) Hold(key string) (Held, error) {
+	s := n.snap.Load()
+	return n.hold(s, s.ring.PartitionOf(key))
+}
+
+// HoldPartition is Hold for partition p. A p outside [0, P) yields an error
+// wrapping ErrInvalidPartition.
+func (n *Node) HoldPartition(p int) (Held, error) {
+	s := n.snap.Load()
+	if uint(p) >= uint(len(s.routes)) {
+		return Held{}, fmt.Errorf("%w: %d not in [0, %d)", ErrInvalidPartition, p, len(s.routes))
+	}
+	return n.hold(s, p)
+}
+
+func (n *Node) hold(s *snapshot, p int) (Held, error) {
+	e := &s.routes[p]
+	if t := e.t; t != nil && t.enter() {
+		return Held{Partition: p, Token: t.token, Context: t.ctx, h: &hold{t: t}}, nil
+	}
+	if s.closed {
+		return Held{}, ErrClosed
+	}
+	releasing := e.local == localReleasing
+	if t := e.t; t != nil && t.state.Load() == tenureEnded && t.endReason() != ReasonLost {
+		releasing = true
+	}
+	if releasing {
+		err := &WrongOwnerError{Partition: p, Releasing: true}
+		if e.next != n.id {
+			err.Owner, err.Addr = e.next, e.nextAddr
+		}
+		return Held{}, err
+	}
+	return Held{}, &WrongOwnerError{Partition: p, Owner: e.route.Owner, Addr: e.route.Addr, Epoch: e.route.Epoch}
+}
+
+// Changed returns a channel that is closed the next time the routing table
+// changes (members, ring, claims or local states). Call it again after it
+// fires for the next change.
+func (n *Node) Changed() <-chan struct{} { return n.snap.Load().changed }
+
+// Owned returns, in ascending order, the partitions this node serves.
+func (n *Node) Owned() []int { return slices.Clone(n.snap.Load().owned) }
+
+// Members returns the registered members, sorted by ID.
+func (n *Node) Members() []Member {
+	ms := slices.Clone(n.snap.Load().members)
+	for i := range ms {
+		ms[i].Meta = maps.Clone(ms[i].Meta)
+	}
+	return ms
+}
+
+// Ring returns the ring computed from the current members.
+func (n *Node) Ring() *Ring { return n.snap.Load().ring }
+
+// Done returns a channel that is closed when the node has stopped: after
+// Close, with every goroutine of the node ended.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Close leaves the cluster gracefully: it deletes the member key, so that
+// every node's ring moves this node's partitions elsewhere, hands each
+// partition off as in a move (stop admitting, cancel, drain, OnReleased with
+// ReasonClosed, delete the claim), then revokes the lease. If ctx ends
+// first, Close stops waiting: it cancels what remains, lets the lease go and
+// returns an error wrapping ctx's error; the remaining partitions become
+// free when the lease expires or is revoked.
+//
+// Close returns once every goroutine of the node has ended and every
+// callback has returned. It is idempotent. It must not be called from a
+// callback.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeReq()
+	select {
+	case <-n.done:
+		return n.closeErr
+	case <-ctx.Done():
+		n.rootCancel(fmt.Errorf("%w: %w", ErrClosed, context.Cause(ctx)))
+		<-n.done
+		if n.closeErr != nil {
+			return n.closeErr
+		}
+		return fmt.Errorf("ownership: close %s: %w", n.id, context.Cause(ctx))
+	}
+}
+
+// withTimeout is context.WithTimeout on the node's clock.
+func (n *Node) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if n.clock == election.RealClock() {
+		return context.WithTimeout(parent, d)
+	}
+	ctx, cancel := context.WithCancel(parent)
+	t := n.clock.NewTimer(d)
+	n.spawn(func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	return ctx, cancel
+}
+
+// sleep waits d on the node's clock; it reports false if ctx ended first.
+func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
+	t := n.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// backoff returns the delay before retry number attempt (from 0): 50ms
+// doubling up to 5s, with jitter in [d/2, d).
+func backoff(attempt int) time.Duration {
+	const base, limit = 50 * time.Millisecond, 5 * time.Second
+	d := limit
+	if attempt < 7 {
+		d = min(base<<attempt, limit)
+	}
+	return d/2 + rand.N(d/2)
+}

@@ -1,0 +1,349 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+func TestConfigValidate(t *testing.T) {
+	good := func() Config {
+		cfg := DefaultConfig()
+		cfg.Cluster, cfg.NodeID = "c", "n1"
+		return cfg
+	}
+	require.NoError(t, good().Validate())
+	tests := []struct {
+		name  string
+		edit  func(*Config)
+		wants []error
+	}{
+		{"empty node ID", func(c *Config) { c.NodeID = "" }, []error{ErrInvalidNodeID}},
+		{"node ID with NUL", func(c *Config) { c.NodeID = "a\x00b" }, []error{ErrInvalidNodeID}},
+		{"node ID with slash", func(c *Config) { c.NodeID = "a/b" }, []error{ErrInvalidNodeID}},
+		{"node ID with space", func(c *Config) { c.NodeID = "a b" }, []error{ErrInvalidNodeID}},
+		{"node ID too long", func(c *Config) { c.NodeID = strings.Repeat("x", MaxNodeIDLen+1) }, []error{ErrInvalidNodeID}},
+		{"zero partitions", func(c *Config) { c.Ring.Partitions = 0 }, []error{ErrInvalidPartitions}},
+		{"negative partitions", func(c *Config) { c.Ring.Partitions = -4 }, []error{ErrInvalidPartitions}},
+		{"too many partitions", func(c *Config) { c.Ring.Partitions = MaxPartitions + 1 }, []error{ErrInvalidPartitions}},
+		{"load below 1", func(c *Config) { c.Ring.LoadFactor = 0.99 }, []error{ErrInvalidLoadFactor}},
+		{"zero load", func(c *Config) { c.Ring.LoadFactor = 0 }, []error{ErrInvalidLoadFactor}},
+		{"NaN load", func(c *Config) { c.Ring.LoadFactor = math.NaN() }, []error{ErrInvalidLoadFactor}},
+		{"no cluster", func(c *Config) { c.Cluster = "" }, nil},
+		{"cluster with slash", func(c *Config) { c.Cluster = "a/b" }, nil},
+		{"cluster with NUL", func(c *Config) { c.Cluster = "a\x00" }, nil},
+		{"prefix with NUL", func(c *Config) { c.Cluster, c.Prefix = "", "/x\x00/" }, nil},
+		{"negative drain", func(c *Config) { c.DrainTimeout = -time.Second }, nil},
+		{"max txn ops 1", func(c *Config) { c.MaxTxnOps = 1 }, nil},
+		{"negative max txn ops", func(c *Config) { c.MaxTxnOps = -1 }, nil},
+		{"nil fencer", func(c *Config) { c.Fencers = []Fencer{nil} }, nil},
+		{"address too long", func(c *Config) { c.Addr = strings.Repeat("a", 2000) }, nil},
+		{"session TTL too short", func(c *Config) { c.Session.TTL = time.Second }, []error{election.ErrInvalidConfig}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := good()
+			tt.edit(&cfg)
+			err := cfg.Validate()
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			for _, w := range tt.wants {
+				require.ErrorIs(t, err, w)
+			}
+		})
+	}
+	// Zero durations and sizes take their defaults; a prefix replaces the
+	// cluster name.
+	cfg := Config{Prefix: "/x/", NodeID: "n", Ring: DefaultRingConfig()}
+	require.NoError(t, cfg.Validate())
+}
+
+func TestJoinBadInput(t *testing.T) {
+	ctx := context.Background()
+	_, err := Join(ctx, nil, DefaultConfig())
+	require.ErrorIs(t, err, ErrNilClient)
+
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	for _, id := range []string{"", "a\x00b", "a/b"} {
+		cfg := testConfig(t, "bad", id, 8)
+		_, err := Join(ctx, cli, cfg)
+		require.ErrorIs(t, err, ErrInvalidNodeID, "id %q", id)
+	}
+	cfg := testConfig(t, "bad", "n", 0)
+	_, err = Join(ctx, cli, cfg)
+	require.ErrorIs(t, err, ErrInvalidPartitions)
+	cfg = testConfig(t, "bad", "n", 8)
+	cfg.Ring.LoadFactor = 0.5
+	_, err = Join(ctx, cli, cfg)
+	require.ErrorIs(t, err, ErrInvalidLoadFactor)
+	// Nothing was registered.
+	require.Empty(t, etcdMembers(t, cli, "bad"))
+}
+
+func TestDuplicateMember(t *testing.T) {
+	c := cluster.New(t, 3)
+	cli1, cli2 := c.NewClient(t), c.NewClient(t)
+	a := join(t, cli1, testConfig(t, "dup", "a", 16))
+
+	ctx := context.Background()
+	_, err := Join(ctx, cli2, testConfig(t, "dup", "a", 16))
+	require.ErrorIs(t, err, ErrDuplicateMember)
+	var dup *DuplicateMemberError
+	require.ErrorAs(t, err, &dup)
+	assert.Equal(t, "a", dup.ID)
+	assert.NotZero(t, dup.Lease)
+	assert.Contains(t, err.Error(), `"a"`)
+	// The failed attempt left no trace: a is still the only member.
+	require.Equal(t, []string{"a"}, etcdMembers(t, cli1, "dup"))
+
+	// Once a leaves, the ID is free again.
+	require.NoError(t, a.Close(ctx))
+	a2 := join(t, cli2, testConfig(t, "dup", "a", 16))
+	waitStable(t, 20*time.Second, a2)
+}
+
+func TestNodesServeTheirRingPartitions(t *testing.T) {
+	c := cluster.New(t, 3)
+	const parts = 128
+	var nodes []*Node
+	events := map[string]<-chan Event{}
+	for i := range 3 {
+		id := fmt.Sprintf("n%d", i)
+		cfg := testConfig(t, "serve", id, parts)
+		cfg.Meta = map[string]string{"zone": fmt.Sprint("z", i)}
+		cb, ch, dropped := ChanCallbacks(4 * parts)
+		cfg.Callbacks = cb
+		t.Cleanup(func() { assert.Zero(t, dropped()) })
+		events[id] = ch
+		nodes = append(nodes, join(t, c.NewClient(t), cfg))
+	}
+	waitStable(t, 30*time.Second, nodes...)
+
+	n0 := nodes[0]
+	ms := n0.Members()
+	require.Len(t, ms, 3)
+	for i, m := range ms {
+		assert.Equal(t, fmt.Sprintf("n%d", i), m.ID)
+		assert.Equal(t, m.ID+".test:7000", m.Addr)
+		assert.Equal(t, fmt.Sprint("z", i), m.Meta["zone"])
+	}
+
+	// etcd agrees with the nodes.
+	claims := etcdClaims(t, c.NewClient(t), "serve")
+	require.Len(t, claims, parts)
+	ring := n0.Ring()
+	for p, cl := range claims {
+		owner, _ := ring.Owner(p)
+		assert.Equal(t, owner, cl.owner, "partition %d", p)
+	}
+
+	for _, n := range nodes {
+		owned := n.Owned()
+		require.Equal(t, ring.Owned(n.ID()), owned)
+		// Per partition, tenures alternate OnAcquired, OnReleased(moved)
+		// with increasing epochs; the partitions owned now end with an
+		// OnAcquired carrying the current epoch.
+		last := map[int]Event{}
+		ch := events[n.ID()]
+	drain:
+		for {
+			select {
+			case e := <-ch:
+				prev, seen := last[e.Partition]
+				switch e.Kind {
+				case EventAcquired:
+					require.True(t, !seen || prev.Kind == EventReleased, "%s: %+v after %+v", n.ID(), e, prev)
+					require.True(t, !seen || e.Token.Supersedes(prev.Token), "%s: %+v after %+v", n.ID(), e, prev)
+					tok, ok := fence.FromContext(e.Context)
+					require.True(t, ok)
+					require.Equal(t, e.Token, tok)
+				case EventReleased:
+					require.True(t, seen && prev.Kind == EventAcquired && prev.Token == e.Token, "%s: %+v after %+v", n.ID(), e, prev)
+					require.Equal(t, ReasonMoved, e.Reason)
+					require.ErrorIs(t, context.Cause(prev.Context), ErrMoved)
+				}
+				last[e.Partition] = e
+			default:
+				break drain
+			}
+		}
+		for p, e := range last {
+			want := slices.Contains(owned, p)
+			require.Equal(t, want, e.Kind == EventAcquired, "%s: partition %d: %+v", n.ID(), p, e)
+			if want {
+				r := n.LookupPartition(p)
+				require.Equal(t, fence.Token{Scope: fence.PartitionScope(p), Epoch: r.Epoch}, e.Token)
+				require.Equal(t, claims[p].epoch, r.Epoch)
+			}
+		}
+		for _, p := range owned {
+			require.Contains(t, last, p)
+		}
+	}
+
+	// Hold: local work gets the token and the partition's context; remote
+	// keys get a wrong-owner error with a hint.
+	for i := range 50 {
+		key := fmt.Sprintf("key-%d", i)
+		p := n0.PartitionOf(key)
+		r := n0.Lookup(key)
+		require.Equal(t, p, r.Partition)
+		h, err := n0.Hold(key)
+		if r.Local {
+			require.NoError(t, err)
+			require.Equal(t, p, h.Partition)
+			require.Equal(t, fence.Token{Scope: fence.PartitionScope(p), Epoch: r.Epoch}, h.Token)
+			require.NoError(t, h.Context.Err())
+			h.Release()
+			h.Release() // no effect
+			continue
+		}
+		require.ErrorIs(t, err, ErrNotOwner)
+		require.NotErrorIs(t, err, ErrReleasing)
+		var wo *WrongOwnerError
+		require.ErrorAs(t, err, &wo)
+		require.Equal(t, WrongOwnerError{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch}, *wo)
+	}
+	_, err := n0.HoldPartition(parts)
+	require.ErrorIs(t, err, ErrInvalidPartition)
+	_, err = n0.HoldPartition(-1)
+	require.ErrorIs(t, err, ErrInvalidPartition)
+	require.Equal(t, Route{Partition: -1, RingVersion: ring.Version()}, n0.LookupPartition(-1))
+}
+
+func TestCloseHandsOff(t *testing.T) {
+	c := cluster.New(t, 3)
+	const parts = 64
+	a := join(t, c.NewClient(t), testConfig(t, "close", "a", parts))
+	cfgB := testConfig(t, "close", "b", parts)
+	cb, ch, _ := ChanCallbacks(4 * parts)
+	cfgB.Callbacks = cb
+	b := join(t, c.NewClient(t), cfgB)
+	waitStable(t, 30*time.Second, a, b)
+
+	owned := b.Owned()
+	require.NotEmpty(t, owned)
+	ctxs := map[int]context.Context{}
+	for range owned {
+		e := <-ch
+		require.Equal(t, EventAcquired, e.Kind)
+		ctxs[e.Partition] = e.Context
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, b.Close(ctx))
+	require.NoError(t, b.Close(ctx), "Close is idempotent")
+	select {
+	case <-b.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+	// Every tenure ended with ReasonClosed, its context cancelled with
+	// ErrClosed.
+	released := map[int]bool{}
+	for range owned {
+		e := <-ch
+		require.Equal(t, EventReleased, e.Kind)
+		require.Equal(t, ReasonClosed, e.Reason)
+		released[e.Partition] = true
+		require.ErrorIs(t, context.Cause(ctxs[e.Partition]), ErrClosed)
+	}
+	require.Len(t, released, len(owned))
+	_, err := b.Hold("x")
+	require.ErrorIs(t, err, ErrClosed)
+	require.Empty(t, b.Owned())
+
+	// a takes everything over; b's member key is gone.
+	waitStable(t, 20*time.Second, a)
+	require.Equal(t, []string{"a"}, etcdMembers(t, c.NewClient(t), "close"))
+	require.Len(t, a.Owned(), parts)
+}
+
+func TestFencersRunBeforeWork(t *testing.T) {
+	c := cluster.New(t, 3)
+	const parts = 16
+	var gate fence.Gate
+	block := make(chan struct{})
+	failures := 0
+	const blocked = 3
+	cfg := testConfig(t, "fence", "a", parts)
+	cfg.Fencers = []Fencer{
+		FencerFunc(func(ctx context.Context, tok fence.Token) error { return gate.Advance(tok) }),
+		FencerFunc(func(ctx context.Context, tok fence.Token) error {
+			if tok.Scope != fence.PartitionScope(blocked) {
+				return nil
+			}
+			// Fail twice, then wait for the test.
+			if failures < 2 {
+				failures++
+				return errors.New("store unavailable")
+			}
+			select {
+			case <-block:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}),
+	}
+	acquired := make(chan fence.Token, parts)
+	cfg.Callbacks.OnAcquired = func(ctx context.Context, p int, tok fence.Token) {
+		// The fence floor is raised before the tenure starts.
+		assert.Equal(t, tok.Epoch, gate.Floor(tok.Scope))
+		acquired <- tok
+	}
+	a := join(t, c.NewClient(t), cfg)
+	// Everything but the blocked partition is served.
+	require.NoError(t, waitFor(20*time.Second, func() error {
+		if got := len(a.Owned()); got != parts-1 {
+			return fmt.Errorf("owned %d", got)
+		}
+		return nil
+	}, a))
+	require.False(t, slices.Contains(a.Owned(), blocked))
+	r := a.LookupPartition(blocked)
+	require.False(t, r.Local)
+	require.Equal(t, "a", r.Owner)
+	require.NotZero(t, r.Epoch, "claimed, not yet served")
+	_, err := a.HoldPartition(blocked)
+	var wo *WrongOwnerError
+	require.ErrorAs(t, err, &wo)
+	require.Equal(t, "a", wo.Owner)
+	require.False(t, wo.Releasing)
+
+	close(block)
+	require.NoError(t, waitFor(20*time.Second, func() error {
+		if !a.LookupPartition(blocked).Local {
+			return errors.New("not served")
+		}
+		return nil
+	}, a))
+	h, err := a.HoldPartition(blocked)
+	require.NoError(t, err)
+	require.NoError(t, gate.Check(h.Token))
+	h.Release()
+	require.Equal(t, 2, failures)
+	// OnAcquired runs on the callback goroutine, shortly after.
+	seen := map[string]bool{}
+	for len(seen) < parts {
+		select {
+		case tok := <-acquired:
+			seen[tok.Scope] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("OnAcquired for %d of %d partitions", len(seen), parts)
+		}
+	}
+}

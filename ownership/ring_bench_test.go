@@ -1,0 +1,114 @@
+package ownership
+
+import (
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/buraksezer/consistent"
+)
+
+// lookupFixture is 16 members, the default configuration (1024 partitions,
+// load 1.25) and 4096 pre-generated keys, built both as a Ring and as
+// buraksezer/consistent with the same hasher, partition count, load factor
+// and replication factor.
+type lookupFixture struct {
+	ring  *Ring
+	c     *consistent.Consistent
+	keys  []string
+	bkeys [][]byte
+}
+
+const lookupKeys = 4096 // a power of two: index with & (lookupKeys-1)
+
+func newLookupFixture(b *testing.B) *lookupFixture {
+	b.Helper()
+	cfg := DefaultRingConfig()
+	members := make([]string, 16)
+	for i := range members {
+		members[i] = "node-" + strconv.Itoa(i+1)
+	}
+	r, err := NewRing(members, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, panicked := newConsistent(members, cfg)
+	if panicked {
+		b.Fatal("consistent.New panicked")
+	}
+	fx := &lookupFixture{ring: r, c: c, keys: make([]string, lookupKeys), bkeys: make([][]byte, lookupKeys)}
+	for i := range fx.keys {
+		fx.keys[i] = "tenant-" + strconv.Itoa(i*7919) + "/order"
+		fx.bkeys[i] = []byte(fx.keys[i])
+		id, _ := r.OwnerOfKey(fx.keys[i])
+		if got := c.LocateKey(fx.bkeys[i]).String(); got != id+"\x00" {
+			b.Fatalf("key %q: consistent says %q, ring says %q", fx.keys[i], got, id)
+		}
+	}
+	return fx
+}
+
+// BenchmarkLookup compares key -> owner on Ring with LocateKey on
+// buraksezer/consistent over the same members and keys, on one goroutine.
+func BenchmarkLookup(b *testing.B) {
+	fx := newLookupFixture(b)
+	r, keys, c, bkeys := fx.ring, fx.keys, fx.c, fx.bkeys
+	b.Run("tenure", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			r.OwnerOfKey(keys[i&(lookupKeys-1)])
+			i++
+		}
+	})
+	b.Run("tenure-index", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			r.OwnerIndex(r.PartitionOf(keys[i&(lookupKeys-1)]))
+			i++
+		}
+	})
+	b.Run("consistent", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			c.LocateKey(bkeys[i&(lookupKeys-1)])
+			i++
+		}
+	})
+}
+
+// BenchmarkLookupParallel is BenchmarkLookup from GOMAXPROCS goroutines
+// (run with -cpu 1,2): Ring takes no lock, consistent takes a read lock per
+// lookup.
+func BenchmarkLookupParallel(b *testing.B) {
+	fx := newLookupFixture(b)
+	r, keys, c, bkeys := fx.ring, fx.keys, fx.c, fx.bkeys
+	b.Run("tenure", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i, n := 0, 0
+			for pb.Next() {
+				if _, ok := r.OwnerOfKey(keys[i&(lookupKeys-1)]); ok {
+					n++
+				}
+				i++
+			}
+			runtime.KeepAlive(n)
+		})
+	})
+	b.Run("consistent", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i, n := 0, 0
+			for pb.Next() {
+				if c.LocateKey(bkeys[i&(lookupKeys-1)]) != nil {
+					n++
+				}
+				i++
+			}
+			runtime.KeepAlive(n)
+		})
+	})
+}

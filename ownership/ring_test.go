@@ -1,0 +1,898 @@
+package ownership
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/buraksezer/consistent"
+	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/require"
+)
+
+// ringMember is a node as buraksezer/consistent sees it in these tests: the
+// ID plus a NUL terminator, the naming Ring's own points use.
+type ringMember string
+
+func (m ringMember) String() string { return string(m) + "\x00" }
+
+// rawMember is a node named by its bare ID, as consistent's documentation
+// suggests; prefix IDs then share point keys.
+type rawMember string
+
+func (m rawMember) String() string { return string(m) }
+
+// xxhasher is consistent's Hasher, xxhash64.
+type xxhasher struct{}
+
+func (xxhasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
+
+func consistentConfig(cfg RingConfig) consistent.Config {
+	return consistent.Config{
+		Hasher:            xxhasher{},
+		PartitionCount:    cfg.Partitions,
+		ReplicationFactor: replicationFactor,
+		Load:              cfg.LoadFactor,
+	}
+}
+
+// newConsistent builds consistent's ring of ids (NUL-terminated names), and
+// reports whether consistent.New panicked.
+func newConsistent(ids []string, cfg RingConfig) (c *consistent.Consistent, panicked bool) {
+	defer func() {
+		if recover() != nil {
+			c, panicked = nil, true
+		}
+	}()
+	ms := make([]consistent.Member, len(ids))
+	for i, id := range ids {
+		ms[i] = ringMember(id)
+	}
+	return consistent.New(ms, consistentConfig(cfg)), false
+}
+
+// ceilBound is the bound every member's load must respect:
+// ceil(load*P/N), at most P.
+func ceilBound(cfg RingConfig, n int) int {
+	return int(math.Min(math.Ceil(cfg.LoadFactor*float64(cfg.Partitions)/float64(n)), float64(cfg.Partitions)))
+}
+
+// checkRing verifies every invariant of r, built from members under cfg.
+func checkRing(t testing.TB, r *Ring, members []string, cfg RingConfig) {
+	t.Helper()
+	p, n := cfg.Partitions, len(members)
+	sorted := slices.Sorted(slices.Values(members))
+	require.Equal(t, p, r.Partitions())
+	require.Equal(t, cfg.LoadFactor, r.LoadFactor())
+	require.True(t, slices.Equal(sorted, r.Members()), "members not sorted copy")
+	require.Len(t, r.Assignment(), p)
+
+	if n == 0 {
+		require.Zero(t, r.MaxLoad())
+		for part := range p {
+			require.Equal(t, -1, r.OwnerIndex(part))
+			_, ok := r.Owner(part)
+			require.False(t, ok)
+		}
+		return
+	}
+	bound := ceilBound(cfg, n)
+	require.LessOrEqual(t, r.MaxLoad(), bound, "P=%d N=%d load=%v", p, n, cfg.LoadFactor)
+	require.GreaterOrEqual(t, r.MaxLoad(), (p+n-1)/n)
+
+	loads := make([]int, n)
+	assignment := r.Assignment()
+	for part := range p {
+		i := r.OwnerIndex(part)
+		if i < 0 || i >= n {
+			t.Fatalf("partition %d has owner index %d (N=%d)", part, i, n)
+		}
+		if id, ok := r.Owner(part); !ok || id != sorted[i] || id != assignment[part] {
+			t.Fatalf("partition %d: Owner = %q, %v; OwnerIndex %d = %q; Assignment %q", part, id, ok, i, sorted[i], assignment[part])
+		}
+		loads[i]++
+	}
+	total := 0
+	for i, id := range sorted {
+		require.Equal(t, i, r.MemberIndex(id))
+		require.Equal(t, loads[i], r.Load(id))
+		require.LessOrEqual(t, loads[i], r.MaxLoad(), "member %q", id)
+		total += loads[i]
+	}
+	require.Equal(t, p, total)
+	for _, id := range sorted[:min(n, 8)] {
+		owned := r.Owned(id)
+		require.Len(t, owned, loads[r.MemberIndex(id)])
+		require.True(t, slices.IsSorted(owned))
+		for _, part := range owned {
+			got, _ := r.Owner(part)
+			require.Equal(t, id, got)
+		}
+	}
+}
+
+// idGen produces random valid node IDs, deliberately including families of
+// IDs that are prefixes of each other and IDs ending in digits.
+type idGen struct {
+	rng  *rand.Rand
+	seen map[string]bool
+}
+
+var idAlphabet = []rune("abcxyz0123456789-_.:@+~!ÅßéЖ日本🙂")
+
+func (g *idGen) next() string {
+	for {
+		var id string
+		switch g.rng.IntN(4) {
+		case 0: // node-<k>: node-1, node-11 and node-111 share consistent's raw keys
+			id = "node-" + strconv.Itoa(1+g.rng.IntN(200))
+		case 1: // prefix family: n, n1, n11, n111, ...
+			id = "n" + strings.Repeat("1", g.rng.IntN(12))
+		case 2: // prefix family with a random base
+			base := string(idAlphabet[g.rng.IntN(len(idAlphabet))])
+			id = base + strings.Repeat(strconv.Itoa(g.rng.IntN(10)), g.rng.IntN(6))
+		default:
+			var b strings.Builder
+			for range 1 + g.rng.IntN(20) {
+				b.WriteRune(idAlphabet[g.rng.IntN(len(idAlphabet))])
+			}
+			id = b.String()
+		}
+		if !g.seen[id] {
+			g.seen[id] = true
+			return id
+		}
+	}
+}
+
+func randomIDs(rng *rand.Rand, n int) []string {
+	g := &idGen{rng: rng, seen: make(map[string]bool)}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = g.next()
+	}
+	return ids
+}
+
+func shuffled(rng *rand.Rand, ids []string) []string {
+	out := slices.Clone(ids)
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func TestRingConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  RingConfig
+		want error
+		msg  string
+	}{
+		{"default", DefaultRingConfig(), nil, ""},
+		{"one partition", RingConfig{Partitions: 1, LoadFactor: 1}, nil, ""},
+		{"max partitions", RingConfig{Partitions: MaxPartitions, LoadFactor: 1.25}, nil, ""},
+		{"load 1.0000001", RingConfig{Partitions: 7, LoadFactor: 1.0000001}, nil, ""},
+		{"load 1e9", RingConfig{Partitions: 7, LoadFactor: 1e9}, nil, ""},
+		{"zero config", RingConfig{}, ErrInvalidPartitions, "0"},
+		{"zero partitions", RingConfig{Partitions: 0, LoadFactor: 1.25}, ErrInvalidPartitions, "0"},
+		{"negative partitions", RingConfig{Partitions: -5, LoadFactor: 1.25}, ErrInvalidPartitions, "-5"},
+		{"too many partitions", RingConfig{Partitions: MaxPartitions + 1, LoadFactor: 1.25}, ErrInvalidPartitions, strconv.Itoa(MaxPartitions + 1)},
+		{"zero load", RingConfig{Partitions: 8}, ErrInvalidLoadFactor, "0"},
+		{"load below 1", RingConfig{Partitions: 8, LoadFactor: 0.999}, ErrInvalidLoadFactor, "0.999"},
+		{"negative load", RingConfig{Partitions: 8, LoadFactor: -2}, ErrInvalidLoadFactor, "-2"},
+		{"NaN load", RingConfig{Partitions: 8, LoadFactor: math.NaN()}, ErrInvalidLoadFactor, "NaN"},
+		{"+Inf load", RingConfig{Partitions: 8, LoadFactor: math.Inf(1)}, ErrInvalidLoadFactor, "+Inf"},
+		{"-Inf load", RingConfig{Partitions: 8, LoadFactor: math.Inf(-1)}, ErrInvalidLoadFactor, "-Inf"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tt.want)
+			require.Contains(t, err.Error(), tt.msg)
+			require.True(t, strings.HasPrefix(err.Error(), "ownership: "), err.Error())
+
+			_, err = NewRing([]string{"a"}, tt.cfg)
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+}
+
+func TestRingValidateNodeID(t *testing.T) {
+	tests := []struct {
+		id string
+		ok bool
+	}{
+		{"node-1", true},
+		{"a", true},
+		{"10.0.0.7:8080", true},
+		{"pod-7f9c@eu-west-1", true},
+		{"ñodo-ß-日本-🙂", true},
+		{strings.Repeat("x", MaxNodeIDLen), true},
+		{"", false},
+		{strings.Repeat("x", MaxNodeIDLen+1), false},
+		{"a/b", false},
+		{"/", false},
+		{"a b", false},
+		{" a", false},
+		{"a\tb", false},
+		{"a\nb", false},
+		{"a\x00b", false},
+		{"\x00", false},
+		{"a\x7fb", false},         // DEL
+		{"a\u00a0b", false},       // no-break space
+		{"a\u200bb", false},       // zero-width space (format character)
+		{"a\u2028b", false},       // line separator
+		{"\xff\xfe", false},       // not UTF-8
+		{"node-\xc3", false},      // truncated UTF-8
+		{"a\U0010fffeb", false},   // noncharacter, unassigned
+		{"\u202eevil", false},     // bidi override (format character)
+		{"x\u0300", true},         // combining mark is printable
+		{"\u00ad", false},         // soft hyphen (format character)
+		{"tab\u0009end", false},   // tab
+		{"cr\u000dend", false},    // carriage return
+		{"esc\u001bend", false},   // escape
+		{"c1\u0085end", false},    // next line (C1 control)
+		{"ideo\u3000sp", false},   // ideographic space
+		{"🙂/🙂", false},            // slash between symbols
+		{"key=value,x", true},     // punctuation is fine
+		{"UPPER_lower.123", true}, // mixed
+	}
+	for _, tt := range tests {
+		name := strconv.Quote(tt.id)
+		if len(name) > 40 {
+			name = name[:40] + "..."
+		}
+		t.Run(name, func(t *testing.T) {
+			err := ValidateNodeID(tt.id)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidNodeID)
+			require.True(t, strings.HasPrefix(err.Error(), "ownership: invalid node ID"), err.Error())
+			if tt.id != "" && len(tt.id) <= MaxNodeIDLen {
+				require.Contains(t, err.Error(), strconv.Quote(tt.id))
+			}
+		})
+	}
+}
+
+func TestNewRingBadInput(t *testing.T) {
+	cfg := DefaultRingConfig()
+	tests := []struct {
+		name    string
+		members []string
+		cfg     RingConfig
+		want    error
+		msg     string
+	}{
+		{"empty ID", []string{"a", ""}, cfg, ErrInvalidNodeID, "empty"},
+		{"NUL in ID", []string{"a", "b\x00c"}, cfg, ErrInvalidNodeID, `"b\x00c"`},
+		{"slash in ID", []string{"x/y"}, cfg, ErrInvalidNodeID, `"x/y"`},
+		{"space in ID", []string{"x y"}, cfg, ErrInvalidNodeID, `"x y"`},
+		{"invalid UTF-8", []string{"ok", "\xff"}, cfg, ErrInvalidNodeID, `"\xff"`},
+		{"long ID", []string{strings.Repeat("z", 1000)}, cfg, ErrInvalidNodeID, "1000 bytes"},
+		{"duplicate", []string{"a", "b", "a"}, cfg, ErrDuplicateNodeID, `"a"`},
+		{"duplicate among many", []string{"n1", "n11", "n", "n11"}, cfg, ErrDuplicateNodeID, `"n11"`},
+		{"bad partitions", []string{"a"}, RingConfig{Partitions: -1, LoadFactor: 2}, ErrInvalidPartitions, "-1"},
+		{"bad load", []string{"a"}, RingConfig{Partitions: 4, LoadFactor: 0.5}, ErrInvalidLoadFactor, "0.5"},
+		{"bad config wins over bad ID", []string{""}, RingConfig{Partitions: 0, LoadFactor: 2}, ErrInvalidPartitions, "0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := NewRing(tt.members, tt.cfg)
+			require.Nil(t, r)
+			require.ErrorIs(t, err, tt.want)
+			require.Contains(t, err.Error(), tt.msg)
+			for _, other := range []error{ErrInvalidNodeID, ErrDuplicateNodeID, ErrInvalidPartitions, ErrInvalidLoadFactor, ErrRingMismatch} {
+				if other != tt.want {
+					require.False(t, errors.Is(err, other), "%v is also %v", err, other)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRingDoesNotKeepCallerSlice(t *testing.T) {
+	members := []string{"c", "a", "b"}
+	r, err := NewRing(members, DefaultRingConfig())
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "a", "b"}, members, "caller's slice reordered")
+	members[0] = "zzz"
+	require.Equal(t, []string{"a", "b", "c"}, r.Members())
+	got := r.Members()
+	got[0] = "changed"
+	require.Equal(t, []string{"a", "b", "c"}, r.Members())
+}
+
+func TestRingEmpty(t *testing.T) {
+	for _, members := range [][]string{nil, {}} {
+		r, err := NewRing(members, DefaultRingConfig())
+		require.NoError(t, err)
+		checkRing(t, r, members, DefaultRingConfig())
+		require.Empty(t, r.Members())
+		require.Equal(t, -1, r.OwnerIndex(r.PartitionOf("k")))
+		_, ok := r.OwnerOfKey("k")
+		require.False(t, ok)
+		require.Nil(t, r.Owned("a"))
+		require.Zero(t, r.Load("a"))
+		require.Equal(t, -1, r.MemberIndex("a"))
+		for _, o := range r.Assignment() {
+			require.Empty(t, o)
+		}
+	}
+	a, _ := NewRing(nil, DefaultRingConfig())
+	b, _ := NewRing([]string{}, DefaultRingConfig())
+	require.Equal(t, a.Version(), b.Version())
+}
+
+func TestRingNil(t *testing.T) {
+	var r *Ring
+	require.Zero(t, r.Partitions())
+	require.Zero(t, r.LoadFactor())
+	require.Zero(t, r.MaxLoad())
+	require.Nil(t, r.Members())
+	require.Equal(t, -1, r.MemberIndex("a"))
+	require.Equal(t, -1, r.PartitionOf("k"))
+	require.Equal(t, -1, r.OwnerIndex(0))
+	_, ok := r.Owner(0)
+	require.False(t, ok)
+	_, ok = r.OwnerOfKey("k")
+	require.False(t, ok)
+	require.Nil(t, r.Owned("a"))
+	require.Zero(t, r.Load("a"))
+	require.Zero(t, r.Version())
+	require.Nil(t, r.Assignment())
+}
+
+func TestRingLookup(t *testing.T) {
+	members := []string{"node-3", "node-1", "node-2"}
+	r, err := NewRing(members, DefaultRingConfig())
+	require.NoError(t, err)
+	checkRing(t, r, members, DefaultRingConfig())
+
+	for _, p := range []int{-1, math.MinInt, r.Partitions(), r.Partitions() + 1, math.MaxInt} {
+		require.Equal(t, -1, r.OwnerIndex(p), "partition %d", p)
+		_, ok := r.Owner(p)
+		require.False(t, ok)
+	}
+	for i := range 1000 {
+		key := "user:" + strconv.Itoa(i)
+		p := r.PartitionOf(key)
+		require.Equal(t, int(xxhash.Sum64String(key)%uint64(r.Partitions())), p)
+		want, _ := r.Owner(p)
+		got, ok := r.OwnerOfKey(key)
+		require.True(t, ok)
+		require.Equal(t, want, got)
+		require.Equal(t, r.MemberIndex(got), r.OwnerIndex(p))
+	}
+	require.Equal(t, -1, r.MemberIndex("node-4"))
+	require.Nil(t, r.Owned("node-4"))
+	require.Zero(t, r.Load("node-4"))
+}
+
+func TestRingLookupDoesNotAllocate(t *testing.T) {
+	r, err := NewRing([]string{"a", "b", "c", "d"}, DefaultRingConfig())
+	require.NoError(t, err)
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		k := keys[i%len(keys)]
+		i++
+		_ = r.OwnerIndex(r.PartitionOf(k))
+		_, _ = r.OwnerOfKey(k)
+		_, _ = r.Owner(i % 1024)
+	})
+	require.Zero(t, allocs)
+}
+
+func TestRingConcurrentReads(t *testing.T) {
+	r, err := NewRing([]string{"a", "b", "c"}, DefaultRingConfig())
+	require.NoError(t, err)
+	want := r.Assignment()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				key := strconv.Itoa(g*10000 + i)
+				id, ok := r.OwnerOfKey(key)
+				if !ok || id != want[r.PartitionOf(key)] {
+					t.Errorf("key %q: got %q, %v", key, id, ok)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestRingVersion(t *testing.T) {
+	cfg := DefaultRingConfig()
+	v := func(members []string, cfg RingConfig) uint64 {
+		t.Helper()
+		r, err := NewRing(members, cfg)
+		require.NoError(t, err)
+		return r.Version()
+	}
+	base := v([]string{"a", "b", "c"}, cfg)
+	require.Equal(t, base, v([]string{"c", "a", "b"}, cfg))
+	require.Equal(t, base, v([]string{"b", "c", "a"}, cfg))
+
+	distinct := map[uint64]string{base: "a,b,c"}
+	add := func(name string, ver uint64) {
+		t.Helper()
+		prev, dup := distinct[ver]
+		require.False(t, dup, "%s has the same version as %s", name, prev)
+		distinct[ver] = name
+	}
+	add("a,b", v([]string{"a", "b"}, cfg))
+	add("a,b,c,d", v([]string{"a", "b", "c", "d"}, cfg))
+	add("empty", v(nil, cfg))
+	add("P=1023", v([]string{"a", "b", "c"}, RingConfig{Partitions: 1023, LoadFactor: 1.25}))
+	add("load=1.2500001", v([]string{"a", "b", "c"}, RingConfig{Partitions: 1024, LoadFactor: 1.2500001}))
+	// Length prefixes keep concatenations apart.
+	add("ab,c", v([]string{"ab", "c"}, cfg))
+	add("a,bc", v([]string{"a", "bc"}, cfg))
+	add("abc", v([]string{"abc"}, cfg))
+}
+
+// TestRingConsistentPanics pins down when buraksezer/consistent v0.10.0's New
+// panics: exactly when its capacity n*ceil(floor(p/n)*load) is below p, and
+// for a non-nil empty member list. Ring must build, and be valid, in every
+// one of those cases.
+func TestRingConsistentPanics(t *testing.T) {
+	named := []struct {
+		name  string
+		p, n  int
+		load  float64
+		panic bool
+	}{
+		{"more members than partitions", 4, 5, 1.25, true},
+		{"more members than partitions, huge load", 4, 5, 1e9, true},
+		{"one partition two members", 1, 2, 1.25, true},
+		{"load 1, n does not divide p", 1024, 3, 1, true},
+		{"load 1, 7 partitions 4 members", 7, 4, 1, true},
+		{"load 1.0000001 rounds up", 1024, 3, 1.0000001, false},
+		{"load 1, n divides p", 1024, 4, 1, false},
+		{"default, 16 members", 1024, 16, 1.25, false},
+		{"as many members as partitions", 64, 64, 1.25, false},
+		{"one member more than partitions", 64, 65, 1.25, true},
+		{"5 partitions 3 members load 1.25", 5, 3, 1.25, false},
+		{"10 partitions 6 members load 1.5", 10, 6, 1.5, false},
+		{"10 partitions 6 members load 1", 10, 6, 1, true},
+		{"10 partitions 6 members load 7.3", 10, 6, 7.3, false},
+		{"load 1e9", 1024, 16, 1e9, false},
+	}
+	for _, tt := range named {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := RingConfig{Partitions: tt.p, LoadFactor: tt.load}
+			ids := make([]string, tt.n)
+			for i := range ids {
+				ids[i] = "node-" + strconv.Itoa(i)
+			}
+			_, panicked := newConsistent(ids, cfg)
+			require.Equal(t, tt.panic, panicked)
+			require.Equal(t, !tt.panic, consistentCapacity(tt.p, tt.n, tt.load)*float64(tt.n) >= float64(tt.p))
+			r, err := NewRing(ids, cfg)
+			require.NoError(t, err)
+			checkRing(t, r, ids, cfg)
+		})
+	}
+
+	t.Run("empty non-nil member list", func(t *testing.T) {
+		_, panicked := newConsistent([]string{}, DefaultRingConfig())
+		require.True(t, panicked)
+		r, err := NewRing([]string{}, DefaultRingConfig())
+		require.NoError(t, err)
+		checkRing(t, r, nil, DefaultRingConfig())
+	})
+
+	t.Run("grid", func(t *testing.T) {
+		// consistent.New is quadratic in the member count; keep the grid small.
+		loads := []float64{1, 1.1, 1.25, 2}
+		checked := 0
+		for p := 1; p <= 12; p++ {
+			for n := 1; n <= 13; n++ {
+				for _, load := range loads {
+					ids := make([]string, n)
+					for i := range ids {
+						ids[i] = "n" + strings.Repeat("1", i) // prefix family
+					}
+					cfg := RingConfig{Partitions: p, LoadFactor: load}
+					_, panicked := newConsistent(ids, cfg)
+					short := consistentCapacity(p, n, load)*float64(n) < float64(p)
+					require.Equal(t, short, panicked, "P=%d N=%d load=%v", p, n, load)
+					checked++
+				}
+			}
+		}
+		t.Logf("consistent panics exactly when its capacity is short in all %d configurations", checked)
+	})
+}
+
+// TestRingMatchesConsistent holds Ring to buraksezer/consistent: wherever
+// consistent.New works, its assignment (members named ID+NUL) is Ring's.
+func TestRingMatchesConsistent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	loads := []float64{1, 1.0000001, 1.1, 1.25, 1.5, 2, 7.3, 1e9}
+	compared := 0
+	for iter := 0; compared < 150 && iter < 1000; iter++ {
+		n := 1 + rng.IntN(24)
+		if iter%10 == 0 {
+			n = 1 + rng.IntN(120)
+		}
+		cfg := RingConfig{Partitions: 1 + rng.IntN(2048), LoadFactor: loads[rng.IntN(len(loads))]}
+		if iter%3 == 0 {
+			cfg.LoadFactor = 1 + 3*rng.Float64()
+		}
+		ids := randomIDs(rng, n)
+		if capacity(cfg.Partitions, n, cfg.LoadFactor) != int(math.Min(consistentCapacity(cfg.Partitions, n, cfg.LoadFactor), float64(cfg.Partitions))) {
+			continue // consistent would panic, or its float rounding exceeds ceil(load*P/N)
+		}
+		r, err := NewRing(ids, cfg)
+		require.NoError(t, err)
+		c, panicked := newConsistent(shuffled(rng, ids), cfg)
+		require.False(t, panicked, "P=%d N=%d load=%v", cfg.Partitions, n, cfg.LoadFactor)
+		for part := range cfg.Partitions {
+			id, _ := r.Owner(part)
+			require.Equal(t, id+"\x00", c.GetPartitionOwner(part).String(), "partition %d", part)
+			require.Equal(t, c.FindPartitionID([]byte(strconv.Itoa(part))), r.PartitionOf(strconv.Itoa(part)))
+		}
+		compared++
+	}
+	require.GreaterOrEqual(t, compared, 150)
+}
+
+// TestRingPrefixIDs shows what the NUL separator buys: with bare names,
+// consistent's point keys for "node-1" (index 11) and "node-11" (index 1) are
+// both "node-111", so a family of prefix IDs loses points and the assignment
+// depends on the order members were added. Ring gives every member all its
+// points, the same assignment in any order, and a balanced spread.
+func TestRingPrefixIDs(t *testing.T) {
+	families := map[string][]string{
+		"node-1..node-12": {"node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7", "node-8", "node-9", "node-10", "node-11", "node-12"},
+		"n, n1, n11, ...": {"n", "n1", "n11", "n111", "n1111", "n11111", "n111111", "n1111111"},
+		"node-1, node-11": {"node-1", "node-11"},
+		"a, a1, a10, a2":  {"a", "a1", "a10", "a2", "a20", "a3"},
+	}
+	cfg := DefaultRingConfig()
+	for name, ids := range families {
+		t.Run(name, func(t *testing.T) {
+			// consistent's raw keys collide.
+			raw := make(map[string]bool)
+			for _, id := range ids {
+				for k := range replicationFactor {
+					raw[fmt.Sprintf("%s%d", id, k)] = true
+				}
+			}
+			require.Less(t, len(raw), len(ids)*replicationFactor, "expected bare-name point keys to collide")
+			fwd := make([]consistent.Member, len(ids))
+			rev := make([]consistent.Member, len(ids))
+			for i, id := range ids {
+				fwd[i] = rawMember(id)
+				rev[len(ids)-1-i] = rawMember(id)
+			}
+			a, b := consistent.New(fwd, consistentConfig(cfg)), consistent.New(rev, consistentConfig(cfg))
+			differ := 0
+			for part := range cfg.Partitions {
+				if a.GetPartitionOwner(part).String() != b.GetPartitionOwner(part).String() {
+					differ++
+				}
+			}
+			require.NotZero(t, differ, "bare names: expected insertion order to matter")
+			t.Logf("bare names: %d distinct point keys of %d; %d of %d partitions depend on insertion order",
+				len(raw), len(ids)*replicationFactor, differ, cfg.Partitions)
+
+			// Ring: every member has all its points, order does not matter, spread is balanced.
+			points := ringPoints(ids)
+			perMember := make([]int, len(ids))
+			for i, pt := range points {
+				perMember[pt.member]++
+				if i > 0 {
+					require.NotEqual(t, points[i-1].hash, pt.hash)
+				}
+			}
+			for _, c := range perMember {
+				require.Equal(t, replicationFactor, c)
+			}
+			r1, err := NewRing(ids, cfg)
+			require.NoError(t, err)
+			reversed := slices.Clone(ids)
+			slices.Reverse(reversed)
+			r2, err := NewRing(reversed, cfg)
+			require.NoError(t, err)
+			checkRing(t, r1, ids, cfg)
+			require.Equal(t, r1.Assignment(), r2.Assignment())
+			require.Equal(t, r1.Version(), r2.Version())
+			fair := cfg.Partitions / len(ids)
+			for _, id := range ids {
+				require.GreaterOrEqual(t, r1.Load(id), fair/2, "%q owns %d partitions, fair share %d", id, r1.Load(id), fair)
+			}
+		})
+	}
+}
+
+func TestRingCapacity(t *testing.T) {
+	tests := []struct {
+		p, n int
+		load float64
+		want int
+		why  string
+	}{
+		{1024, 16, 1.25, 80, "consistent's capacity"},
+		{1024, 3, 1.25, 427, "consistent's capacity ceil(341*1.25)"},
+		{1000, 3, 1.25, 417, "consistent's capacity ceil(333*1.25) = ceil(1000*1.25/3)"},
+		{1000, 7, 1.25, 178, "consistent's capacity ceil(142*1.25), below ceil(1000*1.25/7) = 179"},
+		{1024, 3, 1, 342, "consistent's 341 leaves no room: ceil(1024/3)"},
+		{10, 20, 1.25, 1, "more members than partitions: ceil(12.5/20)"},
+		{10, 20, 1e9, 10, "huge load: at most P"},
+		{150, 3, 1.1, 55, "consistent's float rounding gives ceil(50*1.1) = 56 > ceil(1.1*150/3)"},
+	}
+	for _, tt := range tests {
+		got := capacity(tt.p, tt.n, tt.load)
+		require.Equal(t, tt.want, got, "P=%d N=%d load=%v: %s", tt.p, tt.n, tt.load, tt.why)
+		require.LessOrEqual(t, got, ceilBound(RingConfig{Partitions: tt.p, LoadFactor: tt.load}, tt.n))
+		require.GreaterOrEqual(t, got*tt.n, tt.p)
+	}
+	require.Equal(t, 56.0, consistentCapacity(150, 3, 1.1))
+	require.Equal(t, 178.0, consistentCapacity(1000, 7, 1.25))
+}
+
+func TestRingEdgeCases(t *testing.T) {
+	ids := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = "node-" + strconv.Itoa(i+1)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		n    int
+		cfg  RingConfig
+	}{
+		{"one partition one member", 1, RingConfig{Partitions: 1, LoadFactor: 1}},
+		{"one partition five members", 5, RingConfig{Partitions: 1, LoadFactor: 1.25}},
+		{"as many members as partitions", 64, RingConfig{Partitions: 64, LoadFactor: 1}},
+		{"one member more than partitions", 65, RingConfig{Partitions: 64, LoadFactor: 1}},
+		{"2000 members 7 partitions", 2000, RingConfig{Partitions: 7, LoadFactor: 1.25}},
+		{"load exactly 1", 3, RingConfig{Partitions: 1024, LoadFactor: 1}},
+		{"load 1.0000001", 3, RingConfig{Partitions: 1024, LoadFactor: 1.0000001}},
+		{"load 7.3", 10, RingConfig{Partitions: 1024, LoadFactor: 7.3}},
+		{"load 1e9", 10, RingConfig{Partitions: 1024, LoadFactor: 1e9}},
+		{"load max float", 10, RingConfig{Partitions: 1024, LoadFactor: math.MaxFloat64}},
+		{"load 1e9, more members than partitions", 40, RingConfig{Partitions: 16, LoadFactor: 1e9}},
+		{"float rounding above ceil(load*P/N)", 3, RingConfig{Partitions: 150, LoadFactor: 1.1}},
+		{"max partitions", 3, RingConfig{Partitions: MaxPartitions, LoadFactor: 1.25}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			members := ids(tt.n)
+			r, err := NewRing(members, tt.cfg)
+			require.NoError(t, err)
+			checkRing(t, r, members, tt.cfg)
+			if tt.n > tt.cfg.Partitions && ceilBound(tt.cfg, tt.n) == 1 {
+				owners := 0
+				for _, id := range members {
+					if r.Load(id) > 0 {
+						owners++
+					}
+				}
+				require.Equal(t, tt.cfg.Partitions, owners, "with N > P and capacity 1, P members should own one partition each")
+			}
+		})
+	}
+}
+
+// TestRingProperties builds rings from random member sets, partition counts
+// and load factors: none may panic, every invariant holds, and the result
+// does not depend on the order of the members.
+func TestRingProperties(t *testing.T) {
+	iterations := 300
+	if testing.Short() {
+		iterations = 60
+	}
+	rng := rand.New(rand.NewPCG(20260101, 7))
+	special := []float64{1, 1.0000001, 1.25, 7.3, 10}
+	for iter := range iterations {
+		var n int
+		switch x := rng.IntN(100); {
+		case x < 5:
+			n = 0
+		case x < 70:
+			n = 1 + rng.IntN(64)
+		case x < 92:
+			n = 65 + rng.IntN(436)
+		default:
+			n = 501 + rng.IntN(1500)
+		}
+		cfg := RingConfig{Partitions: 1 + rng.IntN(4096), LoadFactor: 1 + 9*rng.Float64()}
+		if rng.IntN(3) == 0 {
+			cfg.LoadFactor = special[rng.IntN(len(special))]
+		}
+		if rng.IntN(5) == 0 {
+			cfg.Partitions = 1 + rng.IntN(64)
+		}
+		members := randomIDs(rng, n)
+		r, err := NewRing(members, cfg)
+		require.NoError(t, err, "iteration %d", iter)
+		checkRing(t, r, members, cfg)
+
+		again, err := NewRing(shuffled(rng, members), cfg)
+		require.NoError(t, err)
+		require.Equal(t, r.Version(), again.Version(), "iteration %d", iter)
+		require.Equal(t, r.Assignment(), again.Assignment(), "iteration %d: assignment depends on member order", iter)
+	}
+}
+
+// TestRingMovedShare measures how many partitions change owner when one
+// member joins or leaves, relative to the ideal 1/N (N = the larger member
+// count): bounded loads move a little more than plain consistent hashing,
+// and must stay within 1.3x on average.
+func TestRingMovedShare(t *testing.T) {
+	const sets = 200
+	cfg := DefaultRingConfig()
+	rng := rand.New(rand.NewPCG(3, 20))
+	var joinSum, leaveSum float64
+	for range sets {
+		n := 3 + rng.IntN(18)
+		ids := randomIDs(rng, n+1)
+		before, err := NewRing(ids[:n], cfg)
+		require.NoError(t, err)
+
+		joined, err := NewRing(ids, cfg)
+		require.NoError(t, err)
+		diff, err := Diff(before, joined)
+		require.NoError(t, err)
+		moved := len(diff[ids[n]].Gained)
+		require.Equal(t, joined.Load(ids[n]), moved, "the newcomer gains only its own partitions")
+		movedTotal := countMoved(before, joined)
+		joinSum += float64(movedTotal) / float64(cfg.Partitions) * float64(n+1)
+
+		gone := rng.IntN(n)
+		rest := slices.Delete(slices.Clone(ids[:n]), gone, gone+1)
+		left, err := NewRing(rest, cfg)
+		require.NoError(t, err)
+		leaveSum += float64(countMoved(before, left)) / float64(cfg.Partitions) * float64(n)
+	}
+	join, leave := joinSum/sets, leaveSum/sets
+	t.Logf("moved share / ideal 1/N over %d member sets (N 3..20, P=%d, load %v): join %.3f, leave %.3f",
+		sets, cfg.Partitions, cfg.LoadFactor, join, leave)
+	require.LessOrEqual(t, join, 1.3)
+	require.LessOrEqual(t, leave, 1.3)
+}
+
+func countMoved(a, b *Ring) int {
+	x, y := a.Assignment(), b.Assignment()
+	moved := 0
+	for p := range x {
+		if x[p] != y[p] {
+			moved++
+		}
+	}
+	return moved
+}
+
+func TestRingDiff(t *testing.T) {
+	cfg := RingConfig{Partitions: 256, LoadFactor: 1.25}
+	abc, err := NewRing([]string{"a", "b", "c"}, cfg)
+	require.NoError(t, err)
+	abcd, err := NewRing([]string{"a", "b", "c", "d"}, cfg)
+	require.NoError(t, err)
+
+	t.Run("join", func(t *testing.T) {
+		d, err := Diff(abc, abcd)
+		require.NoError(t, err)
+		require.Equal(t, abcd.Owned("d"), d["d"].Gained)
+		require.Empty(t, d["d"].Lost)
+		checkDiff(t, abc, abcd, d)
+	})
+	t.Run("leave", func(t *testing.T) {
+		d, err := Diff(abcd, abc)
+		require.NoError(t, err)
+		require.Equal(t, abcd.Owned("d"), d["d"].Lost)
+		require.Empty(t, d["d"].Gained)
+		checkDiff(t, abcd, abc, d)
+	})
+	t.Run("same ring", func(t *testing.T) {
+		d, err := Diff(abc, abc)
+		require.NoError(t, err)
+		require.Empty(t, d)
+	})
+	t.Run("from nil", func(t *testing.T) {
+		d, err := Diff(nil, abc)
+		require.NoError(t, err)
+		require.Len(t, d, 3)
+		for _, id := range []string{"a", "b", "c"} {
+			require.Equal(t, abc.Owned(id), d[id].Gained)
+			require.Empty(t, d[id].Lost)
+		}
+	})
+	t.Run("to nil", func(t *testing.T) {
+		d, err := Diff(abc, nil)
+		require.NoError(t, err)
+		for _, id := range []string{"a", "b", "c"} {
+			require.Equal(t, abc.Owned(id), d[id].Lost)
+			require.Empty(t, d[id].Gained)
+		}
+	})
+	t.Run("both nil", func(t *testing.T) {
+		d, err := Diff(nil, nil)
+		require.NoError(t, err)
+		require.Empty(t, d)
+	})
+	t.Run("from empty ring", func(t *testing.T) {
+		empty, err := NewRing(nil, cfg)
+		require.NoError(t, err)
+		d, err := Diff(empty, abc)
+		require.NoError(t, err)
+		checkDiff(t, empty, abc, d)
+	})
+	t.Run("partition count mismatch", func(t *testing.T) {
+		other, err := NewRing([]string{"a"}, RingConfig{Partitions: 255, LoadFactor: 1.25})
+		require.NoError(t, err)
+		d, err := Diff(abc, other)
+		require.Nil(t, d)
+		require.ErrorIs(t, err, ErrRingMismatch)
+		require.Contains(t, err.Error(), "256")
+		require.Contains(t, err.Error(), "255")
+	})
+	t.Run("random", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 5))
+		for range 50 {
+			ids := randomIDs(rng, 1+rng.IntN(30))
+			k := rng.IntN(len(ids) + 1)
+			j := rng.IntN(len(ids) + 1)
+			a, err := NewRing(ids[:k], cfg)
+			require.NoError(t, err)
+			b, err := NewRing(ids[j:], cfg)
+			require.NoError(t, err)
+			d, err := Diff(a, b)
+			require.NoError(t, err)
+			checkDiff(t, a, b, d)
+		}
+	})
+}
+
+// checkDiff verifies d = Diff(from, to) partition by partition.
+func checkDiff(t *testing.T, from, to *Ring, d map[string]Change) {
+	t.Helper()
+	gained := make(map[string][]int)
+	lost := make(map[string][]int)
+	for p := range to.Partitions() {
+		a, _ := from.Owner(p)
+		b, _ := to.Owner(p)
+		if a == b {
+			continue
+		}
+		if a != "" {
+			lost[a] = append(lost[a], p)
+		}
+		if b != "" {
+			gained[b] = append(gained[b], p)
+		}
+	}
+	for id, c := range d {
+		require.True(t, len(c.Gained)+len(c.Lost) > 0, "%q listed without changes", id)
+		require.Equal(t, gained[id], c.Gained, "%q gained", id)
+		require.Equal(t, lost[id], c.Lost, "%q lost", id)
+	}
+	for id := range gained {
+		require.Contains(t, d, id)
+	}
+	for id := range lost {
+		require.Contains(t, d, id)
+	}
+}
