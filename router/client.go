@@ -1,0 +1,383 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
+)
+
+// ClientConfig configures a Client. The zero value of each field selects its
+// documented default; Cluster (or Prefix) is required.
+type ClientConfig struct {
+	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
+	// Either Cluster or Prefix must be set.
+	Cluster string
+	// Prefix, if set, is used instead of the prefix derived from Cluster.
+	Prefix string
+	// Partitions is the fleet's partition count. It must equal the fleet's
+	// ownership.RingConfig.Partitions, or keys are routed to the wrong
+	// partitions. Zero means the ownership default (1024).
+	Partitions int
+	// LoadFactor is the fleet's ring load factor, used to guess a
+	// partition's next owner while nobody holds its claim. Zero means the
+	// ownership default (1.25).
+	LoadFactor float64
+	// Scheme is the URL scheme of requests to the nodes. Empty means "http".
+	Scheme string
+	// HTTPClient sends the requests. Nil means a client with a pooled
+	// transport (DefaultMaxIdleConnsPerHost idle connections per node) whose
+	// idle connections Close closes. Its Timeout, if any, applies to each
+	// attempt.
+	HTTPClient *http.Client
+	// Backoff is the retry policy. Zero fields take DefaultBackoff's values.
+	Backoff Backoff
+	// Logger receives the client's diagnostics. Nil discards them.
+	Logger hclog.Logger
+	// Clock times the retry delays. Nil means election.RealClock().
+	Clock election.Clock
+}
+
+func (c ClientConfig) withDefaults() ClientConfig {
+	def := ownership.DefaultRingConfig()
+	if c.Partitions == 0 {
+		c.Partitions = def.Partitions
+	}
+	if c.LoadFactor == 0 {
+		c.LoadFactor = def.LoadFactor
+	}
+	if c.Scheme == "" {
+		c.Scheme = "http"
+	}
+	c.Backoff = c.Backoff.withDefaults()
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Clock == nil {
+		c.Clock = election.RealClock()
+	}
+	return c
+}
+
+// Validate reports whether c, with its defaults applied, can configure a
+// Client. Errors wrap ErrInvalidConfig.
+func (c ClientConfig) Validate() error {
+	d := c.withDefaults()
+	if d.Cluster == "" && d.Prefix == "" {
+		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
+	}
+	if strings.ContainsRune(d.Cluster, 0) || strings.ContainsRune(d.Prefix, 0) {
+		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
+	}
+	if err := (ownership.RingConfig{Partitions: d.Partitions, LoadFactor: d.LoadFactor}).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if d.Scheme != "http" && d.Scheme != "https" {
+		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
+	}
+	return d.Backoff.Validate()
+}
+
+// Client sends requests for keys straight to their owners, for callers
+// outside the fleet. It watches the fleet's members and claims in etcd
+// (read-only, no lease) and keeps an immutable routing snapshot that
+// lookups read without locking. A Client is safe for concurrent use by
+// multiple goroutines.
+type Client struct {
+	cfg       ClientConfig
+	parts     uint64
+	w         *watcher
+	httpc     *http.Client
+	transport *http.Transport // set when the Client built it
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closed    atomic.Bool
+
+	attempts atomic.Int64
+	retries  atomic.Int64
+}
+
+// NewClient reads the fleet's members and claims through etcd, bounded by
+// ctx, and returns a Client that keeps watching them until Close. Errors
+// wrap ErrNilArgument, ErrInvalidConfig, ErrPartitionMismatch (a claim for a
+// partition beyond cfg.Partitions exists) or the etcd error.
+func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client, error) {
+	if etcd == nil {
+		return nil, fmt.Errorf("%w: etcd client", ErrNilArgument)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	layout := keys.New(cfg.Cluster)
+	if cfg.Prefix != "" {
+		layout = keys.ForPrefix(cfg.Prefix)
+	}
+	ringCfg := ownership.RingConfig{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor}
+	w := newWatcher(etcd, layout, ringCfg, cfg.Logger, cfg.Clock)
+	v, err := w.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n := w.mismatch.Load(); n > 0 {
+		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, n, cfg.Partitions, layout.Prefix())
+	}
+	w.publish(v)
+	c := &Client{cfg: cfg, parts: uint64(cfg.Partitions), w: w, httpc: cfg.HTTPClient, done: make(chan struct{})}
+	if c.httpc == nil {
+		c.transport = newTransport()
+		c.httpc = &http.Client{Transport: c.transport}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go func() {
+		defer close(c.done)
+		w.run(runCtx)
+	}()
+	return c, nil
+}
+
+// Close stops watching etcd and closes the idle connections of the
+// transport the Client built. Requests in progress are not interrupted;
+// later ones fail with ErrClosed. Close is idempotent and returns nil.
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	c.cancel()
+	<-c.done
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Done returns a channel closed when the Client has stopped watching, after
+// Close.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Changed returns a channel that is closed the next time the Client's view
+// of the fleet changes.
+func (c *Client) Changed() <-chan struct{} { return c.w.changedCh() }
+
+// Revision returns the etcd revision of the Client's view of the fleet.
+func (c *Client) Revision() int64 { return c.w.view().rev }
+
+// PartitionOf returns key's partition, xxhash64(key) mod Partitions, as the
+// fleet computes it.
+func (c *Client) PartitionOf(key string) int { return int(xxhash.Sum64String(key) % c.parts) }
+
+// Lookup returns where requests for key go: the holder of its partition's
+// claim, or while nobody holds one, the ring's choice of the next owner.
+// It takes no lock and does not allocate.
+func (c *Client) Lookup(key string) Route { return c.w.view().route(c.PartitionOf(key)) }
+
+// LookupPartition returns the route of partition p as the Client currently
+// sees it, or the zero Route with Partition p if p is outside
+// [0, Partitions). Like Lookup, it takes no lock and does not allocate.
+func (c *Client) LookupPartition(p int) Route {
+	if p < 0 || uint64(p) >= c.parts {
+		return Route{Partition: p}
+	}
+	return c.w.view().route(p)
+}
+
+// ClientStats counts a Client's work since it was created.
+type ClientStats struct {
+	// Attempts is the number of requests sent to nodes, retries included.
+	Attempts int64
+	// Retries is the number of attempts that were retries.
+	Retries int64
+	// Resyncs is the number of times the Client read the fleet again after
+	// its watch failed.
+	Resyncs int64
+}
+
+// Stats returns the Client's counters.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{Attempts: c.attempts.Load(), Retries: c.retries.Load(), Resyncs: c.w.resyncs.Load()}
+}
+
+// Do sends req to the owner of key and returns its response, which the
+// caller must close. The request's URL scheme and host are replaced by the
+// owner's; the path, query, headers and body are kept. Every attempt
+// carries the same HeaderIdempotencyKey: the request's own, or a random one
+// Do sets.
+//
+// When the answer is 421 Misdirected Request, or another answer produced by
+// a router (HeaderRouteError set), or the request fails without an HTTP
+// answer (connection refused or reset, timeout), Do resolves the owner again
+// (using the answer's hint when it is newer than the Client's view) and
+// retries after a delay, as cfg.Backoff describes. It returns:
+//
+//   - the first response that is not retried, with a nil error; application
+//     errors (4xx, 5xx) are responses, not errors;
+//   - an error wrapping ErrRetriesExhausted and the last attempt's error
+//     once every attempt failed;
+//   - an error wrapping ErrNotReplayable if a retry was needed but req's
+//     body cannot be read again (set req.GetBody, as http.NewRequest does
+//     for in-memory bodies);
+//   - an error wrapping ctx's error if ctx ends first.
+//
+// After an error other than a 421 or 503 answer, the request may or may not
+// have been applied: servers that dedupe on HeaderIdempotencyKey make a
+// retry with the same key safe.
+func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.Response, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: request", ErrNilArgument)
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	idem := req.Header.Get(HeaderIdempotencyKey)
+	if idem == "" {
+		idem = rand.Text()
+	}
+	var (
+		last   error
+		hint   *WrongOwnerError
+		failed string // address of the last failed attempt
+	)
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if attempt > c.cfg.Backoff.MaxAttempts {
+				return nil, fmt.Errorf("%w: %d attempts for key %q: %w", ErrRetriesExhausted, attempt-1, key, last)
+			}
+			if !replayable {
+				return nil, fmt.Errorf("%w: %w", ErrNotReplayable, last)
+			}
+			if err := c.cfg.Backoff.wait(ctx, c.cfg.Clock, attempt-1); err != nil {
+				return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, err, last)
+			}
+			c.retries.Add(1)
+		}
+		if err := ctx.Err(); err != nil {
+			if last != nil {
+				return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, err, last)
+			}
+			return nil, err
+		}
+		if c.closed.Load() {
+			return nil, ErrClosed
+		}
+		route := c.resolve(key, hint, failed)
+		if route.Addr == "" {
+			last = &WrongOwnerError{Partition: route.Partition, Owner: route.Owner}
+			continue
+		}
+		out := req.Clone(ctx)
+		out.URL.Scheme = c.cfg.Scheme
+		out.URL.Host = route.Addr
+		out.Host = ""
+		out.RequestURI = ""
+		if attempt > 1 && req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, fmt.Errorf("router: request body for retry: %w", err)
+			}
+			out.Body = body
+		}
+		out.Header.Set(HeaderIdempotencyKey, idem)
+		c.attempts.Add(1)
+		resp, err := c.httpc.Do(out)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				if errors.Is(err, cerr) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, cerr, err)
+			}
+			last, hint, failed = err, nil, route.Addr
+			continue
+		}
+		if !retryable(resp) {
+			return resp, nil
+		}
+		h, ok := ParseHint(resp.Header)
+		if ok {
+			hint = h
+		} else {
+			hint, h = nil, &WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr, Epoch: route.Epoch}
+		}
+		h.Err = fmt.Errorf("%s from %s: %s", resp.Status, route.Addr, resp.Header.Get(HeaderRouteError))
+		last, failed = h, route.Addr
+		drain(resp.Body)
+	}
+}
+
+// resolve returns the route for key, preferring the hint of the last
+// misdirected answer when it names a newer claim than the view, or when the
+// view still names the node that just failed.
+func (c *Client) resolve(key string, hint *WrongOwnerError, failed string) Route {
+	r := c.Lookup(key)
+	if hint == nil || hint.Partition != r.Partition || hint.Owner == "" || hint.Addr == "" || hint.Addr == failed {
+		return r
+	}
+	if hint.Epoch > r.Epoch || r.Addr == "" || r.Addr == failed {
+		return Route{Partition: r.Partition, Owner: hint.Owner, Addr: hint.Addr, Epoch: hint.Epoch}
+	}
+	return r
+}
+
+// retryable reports whether resp is an answer Client retries.
+func retryable(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusMisdirectedRequest || resp.Header.Get(HeaderRouteError) != ""
+}
+
+// drain reads a little of body, so that its connection can be reused, and
+// closes it.
+func drain(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	_ = body.Close()
+}
+
+// Post sends a POST of body with the given content type to path (which may
+// carry a query) on the owner of key, as Do describes.
+func (c *Client) Post(ctx context.Context, key, path, contentType string, body []byte) (*http.Response, error) {
+	req, err := c.newRequest(ctx, http.MethodPost, path, body)
+	if err != nil {
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return c.Do(ctx, key, req)
+}
+
+// Get sends a GET for path (which may carry a query) to the owner of key, as
+// Do describes.
+func (c *Client) Get(ctx context.Context, key, path string) (*http.Response, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(ctx, key, req)
+}
+
+// newRequest builds a request for path on a placeholder host that Do
+// replaces.
+func (c *Client) newRequest(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
+	if !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("router: path %q must start with '/'", path)
+	}
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.cfg.Scheme+"://tenure"+path, r)
+	if err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	return req, nil
+}

@@ -1,0 +1,423 @@
+package router_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+func newClient(t *testing.T, cli router.EtcdClient, cfg router.ClientConfig) *router.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := router.NewClient(ctx, cli, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+// clientAgrees reports why c's view differs from the fleet's, "" if not.
+func clientAgrees(c *router.Client, f *fleet) string {
+	ms := f.list()
+	owners := map[string]*member{}
+	for _, m := range ms {
+		owners[m.id] = m
+	}
+	for i := range 4 * f.opts.Partitions {
+		key := "agree-" + strconv.Itoa(i)
+		got := c.Lookup(key)
+		want := ms[0].node.Lookup(key)
+		if got.Partition != want.Partition || got.Owner != want.Owner || got.Addr != want.Addr || got.Epoch != want.Epoch {
+			return "key " + key + ": client " + got.Owner + "@" + got.Addr + " e" + strconv.FormatInt(got.Epoch, 10) +
+				", fleet " + want.Owner + "@" + want.Addr + " e" + strconv.FormatInt(want.Epoch, 10)
+		}
+	}
+	for p := range f.opts.Partitions {
+		got, want := c.LookupPartition(p), ms[0].node.LookupPartition(p)
+		if got.Partition != p || got.Owner != want.Owner || got.Addr != want.Addr || got.Epoch != want.Epoch {
+			return "partition " + strconv.Itoa(p) + ": client " + got.Owner + " e" + strconv.FormatInt(got.Epoch, 10) +
+				", fleet " + want.Owner + " e" + strconv.FormatInt(want.Epoch, 10)
+		}
+	}
+	return ""
+}
+
+func waitClientAgrees(t *testing.T, c *router.Client, f *fleet) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		ch := c.Changed()
+		why := clientAgrees(c, f)
+		if why == "" {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("client view did not converge: %s", why)
+		}
+	}
+}
+
+func TestClientTracksFleet(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	f := newFleet(t, etcd, "track", fleetOptions{})
+	for _, id := range []string{"a", "b", "c"} {
+		f.start(id)
+	}
+	f.waitStable()
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "track", Partitions: 16})
+	waitClientAgrees(t, c, f)
+	assert.Equal(t, f.list()[0].node.PartitionOf("x"), c.PartitionOf("x"))
+
+	f.start("d")
+	f.waitStable()
+	waitClientAgrees(t, c, f)
+
+	f.stopMember("a")
+	f.waitStable()
+	waitClientAgrees(t, c, f)
+
+	// Requests go straight to the owner: no hop.
+	for i := range 20 {
+		key := "direct-" + strconv.Itoa(i)
+		resp, err := c.Get(context.Background(), key, "/k/"+key)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, "ok", string(body))
+	}
+	assert.Zero(t, c.Stats().Retries)
+	rev := c.Revision()
+	assert.Positive(t, rev)
+}
+
+func TestClientLookupDoesNotAllocate(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	f := newFleet(t, etcd, "alloc", fleetOptions{})
+	f.start("a")
+	f.waitStable()
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "alloc", Partitions: 16})
+	waitClientAgrees(t, c, f)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.Lookup("some-key") }))
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.LookupPartition(3) }))
+	for _, p := range []int{-1, 16, 1 << 40} {
+		assert.Equal(t, router.Route{Partition: p}, c.LookupPartition(p), "partition %d is out of range", p)
+	}
+}
+
+func TestClientConfig(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	cli := etcd.NewClient(t)
+	ctx := context.Background()
+	for _, cfg := range []router.ClientConfig{
+		{},
+		{Cluster: "x", Partitions: -1},
+		{Cluster: "x", LoadFactor: 0.5},
+		{Cluster: "x", Scheme: "gopher"},
+		{Cluster: "x", Backoff: router.Backoff{MaxAttempts: -1}},
+		{Cluster: "x\x00"},
+	} {
+		_, err := router.NewClient(ctx, cli, cfg)
+		assert.ErrorIs(t, err, router.ErrInvalidConfig, "%+v", cfg)
+	}
+	_, err := router.NewClient(ctx, nil, router.ClientConfig{Cluster: "x"})
+	assert.ErrorIs(t, err, router.ErrNilArgument)
+
+	// A claim beyond the configured partition count means the count differs
+	// from the fleet's.
+	_, err = cli.Put(ctx, keys.New("mismatch").Claim(100), "n1")
+	require.NoError(t, err)
+	_, err = router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 64})
+	assert.ErrorIs(t, err, router.ErrPartitionMismatch)
+	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 128})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(), "Close is idempotent")
+	_, err = c.Get(ctx, "k", "/")
+	assert.ErrorIs(t, err, router.ErrClosed)
+}
+
+// fakeFleet writes members and claims straight into etcd, for servers that
+// play nodes.
+type fakeFleet struct {
+	t      *testing.T
+	cli    *clientv3.Client
+	layout keys.Layout
+}
+
+func (ff fakeFleet) member(id, addr string) {
+	v, err := keys.EncodeMember(keys.Member{ID: id, Addr: addr})
+	require.NoError(ff.t, err)
+	_, err = ff.cli.Put(context.Background(), ff.layout.Member(id), v)
+	require.NoError(ff.t, err)
+}
+
+// claim gives partition p to id and returns the epoch.
+func (ff fakeFleet) claim(p int, id string) int64 {
+	_, err := ff.cli.Delete(context.Background(), ff.layout.Claim(p))
+	require.NoError(ff.t, err)
+	resp, err := ff.cli.Put(context.Background(), ff.layout.Claim(p), id)
+	require.NoError(ff.t, err)
+	return resp.Header.Revision
+}
+
+// waitRoute waits until c routes key to addr.
+func waitRoute(t *testing.T, c *router.Client, key, addr string) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		ch := c.Changed()
+		if c.Lookup(key).Addr == addr {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("client routes %s to %s, want %s", key, c.Lookup(key).Addr, addr)
+		}
+	}
+}
+
+type hit struct {
+	idem string
+	body string
+}
+
+// fakeNode is an HTTP server that records each request and answers with fn.
+func fakeNode(t *testing.T, fn func(w http.ResponseWriter, r *http.Request)) (addr string, hits <-chan hit) {
+	ch := make(chan hit, 100)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		ch <- hit{idem: r.Header.Get(router.HeaderIdempotencyKey), body: string(b)}
+		fn(w, r)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String(), ch
+}
+
+// crashingNode accepts connections and closes them without answering,
+// signalling each one.
+func crashingNode(t *testing.T) (addr string, accepted <-chan struct{}) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ch := make(chan struct{}, 100)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// Read the request head so that the client sees a reset or EOF
+			// after sending, not a refused connection.
+			buf := make([]byte, 1024)
+			_, _ = conn.Read(buf)
+			_ = conn.Close()
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	return ln.Addr().String(), ch
+}
+
+func TestClientRetries(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	cli := etcd.NewClient(t)
+	ff := fakeFleet{t: t, cli: cli, layout: keys.New("fake")}
+	const P = 8
+	c := newClient(t, cli, router.ClientConfig{Cluster: "fake", Partitions: P,
+		Backoff: router.Backoff{MaxAttempts: 4, Initial: time.Millisecond, Max: 5 * time.Millisecond}})
+	ctx := context.Background()
+
+	okAddr, okHits := fakeNode(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") })
+	ff.member("ok", okAddr)
+
+	t.Run("421 with hint", func(t *testing.T) {
+		var hintEpoch int64 = 1 << 40
+		wrongAddr, wrongHits := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(router.HeaderRouteError, router.RouteErrorNotOwner)
+			w.Header().Set(router.HeaderPartition, strconv.Itoa(0))
+			w.Header().Set(router.HeaderOwner, "ok")
+			w.Header().Set(router.HeaderOwnerAddr, okAddr)
+			w.Header().Set(router.HeaderEpoch, strconv.FormatInt(hintEpoch, 10))
+			w.WriteHeader(http.StatusMisdirectedRequest)
+		})
+		ff.member("wrong", wrongAddr)
+		key := keyInPartition(c, 0)
+		ff.claim(0, "wrong")
+		waitRoute(t, c, key, wrongAddr)
+
+		before := c.Stats()
+		resp, err := c.Post(ctx, key, "/k/"+key, "text/plain", []byte("payload"))
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, "done", string(body))
+		first, second := <-wrongHits, <-okHits
+		assert.NotEmpty(t, first.idem)
+		assert.Equal(t, first.idem, second.idem, "every attempt carries the same idempotency key")
+		assert.Equal(t, "payload", first.body)
+		assert.Equal(t, "payload", second.body, "the body is sent again")
+		after := c.Stats()
+		assert.Equal(t, before.Attempts+2, after.Attempts)
+		assert.Equal(t, before.Retries+1, after.Retries)
+
+		// The caller's idempotency key is kept.
+		req, _ := http.NewRequest("PUT", "http://placeholder/k/"+key, strings.NewReader("x"))
+		req.Header.Set(router.HeaderIdempotencyKey, "mine")
+		resp, err = c.Do(ctx, key, req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, "mine", (<-wrongHits).idem)
+		assert.Equal(t, "mine", (<-okHits).idem)
+
+		// A body that cannot be read twice is not retried.
+		req, _ = http.NewRequest("PUT", "http://placeholder/k/"+key, io.NopCloser(strings.NewReader("x")))
+		_, err = c.Do(ctx, key, req)
+		assert.ErrorIs(t, err, router.ErrNotReplayable)
+		assert.ErrorIs(t, err, router.ErrNotOwner)
+		<-wrongHits
+	})
+
+	t.Run("connection errors until the claim moves", func(t *testing.T) {
+		deadAddr, accepted := crashingNode(t)
+		ff.member("dead", deadAddr)
+		key := keyInPartition(c, 1)
+		ff.claim(1, "dead")
+		waitRoute(t, c, key, deadAddr)
+
+		// Bounded attempts.
+		_, err := c.Get(ctx, key, "/k/"+key)
+		require.ErrorIs(t, err, router.ErrRetriesExhausted)
+		for range 4 {
+			<-accepted
+		}
+
+		// The claim moves while the client retries: it follows.
+		patient := newClient(t, cli, router.ClientConfig{Cluster: "fake", Partitions: P,
+			Backoff: router.Backoff{MaxAttempts: 1000, Initial: time.Millisecond, Max: 20 * time.Millisecond}})
+		waitRoute(t, patient, key, deadAddr)
+		done := make(chan error, 1)
+		go func() {
+			resp, err := patient.Get(ctx, key, "/k/"+key)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		<-accepted
+		ff.claim(1, "ok")
+		require.NoError(t, <-done)
+		<-okHits
+	})
+
+	t.Run("application errors are answers", func(t *testing.T) {
+		appAddr, appHits := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		})
+		ff.member("app", appAddr)
+		key := keyInPartition(c, 2)
+		ff.claim(2, "app")
+		waitRoute(t, c, key, appAddr)
+		before := c.Stats().Attempts
+		resp, err := c.Get(ctx, key, "/k/"+key)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Equal(t, before+1, c.Stats().Attempts)
+		<-appHits
+	})
+
+	t.Run("context ends during backoff", func(t *testing.T) {
+		slow := newClient(t, cli, router.ClientConfig{Cluster: "fake", Partitions: P,
+			Backoff: router.Backoff{Initial: time.Hour, Max: time.Hour}})
+		deadAddr, accepted := crashingNode(t)
+		ff.member("dead2", deadAddr)
+		key := keyInPartition(c, 3)
+		ff.claim(3, "dead2")
+		waitRoute(t, slow, key, deadAddr)
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := slow.Get(cctx, key, "/k/"+key)
+			done <- err
+		}()
+		<-accepted
+		cancel()
+		err := <-done
+		assert.ErrorIs(t, err, context.Canceled)
+	})
+
+	t.Run("no owner", func(t *testing.T) {
+		empty := newClient(t, cli, router.ClientConfig{Cluster: "empty", Partitions: P,
+			Backoff: router.Backoff{MaxAttempts: 3, Initial: time.Millisecond, Max: time.Millisecond}})
+		_, err := empty.Get(ctx, "k", "/k/k")
+		assert.ErrorIs(t, err, router.ErrRetriesExhausted)
+		assert.ErrorIs(t, err, router.ErrNoOwner)
+		_, err = empty.Get(ctx, "k", "relative")
+		assert.Error(t, err)
+		_, err = empty.Do(ctx, "k", nil)
+		assert.ErrorIs(t, err, router.ErrNilArgument)
+	})
+}
+
+// keyInPartition returns a key of partition p.
+func keyInPartition(c *router.Client, p int) string {
+	for i := 0; ; i++ {
+		k := "p" + strconv.Itoa(p) + "-" + strconv.Itoa(i)
+		if c.PartitionOf(k) == p {
+			return k
+		}
+	}
+}
+
+// TestClientResync cuts the client off from etcd while the fleet changes and
+// shows that its view catches up once it reconnects.
+func TestClientResync(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	f := newFleet(t, etcd, "resync", fleetOptions{})
+	f.start("a")
+	f.start("b")
+	f.waitStable()
+	cli, fp := etcd.NewFaultyClient(t)
+	c := newClient(t, cli, router.ClientConfig{Cluster: "resync", Partitions: 16})
+	waitClientAgrees(t, c, f)
+
+	fp.Blackhole()
+	f.start("c")
+	f.stopMember("a")
+	f.waitStable()
+	// Compact past what the client has seen: its watch cannot resume and it
+	// must read the fleet again.
+	resp, err := f.cli.Get(context.Background(), "compact")
+	require.NoError(t, err)
+	_, err = f.cli.Compact(context.Background(), resp.Header.Revision)
+	require.NoError(t, err)
+	fp.DropConnections()
+	fp.Heal()
+	waitClientAgrees(t, c, f)
+	assert.Positive(t, c.Stats().Resyncs)
+}

@@ -1,0 +1,102 @@
+package router
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/election"
+)
+
+const (
+	// DefaultHandoffWait is Config.HandoffWait when it is zero: a planned
+	// handoff takes a few etcd round trips plus the drain of in-flight work,
+	// so 2s covers it with room while still failing fast when the new owner
+	// is gone.
+	DefaultHandoffWait = 2 * time.Second
+
+	// DefaultMaxIdleConnsPerHost is the idle connection limit per node of
+	// the transport the Router builds when Config.Transport is nil. Every
+	// node forwards to a handful of peers at high concurrency, so the
+	// standard library's default of 2 would close and redial connections
+	// under load.
+	DefaultMaxIdleConnsPerHost = 256
+)
+
+// Config holds the tunables of a Router. The zero value of each field
+// selects its documented default; DefaultConfig returns them filled in.
+type Config struct {
+	// HandoffWait bounds how long Do and the HTTP handler wait for a
+	// partition in handoff (being released by this node, or about to be
+	// claimed by it, or with no owner known) before giving up with a
+	// *WrongOwnerError. The wait also ends with the caller's context. Zero
+	// means DefaultHandoffWait; it must not be negative.
+	HandoffWait time.Duration
+
+	// Scheme is the URL scheme used to forward requests to other nodes.
+	// Empty means "http".
+	Scheme string
+
+	// Transport forwards requests to other nodes. Nil means a clone of
+	// http.DefaultTransport with MaxIdleConnsPerHost set to
+	// DefaultMaxIdleConnsPerHost, whose idle connections Close closes.
+	Transport http.RoundTripper
+
+	// FlushInterval is httputil.ReverseProxy's flush interval for forwarded
+	// responses. Zero flushes streamed responses (unknown length or
+	// text/event-stream) as each write arrives and buffers the others;
+	// negative flushes after every write.
+	FlushInterval time.Duration
+
+	// Logger receives the router's diagnostics (failed forwards at debug
+	// level). Nil discards them.
+	Logger hclog.Logger
+
+	// Clock times the handoff wait. Nil means election.RealClock(); a
+	// simulation passes its virtual clock, as it does to the node.
+	Clock election.Clock
+}
+
+// DefaultConfig returns the default configuration: a 2s handoff wait,
+// forwarding over plain HTTP with a pooled transport, no logging and the
+// real clock.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+func (c Config) withDefaults() Config {
+	if c.HandoffWait == 0 {
+		c.HandoffWait = DefaultHandoffWait
+	}
+	if c.Scheme == "" {
+		c.Scheme = "http"
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Clock == nil {
+		c.Clock = election.RealClock()
+	}
+	return c
+}
+
+// Validate reports whether c, with its defaults applied, can configure a
+// Router. Errors wrap ErrInvalidConfig.
+func (c Config) Validate() error {
+	d := c.withDefaults()
+	switch {
+	case d.HandoffWait < 0:
+		return fmt.Errorf("%w: handoff wait %v must not be negative", ErrInvalidConfig, d.HandoffWait)
+	case d.Scheme != "http" && d.Scheme != "https":
+		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
+	}
+	return nil
+}
+
+// newTransport returns the pooled transport used when none is configured.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	t.MaxIdleConns = 0 // no global limit; the per-host limit bounds it
+	return t
+}

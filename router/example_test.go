@@ -1,0 +1,123 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// Example runs one node on an embedded etcd and sends work for a key to it
+// in process, over HTTP through the node's handler, and from a Client
+// outside the fleet.
+func Example() {
+	ctx := context.Background()
+	etcd, err := cluster.Start(ctx, cluster.DefaultConfig())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer etcd.Close()
+	cli, err := etcd.Client()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cli.Close()
+
+	// A node listens first, then joins with its address.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg := ownership.DefaultConfig()
+	cfg.Cluster, cfg.NodeID, cfg.Addr = "example", "node-1", ln.Addr().String()
+	cfg.Ring.Partitions = 16
+	node, err := ownership.Join(ctx, cli, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer node.Close(ctx)
+	r, err := router.New(node, router.DefaultConfig())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Close()
+
+	// In process. Right after Join the node is still claiming its
+	// partitions: Do waits for that instead of failing.
+	err = r.Do(ctx, "user-42", func(ctx context.Context, t fence.Token) error {
+		fmt.Println("in process under", t.Scope)
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// Over HTTP: the handler serves the keys this node owns and forwards
+	// the others to their owners.
+	users := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		t, _ := fence.FromContext(req.Context())
+		fmt.Fprintf(w, "%s served under %s", req.PathValue("id"), t.Scope)
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/users/{id}", r.Handler(router.KeyFromPathValue("id"), users))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	// From outside the fleet: straight to the owner.
+	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "example", Partitions: 16})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	resp, err := c.Get(ctx, "user-42", "/users/user-42")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, string(body))
+	// Output:
+	// in process under p/1
+	// 200 user-42 served under p/1
+}
+
+func ExampleParseHint() {
+	// The headers of a 421 Misdirected Request answer.
+	h := http.Header{}
+	h.Set(router.HeaderPartition, "17")
+	h.Set(router.HeaderOwner, "node-b")
+	h.Set(router.HeaderOwnerAddr, "10.0.0.2:8080")
+	h.Set(router.HeaderEpoch, "4711")
+	hint, ok := router.ParseHint(h)
+	fmt.Println(ok, hint.Partition, hint.Owner, hint.Addr, hint.Epoch)
+	// Output: true 17 node-b 10.0.0.2:8080 4711
+}
+
+func ExampleBackoff_Delay() {
+	b := router.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: 0.5}
+	for retry := 1; retry <= 4; retry++ {
+		// The longest and the shortest delay before each retry.
+		fmt.Println(retry, b.Delay(retry, 0), b.Delay(retry, 1))
+	}
+	// Output:
+	// 1 10ms 5ms
+	// 2 20ms 10ms
+	// 3 40ms 20ms
+	// 4 50ms 25ms
+}

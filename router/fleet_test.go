@@ -1,0 +1,303 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// fleet is a set of nodes of one cluster, each with a Router and a real HTTP
+// server on loopback, on an embedded etcd.
+type fleet struct {
+	tb       testing.TB
+	etcd     *cluster.Cluster
+	cli      *clientv3.Client
+	name     string
+	opts     fleetOptions
+	mu       sync.Mutex
+	members  map[string]*member
+	nextPort int
+}
+
+type fleetOptions struct {
+	// Partitions is P (default 16).
+	Partitions int
+	// Handler builds the local handler of a member (default: 200 "ok").
+	Handler func(m *member) http.Handler
+	// Fencers are given to every node.
+	Fencers []ownership.Fencer
+	// Router configures every router.
+	Router router.Config
+	// DrainTimeout of the nodes (default 2s).
+	DrainTimeout time.Duration
+	// Faulty gives each node its own etcd client behind a FaultPoint, so
+	// that kill can cut it off from etcd.
+	Faulty bool
+}
+
+// member is one node of a fleet.
+type member struct {
+	id     string
+	node   *ownership.Node
+	router *router.Router
+	srv    *http.Server
+	addr   string
+	served chan struct{} // closed when srv.Serve returns
+	fp     *cluster.FaultPoint
+}
+
+func newFleet(tb testing.TB, etcd *cluster.Cluster, name string, opts fleetOptions) *fleet {
+	tb.Helper()
+	if opts.Partitions == 0 {
+		opts.Partitions = 16
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 2 * time.Second
+	}
+	f := &fleet{tb: tb, etcd: etcd, cli: etcd.NewClient(tb), name: name, opts: opts, members: map[string]*member{}}
+	tb.Cleanup(func() {
+		f.mu.Lock()
+		ms := make([]*member, 0, len(f.members))
+		for _, m := range f.members {
+			ms = append(ms, m)
+		}
+		f.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, m := range ms {
+			wg.Go(func() { m.stop(tb) })
+		}
+		wg.Wait()
+		_ = f.cli.Close()
+	})
+	return f
+}
+
+func (f *fleet) nodeConfig(id, addr string) ownership.Config {
+	cfg := ownership.DefaultConfig()
+	cfg.Cluster = f.name
+	cfg.NodeID = id
+	cfg.Addr = addr
+	cfg.Ring.Partitions = f.opts.Partitions
+	cfg.Session = election.SessionConfig{TTL: 2 * time.Second}
+	cfg.DrainTimeout = f.opts.DrainTimeout
+	cfg.Fencers = f.opts.Fencers
+	return cfg
+}
+
+// start joins a node with its router and HTTP server.
+func (f *fleet) start(id string) *member {
+	f.tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(f.tb, err)
+	m := &member{id: id, addr: ln.Addr().String(), served: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli := f.cli
+	if f.opts.Faulty {
+		cli, m.fp = f.etcd.NewFaultyClient(f.tb)
+	}
+	m.node, err = ownership.Join(ctx, cli, f.nodeConfig(id, m.addr))
+	if err != nil {
+		_ = ln.Close()
+		require.NoError(f.tb, err)
+	}
+	m.router, err = router.New(m.node, f.opts.Router)
+	require.NoError(f.tb, err)
+	var local http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
+	if f.opts.Handler != nil {
+		local = f.opts.Handler(m)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/k/{key}/", m.router.Handler(router.KeyFromPathValue("key"), local))
+	mux.Handle("/k/{key}", m.router.Handler(router.KeyFromPathValue("key"), local))
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(m.served)
+		_ = m.srv.Serve(ln)
+	}()
+	f.mu.Lock()
+	f.members[id] = m
+	f.mu.Unlock()
+	return m
+}
+
+// stop closes the node gracefully, then the server and the router. The
+// server's Shutdown is bounded: it waits up to 5s for connections that were
+// opened but never used (transports dial ahead), which the node's clean
+// handoff makes pointless; whatever is left after the bound is closed.
+func (m *member) stop(tb testing.TB) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.node.Close(ctx); err != nil && !errors.Is(err, ownership.ErrClosed) {
+		tb.Errorf("close node %s: %v", m.id, err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer scancel()
+	if err := m.srv.Shutdown(sctx); err != nil {
+		_ = m.srv.Close()
+	}
+	<-m.served
+	_ = m.router.Close()
+}
+
+// kill stops the member as kill -9 would: it loses etcd (if the fleet is
+// Faulty), its server drops every connection, with requests in flight, and
+// its node stops without handing off; its member key and claims stay until
+// its lease expires.
+func (m *member) kill(tb testing.TB) {
+	if m.fp != nil {
+		m.fp.Blackhole()
+	}
+	_ = m.srv.Close()
+	<-m.served
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = m.node.Close(ctx)
+	_ = m.router.Close()
+}
+
+// killMember kills and forgets member id.
+func (f *fleet) killMember(id string) {
+	f.mu.Lock()
+	m := f.members[id]
+	delete(f.members, id)
+	f.mu.Unlock()
+	m.kill(f.tb)
+}
+
+// stopMember stops and forgets member id.
+func (f *fleet) stopMember(id string) {
+	f.mu.Lock()
+	m := f.members[id]
+	delete(f.members, id)
+	f.mu.Unlock()
+	m.stop(f.tb)
+}
+
+func (f *fleet) get(id string) *member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.members[id]
+}
+
+func (f *fleet) list() []*member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ms := make([]*member, 0, len(f.members))
+	for _, m := range f.members {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b *member) int {
+		switch {
+		case a.id < b.id:
+			return -1
+		case a.id > b.id:
+			return 1
+		}
+		return 0
+	})
+	return ms
+}
+
+// unstable returns why the fleet has not settled yet, and a channel that
+// closes when the node in question sees a change; "" when every node sees
+// every partition claimed by its ring owner, and each owner serves its
+// partitions.
+func (f *fleet) unstable(extra ...string) (string, <-chan struct{}) {
+	ms := f.list()
+	ids := make([]string, 0, len(ms))
+	for _, m := range ms {
+		ids = append(ids, m.id)
+	}
+	ids = append(ids, extra...)
+	slices.Sort(ids)
+	for _, m := range ms {
+		ch := m.node.Changed()
+		ring := m.node.Ring()
+		if !slices.Equal(ring.Members(), ids) {
+			return fmt.Sprintf("%s sees members %v, want %v", m.id, ring.Members(), ids), ch
+		}
+		for p := range f.opts.Partitions {
+			r := m.node.LookupPartition(p)
+			want, _ := ring.Owner(p)
+			if r.Owner != want || r.Epoch == 0 {
+				return fmt.Sprintf("%s: partition %d owner %q epoch %d, want %q claimed", m.id, p, r.Owner, r.Epoch, want), ch
+			}
+			if (want == m.id) != r.Local {
+				return fmt.Sprintf("%s: partition %d local=%v", m.id, p, r.Local), ch
+			}
+		}
+	}
+	return "", nil
+}
+
+// waitStable waits until unstable reports nothing.
+func (f *fleet) waitStable(extra ...string) {
+	f.tb.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		why, ch := f.unstable(extra...)
+		if why == "" {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			f.tb.Fatalf("fleet did not settle: %s", why)
+		}
+	}
+}
+
+// partitionOf returns key's partition.
+func (f *fleet) partitionOf(key string) int {
+	return f.list()[0].node.PartitionOf(key)
+}
+
+// owner returns the member owning key.
+func (f *fleet) owner(key string) *member {
+	for _, m := range f.list() {
+		if m.node.Lookup(key).Local {
+			return m
+		}
+	}
+	return nil
+}
+
+// nonOwner returns a member not owning key.
+func (f *fleet) nonOwner(key string) *member {
+	for _, m := range f.list() {
+		if !m.node.Lookup(key).Local {
+			return m
+		}
+	}
+	return nil
+}
+
+// keyOwnedBy returns a key whose partition id owns, different from the
+// keys in not.
+func keyOwnedBy(tb testing.TB, m *member, prefix string) string {
+	tb.Helper()
+	for i := range 100000 {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		if m.node.Lookup(k).Local {
+			return k
+		}
+	}
+	tb.Fatalf("no key owned by %s", m.id)
+	return ""
+}

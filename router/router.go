@@ -1,0 +1,243 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/ownership"
+)
+
+// Node is what a Router needs from the local node of the fleet.
+// *ownership.Node satisfies it.
+type Node interface {
+	// ID returns the node's ID.
+	ID() string
+	// Lookup returns the route of key's partition; it must not block.
+	Lookup(key string) ownership.Route
+	// Hold admits local work for key, or says who owns it.
+	Hold(key string) (ownership.Held, error)
+	// Changed returns a channel closed at the next routing change.
+	Changed() <-chan struct{}
+	// Ring returns the current ring.
+	Ring() *ownership.Ring
+}
+
+var _ Node = (*ownership.Node)(nil)
+
+// Router routes work by key to the key's owner, for one node of the fleet:
+// in process with Do, and over HTTP with Handler. A Router is safe for
+// concurrent use by multiple goroutines.
+type Router struct {
+	node      Node
+	id        string
+	cfg       Config
+	log       hclog.Logger
+	proxy     *httputil.ReverseProxy
+	transport *http.Transport // set when the Router built it (and closes it)
+	closed    atomic.Bool
+
+	served, forwarded, refused atomic.Int64
+}
+
+// Stats counts what a Router's HTTP handlers did with the requests they
+// received since the Router was created.
+type Stats struct {
+	// Served is the number of requests served by the local handler.
+	Served int64
+	// Forwarded is the number of requests forwarded to their owner (whether
+	// or not the owner answered).
+	Forwarded int64
+	// Refused is the number of requests the router answered itself with
+	// 421 or 503 instead of serving or forwarding them. (A forward that
+	// fails, answered 502, counts as Forwarded.)
+	Refused int64
+}
+
+// Stats returns the Router's counters. It takes no lock.
+func (r *Router) Stats() Stats {
+	return Stats{Served: r.served.Load(), Forwarded: r.forwarded.Load(), Refused: r.refused.Load()}
+}
+
+// New returns a Router for node. The node's lifetime is the caller's: Close
+// the Router before or after closing the node. It returns an error wrapping
+// ErrNilArgument if node is nil, or ErrInvalidConfig if cfg does not
+// validate.
+func New(node Node, cfg Config) (*Router, error) {
+	if n, ok := node.(*ownership.Node); node == nil || (ok && n == nil) {
+		return nil, fmt.Errorf("%w: node", ErrNilArgument)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	r := &Router{node: node, id: node.ID(), cfg: cfg, log: cfg.Logger}
+	rt := cfg.Transport
+	if rt == nil {
+		r.transport = newTransport()
+		rt = r.transport
+	}
+	r.proxy = &httputil.ReverseProxy{
+		Rewrite:       r.rewrite,
+		BufferPool:    &bufferPool{},
+		Transport:     rt,
+		FlushInterval: cfg.FlushInterval,
+		ErrorHandler:  r.forwardError,
+		ErrorLog:      cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	return r, nil
+}
+
+// Close stops the Router: Do then returns ErrClosed and the HTTP handler
+// answers 503. It closes the idle connections of the transport the Router
+// built. Work in progress is not interrupted. Close is idempotent.
+func (r *Router) Close() error {
+	r.closed.Store(true)
+	if r.transport != nil {
+		r.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Do runs fn on this node if it owns key's partition: fn is counted as in
+// flight (a handoff of the partition waits for it to return, up to the
+// node's drain timeout) and runs under a context that carries the
+// partition's fencing token (fence.FromContext) and ends when either ctx or
+// the partition's tenure ends. Do returns fn's error unchanged.
+//
+// If another node owns the partition, Do returns a *WrongOwnerError naming
+// it (errors.Is ErrNotOwner). If the partition is in handoff (this node is
+// releasing it or about to claim it, or its owner is unknown), Do first
+// waits for the routing table to change, up to Config.HandoffWait and while
+// ctx lasts; when ctx ends first, the error wraps ctx's error as well. If the
+// node or the Router is closed, the error wraps ErrClosed.
+func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context, t fence.Token) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: function", ErrNilArgument)
+	}
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h, err := r.hold(ctx, key)
+	if err != nil {
+		return r.holdError(ctx, key, err)
+	}
+	defer h.Release()
+	wctx, cancel := workContext(ctx, h)
+	defer cancel()
+	return fn(wctx, h.Token)
+}
+
+// hold admits work for key, waiting for handoffs as Do describes. The error
+// is the node's last one, or ctx's.
+func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
+	changed := r.node.Changed()
+	h, err := r.node.Hold(key)
+	if err == nil || !r.waitable(err) {
+		return h, err
+	}
+	timer := r.cfg.Clock.NewTimer(r.cfg.HandoffWait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-timer.C():
+			return ownership.Held{}, err
+		case <-ctx.Done():
+			return ownership.Held{}, &waitError{ctx: ctx.Err(), last: err}
+		}
+		changed = r.node.Changed()
+		h, err = r.node.Hold(key)
+		if err == nil || !r.waitable(err) {
+			return h, err
+		}
+	}
+}
+
+// waitable reports whether a Hold error means a handoff that is worth
+// waiting for: this node is releasing the partition, or nobody is known to
+// own it, or this node is about to own it (it is the ring's choice but its
+// claim is not in force yet).
+func (r *Router) waitable(err error) bool {
+	if errors.Is(err, ownership.ErrReleasing) {
+		return true
+	}
+	var we *ownership.WrongOwnerError
+	if !errors.As(err, &we) {
+		return false
+	}
+	if we.Owner == "" || we.Owner == r.id {
+		return true
+	}
+	ring := r.node.Ring()
+	me := ring.MemberIndex(r.id)
+	return me >= 0 && ring.OwnerIndex(we.Partition) == me
+}
+
+// waitError is hold's error when ctx ended during a handoff wait.
+type waitError struct {
+	ctx  error
+	last error
+}
+
+func (e *waitError) Error() string {
+	return "waiting for handoff: " + e.ctx.Error() + ": " + e.last.Error()
+}
+
+func (e *waitError) Unwrap() []error { return []error{e.ctx, e.last} }
+
+// holdError turns a Hold error into the Router's error.
+func (r *Router) holdError(ctx context.Context, key string, err error) error {
+	if errors.Is(err, ownership.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	var we *ownership.WrongOwnerError
+	if !errors.As(err, &we) {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("router: %w", err)
+	}
+	return r.wrongOwner(key, err)
+}
+
+// wrongOwner builds the *WrongOwnerError for a Hold error of key.
+func (r *Router) wrongOwner(key string, err error) *WrongOwnerError {
+	route := r.node.Lookup(key)
+	out := &WrongOwnerError{
+		Partition:   route.Partition,
+		Owner:       route.Owner,
+		Addr:        route.Addr,
+		Epoch:       route.Epoch,
+		RingVersion: route.RingVersion,
+		Err:         err,
+	}
+	var we *ownership.WrongOwnerError
+	if errors.As(err, &we) {
+		out.Partition, out.Owner, out.Addr, out.Epoch = we.Partition, we.Owner, we.Addr, we.Epoch
+	}
+	return out
+}
+
+// bufferPool recycles the ReverseProxy's copy buffers, which it would
+// otherwise allocate (32 KiB) for every forwarded request.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }

@@ -1,0 +1,117 @@
+package router_test
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router"
+)
+
+func TestWrongOwnerError(t *testing.T) {
+	cause := &ownership.WrongOwnerError{Partition: 3, Owner: "b", Addr: "10.0.0.2:80", Epoch: 42}
+	e := &router.WrongOwnerError{Partition: 3, Owner: "b", Addr: "10.0.0.2:80", Epoch: 42, Err: cause}
+	assert.ErrorIs(t, e, router.ErrNotOwner)
+	assert.NotErrorIs(t, e, router.ErrNoOwner)
+	assert.ErrorIs(t, e, ownership.ErrNotOwner)
+	var oe *ownership.WrongOwnerError
+	assert.ErrorAs(t, e, &oe)
+	assert.Equal(t, `router: not the owner of partition 3: owner "b" at 10.0.0.2:80 epoch 42: `+cause.Error(), e.Error())
+
+	unknown := &router.WrongOwnerError{Partition: 7}
+	assert.ErrorIs(t, unknown, router.ErrNoOwner)
+	assert.ErrorIs(t, unknown, router.ErrNotOwner)
+	assert.Equal(t, "router: not the owner of partition 7: owner unknown", unknown.Error())
+	assert.ErrorIs(t, &router.WrongOwnerError{Owner: "x"}, router.ErrNoOwner, "an owner without an address cannot be reached")
+}
+
+func TestParseHint(t *testing.T) {
+	h := http.Header{}
+	h.Set(router.HeaderPartition, "12")
+	h.Set(router.HeaderOwner, "node-b")
+	h.Set(router.HeaderOwnerAddr, "127.0.0.1:9000")
+	h.Set(router.HeaderEpoch, "77")
+	h.Set(router.HeaderRingVersion, "18446744073709551615")
+	got, ok := router.ParseHint(h)
+	require.True(t, ok)
+	assert.Equal(t, &router.WrongOwnerError{Partition: 12, Owner: "node-b", Addr: "127.0.0.1:9000", Epoch: 77, RingVersion: math.MaxUint64}, got)
+
+	for name, mutate := range map[string]func(http.Header){
+		"no partition":       func(h http.Header) { h.Del(router.HeaderPartition) },
+		"bad partition":      func(h http.Header) { h.Set(router.HeaderPartition, "x") },
+		"negative partition": func(h http.Header) { h.Set(router.HeaderPartition, "-1") },
+		"bad epoch":          func(h http.Header) { h.Set(router.HeaderEpoch, "1e3") },
+		"negative epoch":     func(h http.Header) { h.Set(router.HeaderEpoch, "-5") },
+		"bad ring version":   func(h http.Header) { h.Set(router.HeaderRingVersion, "-1") },
+	} {
+		c := h.Clone()
+		mutate(c)
+		_, ok := router.ParseHint(c)
+		assert.False(t, ok, name)
+	}
+	minimal := http.Header{}
+	minimal.Set(router.HeaderPartition, "0")
+	got, ok = router.ParseHint(minimal)
+	require.True(t, ok)
+	assert.Equal(t, &router.WrongOwnerError{}, got)
+}
+
+func TestBackoff(t *testing.T) {
+	b := router.DefaultBackoff()
+	assert.Equal(t, router.Backoff{MaxAttempts: 10, Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.5}, b)
+	require.NoError(t, b.Validate())
+
+	// u=0 gives the full delay, u→1 the least (d*(1-Jitter)).
+	tests := []struct {
+		retry int
+		u     float64
+		want  time.Duration
+	}{
+		{0, 0, 0},
+		{1, 0, 5 * time.Millisecond},
+		{1, 1, 2500 * time.Microsecond},
+		{2, 0, 10 * time.Millisecond},
+		{3, 0.5, 15 * time.Millisecond},
+		{8, 0, 640 * time.Millisecond},
+		{9, 0, time.Second},
+		{1000, 0, time.Second},
+		{1000, 7, 500 * time.Millisecond}, // u is clamped to [0, 1]
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, b.Delay(tt.retry, tt.u), "retry %d u %v", tt.retry, tt.u)
+	}
+	assert.Equal(t, 5*time.Millisecond, router.Backoff{}.Delay(1, 0), "zero fields take defaults")
+
+	for _, bad := range []router.Backoff{
+		{MaxAttempts: -1},
+		{Initial: -time.Second},
+		{Initial: time.Second, Max: time.Millisecond},
+		{Multiplier: 0.5},
+		{Multiplier: math.Inf(1)},
+		{Jitter: 1.5},
+		{Jitter: -0.1},
+		{Jitter: math.NaN()},
+	} {
+		err := bad.Validate()
+		assert.ErrorIs(t, err, router.ErrInvalidConfig, "%+v", bad)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	d := router.DefaultConfig()
+	assert.Equal(t, router.DefaultHandoffWait, d.HandoffWait)
+	assert.Equal(t, "http", d.Scheme)
+	assert.NotNil(t, d.Logger)
+	require.NoError(t, d.Validate())
+	require.NoError(t, router.Config{}.Validate(), "the zero Config takes the defaults")
+	require.NoError(t, router.Config{Scheme: "https"}.Validate())
+	err := router.Config{HandoffWait: -1}.Validate()
+	assert.True(t, errors.Is(err, router.ErrInvalidConfig))
+	assert.Contains(t, err.Error(), "-1ns")
+}
