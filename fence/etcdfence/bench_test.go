@@ -10,14 +10,26 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/sim/cluster"
 )
+
+// benchMembers runs bench on a 1-member and on a 3-member embedded etcd
+// (the size of a production cluster), as sub-benchmarks "m1" and "m3".
+func benchMembers(b *testing.B, bench func(b *testing.B, cli *clientv3.Client)) {
+	for _, members := range []int{1, 3} {
+		b.Run(fmt.Sprintf("m%d", members), func(b *testing.B) {
+			bench(b, cluster.New(b, members).NewClient(b))
+		})
+	}
+}
 
 // BenchmarkPut compares, side by side on one etcd, a fenced Put with a
 // plain etcd Put of the same key and value ("plain"), and with a plain Put
 // wrapped in a transaction ("plain-txn"), which isolates the cost of the
 // fence from the cost of using a transaction at all.
-func BenchmarkPut(b *testing.B) {
-	cli := startCluster(b)
+func BenchmarkPut(b *testing.B) { benchMembers(b, benchPut) }
+
+func benchPut(b *testing.B, cli *clientv3.Client) {
 	ctx := context.Background()
 	s := newStore(b, cli, "bench-put")
 	tok := fence.Token{Scope: "p/1", Epoch: 1}
@@ -61,9 +73,10 @@ func BenchmarkPut(b *testing.B) {
 // through a Batcher ("grouped"). ns/op is wall time per write: the inverse
 // of throughput. "unfenced-txn16" bounds what any grouping can reach on this
 // etcd: one goroutine writing plain Puts, 16 to a transaction, no fence.
-func BenchmarkWriters16(b *testing.B) {
+func BenchmarkWriters16(b *testing.B) { benchMembers(b, benchWriters16) }
+
+func benchWriters16(b *testing.B, cli *clientv3.Client) {
 	const writers = 16
-	cli := startCluster(b)
 	ctx := context.Background()
 	s := newStore(b, cli, "bench-writers")
 	value := []byte("a value of some thirty-two bytes")
