@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // Election is one candidate's handle on a named leader election. Candidates
@@ -51,10 +52,10 @@ type Election struct {
 // It returns an error wrapping ErrNilClient for a nil kv or w and
 // ErrInvalidConfig (ErrInvalidName for the name) for an invalid cfg.
 func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg ElectionConfig) (*Election, error) {
-	if isNil(kv) {
+	if nilness.Is(kv) {
 		return nil, fmt.Errorf("%w: nil clientv3.KV", ErrNilClient)
 	}
-	if isNil(w) {
+	if nilness.Is(w) {
 		return nil, fmt.Errorf("%w: nil clientv3.Watcher", ErrNilClient)
 	}
 	if err := cfg.Validate(); err != nil {

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // Session is a node's one etcd lease, renewed by the session itself every
@@ -78,7 +79,7 @@ type SessionStats struct {
 // wrapping ErrNilClient for a nil lease and ErrInvalidConfig for an invalid
 // cfg.
 func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*Session, error) {
-	if isNil(lease) {
+	if nilness.Is(lease) {
 		return nil, fmt.Errorf("%w: nil clientv3.Lease", ErrNilClient)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -122,20 +123,6 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 // ttlSeconds converts d to etcd's whole seconds, rounding up.
 func ttlSeconds(d time.Duration) int64 {
 	return int64(math.Ceil(d.Seconds()))
-}
-
-// isNil reports whether v is nil or an interface holding a nil pointer (such
-// as a nil *clientv3.Client), on which any call would panic.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Lease returns the session's lease ID.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -293,18 +292,4 @@ func isLeaseNotFound(err error) bool {
 
 func isTooManyOps(err error) bool {
 	return errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps)
-}
-
-// isNil reports whether v is nil or an interface holding a nil pointer,
-// such as a nil *clientv3.Client.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // Member is a node registered in the cluster, as published in its member
@@ -124,7 +125,7 @@ type message struct {
 // A node ID held by a process that died stays taken until its lease expires
 // (at most the session TTL).
 func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
-	if isNil(cli) {
+	if nilness.Is(cli) {
 		return nil, ErrNilClient
 	}
 	if err := cfg.Validate(); err != nil {

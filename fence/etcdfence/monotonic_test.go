@@ -2,13 +2,9 @@ package etcdfence_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +12,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -52,78 +49,31 @@ func TestMonotonic(t *testing.T) {
 }
 
 func monotonic(t *testing.T, cli *clientv3.Client, s *etcdfence.Store, ws []writer) {
-	const (
-		goroutines = 32
-		perWriter  = 25
-		scopes     = 4
-	)
+	const scopes = 4
 	ctx := testCtx(t)
 	prefix := s.Config().Prefix
 	start, err := cli.Get(ctx, "/")
 	require.NoError(t, err)
 	startRev := start.Header.Revision
 
-	var latest [scopes]atomic.Int64 // newest epoch handed out per scope
-	for i := range latest {
-		latest[i].Store(1)
-	}
-	type write struct {
-		scope string
-		epoch int64
-		id    string
-	}
-	var (
-		mu       sync.Mutex
-		accepted = map[string]write{}
-		refused  int
-	)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		w := ws[g%len(ws)]
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(g), 7))
-			for i := range perWriter {
-				sc := rng.IntN(scopes)
-				var e int64
-				switch r := rng.IntN(10); {
-				case r < 2: // a new owner takes over
-					e = latest[sc].Add(1)
-				case r < 6: // the current owner continues
-					e = latest[sc].Load()
-				default: // an older owner, possibly superseded
-					e = max(1, latest[sc].Load()-int64(rng.IntN(3)))
-				}
-				tok := fence.Token{Scope: fence.PartitionScope(sc), Epoch: e}
-				id := fmt.Sprintf("g%d-%d", g, i)
-				key := fmt.Sprintf("s%d/k%d", sc, rng.IntN(6))
-				_, err := w.Put(ctx, tok, key, []byte(fmt.Sprintf("%s %d %s", tok.Scope, e, id)))
-				mu.Lock()
-				switch {
-				case err == nil:
-					accepted[id] = write{tok.Scope, e, id}
-				case errors.Is(err, fence.ErrStale):
-					var se *fence.StaleError
-					if !errors.As(err, &se) || se.Presented >= se.Current {
-						t.Errorf("write %s: refusal without a newer current epoch: %v", id, err)
-					}
-					refused++
-				default:
-					t.Errorf("write %s: %v", id, err)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	require.NotEmpty(t, accepted)
-	require.Positive(t, refused, "the interleaving produced no stale writes")
+	cfg := fencetest.Config{Goroutines: 32, PerWriter: 25, Scopes: scopes, Seed: 7}
+	accepted, refused := fencetest.Interleave(t, cfg, func(g, i int, tok fence.Token, id string) (int64, error) {
+		key := fmt.Sprintf("%s/k%d", tok.Scope, i%6)
+		return ws[g%len(ws)].Put(ctx, tok, key, []byte(fmt.Sprintf("%s %d %s", tok.Scope, tok.Epoch, id)))
+	})
 	t.Logf("%d accepted, %d refused", len(accepted), refused)
+	byID := map[string]fencetest.Write{}
+	for _, w := range accepted {
+		byID[w.ID] = w
+	}
 
-	// Read the commit order back from a watch over the data prefix.
+	// Read the commit order back from a watch over the data prefix: every
+	// accepted write is there once, no refused one is, and per scope the
+	// epochs never decrease.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wch := cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(startRev+1))
-	last := map[string]int64{}
+	var committed []fencetest.Write
 	seen := map[string]bool{}
 	for len(seen) < len(accepted) {
 		wr, ok := <-wch
@@ -134,18 +84,22 @@ func monotonic(t *testing.T, cli *clientv3.Client, s *etcdfence.Store, ws []writ
 			require.Len(t, f, 3)
 			e, err := strconv.ParseInt(f[1], 10, 64)
 			require.NoError(t, err)
-			want, ok := accepted[f[2]]
+			want, ok := byID[f[2]]
 			require.True(t, ok, "refused write %s is in the store", f[2])
-			require.Equal(t, want, write{f[0], e, f[2]})
+			require.Equal(t, want.Token, fence.Token{Scope: f[0], Epoch: e})
 			require.False(t, seen[f[2]], "write %s committed twice", f[2])
 			seen[f[2]] = true
-			require.GreaterOrEqual(t, e, last[f[0]], "scope %s: epoch %d committed after %d (revision %d)", f[0], e, last[f[0]], ev.Kv.ModRevision)
-			last[f[0]] = e
+			want.Seq = int64(len(committed)) // the watch's order, which is etcd's
+			committed = append(committed, want)
 		}
 	}
+	byScope := fencetest.CheckOrder(t, committed)
 	for sc := range scopes {
-		floor, err := s.Floor(ctx, fence.PartitionScope(sc))
+		scope := fence.PartitionScope(sc)
+		floor, err := s.Floor(ctx, scope)
 		require.NoError(t, err)
-		require.GreaterOrEqual(t, floor, last[fence.PartitionScope(sc)])
+		if ws := byScope[scope]; len(ws) > 0 {
+			require.GreaterOrEqual(t, floor, ws[len(ws)-1].Token.Epoch)
+		}
 	}
 }

@@ -2,17 +2,13 @@ package httpfence_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,6 +16,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -184,65 +181,17 @@ func TestZombie(t *testing.T) {
 // over HTTP; in the store's own commit order, the accepted writes' epochs
 // never decrease per scope, and every 2xx write is in it.
 func TestMonotonic(t *testing.T) {
-	const goroutines, perWriter, scopes = 32, 20, 3
+	cfg := fencetest.Config{Goroutines: 32, PerWriter: 20, Scopes: 3, Seed: 5}
 	for name, b := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			srv := httptest.NewServer(service(b))
 			defer srv.Close()
 			client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
-			var latest [scopes]atomic.Int64
-			for i := range latest {
-				latest[i].Store(1)
-			}
-			type accepted struct{ seq, epoch int64 }
-			var (
-				mu      sync.Mutex
-				log     = map[string][]accepted{}
-				refused int
-			)
-			var wg sync.WaitGroup
-			for g := range goroutines {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(g), 5))
-					for i := range perWriter {
-						sc := rng.IntN(scopes)
-						var e int64
-						switch r := rng.IntN(10); {
-						case r < 2:
-							e = latest[sc].Add(1)
-						case r < 6:
-							e = latest[sc].Load()
-						default:
-							e = max(1, latest[sc].Load()-int64(rng.IntN(3)))
-						}
-						tok := fence.Token{Scope: fence.PartitionScope(sc), Epoch: e}
-						seq, err := put(fence.NewContext(context.Background(), tok), client, srv.URL, fmt.Sprintf("g%d/%d", g, i), "v")
-						mu.Lock()
-						switch {
-						case err == nil:
-							log[tok.Scope] = append(log[tok.Scope], accepted{seq, e})
-						case errors.Is(err, fence.ErrStale):
-							refused++
-						default:
-							t.Errorf("goroutine %d: %v", g, err)
-						}
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
-			require.Positive(t, refused)
-			n := 0
-			for scope, l := range log {
-				slices.SortFunc(l, func(a, b accepted) int { return int(a.seq - b.seq) })
-				for i := 1; i < len(l); i++ {
-					require.GreaterOrEqual(t, l[i].epoch, l[i-1].epoch, "scope %s: epoch %d committed after %d", scope, l[i].epoch, l[i-1].epoch)
-					require.Greater(t, l[i].seq, l[i-1].seq)
-				}
-				n += len(l)
-			}
-			require.Equal(t, goroutines*perWriter, n+refused)
-			t.Logf("%s: %d accepted, %d refused", name, n, refused)
+			accepted, refused := fencetest.Interleave(t, cfg, func(g, i int, tok fence.Token, _ string) (int64, error) {
+				return put(fence.NewContext(context.Background(), tok), client, srv.URL, fmt.Sprintf("g%d/%d", g, i), "v")
+			})
+			fencetest.CheckOrder(t, accepted)
+			t.Logf("%s: %d accepted, %d refused", name, len(accepted), refused)
 		})
 	}
 }
