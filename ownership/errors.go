@@ -49,6 +49,14 @@ var (
 	// tenure ended without a handoff: the node's Session ended, its safe
 	// deadline passed, or its claim disappeared from etcd.
 	ErrLost = errors.New("ownership: partition lost")
+
+	// ErrClientClosed reports that the node's etcd client was closed while
+	// the node was running. The node cannot rejoin through a closed client,
+	// so it stops as if killed: its partitions were reported lost, Done is
+	// closed, and Close returns an error wrapping ErrClientClosed. Its claims
+	// and member key go when its lease expires. Close the node before its
+	// client to leave gracefully.
+	ErrClientClosed = errors.New("ownership: etcd client closed")
 )
 
 // DuplicateMemberError reports that node ID is already registered by a

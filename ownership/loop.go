@@ -9,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // phase is the local state of one partition, owned by the event loop:
@@ -119,9 +121,12 @@ func (l *loop) run() error {
 			l.publishClosed()
 			return fmt.Errorf("ownership: close %s: session ended during the handoff: %w", l.n.id, err)
 		}
-		if !l.rejoin() {
+		if err := l.rejoin(); err != nil {
 			l.publishClosed()
-			return nil
+			if errors.Is(err, ErrClosed) {
+				return nil
+			}
+			return err
 		}
 	}
 }
@@ -412,17 +417,24 @@ func (l *loop) loseAll() {
 	}
 }
 
-// rejoin opens a new generation, retrying with backoff. It returns false if
-// the node was closed first.
-func (l *loop) rejoin() bool {
+// rejoin opens a new generation, retrying with backoff. It returns an error
+// wrapping ErrClosed if the node was closed first, or ErrClientClosed if
+// the etcd client was.
+func (l *loop) rejoin() error {
 	n := l.n
 	old := l.gen.sess
+	if err := n.clientErr(nil); err != nil {
+		return err
+	}
 	ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
 	_ = old.Close(ctx) // revokes the lease if etcd can be reached
 	cancel()
 	for attempt := 0; ; attempt++ {
 		if n.closeCtx.Err() != nil {
-			return false
+			return ErrClosed
+		}
+		if err := n.clientErr(nil); err != nil {
+			return err
 		}
 		ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
 		gen, lst, err := n.connect(ctx, old.Lease())
@@ -430,19 +442,55 @@ func (l *loop) rejoin() bool {
 		if err == nil {
 			l.install(gen, lst)
 			n.log.Info("rejoined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "attempt", attempt)
-			return true
+			return nil
 		}
 		var dup *DuplicateMemberError
-		if errors.As(err, &dup) {
+		switch {
+		case n.closeCtx.Err() != nil:
+			return ErrClosed
+		case n.clientErr(err) != nil:
+			return n.clientErr(err)
+		case errors.As(err, &dup):
 			n.log.Error("rejoin: the node ID is taken by another process", "error", err, "attempt", attempt)
-		} else {
+		default:
 			n.log.Warn("rejoin", "error", err, "attempt", attempt)
 		}
 		if !n.sleep(n.closeCtx, backoff(attempt)) {
-			return false
+			return ErrClosed
 		}
 	}
 }
+
+// clientErr returns an error wrapping ErrClientClosed if the node's etcd
+// client has been closed, as its context (for a *clientv3.Client) or err,
+// the error of a call through it, shows; nil if not.
+func (n *Node) clientErr(err error) error {
+	if n.clientCtx != nil && n.clientCtx.Err() != nil || err != nil && clientClosed(err) {
+		if err == nil {
+			err = context.Cause(n.clientCtx)
+		}
+		n.log.Error("etcd client closed under the node; stopping", "error", err)
+		return fmt.Errorf("ownership: node %s: %w", n.id, ErrClientClosed)
+	}
+	return nil
+}
+
+// clientClosed reports whether err is the error of a call through an etcd
+// client that has been closed: gRPC's Canceled status for a closing client
+// connection, which the etcd client passes on unchanged when the call's own
+// context is still live.
+func clientClosed(err error) bool {
+	var gs interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &gs) {
+		return false
+	}
+	s := gs.GRPCStatus()
+	return s.Code() == codes.Canceled && s.Message() == clientClosingMessage
+}
+
+// clientClosingMessage is the message of gRPC's error for a call on a
+// closing client connection (grpc.ErrClientConnClosing).
+const clientClosingMessage = "grpc: the client connection is closing"
 
 // startClose begins a graceful leave: delete the member key, so that every
 // node's ring (this one's too) moves this node's partitions away, and hand

@@ -58,12 +58,15 @@ type Route struct {
 // LookupPartition, PartitionOf and Hold take no lock; Lookup and
 // LookupPartition allocate nothing.
 type Node struct {
-	cfg    Config
-	cli    Client
-	layout keys.Layout
-	log    hclog.Logger
-	clock  election.Clock
-	id     string
+	cfg Config
+	cli Client
+	// clientCtx is the etcd client's own context, if it has one (a
+	// *clientv3.Client does): it ends when the client is closed.
+	clientCtx context.Context
+	layout    keys.Layout
+	log       hclog.Logger
+	clock     election.Clock
+	id        string
 
 	snap atomic.Pointer[snapshot]
 	disp *dispatcher
@@ -133,16 +136,17 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	}
 	cfg = cfg.withDefaults()
 	n := &Node{
-		cfg:      cfg,
-		cli:      cli,
-		layout:   keys.New(cfg.Cluster),
-		log:      cfg.Logger.With("node", cfg.NodeID),
-		clock:    cfg.Clock,
-		id:       cfg.NodeID,
-		disp:     newDispatcher(),
-		msgs:     make(chan message, 256),
-		loopDone: make(chan struct{}),
-		done:     make(chan struct{}),
+		cfg:       cfg,
+		cli:       cli,
+		clientCtx: clientContext(cli),
+		layout:    keys.New(cfg.Cluster),
+		log:       cfg.Logger.With("node", cfg.NodeID),
+		clock:     cfg.Clock,
+		id:        cfg.NodeID,
+		disp:      newDispatcher(),
+		msgs:      make(chan message, 256),
+		loopDone:  make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	if cfg.Prefix != "" {
 		n.layout = keys.ForPrefix(cfg.Prefix)
@@ -163,6 +167,14 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	go n.disp.run()
 	go n.run(l)
 	return n, nil
+}
+
+// clientContext returns cli's own context if it has one, else nil.
+func clientContext(cli Client) context.Context {
+	if c, ok := cli.(interface{ Ctx() context.Context }); ok {
+		return c.Ctx()
+	}
+	return nil
 }
 
 // run runs the event loop and then stops every goroutine of the node.
@@ -289,8 +301,10 @@ func (n *Node) Members() []Member {
 // Ring returns the ring computed from the current members.
 func (n *Node) Ring() *Ring { return n.snap.Load().ring }
 
-// Done returns a channel that is closed when the node has stopped: after
-// Close, with every goroutine of the node ended.
+// Done returns a channel that is closed when the node has stopped, with
+// every goroutine of the node ended: after Close, or on its own when its etcd
+// client was closed under it (Close then returns an error wrapping
+// ErrClientClosed).
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Close leaves the cluster gracefully: it deletes the member key, so that

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
@@ -346,4 +348,55 @@ func TestFencersRunBeforeWork(t *testing.T) {
 			t.Fatalf("OnAcquired for %d of %d partitions", len(seen), parts)
 		}
 	}
+}
+
+// A node whose etcd client is closed under it cannot rejoin: it stops as
+// if killed, reports its partitions lost, and says why; the others take its
+// partitions over once its lease expires.
+func TestClientClosedStopsNode(t *testing.T) {
+	c := cluster.New(t, 1)
+	const parts = 16
+	cliA := c.NewClient(t)
+	cfgA := testConfig(t, "closed-client", "a", parts)
+	cb, events, _ := ChanCallbacks(4 * parts)
+	cfgA.Callbacks = cb
+	a := join(t, cliA, cfgA)
+	b := join(t, c.NewClient(t), testConfig(t, "closed-client", "b", parts))
+	waitStable(t, 20*time.Second, a, b)
+	ownedBefore := a.Owned()
+	require.NotEmpty(t, ownedBefore)
+
+	require.NoError(t, cliA.Close())
+	select {
+	case <-a.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not stop after its client was closed")
+	}
+	err := a.Close(context.Background())
+	require.ErrorIs(t, err, ErrClientClosed)
+	assert.Empty(t, a.Owned())
+
+	// Every callback has returned once Done is closed: the last event of
+	// each partition a owned says it was lost.
+	last := map[int]Event{}
+	for len(events) > 0 {
+		e := <-events
+		last[e.Partition] = e
+	}
+	for _, p := range ownedBefore {
+		assert.Equal(t, EventReleased, last[p].Kind, "partition %d", p)
+		assert.Equal(t, ReasonLost, last[p].Reason, "partition %d", p)
+	}
+	waitStable(t, 20*time.Second, b)
+	assert.Len(t, b.Owned(), parts)
+}
+
+func TestClientClosedError(t *testing.T) {
+	closing := status.Error(codes.Canceled, "grpc: the client connection is closing")
+	assert.True(t, clientClosed(closing))
+	assert.True(t, clientClosed(fmt.Errorf("ownership: revoke previous lease: %w", closing)))
+	assert.False(t, clientClosed(status.Error(codes.Canceled, "context canceled")))
+	assert.False(t, clientClosed(status.Error(codes.Unavailable, "grpc: the client connection is closing")))
+	assert.False(t, clientClosed(context.Canceled))
+	assert.False(t, clientClosed(nil))
 }
