@@ -146,10 +146,21 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
+	// Launch the members one after another, then wait for them together. A
+	// new member first asks its peers whether it is already part of a
+	// running cluster; a peer that is listening but not yet serving makes it
+	// wait for etcd's 1s bootstrap timeout, while one that is serving (or
+	// not listening at all) answers at once.
 	errs := make([]error, len(c.members))
+	started := make([]*embed.Etcd, len(c.members))
+	for i, m := range c.members {
+		started[i], errs[i] = c.launch(m)
+	}
 	var wg sync.WaitGroup
 	for i, m := range c.members {
-		wg.Go(func() { errs[i] = c.startMember(ctx, m) })
+		if started[i] != nil {
+			wg.Go(func() { errs[i] = c.ready(ctx, m, started[i]) })
+		}
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -185,7 +196,17 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// startMember starts member m and waits until it is ready.
 func (c *Cluster) startMember(ctx context.Context, m *member) error {
+	e, err := c.launch(m)
+	if err != nil {
+		return err
+	}
+	return c.ready(ctx, m, e)
+}
+
+// launch starts member m's server without waiting for it to be ready.
+func (c *Cluster) launch(m *member) (*embed.Etcd, error) {
 	ec := embed.NewConfig()
 	ec.Name = m.name
 	ec.Dir = m.dir
@@ -204,8 +225,13 @@ func (c *Cluster) startMember(ctx context.Context, m *member) error {
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(c.cfg.Logger.Named(m.name))
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
-		return fmt.Errorf("cluster: start member %s: %w", m.name, err)
+		return nil, fmt.Errorf("cluster: start member %s: %w", m.name, err)
 	}
+	return e, nil
+}
+
+// ready waits until launched member m is ready to serve, and records it.
+func (c *Cluster) ready(ctx context.Context, m *member, e *embed.Etcd) error {
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
