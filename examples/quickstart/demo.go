@@ -482,7 +482,11 @@ func (d *demo) join(ctx context.Context) error {
 func (d *demo) leave(ctx context.Context, id string) error {
 	parts := d.ownedBy(id)
 	t0 := time.Now()
-	if err := d.fleet.leave(ctx, id); err != nil {
+	n, err := d.fleet.leave(ctx, id)
+	if n != nil {
+		defer n.stop("left")
+	}
+	if err != nil {
 		return err
 	}
 	if err := d.waitSettled(ctx, id); err != nil {

@@ -112,17 +112,16 @@ func (f *fleet) remove(id string) *node {
 	return n
 }
 
-// leave stops node id gracefully: the node hands its partitions off, then
-// its HTTP server and router stop.
-func (f *fleet) leave(ctx context.Context, id string) error {
+// leave closes node id gracefully: the node hands its partitions off. Its
+// HTTP server and router keep running (answering 503 or forwarding) until
+// stop is called on the returned node.
+func (f *fleet) leave(ctx context.Context, id string) (*node, error) {
 	n := f.remove(id)
 	if n == nil {
-		return fmt.Errorf("no node %s", id)
+		return nil, fmt.Errorf("no node %s", id)
 	}
 	n.partitions = len(n.node.Owned())
-	err := n.node.Close(ctx)
-	n.stop("left")
-	return err
+	return n, n.node.Close(ctx)
 }
 
 // kill stops node id as kill -9 would: its etcd link goes dark, its server
@@ -169,8 +168,12 @@ func (n *node) stop(state string) {
 func (f *fleet) closeAll(ctx context.Context) error {
 	var errs []error
 	for _, id := range f.ids() {
-		if err := f.leave(ctx, id); err != nil && !errors.Is(err, ownership.ErrClosed) {
+		n, err := f.leave(ctx, id)
+		if err != nil && !errors.Is(err, ownership.ErrClosed) {
 			errs = append(errs, err)
+		}
+		if n != nil {
+			n.stop("left")
 		}
 	}
 	return errors.Join(errs...)
