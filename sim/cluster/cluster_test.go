@@ -117,14 +117,19 @@ func TestBlackholeIsolatesOneClient(t *testing.T) {
 	fp.Blackhole()
 	err := put(ctx, faulty, "a", "2", 500*time.Millisecond)
 	require.Error(t, err, "a blackholed client's write must not succeed")
-	assert.True(t, errors.Is(err, context.DeadlineExceeded) || clientv3.IsConnCanceled(err) || err != nil, "%v", err)
 	require.NoError(t, put(ctx, healthy, "b", "1", 5*time.Second), "another client keeps working")
 
 	fp.Heal()
-	require.NoError(t, put(ctx, faulty, "a", "3", 10*time.Second), "a healed client works again")
-	resp, err := healthy.Get(ctx, "a")
+	require.NoError(t, put(ctx, faulty, "c", "3", 10*time.Second), "a healed client works again")
+	resp, err := healthy.Get(ctx, "c")
 	require.NoError(t, err)
 	assert.Equal(t, "3", string(resp.Kvs[0].Value))
+	// The write that timed out had an unknown outcome: the proxy held its
+	// bytes, as TCP would across a partition, and they may still land after
+	// Heal, even after later writes. Either value is possible.
+	resp, err = healthy.Get(ctx, "a")
+	require.NoError(t, err)
+	assert.Contains(t, []string{"1", "2"}, string(resp.Kvs[0].Value))
 }
 
 func TestDropConnectionsReconnects(t *testing.T) {
