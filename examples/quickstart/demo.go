@@ -561,7 +561,7 @@ func (d *demo) report() {
 	app := f.app
 	d.printf("\nrequests: %d increments sent, %d retried attempts, %d served, %d forwarded one hop\n",
 		d.sent.Load(), d.retries.Load(), served, d.rep.Forwarded)
-	d.printf("store: %d stale writes rejected, %d accepted; %d retried increments found already applied; %d writes cut short by the end of a tenure\n",
+	d.printf("store: %d stale writes rejected, %d accepted; retried increments found already applied: %d; writes cut short by the end of a tenure: %d\n",
 		d.rep.StaleRejected, d.rep.StaleAccepted, app.duplicates.Load(), app.failed.Load())
 	d.printf("check: %d increments acknowledged, counters sum to %d, %d of %d counters differ from their acknowledged increments\n",
 		d.rep.Acked, d.rep.Counted, d.rep.Mismatched, d.cfg.Keys)
