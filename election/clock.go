@@ -59,10 +59,11 @@ type realTicker struct{ t *time.Ticker }
 func (t realTicker) C() <-chan time.Time { return t.t.C }
 func (t realTicker) Stop()               { t.t.Stop() }
 
-// withTimeout is context.WithTimeout on clock c: the returned context is
+// WithTimeout is context.WithTimeout on clock c: the returned context is
 // cancelled d after the call on c's time, when parent is, or when cancel is
-// called. cancel must be called to release the timer.
-func withTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+// called. cancel must be called to release the timer. On RealClock it is
+// context.WithTimeout itself.
+func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := c.(realClock); ok {
 		return context.WithTimeout(parent, d)
 	}
@@ -79,9 +80,9 @@ func withTimeout(parent context.Context, c Clock, d time.Duration) (context.Cont
 	return ctx, cancel
 }
 
-// sleep waits d on clock c, or until ctx is done; it reports whether the full
+// Sleep waits d on clock c, or until ctx is done; it reports whether the full
 // duration passed.
-func sleep(ctx context.Context, c Clock, d time.Duration) bool {
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
@@ -61,10 +62,7 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	layout := keys.New(cfg.Cluster)
-	if cfg.Prefix != "" {
-		layout = keys.ForPrefix(cfg.Prefix)
-	}
+	layout := keys.For(cfg.Cluster, cfg.Prefix)
 	e := &Election{
 		session: session,
 		kv:      kv,
@@ -203,7 +201,7 @@ func (e *Election) campaign(ctx context.Context) (*Term, error) {
 	for {
 		epoch, err := e.enter(cctx)
 		if err != nil {
-			if isLeaseNotFound(err) {
+			if etcderr.LeaseNotFound(err) {
 				s.lost(err)
 			}
 			// The put may have landed although its answer was lost.
@@ -304,7 +302,7 @@ func (e *Election) wait(ctx context.Context, epoch int64) (won bool, rev int64, 
 		}
 		// The watch ended without a deletion (compaction, a closed stream):
 		// look again, without spinning.
-		if !sleep(ctx, e.clock, retry) {
+		if !Sleep(ctx, e.clock, retry) {
 			return false, 0, ctx.Err()
 		}
 		retry = nextRetry(retry)
@@ -338,7 +336,7 @@ func (e *Election) withdraw(epoch int64) {
 	if s.Err() != nil {
 		return
 	}
-	ctx, cancel := withTimeout(s.Context(), e.clock, e.resign)
+	ctx, cancel := WithTimeout(s.Context(), e.clock, e.resign)
 	defer cancel()
 	cmp := clientv3.Compare(clientv3.CreateRevision(e.key), "=", epoch)
 	if epoch == 0 {

@@ -55,7 +55,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 		resp, err := e.kv.Get(ctx, e.prefix, clientv3.WithPrefix())
 		if err != nil {
 			e.log.Debug("observe: read failed", "error", err)
-			if !sleep(ctx, e.clock, retry) {
+			if !Sleep(ctx, e.clock, retry) {
 				return
 			}
 			retry = nextRetry(retry)
@@ -110,7 +110,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 			retry = minRetry
 			continue
 		}
-		if !sleep(ctx, e.clock, retry) {
+		if !Sleep(ctx, e.clock, retry) {
 			return
 		}
 		retry = nextRetry(retry)

@@ -46,7 +46,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 				return ctx.Err()
 			}
 			e.log.Warn("campaign failed; retrying", "error", err, "in", retry)
-			if !sleep(ctx, e.clock, retry) {
+			if !Sleep(ctx, e.clock, retry) {
 				return ctx.Err()
 			}
 			retry = nextRetry(retry)
@@ -75,7 +75,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 			}
 			reason = fmt.Errorf("%w: %w", ErrResigned, why)
 		}
-		rctx, cancel := withTimeout(context.WithoutCancel(ctx), e.clock, e.resign)
+		rctx, cancel := WithTimeout(context.WithoutCancel(ctx), e.clock, e.resign)
 		if rerr := t.Resign(rctx); rerr != nil {
 			e.log.Warn("resign failed; the key goes with the lease or the next campaign", "error", rerr)
 		}

@@ -2,7 +2,6 @@ package election
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
@@ -48,7 +48,6 @@ type Session struct {
 	renewals int64
 	failures int64
 	latency  time.Duration
-	endedAt  time.Time
 	closed   bool
 
 	loopDone chan struct{}
@@ -193,7 +192,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.end(ErrSessionClosed)
 	<-s.loopDone
-	if _, err := s.lease.Revoke(ctx, s.id); err != nil && !isLeaseNotFound(err) {
+	if _, err := s.lease.Revoke(ctx, s.id); err != nil && !etcderr.LeaseNotFound(err) {
 		return fmt.Errorf("election: revoke lease %x: %w", int64(s.id), err)
 	}
 	return nil
@@ -204,12 +203,6 @@ func (s *Session) end(cause error) {
 	if s.ctx.Err() != nil {
 		return
 	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	if s.endedAt.IsZero() {
-		s.endedAt = now
-	}
-	s.mu.Unlock()
 	s.cancel(cause)
 	if s.Err() == cause { // this call ended it
 		s.log.Debug("session ended", "reason", cause)
@@ -228,10 +221,6 @@ func (s *Session) untilEnd(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deadline.Add(-s.lead).Sub(now)
-}
-
-func isLeaseNotFound(err error) bool {
-	return errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound)
 }
 
 type renewal struct {
@@ -280,7 +269,7 @@ func (s *Session) run(sent time.Time) {
 		case r := <-results:
 			inflight = false
 			if r.err != nil {
-				if isLeaseNotFound(r.err) {
+				if etcderr.LeaseNotFound(r.err) {
 					s.lost(r.err)
 					return
 				}
@@ -310,7 +299,7 @@ func (s *Session) run(sent time.Time) {
 
 // renew sends one renewal, bounded by timeout, and reports its send time.
 func (s *Session) renew(timeout time.Duration) renewal {
-	ctx, cancel := withTimeout(s.ctx, s.clock, timeout)
+	ctx, cancel := WithTimeout(s.ctx, s.clock, timeout)
 	defer cancel()
 	sent := s.clock.Now()
 	resp, err := s.lease.KeepAliveOnce(ctx, s.id)

@@ -176,7 +176,7 @@ func (t *Term) watch() {
 		// watch again from there.
 		resp, err := e.kv.Get(t.ctx, t.key)
 		if err != nil {
-			if !sleep(t.ctx, e.clock, retry) {
+			if !Sleep(t.ctx, e.clock, retry) {
 				return
 			}
 			retry = nextRetry(retry)

@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/etcderr"
 )
 
 // claim is the event loop's view of one partition's claim key.
@@ -197,7 +199,7 @@ func (l *loop) claimed(batch []int, rev int64, out []outcome, err error) {
 	}
 	l.dirty = true
 	if err != nil {
-		if isTooManyOps(err) && l.batch > 1 {
+		if etcderr.TooManyOps(err) && l.batch > 1 {
 			l.batch /= 2
 			l.n.log.Warn("etcd refused a transaction as too large; halving the batch", "batch", l.batch)
 			return
@@ -270,7 +272,7 @@ func (l *loop) flushDeletes() {
 // deleted handles the result of a delete transaction.
 func (l *loop) deleted(batch []int, epochs []int64, rev int64, out []outcome, err error) {
 	l.dirty = true
-	tooLarge := err != nil && isTooManyOps(err) && l.batch > 1
+	tooLarge := err != nil && etcderr.TooManyOps(err) && l.batch > 1
 	if tooLarge {
 		l.batch /= 2
 		l.n.log.Warn("etcd refused a transaction as too large; halving the batch", "batch", l.batch)

@@ -426,8 +426,13 @@ func (l *loop) rejoin() error {
 	if err := n.clientErr(nil); err != nil {
 		return err
 	}
+	// Revoke the old lease if etcd can be reached; if not, connect revokes
+	// it before it opens the next session.
+	stale := old.Lease()
 	ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
-	_ = old.Close(ctx) // revokes the lease if etcd can be reached
+	if old.Close(ctx) == nil {
+		stale = 0
+	}
 	cancel()
 	for attempt := 0; ; attempt++ {
 		if n.closeCtx.Err() != nil {
@@ -437,19 +442,21 @@ func (l *loop) rejoin() error {
 			return err
 		}
 		ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
-		gen, lst, err := n.connect(ctx, old.Lease())
+		gen, lst, err := n.connect(ctx, stale)
 		cancel()
 		if err == nil {
 			l.install(gen, lst)
 			n.log.Info("rejoined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "attempt", attempt)
 			return nil
 		}
+		if n.closeCtx.Err() != nil {
+			return ErrClosed
+		}
+		if cerr := n.clientErr(err); cerr != nil {
+			return cerr
+		}
 		var dup *DuplicateMemberError
 		switch {
-		case n.closeCtx.Err() != nil:
-			return ErrClosed
-		case n.clientErr(err) != nil:
-			return n.clientErr(err)
 		case errors.As(err, &dup):
 			n.log.Error("rejoin: the node ID is taken by another process", "error", err, "attempt", attempt)
 		default:
@@ -617,12 +624,10 @@ func (l *loop) build(closed bool) *snapshot {
 		}
 		switch ps := &l.parts[p]; ps.phase {
 		case phaseServing:
-			e.local, e.t, e.route.Local = localServing, ps.t, true
+			e.t, e.route.Local = ps.t, true
 			s.owned = append(s.owned, p)
-		case phaseClaiming, phaseFencing, phaseFenceWait:
-			e.local = localAcquiring
 		case phaseReleasing, phaseDeleting, phaseDeleteWait:
-			e.local = localReleasing
+			e.releasing = true
 		}
 	}
 	s.members = make([]Member, 0, len(l.ids))

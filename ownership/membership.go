@@ -7,10 +7,10 @@ import (
 	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -59,7 +59,7 @@ type memberRec struct {
 // claims. ctx bounds the whole.
 func (n *Node) connect(ctx context.Context, oldLease clientv3.LeaseID) (*generation, *listing, error) {
 	if oldLease != 0 {
-		if _, err := n.cli.Revoke(ctx, oldLease); err != nil && !isLeaseNotFound(err) {
+		if _, err := n.cli.Revoke(ctx, oldLease); err != nil && !etcderr.LeaseNotFound(err) {
 			return nil, nil, fmt.Errorf("ownership: revoke previous lease %x: %w", int64(oldLease), err)
 		}
 	}
@@ -284,12 +284,4 @@ func (l *loop) updateRing() {
 	l.ids, l.ring = ids, r
 	l.me = r.MemberIndex(l.n.id)
 	l.n.log.Debug("ring changed", "members", len(ids), "owned", r.Load(l.n.id), "version", r.Version())
-}
-
-func isLeaseNotFound(err error) bool {
-	return errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound)
-}
-
-func isTooManyOps(err error) bool {
-	return errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps)
 }

@@ -94,20 +94,12 @@ type snapshot struct {
 	changed chan struct{} // closed when the next snapshot is published
 }
 
-// Local states of a partition, as published in a snapshot.
-const (
-	localNone = iota
-	localAcquiring
-	localServing
-	localReleasing
-)
-
 type entry struct {
-	route    Route
-	t        *tenure // the serving tenure, if local == localServing
-	local    uint8
-	next     string // owner on the ring
-	nextAddr string
+	route     Route
+	t         *tenure // the serving tenure, if any
+	releasing bool    // this node is handing the partition off
+	next      string  // owner on the ring
+	nextAddr  string
 }
 
 // message is a function the event loop runs, tagged with the generation
@@ -139,7 +131,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		cfg:       cfg,
 		cli:       cli,
 		clientCtx: clientContext(cli),
-		layout:    keys.New(cfg.Cluster),
+		layout:    keys.For(cfg.Cluster, cfg.Prefix),
 		log:       cfg.Logger.With("node", cfg.NodeID),
 		clock:     cfg.Clock,
 		id:        cfg.NodeID,
@@ -147,9 +139,6 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		msgs:      make(chan message, 256),
 		loopDone:  make(chan struct{}),
 		done:      make(chan struct{}),
-	}
-	if cfg.Prefix != "" {
-		n.layout = keys.ForPrefix(cfg.Prefix)
 	}
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
 	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
@@ -267,7 +256,7 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 	if s.closed {
 		return Held{}, ErrClosed
 	}
-	releasing := e.local == localReleasing
+	releasing := e.releasing
 	if t := e.t; t != nil && t.state.Load() == tenureEnded && t.endReason() != ReasonLost {
 		releasing = true
 	}
@@ -335,32 +324,12 @@ func (n *Node) Close(ctx context.Context) error {
 
 // withTimeout is context.WithTimeout on the node's clock.
 func (n *Node) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if n.clock == election.RealClock() {
-		return context.WithTimeout(parent, d)
-	}
-	ctx, cancel := context.WithCancel(parent)
-	t := n.clock.NewTimer(d)
-	n.spawn(func() {
-		defer t.Stop()
-		select {
-		case <-t.C():
-			cancel()
-		case <-ctx.Done():
-		}
-	})
-	return ctx, cancel
+	return election.WithTimeout(parent, n.clock, d)
 }
 
 // sleep waits d on the node's clock; it reports false if ctx ended first.
 func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
-	t := n.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return election.Sleep(ctx, n.clock, d)
 }
 
 // backoff returns the delay before retry number attempt (from 0): 50ms

@@ -96,16 +96,8 @@ func (b Backoff) Delay(retry int, u float64) time.Duration {
 // wait sleeps on clock for the delay before retry, or until ctx ends, and
 // returns ctx's error in that case.
 func (b Backoff) wait(ctx context.Context, clock election.Clock, retry int) error {
-	d := b.Delay(retry, rand.Float64())
-	if d <= 0 {
+	if !election.Sleep(ctx, clock, b.Delay(retry, rand.Float64())) {
 		return ctx.Err()
 	}
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }

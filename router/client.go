@@ -121,10 +121,7 @@ func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	layout := keys.New(cfg.Cluster)
-	if cfg.Prefix != "" {
-		layout = keys.ForPrefix(cfg.Prefix)
-	}
+	layout := keys.For(cfg.Cluster, cfg.Prefix)
 	ringCfg := ownership.RingConfig{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor}
 	w := newWatcher(etcd, layout, ringCfg, cfg.Logger, cfg.Clock)
 	v, err := w.load(ctx)

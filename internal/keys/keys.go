@@ -4,14 +4,12 @@
 //	<prefix>claims/<partition>   nodeID, lease = owner's Session; epoch = CreateRevision
 //	<prefix>leader/<name>/...    election keys
 //	<prefix>fence/<scope>        highest epoch admitted, for stores in etcd
-//	<prefix>audit/<rev>          operator actions
 //
 // The default prefix is "/tenure/<cluster>/".
 package keys
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -19,7 +17,7 @@ import (
 // Layout builds and parses the keys of one cluster. The zero Layout is not
 // useful; use New or ForPrefix.
 type Layout struct {
-	prefix string
+	prefix, members, claims string
 }
 
 // DefaultPrefix returns "/tenure/<cluster>/".
@@ -33,14 +31,23 @@ func ForPrefix(prefix string) Layout {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return Layout{prefix: prefix}
+	return Layout{prefix: prefix, members: prefix + "members/", claims: prefix + "claims/"}
+}
+
+// For returns the layout of a configuration that names a cluster and may
+// override its prefix: ForPrefix(prefix) if prefix is set, else New(cluster).
+func For(cluster, prefix string) Layout {
+	if prefix != "" {
+		return ForPrefix(prefix)
+	}
+	return New(cluster)
 }
 
 // Prefix returns the cluster prefix, ending in '/'.
 func (l Layout) Prefix() string { return l.prefix }
 
 // Members returns the prefix of all member keys.
-func (l Layout) Members() string { return l.prefix + "members/" }
+func (l Layout) Members() string { return l.members }
 
 // Member returns the key of node id.
 func (l Layout) Member(id string) string { return l.Members() + id }
@@ -52,7 +59,7 @@ func (l Layout) MemberID(key string) (string, bool) {
 }
 
 // Claims returns the prefix of all claim keys.
-func (l Layout) Claims() string { return l.prefix + "claims/" }
+func (l Layout) Claims() string { return l.claims }
 
 // Claim returns the claim key of partition p.
 func (l Layout) Claim(p int) string { return l.Claims() + strconv.Itoa(p) }
@@ -75,12 +82,6 @@ func (l Layout) Leader(name string) string { return l.prefix + "leader/" + name 
 
 // Fences returns the prefix of all fence floor keys.
 func (l Layout) Fences() string { return l.prefix + "fence/" }
-
-// Fence returns the floor key of scope.
-func (l Layout) Fence(scope string) string { return l.Fences() + scope }
-
-// Audit returns the key of the operator action recorded at revision rev.
-func (l Layout) Audit(rev int64) string { return fmt.Sprintf("%saudit/%020d", l.prefix, rev) }
 
 // Member is the value of a member key.
 type Member struct {

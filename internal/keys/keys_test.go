@@ -25,9 +25,11 @@ func TestLayout(t *testing.T) {
 		assert.False(t, ok, bad)
 	}
 	assert.Equal(t, "/tenure/prod/leader/x/", l.Leader("x"))
-	assert.Equal(t, "/tenure/prod/fence/p/3", l.Fence("p/3"))
-	assert.Equal(t, "/tenure/prod/audit/00000000000000000042", l.Audit(42))
+	assert.Equal(t, "/tenure/prod/fence/", l.Fences())
 	assert.Equal(t, "/x/", ForPrefix("/x").Prefix())
+	assert.Equal(t, "/x/members/", ForPrefix("/x").Members())
+	assert.Equal(t, l, For("prod", ""))
+	assert.Equal(t, ForPrefix("/x/"), For("prod", "/x"))
 
 	v, err := EncodeMember(Member{ID: "n1", Addr: "127.0.0.1:1", Meta: map[string]string{"zone": "a"}})
 	require.NoError(t, err)

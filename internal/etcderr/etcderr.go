@@ -1,0 +1,21 @@
+// Package etcderr classifies errors of etcd client calls, in the forms the
+// client returns them (an etcd error, or the gRPC status it came in).
+package etcderr
+
+import (
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+)
+
+// LeaseNotFound reports whether err says that etcd has no such lease
+// (revoked, or expired).
+func LeaseNotFound(err error) bool {
+	return errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound)
+}
+
+// TooManyOps reports whether err says that a transaction had more
+// operations than the server's --max-txn-ops.
+func TooManyOps(err error) bool {
+	return errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps)
+}
