@@ -1,6 +1,7 @@
 package etcdfence
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -46,9 +47,7 @@ type BatcherConfig struct {
 
 // DefaultBatcherConfig returns the configuration with every default filled
 // in.
-func DefaultBatcherConfig() BatcherConfig {
-	return BatcherConfig{MaxBatch: DefaultMaxBatch, MaxInFlight: DefaultMaxInFlight, CommitTimeout: DefaultCommitTimeout}
-}
+func DefaultBatcherConfig() BatcherConfig { return BatcherConfig{}.withDefaults() }
 
 // Validate reports whether c can configure a Batcher. The error wraps
 // ErrInvalidConfig.
@@ -65,15 +64,9 @@ func (c BatcherConfig) Validate() error {
 }
 
 func (c BatcherConfig) withDefaults() BatcherConfig {
-	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.CommitTimeout == 0 {
-		c.CommitTimeout = DefaultCommitTimeout
-	}
+	c.MaxBatch = cmp.Or(c.MaxBatch, DefaultMaxBatch)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.CommitTimeout = cmp.Or(c.CommitTimeout, DefaultCommitTimeout)
 	return c
 }
 

@@ -12,11 +12,12 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 )
 
 func TestBatcherLinger(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	s := newStore(t, cli, "linger")
 	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{MaxBatch: 4, Linger: 20 * time.Millisecond})
 	require.NoError(t, err)
@@ -42,7 +43,7 @@ func TestBatcherLinger(t *testing.T) {
 
 func TestBatcherClose(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	s := newStore(t, cli, "close")
 	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
 	require.NoError(t, err)
@@ -95,7 +96,7 @@ func TestBatcherContext(t *testing.T) {
 	cancel()
 	_, err = b.Put(ctx, fence.Token{Scope: "p/1", Epoch: 1}, "k", nil)
 	require.ErrorIs(t, err, context.Canceled)
-	it, err := s.Get(testCtx(t), fence.Token{Scope: "p/1", Epoch: 1}, "k")
+	it, err := s.Get(fencetest.Context(t), fence.Token{Scope: "p/1", Epoch: 1}, "k")
 	require.NoError(t, err)
 	require.False(t, it.Exists(), "a write whose context ended before submission is not applied")
 }

@@ -1,7 +1,6 @@
 package etcdfence
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -275,13 +274,14 @@ func (s *Store) plan(items []item) [][]item {
 		if !oldScope {
 			ops++
 		}
-		if len(cur) > 0 && (dupKey || ops > s.cfg.MaxTxnOps || bytes+it.p.size() > s.cfg.MaxTxnBytes) {
+		size := it.p.size()
+		if len(cur) > 0 && (dupKey || ops > s.cfg.MaxTxnOps || bytes+size > s.cfg.MaxTxnBytes) {
 			flush()
 		}
 		cur = append(cur, it)
 		keys[it.p.full] = struct{}{}
 		scopes[it.p.w.Token.Scope] = struct{}{}
-		bytes += it.p.size()
+		bytes += size
 	}
 	flush()
 	return chunks
@@ -338,8 +338,8 @@ func (s *Store) cachedPositive(scope string) bool {
 func (s *Store) rejectCached(items []item, results []Result) []item {
 	out := items[:0:0]
 	for _, it := range items {
-		if c, ok := s.cache.get(it.p.w.Token.Scope); ok && it.p.w.Token.Epoch < c {
-			results[it.idx].Err = fence.NewStaleError(it.p.w.Token, c)
+		if err := s.cachedStale(it.p.w.Token); err != nil {
+			results[it.idx].Err = err
 			continue
 		}
 		out = append(out, it)
@@ -358,16 +358,12 @@ func (s *Store) rejectCached(items []item, results []Result) []item {
 // Refusals come back in Result.Err; the error is reserved for etcd
 // failures.
 func (s *Store) single(ctx context.Context, p prepared) (Result, error) {
-	resp, err := s.kv.Txn(ctx).
-		If(staleCmp(p.floor, p.epoch)).
-		Then(clientv3.OpGet(p.floor)).
-		Else(p.singleOps()...).
-		Commit()
+	resp, stale, err := s.guarded(ctx, p.w.Token, p.floor, p.epoch, p.singleOps()...)
 	if err != nil {
 		return Result{}, fmt.Errorf("etcdfence: %s %q: %w", p.w.Kind, p.w.Key, err)
 	}
-	if resp.Succeeded {
-		return Result{Err: s.staleFrom(p.w.Token, resp.Responses[0])}, nil
+	if stale != nil {
+		return Result{Err: stale}, nil
 	}
 	r := p.singleResult(resp.Header.Revision, resp.Responses)
 	if r.Err == nil {
@@ -409,19 +405,14 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result) ([]
 	for i := range items {
 		sorted[i] = &items[i]
 	}
-	slices.SortStableFunc(sorted, func(a, b *item) int {
-		if c := cmp.Compare(a.p.w.Token.Scope, b.p.w.Token.Scope); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.p.w.Token.Epoch, b.p.w.Token.Epoch)
-	})
-	var groups []scopeGroup
+	slices.SortStableFunc(sorted, func(a, b *item) int { return a.p.w.Token.Compare(b.p.w.Token) })
+	var groups []scopeGroup // each holds a run of sorted, whose scopes are contiguous
 	for i, it := range sorted {
 		if i == 0 || it.p.w.Token.Scope != sorted[i-1].p.w.Token.Scope {
-			groups = append(groups, scopeGroup{scope: it.p.w.Token.Scope, floor: it.p.floor})
+			groups = append(groups, scopeGroup{scope: it.p.w.Token.Scope, floor: it.p.floor, items: sorted[i:i]})
 		}
 		g := &groups[len(groups)-1]
-		g.items = append(g.items, it)
+		g.items = g.items[:len(g.items)+1]
 	}
 
 	cmps := make([]clientv3.Cmp, 0, len(groups)+len(sorted))
@@ -487,15 +478,9 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result) ([]
 	done := make(map[int]bool)
 	for gi, g := range groups {
 		kvs := rresp.Responses[gi].GetResponseRange().GetKvs()
+		f, err := s.floorOf(g.scope, kvs)
 		if len(kvs) == 0 {
-			s.cache.absent(g.scope)
 			continue
-		}
-		f, err := decodeEpoch(kvs[0].Value)
-		if err != nil {
-			err = fmt.Errorf("scope %q: %w", g.scope, err)
-		} else {
-			s.cache.raise(g.scope, f)
 		}
 		for _, it := range g.items {
 			switch {

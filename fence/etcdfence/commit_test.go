@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -19,7 +20,7 @@ import (
 // its neighbours, in the same transaction, commit.
 func TestCommitStaleNeighbours(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	s := newStore(t, cli, "neighbours")
 	old := fence.Token{Scope: "p/1", Epoch: 5}
 	cur := fence.Token{Scope: "p/1", Epoch: 9}
@@ -50,8 +51,8 @@ func TestCommitStaleNeighbours(t *testing.T) {
 		require.NoError(t, res[i].Err, "write %d", i)
 		require.Equal(t, rev, res[i].Revision, "write %d shares the transaction", i)
 	}
-	requireStale(t, res[1].Err, "p/1", 5, 9)
-	requireStale(t, res[5].Err, "p/1", 5, 9)
+	fencetest.RequireStale(t, res[1].Err, "p/1", 5, 9)
+	fencetest.RequireStale(t, res[5].Err, "p/1", 5, 9)
 	require.Zero(t, res[1].Revision)
 	var ve *etcdfence.VersionError
 	require.ErrorAs(t, res[4].Err, &ve)
@@ -72,8 +73,8 @@ func TestCommitStaleNeighbours(t *testing.T) {
 		etcdfence.PutWrite(old, "x", nil), etcdfence.PutWrite(cur, "y", nil), etcdfence.PutWrite(other, "z", nil),
 	})
 	require.NoError(t, err)
-	requireStale(t, res[0].Err, "p/1", 5, 11)
-	requireStale(t, res[1].Err, "p/1", 9, 11)
+	fencetest.RequireStale(t, res[0].Err, "p/1", 5, 11)
+	fencetest.RequireStale(t, res[1].Err, "p/1", 9, 11)
 	require.NoError(t, res[2].Err)
 	floor, err = s.Floor(ctx, "p/1")
 	require.NoError(t, err)
@@ -84,7 +85,7 @@ func TestCommitStaleNeighbours(t *testing.T) {
 // process moves them; its writes are still judged by etcd.
 func TestStaleCache(t *testing.T) {
 	c := cluster.New(t, 1)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	s1 := newStore(t, c.NewClient(t), "cache")
 	s2 := newStore(t, c.NewClient(t), "cache")
 
@@ -100,14 +101,14 @@ func TestStaleCache(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
-	requireStale(t, res[1].Err, "p/1", 4, 5)
+	fencetest.RequireStale(t, res[1].Err, "p/1", 4, 5)
 	require.NoError(t, res[2].Err)
 
 	// s1 remembers 5; s2 raises to 6; s1 writes at 5 (refused by etcd) and
 	// at 7 (admitted, and the floor rises to 7).
 	require.NoError(t, s2.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 6}))
 	_, err = s1.Put(ctx, fence.Token{Scope: "p/1", Epoch: 5}, "k1", []byte("zombie"))
-	requireStale(t, err, "p/1", 5, 6)
+	fencetest.RequireStale(t, err, "p/1", 5, 6)
 	_, err = s1.Put(ctx, fence.Token{Scope: "p/1", Epoch: 7}, "k1", []byte("new"))
 	require.NoError(t, err)
 	f, err = s2.Floor(ctx, "p/1")
@@ -138,7 +139,7 @@ func TestStaleCache(t *testing.T) {
 // limit of 128 ops and at a small one; repeated keys keep their order.
 func TestCommitLimits(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	for _, maxOps := range []int{0, 3, 9} {
 		t.Run(fmt.Sprint("maxops=", maxOps), func(t *testing.T) {
 			cfg := etcdfence.DefaultConfig()
@@ -183,7 +184,7 @@ func TestCommitLimits(t *testing.T) {
 // write starts a new transaction.
 func TestCommitExactLimit(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	s := newStore(t, cli, "exact")
 	tok := fence.Token{Scope: "p/1", Epoch: 1}
 	for _, c := range []struct {
@@ -224,7 +225,7 @@ func TestCommitExactLimit(t *testing.T) {
 // final contents are identical, and the batcher did batch.
 func TestGroupCommitMatchesSingles(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	const writers, steps = 16, 40
 	scripts := make([][]step, writers)
 	for w := range writers {

@@ -1,6 +1,7 @@
 package etcdfence
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -54,15 +55,7 @@ type Config struct {
 func FencePrefixFor(cluster string) string { return keys.New(cluster).Fences() }
 
 // DefaultConfig returns the configuration with every default filled in.
-func DefaultConfig() Config {
-	return Config{
-		FencePrefix: FencePrefixFor("default"),
-		MaxKeyLen:   DefaultMaxKeyLen,
-		MaxValueLen: DefaultMaxValueLen,
-		MaxTxnOps:   DefaultMaxTxnOps,
-		MaxTxnBytes: DefaultMaxTxnBytes,
-	}
-}
+func DefaultConfig() Config { return Config{}.withDefaults() }
 
 // minTxnOps is the smallest MaxTxnOps with room for one write and its
 // scope's floor, a compare-and-swap in the single-write form included.
@@ -93,20 +86,10 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.FencePrefix == "" {
-		c.FencePrefix = FencePrefixFor("default")
-	}
-	if c.MaxKeyLen == 0 {
-		c.MaxKeyLen = DefaultMaxKeyLen
-	}
-	if c.MaxValueLen == 0 {
-		c.MaxValueLen = DefaultMaxValueLen
-	}
-	if c.MaxTxnOps == 0 {
-		c.MaxTxnOps = DefaultMaxTxnOps
-	}
-	if c.MaxTxnBytes == 0 {
-		c.MaxTxnBytes = DefaultMaxTxnBytes
-	}
+	c.FencePrefix = cmp.Or(c.FencePrefix, FencePrefixFor("default"))
+	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
+	c.MaxValueLen = cmp.Or(c.MaxValueLen, DefaultMaxValueLen)
+	c.MaxTxnOps = cmp.Or(c.MaxTxnOps, DefaultMaxTxnOps)
+	c.MaxTxnBytes = cmp.Or(c.MaxTxnBytes, DefaultMaxTxnBytes)
 	return c
 }

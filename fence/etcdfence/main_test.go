@@ -1,19 +1,15 @@
 package etcdfence_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -32,18 +28,11 @@ func newStore(t testing.TB, cli *clientv3.Client, name string) *etcdfence.Store 
 	return s
 }
 
-// testCtx returns a context bounded generously for one test.
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // claimEpoch creates (or re-creates) a claim key and returns its
 // CreateRevision: a real epoch, as ownership would issue it.
 func claimEpoch(t testing.TB, cli *clientv3.Client, key string) int64 {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	_, err := cli.Delete(ctx, key)
 	require.NoError(t, err)
 	r, err := cli.Put(ctx, key, "owner")
@@ -51,37 +40,16 @@ func claimEpoch(t testing.TB, cli *clientv3.Client, key string) int64 {
 	return r.Header.Revision
 }
 
-// requireStale asserts err is a *fence.StaleError with the given fields.
-func requireStale(t testing.TB, err error, scope string, presented, current int64) {
-	t.Helper()
-	require.Error(t, err)
-	require.True(t, errors.Is(err, fence.ErrStale), "not ErrStale: %v", err)
-	var se *fence.StaleError
-	require.True(t, errors.As(err, &se), "not a *fence.StaleError: %T %v", err, err)
-	require.Equal(t, scope, se.Scope)
-	require.Equal(t, presented, se.Presented)
-	require.Equal(t, current, se.Current)
-}
-
 // dump returns every key under prefix (with the prefix cut) and its value.
 func dump(t testing.TB, cli *clientv3.Client, prefix string) map[string]string {
 	t.Helper()
-	resp, err := cli.Get(testCtx(t), prefix, clientv3.WithPrefix())
+	resp, err := cli.Get(fencetest.Context(t), prefix, clientv3.WithPrefix())
 	require.NoError(t, err)
 	m := make(map[string]string, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		m[strings.TrimPrefix(string(kv.Key), prefix)] = fmt.Sprintf("%s#v%d", kv.Value, kv.Version)
 	}
 	return m
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // startCluster starts a one-member etcd for the test and returns a client.

@@ -50,7 +50,7 @@ func TestMonotonic(t *testing.T) {
 
 func monotonic(t *testing.T, cli *clientv3.Client, s *etcdfence.Store, ws []writer) {
 	const scopes = 4
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	prefix := s.Config().Prefix
 	start, err := cli.Get(ctx, "/")
 	require.NoError(t, err)

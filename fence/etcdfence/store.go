@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
@@ -97,12 +98,50 @@ func (s *Store) staleFrom(t fence.Token, r *pb.ResponseOp) error {
 		// one transaction, but report staleness without a current epoch.
 		return fence.NewStaleError(t, 0)
 	}
-	cur, err := decodeEpoch(rr.Kvs[0].Value)
+	cur, err := s.floorOf(t.Scope, rr.Kvs)
 	if err != nil {
-		return fmt.Errorf("scope %q: %w", t.Scope, err)
+		return err
 	}
-	s.cache.raise(t.Scope, cur)
 	return fence.NewStaleError(t, cur)
+}
+
+// floorOf decodes the floor of scope from kvs, the result of reading its
+// floor key, and records it in the cache: 0 if kvs is empty (no floor).
+func (s *Store) floorOf(scope string, kvs []*mvccpb.KeyValue) (int64, error) {
+	if len(kvs) == 0 {
+		s.cache.absent(scope)
+		return 0, nil
+	}
+	e, err := decodeEpoch(kvs[0].Value)
+	if err != nil {
+		return 0, fmt.Errorf("scope %q: %w", scope, err)
+	}
+	s.cache.raise(scope, e)
+	return e, nil
+}
+
+// cachedStale returns a *fence.StaleError if t is older than the floor this
+// Store has already seen for its scope (a lower bound of the real floor),
+// nil if not.
+func (s *Store) cachedStale(t fence.Token) error {
+	if c, ok := s.cache.get(t.Scope); ok && t.Epoch < c {
+		return fence.NewStaleError(t, c)
+	}
+	return nil
+}
+
+// guarded runs the transaction
+//
+//	If(Value(floor) > epoch) Then(Get(floor)) Else(els...)
+//
+// in which els runs iff t is not older than its scope's floor. A refusal is
+// returned as stale (a *fence.StaleError); err is etcd's.
+func (s *Store) guarded(ctx context.Context, t fence.Token, floor, epoch string, els ...clientv3.Op) (resp *clientv3.TxnResponse, stale, err error) {
+	resp, err = s.kv.Txn(ctx).If(staleCmp(floor, epoch)).Then(clientv3.OpGet(floor)).Else(els...).Commit()
+	if err == nil && resp.Succeeded {
+		stale = s.staleFrom(t, resp.Responses[0])
+	}
+	return resp, stale, err
 }
 
 // Advance raises the floor of t's scope to t.Epoch, as a new owner does
@@ -115,16 +154,12 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 		return err
 	}
 	floor, e := s.FloorKey(t.Scope), encodeEpoch(t.Epoch)
-	resp, err := s.kv.Txn(ctx).
-		If(staleCmp(floor, e)).
-		Then(clientv3.OpGet(floor)).
-		Else(clientv3.OpPut(floor, e)).
-		Commit()
+	_, stale, err := s.guarded(ctx, t, floor, e, clientv3.OpPut(floor, e))
 	if err != nil {
 		return fmt.Errorf("etcdfence: advance %s: %w", t, err)
 	}
-	if resp.Succeeded {
-		return s.staleFrom(t, resp.Responses[0])
+	if stale != nil {
+		return stale
 	}
 	s.cache.raise(t.Scope, t.Epoch)
 	return nil
@@ -144,16 +179,7 @@ func (s *Store) Floor(ctx context.Context, scope string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("etcdfence: floor of %q: %w", scope, err)
 	}
-	if len(resp.Kvs) == 0 {
-		s.cache.absent(scope)
-		return 0, nil
-	}
-	e, err := decodeEpoch(resp.Kvs[0].Value)
-	if err != nil {
-		return 0, fmt.Errorf("scope %q: %w", scope, err)
-	}
-	s.cache.raise(scope, e)
-	return e, nil
+	return s.floorOf(scope, resp.Kvs)
 }
 
 // Get reads key under t. It is refused with a *fence.StaleError if t is
@@ -173,20 +199,15 @@ func (s *Store) Get(ctx context.Context, t fence.Token, key string) (Item, error
 	if err != nil {
 		return Item{}, err
 	}
-	if c, ok := s.cache.get(t.Scope); ok && t.Epoch < c {
-		return Item{}, fence.NewStaleError(t, c)
+	if err := s.cachedStale(t); err != nil {
+		return Item{}, err
 	}
-	floor := s.FloorKey(t.Scope)
-	resp, err := s.kv.Txn(ctx).
-		If(staleCmp(floor, encodeEpoch(t.Epoch))).
-		Then(clientv3.OpGet(floor)).
-		Else(clientv3.OpGet(full)).
-		Commit()
+	resp, stale, err := s.guarded(ctx, t, s.FloorKey(t.Scope), encodeEpoch(t.Epoch), clientv3.OpGet(full))
 	if err != nil {
 		return Item{}, fmt.Errorf("etcdfence: get %q: %w", key, err)
 	}
-	if resp.Succeeded {
-		return Item{}, s.staleFrom(t, resp.Responses[0])
+	if stale != nil {
+		return Item{}, stale
 	}
 	it := Item{Key: key}
 	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
@@ -201,20 +222,14 @@ func (s *Store) Get(ctx context.Context, t fence.Token, key string) (Item, error
 // It returns the etcd revision of the write, or a *fence.StaleError if t is
 // older than the floor.
 func (s *Store) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
-	r, err := s.write(ctx, PutWrite(t, key, value))
-	if err != nil {
-		return 0, err
-	}
+	r := s.write(ctx, PutWrite(t, key, value))
 	return r.Revision, r.Err
 }
 
 // Delete deletes key under t, fenced as Put is. It reports whether the key
 // existed.
 func (s *Store) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
-	r, err := s.write(ctx, DeleteWrite(t, key))
-	if err != nil {
-		return false, err
-	}
+	r := s.write(ctx, DeleteWrite(t, key))
 	return r.Deleted, r.Err
 }
 
@@ -224,24 +239,18 @@ func (s *Store) Delete(ctx context.Context, t fence.Token, key string) (bool, er
 // *VersionError (errors.Is ErrVersionMismatch) if the version differs, in
 // which case nothing is written and the token is not recorded.
 func (s *Store) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
-	r, err := s.write(ctx, CompareAndSwapWrite(t, key, version, value))
-	if err != nil {
-		return 0, err
-	}
+	r := s.write(ctx, CompareAndSwapWrite(t, key, version, value))
 	return r.Revision, r.Err
 }
 
-// write runs one write through Commit's machinery. Validation errors and
-// refusals come back in Result.Err; the error is reserved for etcd
-// failures.
-func (s *Store) write(ctx context.Context, w Write) (Result, error) {
+// write runs one write through Commit's machinery. Every outcome, a
+// validation or etcd error included, is in the Result.
+func (s *Store) write(ctx context.Context, w Write) Result {
 	p, err := s.prepare(w)
 	if err != nil {
-		return Result{}, err
+		return Result{Err: err}
 	}
 	results := make([]Result, 1)
-	if err := s.commitChunk(ctx, []item{{idx: 0, p: p}}, results); err != nil {
-		return Result{}, err
-	}
-	return results[0], nil
+	_ = s.commitChunk(ctx, []item{{idx: 0, p: p}}, results) // failures are in results
+	return results[0]
 }

@@ -10,11 +10,12 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 )
 
 func TestStoreOperations(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	s := newStore(t, cli, "ops")
 	tok := fence.Token{Scope: "p/1", Epoch: 10}
 
@@ -69,10 +70,10 @@ func TestStoreOperations(t *testing.T) {
 	// Advance: raising, repeating and lowering.
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}))
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}), "advancing to the floor is a no-op")
-	requireStale(t, s.Advance(ctx, tok), "p/1", 10, 12)
-	requireStale(t, s.Admit(ctx, tok), "p/1", 10, 12)
+	fencetest.RequireStale(t, s.Advance(ctx, tok), "p/1", 10, 12)
+	fencetest.RequireStale(t, s.Admit(ctx, tok), "p/1", 10, 12)
 	_, err = s.Get(ctx, tok, "new")
-	requireStale(t, err, "p/1", 10, 12)
+	fencetest.RequireStale(t, err, "p/1", 10, 12)
 	floor, err = s.Floor(ctx, "p/1")
 	require.NoError(t, err)
 	require.Equal(t, int64(12), floor)
@@ -84,13 +85,13 @@ func TestStoreOperations(t *testing.T) {
 	// Epochs near the top of int64 keep their order.
 	big := fence.Token{Scope: "p/3", Epoch: 1<<63 - 2}
 	require.NoError(t, s.Advance(ctx, big))
-	requireStale(t, s.Advance(ctx, fence.Token{Scope: "p/3", Epoch: 999999999999999999}), "p/3", 999999999999999999, 1<<63-2)
+	fencetest.RequireStale(t, s.Advance(ctx, fence.Token{Scope: "p/3", Epoch: 999999999999999999}), "p/3", 999999999999999999, 1<<63-2)
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/3", Epoch: 1<<63 - 1}))
 }
 
 func TestCorruptFloor(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	s := newStore(t, cli, "corrupt")
 	_, err := cli.Put(ctx, s.FloorKey("p/1"), "zzz")
 	require.NoError(t, err)
@@ -102,7 +103,7 @@ func TestCorruptFloor(t *testing.T) {
 
 func TestClaimGuard(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	claim := "/test/guard/claims/7"
 	old := fence.Token{Scope: fence.PartitionScope(7), Epoch: claimEpoch(t, cli, claim)}
 
@@ -130,13 +131,13 @@ func TestClaimGuard(t *testing.T) {
 
 	// The claim is lost and taken by a new owner.
 	cur := fence.Token{Scope: old.Scope, Epoch: claimEpoch(t, cli, claim)}
-	requireStale(t, write(old, "zombie"), old.Scope, old.Epoch, cur.Epoch)
+	fencetest.RequireStale(t, write(old, "zombie"), old.Scope, old.Epoch, cur.Epoch)
 	require.NoError(t, write(cur, "new owner"))
 
 	// No claim at all: refused, current unknown.
 	_, err := cli.Delete(ctx, claim)
 	require.NoError(t, err)
-	requireStale(t, write(cur, "orphan"), cur.Scope, cur.Epoch, 0)
+	fencetest.RequireStale(t, write(cur, "orphan"), cur.Scope, cur.Epoch, 0)
 
 	got, err := cli.Get(ctx, "/test/guard/data")
 	require.NoError(t, err)
@@ -150,7 +151,7 @@ func TestClaimGuard(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	cli := startCluster(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	s := newStore(t, cli, "bad")
 	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
 	require.NoError(t, err)

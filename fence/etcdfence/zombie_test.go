@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -75,7 +76,7 @@ func TestZombie(t *testing.T) {
 
 // zombie runs the scenario: A writes through w (over s), B through sB.
 func zombie(t *testing.T, cli *clientv3.Client, s *etcdfence.Store, w writer, sB *etcdfence.Store, claim string) {
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	scope := fence.PartitionScope(3)
 	a := fence.Token{Scope: scope, Epoch: claimEpoch(t, cli, claim)}
 	require.NoError(t, s.Advance(ctx, a))
@@ -118,7 +119,7 @@ func zombie(t *testing.T, cli *clientv3.Client, s *etcdfence.Store, w writer, sB
 
 	close(resume)
 	for _, o := range <-results {
-		t.Run(o.name, func(t *testing.T) { requireStale(t, o.err, scope, a.Epoch, b.Epoch) })
+		t.Run(o.name, func(t *testing.T) { fencetest.RequireStale(t, o.err, scope, a.Epoch, b.Epoch) })
 	}
 
 	for key, want := range map[string]string{"b-key": "written by B", "a-key": "written by A"} {

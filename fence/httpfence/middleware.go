@@ -64,13 +64,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, present, err := FromHeader(r.Header)
 	switch {
 	case err != nil:
-		refuse(w, http.StatusBadRequest, ReasonMalformed, ErrorBody{Error: err.Error()})
+		WriteError(w, err)
 		return
 	case !present && h.Optional:
 		h.Next.ServeHTTP(w, r)
 		return
 	case !present:
-		refuse(w, http.StatusPreconditionRequired, ReasonMissing, ErrorBody{Error: fmt.Sprintf("%v: the %s header is required", fence.ErrNoToken, Header)})
+		WriteError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
 		return
 	}
 	if h.Admitter == nil {

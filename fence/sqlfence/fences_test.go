@@ -9,23 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 )
-
-// requireStale asserts err is a *fence.StaleError with the given fields.
-func requireStale(t testing.TB, err error, scope string, presented, current int64) {
-	t.Helper()
-	require.Error(t, err)
-	require.True(t, errors.Is(err, fence.ErrStale), "not ErrStale: %v", err)
-	var se *fence.StaleError
-	require.True(t, errors.As(err, &se), "not a *fence.StaleError: %T %v", err, err)
-	require.Equal(t, fence.StaleError{Scope: scope, Presented: presented, Current: current}, *se)
-}
 
 func TestAdmit(t *testing.T) {
 	for _, e := range engines(t, "admit") {
 		t.Run(e.name, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := fencetest.Context(t)
 			f, db := e.fences, e.db
 			floor, err := f.Floor(ctx, db, "p/1")
 			require.NoError(t, err)
@@ -35,7 +26,7 @@ func TestAdmit(t *testing.T) {
 			require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 10}))
 			require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 10}), "equal epoch: same owner")
 			require.NoError(t, fencer.Admit(ctx, fence.Token{Scope: "p/1", Epoch: 12}))
-			requireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 11}), "p/1", 11, 12)
+			fencetest.RequireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 11}), "p/1", 11, 12)
 			floor, err = f.Floor(ctx, db, "p/1")
 			require.NoError(t, err)
 			require.Equal(t, int64(12), floor)
@@ -44,12 +35,12 @@ func TestAdmit(t *testing.T) {
 			// for the rollback, and nothing changes.
 			tx, err := db.BeginTx(ctx, nil)
 			require.NoError(t, err)
-			requireStale(t, f.Admit(ctx, tx, fence.Token{Scope: "p/1", Epoch: 3}), "p/1", 3, 12)
+			fencetest.RequireStale(t, f.Admit(ctx, tx, fence.Token{Scope: "p/1", Epoch: 3}), "p/1", 3, 12)
 			require.NoError(t, tx.Rollback())
 
 			// Epochs at the top of int64.
 			require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/2", Epoch: 1<<63 - 1}))
-			requireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/2", Epoch: 1<<63 - 2}), "p/2", 1<<63-2, 1<<63-1)
+			fencetest.RequireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/2", Epoch: 1<<63 - 2}), "p/2", 1<<63-2, 1<<63-1)
 		})
 	}
 }
@@ -57,7 +48,7 @@ func TestAdmit(t *testing.T) {
 func TestExecAndDo(t *testing.T) {
 	for _, e := range engines(t, "exec") {
 		t.Run(e.name, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := fencetest.Context(t)
 			f, db := e.fences, e.db
 			freshTable(t, db, "exec_kv", "CREATE TABLE exec_kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
 			ins := "INSERT INTO exec_kv (k, v) VALUES (" + e.ph(1) + ", " + e.ph(2) + ")"
@@ -80,12 +71,12 @@ func TestExecAndDo(t *testing.T) {
 			tx, err := db.BeginTx(ctx, nil)
 			require.NoError(t, err)
 			_, err = f.Exec(ctx, tx, old, upd, "zombie", "a")
-			requireStale(t, err, "p/1", 4, 5)
+			fencetest.RequireStale(t, err, "p/1", 4, 5)
 			require.NoError(t, tx.Rollback())
 
 			ran := false
 			err = f.Do(ctx, db, old, func(tx *sql.Tx) error { ran = true; return nil })
-			requireStale(t, err, "p/1", 4, 5)
+			fencetest.RequireStale(t, err, "p/1", 4, 5)
 			require.False(t, ran, "fn must not run under a stale token")
 
 			// fn's error rolls back, the admission included.
@@ -109,7 +100,7 @@ func TestExecAndDo(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	e := newSQLite(t, "bad")
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	f := e.fences
 	for name, tok := range map[string]fence.Token{
 		"empty scope":      {Epoch: 1},
@@ -164,7 +155,7 @@ func TestBadInput(t *testing.T) {
 // TestSchemaQualifiedTable: the table may live in another schema.
 func TestSchemaQualifiedTable(t *testing.T) {
 	db := postgres(t)
-	ctx := testCtx(t)
+	ctx := fencetest.Context(t)
 	mustExec(t, db, "DROP SCHEMA IF EXISTS fencing CASCADE")
 	mustExec(t, db, "CREATE SCHEMA fencing")
 	f, err := sqlfence.New(sqlfence.Config{Dialect: sqlfence.Postgres, Table: "fencing.tenure_fences"})
@@ -172,5 +163,5 @@ func TestSchemaQualifiedTable(t *testing.T) {
 	require.NoError(t, f.CreateTable(ctx, db))
 	fencer := sqlfence.Fencer{DB: db, Fences: f}
 	require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 2}))
-	requireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 1}), "p/1", 1, 2)
+	fencetest.RequireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 1}), "p/1", 1, 2)
 }

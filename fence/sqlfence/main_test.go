@@ -53,6 +53,9 @@ func postgres(tb testing.TB) *sql.DB {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		pg, pgErr = pgtest.Open(ctx)
+		if pgErr == nil {
+			tb.Logf("sqlfence: PostgreSQL from %s", pg.Source)
+		}
 	})
 	switch {
 	case errors.Is(pgErr, pgtest.ErrUnavailable) && !pgtest.Required():
@@ -105,12 +108,6 @@ func newSQLite(tb testing.TB, table string) engine {
 	require.NoError(tb, err)
 	require.NoError(tb, f.CreateTable(context.Background(), db))
 	return engine{name: "sqlite", db: db, fences: f, dialect: sqlfence.SQLite}
-}
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // freshTable drops table if it exists (the PostgreSQL database outlives one

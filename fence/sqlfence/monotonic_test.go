@@ -21,7 +21,7 @@ func TestMonotonic(t *testing.T) {
 	cfg := fencetest.Config{Goroutines: 32, PerWriter: 20, Scopes: scopes, Seed: 3}
 	for _, e := range engines(t, "mono") {
 		t.Run(e.name, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := fencetest.Context(t)
 			f, db := e.fences, e.db
 			db.SetMaxOpenConns(cfg.Goroutines)
 			freshTable(t, db, "mono_chain", "CREATE TABLE mono_chain (scope TEXT PRIMARY KEY, n BIGINT NOT NULL, epoch BIGINT NOT NULL)")

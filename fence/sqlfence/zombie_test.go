@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestZombie(t *testing.T) {
 	for _, e := range engines(t, "zombie") {
 		t.Run(e.name, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := fencetest.Context(t)
 			f, db := e.fences, e.db
 			freshTable(t, db, "zombie_kv", "CREATE TABLE zombie_kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
 			upsert := "INSERT INTO zombie_kv (k, v) VALUES (" + e.ph(1) + ", " + e.ph(2) + ") ON CONFLICT (k) DO UPDATE SET v = excluded.v"
@@ -67,7 +68,7 @@ func TestZombie(t *testing.T) {
 
 			close(resume)
 			for _, o := range <-results {
-				t.Run(o.name, func(t *testing.T) { requireStale(t, o.err, scope, a.Epoch, b.Epoch) })
+				t.Run(o.name, func(t *testing.T) { fencetest.RequireStale(t, o.err, scope, a.Epoch, b.Epoch) })
 			}
 			rows := map[string]string{}
 			rs, err := db.QueryContext(ctx, "SELECT k, v FROM zombie_kv")
@@ -91,7 +92,7 @@ func TestZombie(t *testing.T) {
 func TestAdvanceWaitsForWriteInFlight(t *testing.T) {
 	for _, e := range engines(t, "inflight") {
 		t.Run(e.name, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := fencetest.Context(t)
 			f, db := e.fences, e.db
 			freshTable(t, db, "inflight_kv", "CREATE TABLE inflight_kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
 			a := fence.Token{Scope: "p/1", Epoch: 1}
@@ -122,7 +123,7 @@ func TestAdvanceWaitsForWriteInFlight(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(2), floor)
 			err = f.Do(ctx, db, a, func(*sql.Tx) error { return errors.New("must not run") })
-			requireStale(t, err, "p/1", 1, 2)
+			fencetest.RequireStale(t, err, "p/1", 1, 2)
 			var n int
 			require.NoError(t, db.QueryRowContext(context.Background(), "SELECT count(*) FROM inflight_kv").Scan(&n))
 			require.Equal(t, 1, n)

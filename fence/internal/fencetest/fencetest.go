@@ -5,6 +5,7 @@ package fencetest
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
 )
@@ -80,7 +84,7 @@ func Interleave(t testing.TB, cfg Config, write WriteFunc) (accepted []Write, re
 				switch {
 				case err == nil:
 					accepted = append(accepted, Write{ID: id, Token: tok, Seq: seq})
-				case errors.As(err, &se) && errors.Is(err, fence.ErrStale) && se.Presented < se.Current:
+				case errors.As(err, &se) && se.Presented < se.Current:
 					refused++
 				default:
 					t.Errorf("write %s under %s: %v", id, tok, err)
@@ -121,4 +125,23 @@ func CheckOrder(t testing.TB, accepted []Write) map[string][]Write {
 		}
 	}
 	return byScope
+}
+
+// RequireStale fails t at once unless err is a *fence.StaleError
+// (errors.Is fence.ErrStale) with exactly these fields.
+func RequireStale(t testing.TB, err error, scope string, presented, current int64) {
+	t.Helper()
+	require.Error(t, err)
+	require.True(t, errors.Is(err, fence.ErrStale), "not ErrStale: %v", err)
+	var se *fence.StaleError
+	require.True(t, errors.As(err, &se), "not a *fence.StaleError: %T %v", err, err)
+	require.Equal(t, fence.StaleError{Scope: scope, Presented: presented, Current: current}, *se)
+}
+
+// Context returns a context that bounds one test generously (a minute) and
+// is cancelled when the test ends.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }
