@@ -16,6 +16,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
 
@@ -114,7 +115,7 @@ type Client struct {
 // wrap ErrNilArgument, ErrInvalidConfig, ErrPartitionMismatch (a claim for a
 // partition beyond cfg.Partitions exists) or the etcd error.
 func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client, error) {
-	if etcd == nil {
+	if nilness.Is(etcd) {
 		return nil, fmt.Errorf("%w: etcd client", ErrNilArgument)
 	}
 	if err := cfg.Validate(); err != nil {

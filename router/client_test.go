@@ -58,20 +58,10 @@ func clientAgrees(c *router.Client, f *fleet) string {
 
 func waitClientAgrees(t *testing.T, c *router.Client, f *fleet) {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
+	waitUntil(t, 30*time.Second, "client view did not converge", func() (string, <-chan struct{}) {
 		ch := c.Changed()
-		why := clientAgrees(c, f)
-		if why == "" {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("client view did not converge: %s", why)
-		}
-	}
+		return clientAgrees(c, f), ch
+	})
 }
 
 func TestClientTracksFleet(t *testing.T) {
@@ -138,6 +128,9 @@ func TestClientConfig(t *testing.T) {
 	}
 	_, err := router.NewClient(ctx, nil, router.ClientConfig{Cluster: "x"})
 	assert.ErrorIs(t, err, router.ErrNilArgument)
+	var none *clientv3.Client
+	_, err = router.NewClient(ctx, none, router.ClientConfig{Cluster: "x"})
+	assert.ErrorIs(t, err, router.ErrNilArgument, "a nil *clientv3.Client")
 
 	// A claim beyond the configured partition count means the count differs
 	// from the fleet's.
@@ -180,19 +173,13 @@ func (ff fakeFleet) claim(p int, id string) int64 {
 // waitRoute waits until c routes key to addr.
 func waitRoute(t *testing.T, c *router.Client, key, addr string) {
 	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	for {
+	waitUntil(t, 10*time.Second, "client routes "+key+" elsewhere", func() (string, <-chan struct{}) {
 		ch := c.Changed()
-		if c.Lookup(key).Addr == addr {
-			return
+		if got := c.Lookup(key).Addr; got != addr {
+			return "to " + got + ", want " + addr, ch
 		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("client routes %s to %s, want %s", key, c.Lookup(key).Addr, addr)
-		}
-	}
+		return "", nil
+	})
 }
 
 type hit struct {
@@ -420,4 +407,23 @@ func TestClientResync(t *testing.T) {
 	fp.Heal()
 	waitClientAgrees(t, c, f)
 	assert.Positive(t, c.Stats().Resyncs)
+}
+
+// A member key whose value cannot be decoded still counts in the ring, on
+// the nodes and in the Client alike, so that both route the same way.
+func TestClientRingMatchesNodesWithUndecodableMember(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	f := newFleet(t, etcd, "garbled", fleetOptions{})
+	for _, id := range []string{"a", "b"} {
+		f.start(id)
+	}
+	ctx := context.Background()
+	lease, err := f.cli.Grant(ctx, 60)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = f.cli.Revoke(context.Background(), lease.ID) })
+	_, err = f.cli.Put(ctx, keys.New("garbled").Member("z"), "not json", clientv3.WithLease(lease.ID))
+	require.NoError(t, err)
+	f.waitStable("z")
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "garbled", Partitions: 16})
+	waitClientAgrees(t, c, f)
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -182,13 +181,8 @@ func ghost(t *testing.T, f *fleet, id, addr string) string {
 	require.NoError(t, err)
 	_, err = f.cli.Put(ctx, keys.New(f.name).Member(id), v, clientv3.WithLease(lease.ID))
 	require.NoError(t, err)
-	var ids []string
-	for _, m := range f.list() {
-		ids = append(ids, m.id)
-	}
-	f.waitStableExcept(id)
-	ring, err := ownership.NewRing(append(ids, id), ownership.RingConfig{Partitions: f.opts.Partitions, LoadFactor: 1.25})
-	require.NoError(t, err)
+	f.waitStable(id)
+	ring := f.list()[0].node.Ring()
 	for i := range 100000 {
 		k := "ghost-" + strconv.Itoa(i)
 		if o, _ := ring.OwnerOfKey(k); o == id {
@@ -197,44 +191,6 @@ func ghost(t *testing.T, f *fleet, id, addr string) string {
 	}
 	t.Fatal("ghost owns nothing")
 	return ""
-}
-
-// waitStableExcept waits until every node sees ghost as a member and every
-// partition not on ghost claimed by its ring owner.
-func (f *fleet) waitStableExcept(ghost string) {
-	f.tb.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		why, ch := "", (<-chan struct{})(nil)
-		for _, m := range f.list() {
-			ch = m.node.Changed()
-			ring := m.node.Ring()
-			if ring.MemberIndex(ghost) < 0 {
-				why = m.id + " does not see " + ghost
-				break
-			}
-			for p := range f.opts.Partitions {
-				r := m.node.LookupPartition(p)
-				want, _ := ring.Owner(p)
-				if want != ghost && (r.Owner != want || r.Epoch == 0) {
-					why = fmt.Sprintf("%s: partition %d", m.id, p)
-					break
-				}
-			}
-			if why != "" {
-				break
-			}
-		}
-		if why == "" {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			f.tb.Fatalf("fleet did not settle: %s", why)
-		}
-	}
 }
 
 func TestHandlerNoOwnerAndForwardFailure(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
 
@@ -71,7 +72,7 @@ func (r *Router) Stats() Stats {
 // ErrNilArgument if node is nil, or ErrInvalidConfig if cfg does not
 // validate.
 func New(node Node, cfg Config) (*Router, error) {
-	if n, ok := node.(*ownership.Node); node == nil || (ok && n == nil) {
+	if nilness.Is(node) {
 		return nil, fmt.Errorf("%w: node", ErrNilArgument)
 	}
 	if err := cfg.Validate(); err != nil {

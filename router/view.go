@@ -143,15 +143,20 @@ func (w *watcher) load(ctx context.Context) (*view, error) {
 }
 
 // putMember records a member key-value in members.
+//
+// It follows the nodes' own rule (ownership), so that the Client computes
+// the fleet's ring: a key whose ID is not a valid node ID is ignored, and a
+// member whose value cannot be decoded is kept, with no address.
 func (w *watcher) putMember(members map[string]keys.Member, kv *mvccpb.KeyValue) {
 	id, ok := w.layout.MemberID(string(kv.Key))
-	if !ok {
+	if !ok || ownership.ValidateNodeID(id) != nil {
+		w.log.Warn("ignoring member key with an invalid node ID", "key", string(kv.Key))
 		return
 	}
 	m, err := keys.DecodeMember(kv.Value)
 	if err != nil {
-		w.log.Warn("ignoring malformed member", "key", string(kv.Key), "error", err)
-		return
+		w.log.Warn("undecodable member value; using an empty address", "node", id, "error", err)
+		m = keys.Member{}
 	}
 	m.ID = id // the key is authoritative
 	members[id] = m
@@ -173,17 +178,10 @@ func (w *watcher) putClaim(claims []claim, kv *mvccpb.KeyValue) {
 	claims[p] = claim{owner: string(kv.Value), epoch: kv.CreateRevision}
 }
 
-// buildRing computes the ring of the members, skipping IDs the ring cannot
-// hold.
+// buildRing computes the ring of the members (whose IDs putMember has
+// validated).
 func (w *watcher) buildRing(members map[string]keys.Member) *ownership.Ring {
-	ids := make([]string, 0, len(members))
-	for id := range members {
-		if ownership.ValidateNodeID(id) == nil {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	r, err := ownership.NewRing(ids, w.ringCfg)
+	r, err := ownership.NewRing(slices.Collect(maps.Keys(members)), w.ringCfg)
 	if err != nil {
 		// Unreachable: the config and the IDs are validated.
 		w.log.Error("cannot build ring", "error", err)
@@ -202,7 +200,7 @@ func (w *watcher) run(ctx context.Context) {
 		}
 		w.log.Debug("watch ended; reading members and claims again", "error", err)
 		for failures := 1; ; failures++ {
-			if w.backoff.wait(ctx, w.clock, min(failures, 16)) != nil {
+			if w.backoff.wait(ctx, w.clock, failures) != nil {
 				return
 			}
 			v, err := w.load(ctx)
