@@ -89,13 +89,8 @@ func TestResignHandsOver(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli1, cli2 := c.NewClient(t), c.NewClient(t)
 	ctx := testCtx(t)
-	e1 := newElection(t, newSession(t, cli1, shortTTL), cli1, "handover", "n1")
-	e2 := newElection(t, newSession(t, cli2, shortTTL), cli2, "handover", "n2")
-
-	t1, err := e1.Campaign(ctx)
-	require.NoError(t, err)
-	res := campaignAsync(ctx, e2)
-	waitCandidates(t, cli1, e1, 2)
+	c2 := newContest(t, ctx, cli1, cli2, "handover")
+	e1, t1, res := c2.e1, c2.t1, c2.res
 	select {
 	case r := <-res:
 		t.Fatalf("second candidate elected while the first leads: %v", r.err)
@@ -120,14 +115,8 @@ func TestCrashFailover(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli1, cli2 := c.NewClient(t), c.NewClient(t)
 	ctx := testCtx(t)
-	s1 := newSession(t, cli1, shortTTL)
-	e1 := newElection(t, s1, cli1, "crash", "n1")
-	e2 := newElection(t, newSession(t, cli2, shortTTL), cli2, "crash", "n2")
-
-	t1, err := e1.Campaign(ctx)
-	require.NoError(t, err)
-	res := campaignAsync(ctx, e2)
-	waitCandidates(t, cli2, e2, 2)
+	c2 := newContest(t, ctx, cli1, cli2, "crash")
+	s1, t1, res := c2.s1, c2.t1, c2.res
 	cancelled := doneAt(t1.Done())
 
 	require.NoError(t, cli1.Close()) // crash: no resign, no revoke
@@ -158,14 +147,8 @@ func TestPartitionFencing(t *testing.T) {
 	cli1, fp := c.NewFaultyClient(t)
 	cli2, observer := c.NewClient(t), c.NewClient(t)
 	ctx := testCtx(t)
-	s1 := newSession(t, cli1, shortTTL)
-	e1 := newElection(t, s1, cli1, "partition", "n1")
-	e2 := newElection(t, newSession(t, cli2, shortTTL), cli2, "partition", "n2")
-
-	t1, err := e1.Campaign(ctx)
-	require.NoError(t, err)
-	res := campaignAsync(ctx, e2)
-	waitCandidates(t, cli2, e2, 2)
+	c2 := newContest(t, ctx, cli1, cli2, "partition")
+	s1, t1, res := c2.s1, c2.t1, c2.res
 
 	// Server-side expiry deletes the old leader's key; see it from outside.
 	wctx, stopWatch := context.WithCancel(ctx)

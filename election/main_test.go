@@ -102,3 +102,28 @@ func waitCandidates(t *testing.T, cli *clientv3.Client, e *election.Election, n 
 		return err == nil && resp.Count == int64(n)
 	}, wait, 5*time.Millisecond, "waiting for %d candidates", n)
 }
+
+// contest is two candidates of one election: the first leads, the second
+// is campaigning behind it.
+type contest struct {
+	s1     *election.Session
+	e1, e2 *election.Election
+	t1     *election.Term        // the first candidate's term
+	res    <-chan campaignResult // the second candidate's campaign
+}
+
+// newContest elects n1 (on cli1) in election name and has n2 (on cli2)
+// campaign behind it, waiting until both candidacies are in etcd.
+func newContest(t *testing.T, ctx context.Context, cli1, cli2 *clientv3.Client, name string) contest {
+	t.Helper()
+	var c contest
+	c.s1 = newSession(t, cli1, shortTTL)
+	c.e1 = newElection(t, c.s1, cli1, name, "n1")
+	c.e2 = newElection(t, newSession(t, cli2, shortTTL), cli2, name, "n2")
+	var err error
+	c.t1, err = c.e1.Campaign(ctx)
+	require.NoError(t, err)
+	c.res = campaignAsync(ctx, c.e2)
+	waitCandidates(t, cli2, c.e2, 2)
+	return c
+}

@@ -55,18 +55,25 @@ func (l *loop) onClaim(ev *clientv3.Event) {
 // revision rev, unless a later state of it is already known. Watch events,
 // listings and transaction results all go through it, whatever order they
 // arrive in.
-func (l *loop) applyClaim(p int, rev int64, kv *mvccpb.KeyValue) {
+func (l *loop) applyClaim(p int, rev int64, kv *mvccpb.KeyValue) { l.setClaim(p, rev, claimOf(kv)) }
+
+// claimOf is the claim a claim key-value holds; nil: no claim.
+func claimOf(kv *mvccpb.KeyValue) claim {
+	if kv == nil {
+		return claim{}
+	}
+	return claim{owner: string(kv.Value), epoch: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+}
+
+// setClaim is applyClaim for a claim known by value.
+func (l *loop) setClaim(p int, rev int64, c claim) {
 	if rev <= l.lastRev[p] {
 		return
 	}
 	l.lastRev[p] = rev
 	old := l.claims[p]
-	if kv == nil {
-		l.claims[p] = claim{}
-	} else {
-		l.claims[p] = claim{owner: string(kv.Value), epoch: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
-	}
-	if l.claims[p] != old {
+	l.claims[p] = c
+	if c != old {
 		l.dirty = true
 		l.checkTenure(p)
 	}
@@ -140,26 +147,27 @@ func (l *loop) launchClaims(ps []int) {
 // per partition, so that one existing claim does not fail the others. The
 // epoch of every claim created is the returned revision.
 func (n *Node) claimTxn(ctx context.Context, lease clientv3.LeaseID, ps []int) (int64, []outcome, error) {
-	ops := make([]clientv3.Op, len(ps))
-	for i, p := range ps {
-		k := n.layout.Claim(p)
-		ops[i] = clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(k, n.id, clientv3.WithLease(lease))},
-			[]clientv3.Op{clientv3.OpGet(k)})
-	}
-	return n.batchTxn(ctx, ops)
+	return n.condTxn(ctx, ps, func(int) int64 { return 0 }, func(k string) clientv3.Op {
+		return clientv3.OpPut(k, n.id, clientv3.WithLease(lease))
+	})
 }
 
 // deleteTxn deletes the claims of ps whose epochs are still epochs[i], in
 // one transaction.
 func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64) (int64, []outcome, error) {
+	return n.condTxn(ctx, ps, func(i int) int64 { return epochs[i] }, func(k string) clientv3.Op { return clientv3.OpDelete(k) })
+}
+
+// condTxn runs, for every partition ps[i], the nested transaction
+// If(CreateRevision(claim) == rev(i)) Then(then(claim)) Else(Get(claim)),
+// all in one transaction.
+func (n *Node) condTxn(ctx context.Context, ps []int, rev func(i int) int64, then func(key string) clientv3.Op) (int64, []outcome, error) {
 	ops := make([]clientv3.Op, len(ps))
 	for i, p := range ps {
 		k := n.layout.Claim(p)
 		ops[i] = clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", epochs[i])},
-			[]clientv3.Op{clientv3.OpDelete(k)},
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", rev(i))},
+			[]clientv3.Op{then(k)},
 			[]clientv3.Op{clientv3.OpGet(k)})
 	}
 	return n.batchTxn(ctx, ops)
@@ -199,9 +207,7 @@ func (l *loop) claimed(batch []int, rev int64, out []outcome, err error) {
 	}
 	l.dirty = true
 	if err != nil {
-		if etcderr.TooManyOps(err) && l.batch > 1 {
-			l.batch /= 2
-			l.n.log.Warn("etcd refused a transaction as too large; halving the batch", "batch", l.batch)
+		if l.shrinkBatch(err) {
 			return
 		}
 		l.claimAttempt++
@@ -215,18 +221,24 @@ func (l *loop) claimed(batch []int, rev int64, out []outcome, err error) {
 			l.applyClaim(p, rev, out[i].kv)
 			continue
 		}
-		switch c := l.claims[p]; {
-		case c.epoch == rev:
-			// The watch delivered the claim first.
-		case l.lastRev[p] > rev:
-			// The claim is already gone again.
-			continue
-		default:
-			l.lastRev[p] = rev
-			l.claims[p] = claim{owner: l.n.id, epoch: rev, lease: l.gen.lease}
+		// Unless the watch delivered a later state (the claim gone again),
+		// the claim created at rev is ours.
+		l.setClaim(p, rev, claim{owner: l.n.id, epoch: rev, lease: l.gen.lease})
+		if l.claims[p].epoch == rev {
+			l.adopt(p, rev)
 		}
-		l.adopt(p, rev)
 	}
+}
+
+// shrinkBatch halves the batch size and reports true if err says that etcd
+// refused a transaction as too large and the batch can shrink.
+func (l *loop) shrinkBatch(err error) bool {
+	if err == nil || !etcderr.TooManyOps(err) || l.batch <= 1 {
+		return false
+	}
+	l.batch /= 2
+	l.n.log.Warn("etcd refused a transaction as too large; halving the batch", "batch", l.batch)
+	return true
 }
 
 // holdClaims stops claiming until a backoff has passed.
@@ -272,11 +284,7 @@ func (l *loop) flushDeletes() {
 // deleted handles the result of a delete transaction.
 func (l *loop) deleted(batch []int, epochs []int64, rev int64, out []outcome, err error) {
 	l.dirty = true
-	tooLarge := err != nil && etcderr.TooManyOps(err) && l.batch > 1
-	if tooLarge {
-		l.batch /= 2
-		l.n.log.Warn("etcd refused a transaction as too large; halving the batch", "batch", l.batch)
-	}
+	tooLarge := l.shrinkBatch(err)
 	for i, p := range batch {
 		ps := &l.parts[p]
 		if ps.phase != phaseDeleting || ps.delEpoch != epochs[i] {
@@ -299,11 +307,7 @@ func (l *loop) deleted(batch []int, epochs []int64, rev int64, out []outcome, er
 				}
 			})
 		default:
-			if out[i].ok {
-				l.applyClaim(p, rev, nil)
-			} else {
-				l.applyClaim(p, rev, out[i].kv)
-			}
+			l.applyClaim(p, rev, out[i].kv) // nil when the delete succeeded
 			*ps = part{}
 		}
 	}

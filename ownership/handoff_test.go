@@ -57,9 +57,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	const name, parts = "drain", 64
 	cfgA := testConfig(t, name, "a", parts)
 	cfgA.DrainTimeout = time.Minute // the test releases the work itself
-	cbA, evA, droppedA := ChanCallbacks(8 * parts)
-	cfgA.Callbacks = cbA
-	a := join(t, c.NewClient(t), cfgA)
+	a, evA, droppedA := joinWithEvents(t, c.NewClient(t), cfgA, 8*parts)
 	b := join(t, c.NewClient(t), testConfig(t, name, "b", parts))
 	waitStable(t, 30*time.Second, a, b)
 
@@ -158,10 +156,7 @@ func TestSessionLoss(t *testing.T) {
 	c := cluster.New(t, 3)
 	const name, parts = "loss", 32
 	cliA, fp := c.NewFaultyClient(t)
-	cfgA := testConfig(t, name, "a", parts)
-	cbA, evA, _ := ChanCallbacks(8 * parts)
-	cfgA.Callbacks = cbA
-	a := join(t, cliA, cfgA)
+	a, evA, _ := joinWithEvents(t, cliA, testConfig(t, name, "a", parts), 8*parts)
 	b := join(t, c.NewClient(t), testConfig(t, name, "b", parts))
 	waitStable(t, 30*time.Second, a, b)
 
@@ -212,10 +207,7 @@ func TestSessionLoss(t *testing.T) {
 func TestClaimDeletedExternally(t *testing.T) {
 	c := cluster.New(t, 3)
 	const name, parts = "external", 8
-	cfg := testConfig(t, name, "a", parts)
-	cb, ev, _ := ChanCallbacks(8 * parts)
-	cfg.Callbacks = cb
-	a := join(t, c.NewClient(t), cfg)
+	a, ev, _ := joinWithEvents(t, c.NewClient(t), testConfig(t, name, "a", parts), 8*parts)
 	waitStable(t, 30*time.Second, a)
 	for range parts {
 		require.Equal(t, EventAcquired, (<-ev).Kind)

@@ -50,6 +50,15 @@ func join(t testing.TB, cli Client, cfg Config) *Node {
 	return n
 }
 
+// joinWithEvents joins a node whose callbacks are ChanCallbacks(buffer),
+// and returns it with the events channel and the drop counter.
+func joinWithEvents(t testing.TB, cli Client, cfg Config, buffer int) (*Node, <-chan Event, func() uint64) {
+	t.Helper()
+	cb, events, dropped := ChanCallbacks(buffer)
+	cfg.Callbacks = cb
+	return join(t, cli, cfg), events, dropped
+}
+
 func closeNode(t testing.TB, n *Node) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -134,7 +143,7 @@ func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]clai
 	for _, kv := range resp.Kvs {
 		p, ok := l.ClaimPartition(string(kv.Key))
 		require.True(t, ok, "claim key %q", kv.Key)
-		out[p] = claim{owner: string(kv.Value), epoch: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+		out[p] = claimOf(kv)
 	}
 	return out
 }

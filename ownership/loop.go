@@ -399,14 +399,7 @@ func (l *loop) drained(t *tenure) {
 func (l *loop) loseAll() {
 	l.unwatch()
 	l.gen.end(ErrLost)
-	var ended []*tenure
-	for p := range l.parts {
-		if t := l.parts[p].t; t != nil {
-			t.end(ReasonLost)
-			ended = append(ended, t)
-		}
-		l.parts[p] = part{}
-	}
+	ended := l.endAll(ReasonLost)
 	l.claimsInFlight = 0
 	l.pendingDeletes, l.pendingFences, l.releaseQ = nil, nil, nil
 	l.memberDeleting = false
@@ -415,6 +408,20 @@ func (l *loop) loseAll() {
 	for _, t := range ended {
 		l.n.fireReleased(t)
 	}
+}
+
+// endAll ends every tenure of this node for reason r at once, clears every
+// partition's state and returns the tenures it ended.
+func (l *loop) endAll(r Reason) []*tenure {
+	var ended []*tenure
+	for p := range l.parts {
+		if t := l.parts[p].t; t != nil {
+			t.end(r)
+			ended = append(ended, t)
+		}
+		l.parts[p] = part{}
+	}
+	return ended
 }
 
 // rejoin opens a new generation, retrying with backoff. It returns an error
@@ -555,14 +562,7 @@ func (l *loop) finishClose() error {
 // at once).
 func (l *loop) abort() {
 	l.unwatch()
-	var ended []*tenure
-	for p := range l.parts {
-		if t := l.parts[p].t; t != nil {
-			t.end(ReasonClosed)
-			ended = append(ended, t)
-		}
-		l.parts[p] = part{}
-	}
+	ended := l.endAll(ReasonClosed)
 	l.gen.end(ErrClosed)
 	l.publishClosed()
 	l.fireAcquired()

@@ -125,11 +125,10 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 		id := fmt.Sprintf("n%d", i)
 		cfg := testConfig(t, "serve", id, parts)
 		cfg.Meta = map[string]string{"zone": fmt.Sprint("z", i)}
-		cb, ch, dropped := ChanCallbacks(4 * parts)
-		cfg.Callbacks = cb
+		n, ch, dropped := joinWithEvents(t, c.NewClient(t), cfg, 4*parts)
 		t.Cleanup(func() { assert.Zero(t, dropped()) })
 		events[id] = ch
-		nodes = append(nodes, join(t, c.NewClient(t), cfg))
+		nodes = append(nodes, n)
 	}
 	waitStable(t, 30*time.Second, nodes...)
 
@@ -229,10 +228,7 @@ func TestCloseHandsOff(t *testing.T) {
 	c := cluster.New(t, 3)
 	const parts = 64
 	a := join(t, c.NewClient(t), testConfig(t, "close", "a", parts))
-	cfgB := testConfig(t, "close", "b", parts)
-	cb, ch, _ := ChanCallbacks(4 * parts)
-	cfgB.Callbacks = cb
-	b := join(t, c.NewClient(t), cfgB)
+	b, ch, _ := joinWithEvents(t, c.NewClient(t), testConfig(t, "close", "b", parts), 4*parts)
 	waitStable(t, 30*time.Second, a, b)
 
 	owned := b.Owned()
@@ -357,10 +353,7 @@ func TestClientClosedStopsNode(t *testing.T) {
 	c := cluster.New(t, 1)
 	const parts = 16
 	cliA := c.NewClient(t)
-	cfgA := testConfig(t, "closed-client", "a", parts)
-	cb, events, _ := ChanCallbacks(4 * parts)
-	cfgA.Callbacks = cb
-	a := join(t, cliA, cfgA)
+	a, events, _ := joinWithEvents(t, cliA, testConfig(t, "closed-client", "a", parts), 4*parts)
 	b := join(t, c.NewClient(t), testConfig(t, "closed-client", "b", parts))
 	waitStable(t, 20*time.Second, a, b)
 	ownedBefore := a.Owned()
