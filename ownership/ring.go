@@ -364,8 +364,21 @@ func (r *Ring) PartitionOf(key string) int {
 	if r == nil {
 		return -1
 	}
-	return int(xxhash.Sum64String(key) % r.partitions)
+	return partitionOf(key, r.partitions)
 }
+
+// PartitionOf returns the partition of key in a fleet of the given number of
+// partitions, as every Ring of the fleet computes it: xxhash64(key) mod
+// partitions. It returns -1 if partitions is not positive. It does not
+// allocate.
+func PartitionOf(key string, partitions int) int {
+	if partitions <= 0 {
+		return -1
+	}
+	return partitionOf(key, uint64(partitions))
+}
+
+func partitionOf(key string, partitions uint64) int { return int(xxhash.Sum64String(key) % partitions) }
 
 // OwnerIndex returns the index in Members of the owner of partition p, or -1
 // if p is out of range or nobody owns it. It does not allocate.

@@ -896,3 +896,16 @@ func checkDiff(t *testing.T, from, to *Ring, d map[string]Change) {
 		require.Contains(t, d, id)
 	}
 }
+
+// PartitionOf, for callers without a Ring, computes what every Ring does.
+func TestPartitionOf(t *testing.T) {
+	r, err := NewRing([]string{"a", "b"}, RingConfig{Partitions: 97, LoadFactor: 1.25})
+	require.NoError(t, err)
+	for i := range 1000 {
+		key := fmt.Sprintf("key-%d", i)
+		require.Equal(t, r.PartitionOf(key), PartitionOf(key, 97), key)
+	}
+	require.Equal(t, -1, PartitionOf("k", 0))
+	require.Equal(t, -1, PartitionOf("k", -5))
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = PartitionOf("some-key", 97) }))
+}

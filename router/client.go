@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/election"
@@ -98,7 +97,6 @@ func (c ClientConfig) Validate() error {
 // multiple goroutines.
 type Client struct {
 	cfg       ClientConfig
-	parts     uint64
 	w         *watcher
 	httpc     *http.Client
 	transport *http.Transport // set when the Client built it
@@ -133,7 +131,7 @@ func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, n, cfg.Partitions, layout.Prefix())
 	}
 	w.publish(v)
-	c := &Client{cfg: cfg, parts: uint64(cfg.Partitions), w: w, httpc: cfg.HTTPClient, done: make(chan struct{})}
+	c := &Client{cfg: cfg, w: w, httpc: cfg.HTTPClient, done: make(chan struct{})}
 	if c.httpc == nil {
 		c.transport = newTransport()
 		c.httpc = &http.Client{Transport: c.transport}
@@ -173,7 +171,7 @@ func (c *Client) Revision() int64 { return c.w.view().rev }
 
 // PartitionOf returns key's partition, xxhash64(key) mod Partitions, as the
 // fleet computes it.
-func (c *Client) PartitionOf(key string) int { return int(xxhash.Sum64String(key) % c.parts) }
+func (c *Client) PartitionOf(key string) int { return ownership.PartitionOf(key, c.cfg.Partitions) }
 
 // Lookup returns where requests for key go: the holder of its partition's
 // claim, or while nobody holds one, the ring's choice of the next owner.
@@ -184,7 +182,7 @@ func (c *Client) Lookup(key string) Route { return c.w.view().route(c.PartitionO
 // sees it, or the zero Route with Partition p if p is outside
 // [0, Partitions). Like Lookup, it takes no lock and does not allocate.
 func (c *Client) LookupPartition(p int) Route {
-	if p < 0 || uint64(p) >= c.parts {
+	if p < 0 || p >= c.cfg.Partitions {
 		return Route{Partition: p}
 	}
 	return c.w.view().route(p)
