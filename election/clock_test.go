@@ -1,103 +1,16 @@
 package election_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// manualClock is a Clock that moves only when Advance is called.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*manualTimer]struct{}
-}
-
-func newManualClock() *manualClock {
-	return &manualClock{now: time.Unix(1_000_000, 0), timers: make(map[*manualTimer]struct{})}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) NewTimer(d time.Duration) election.Timer {
-	t := &manualTimer{c: c, ch: make(chan time.Time, 1)}
-	t.Reset(d)
-	return t
-}
-
-func (c *manualClock) NewTicker(d time.Duration) election.Ticker {
-	t := &manualTimer{c: c, ch: make(chan time.Time, 1), period: d}
-	t.Reset(d)
-	return manualTicker{t}
-}
-
-type manualTicker struct{ t *manualTimer }
-
-func (t manualTicker) C() <-chan time.Time { return t.t.C() }
-func (t manualTicker) Stop()               { t.t.Stop() }
-
-// Advance moves the clock by d and fires the timers that are due.
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.at.After(c.now) {
-			select {
-			case t.ch <- c.now:
-			default:
-			}
-			if t.period > 0 {
-				t.at = t.at.Add(t.period)
-			} else {
-				delete(c.timers, t)
-			}
-		}
-	}
-	c.mu.Unlock()
-}
-
-type manualTimer struct {
-	c      *manualClock
-	ch     chan time.Time
-	at     time.Time
-	period time.Duration
-}
-
-func (t *manualTimer) C() <-chan time.Time { return t.ch }
-
-func (t *manualTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	_, active := t.c.timers[t]
-	delete(t.c.timers, t)
-	return active
-}
-
-func (t *manualTimer) Reset(d time.Duration) bool {
-	t.c.mu.Lock()
-	_, active := t.c.timers[t]
-	select { // like time.Timer since Go 1.23: no stale value after Reset
-	case <-t.ch:
-	default:
-	}
-	t.at = t.c.now.Add(d)
-	t.c.timers[t] = struct{}{}
-	t.c.mu.Unlock()
-	if d <= 0 {
-		t.c.Advance(0)
-	}
-	return active
-}
 
 // TestSessionDeadlineOnInjectedClock checks the safe-deadline arithmetic on
 // a clock that moves only when told to: the deadline is the send time of
@@ -106,7 +19,7 @@ func (t *manualTimer) Reset(d time.Duration) bool {
 func TestSessionDeadlineOnInjectedClock(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli, fp := c.NewFaultyClient(t)
-	clock := newManualClock()
+	clock := clockwork.NewFakeClockAt(time.Unix(1_000_000, 0))
 	start := clock.Now()
 	s, err := election.NewSession(testCtx(t), cli, election.SessionConfig{
 		TTL: 9 * time.Second, RenewInterval: 3 * time.Second, SafetyMargin: time.Second, Clock: clock,

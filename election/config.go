@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/fence"
@@ -42,8 +44,9 @@ type SessionConfig struct {
 	// between the node and etcd and the time work needs to stop. Zero means
 	// max(TTL/10, 500ms). It must be less than TTL.
 	SafetyMargin time.Duration
-	// Clock is the time source. Nil means RealClock().
-	Clock Clock
+	// Clock is the time source (github.com/jonboulle/clockwork's Clock; a
+	// clockwork.FakeClock for virtual time). Nil means the system clock.
+	Clock clock.Clock
 	// Logger receives the session's diagnostics. Nil discards them.
 	Logger hclog.Logger
 }
@@ -71,7 +74,7 @@ func (c SessionConfig) withDefaults() SessionConfig {
 		c.SafetyMargin = defaultMargin(c.TTL)
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock()
+		c.Clock = clock.Real()
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -124,9 +127,9 @@ type ElectionConfig struct {
 	ResignTimeout time.Duration
 	// Hooks, if not nil, observes the terms that Run holds.
 	Hooks *Hooks
-	// Clock is the time source. Nil means the session's clock, or RealClock
+	// Clock is the time source. Nil means the session's clock, or the system clock
 	// for an election without a session.
-	Clock Clock
+	Clock clock.Clock
 	// Logger receives the election's diagnostics. Nil discards them.
 	Logger hclog.Logger
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,7 +39,7 @@ type Election struct {
 	value   string // encoded candidate record
 	resign  time.Duration
 	hooks   Hooks
-	clock   Clock
+	clock   clock.Clock
 	log     hclog.Logger
 
 	mu          sync.Mutex
@@ -81,7 +83,7 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 		e.resign = DefaultResignTimeout
 	}
 	if e.clock == nil {
-		e.clock = RealClock()
+		e.clock = clock.Real()
 		if session != nil {
 			e.clock = session.Clock()
 		}
@@ -275,7 +277,7 @@ func (e *Election) enter(ctx context.Context) (int64, error) {
 // candidate's own key is gone (not won, no error). It returns the revision
 // at which it decided.
 func (e *Election) wait(ctx context.Context, epoch int64) (won bool, rev int64, err error) {
-	retry := minRetry
+	attempt := 1
 	for {
 		resp, err := e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", epoch)).
@@ -294,7 +296,7 @@ func (e *Election) wait(ctx context.Context, epoch int64) (won bool, rev int64, 
 		// Someone created before us still stands. Any deletion under the
 		// prefix (a predecessor's or our own) calls for another look.
 		if e.waitDelete(ctx, rev+1) {
-			retry = minRetry
+			attempt = 1
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -302,10 +304,10 @@ func (e *Election) wait(ctx context.Context, epoch int64) (won bool, rev int64, 
 		}
 		// The watch ended without a deletion (compaction, a closed stream):
 		// look again, without spinning.
-		if !Sleep(ctx, e.clock, retry) {
+		if !clock.Sleep(ctx, e.clock, backoff.Next(attempt)) {
 			return false, 0, ctx.Err()
 		}
-		retry = nextRetry(retry)
+		attempt++
 	}
 }
 
@@ -336,7 +338,7 @@ func (e *Election) withdraw(epoch int64) {
 	if s.Err() != nil {
 		return
 	}
-	ctx, cancel := WithTimeout(s.Context(), e.clock, e.resign)
+	ctx, cancel := clock.WithTimeout(s.Context(), e.clock, e.resign)
 	defer cancel()
 	cmp := clientv3.Compare(clientv3.CreateRevision(e.key), "=", epoch)
 	if epoch == 0 {

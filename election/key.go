@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/retry"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -55,12 +57,6 @@ func candidateKey(prefix string, lease clientv3.LeaseID) string {
 	return fmt.Sprintf("%s%x", prefix, int64(lease))
 }
 
-// Backoff bounds for retrying etcd operations in background loops.
-const (
-	minRetry = 50 * time.Millisecond
-	maxRetry = 2 * time.Second
-)
-
-func nextRetry(d time.Duration) time.Duration {
-	return min(max(2*d, minRetry), maxRetry)
-}
+// backoff is the retry policy of election's background loops (campaign,
+// observe, resign): 50ms doubling up to 2s, jittered.
+var backoff = retry.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second}

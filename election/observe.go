@@ -3,6 +3,8 @@ package election
 import (
 	"context"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -50,15 +52,15 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 		}
 		pending = &o
 	}
-	retry := minRetry
+	attempt := 1
 	for ctx.Err() == nil {
 		resp, err := e.kv.Get(ctx, e.prefix, clientv3.WithPrefix())
 		if err != nil {
 			e.log.Debug("observe: read failed", "error", err)
-			if !Sleep(ctx, e.clock, retry) {
+			if !clock.Sleep(ctx, e.clock, backoff.Next(attempt)) {
 				return
 			}
-			retry = nextRetry(retry)
+			attempt++
 			continue
 		}
 		cands := make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
@@ -107,13 +109,13 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 		}
 		cancel()
 		if healthy {
-			retry = minRetry
+			attempt = 1
 			continue
 		}
-		if !Sleep(ctx, e.clock, retry) {
+		if !clock.Sleep(ctx, e.clock, backoff.Next(attempt)) {
 			return
 		}
-		retry = nextRetry(retry)
+		attempt++
 	}
 }
 

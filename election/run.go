@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/tenure-go/tenure/fence"
 )
 
@@ -32,7 +34,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 	if fn == nil {
 		return fmt.Errorf("%w: election %q: run: nil fn", ErrInvalidConfig, e.name)
 	}
-	retry := minRetry
+	attempt := 1
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -45,14 +47,14 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 			case ctx.Err() != nil:
 				return ctx.Err()
 			}
-			e.log.Warn("campaign failed; retrying", "error", err, "in", retry)
-			if !Sleep(ctx, e.clock, retry) {
+			e.log.Warn("campaign failed; retrying", "error", err, "attempt", attempt)
+			if !clock.Sleep(ctx, e.clock, backoff.Next(attempt)) {
 				return ctx.Err()
 			}
-			retry = nextRetry(retry)
+			attempt++
 			continue
 		}
-		retry = minRetry
+		attempt = 1
 		tok := t.Token()
 		if e.hooks.OnElected != nil {
 			e.hooks.OnElected(tok)
@@ -75,7 +77,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 			}
 			reason = fmt.Errorf("%w: %w", ErrResigned, why)
 		}
-		rctx, cancel := WithTimeout(context.WithoutCancel(ctx), e.clock, e.resign)
+		rctx, cancel := clock.WithTimeout(context.WithoutCancel(ctx), e.clock, e.resign)
 		if rerr := t.Resign(rctx); rerr != nil {
 			e.log.Warn("resign failed; the key goes with the lease or the next campaign", "error", rerr)
 		}

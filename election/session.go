@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,7 +35,7 @@ import (
 type Session struct {
 	lease  clientv3.Lease
 	cfg    SessionConfig
-	clock  Clock
+	clock  clock.Clock
 	log    hclog.Logger
 	id     clientv3.LeaseID
 	ttl    time.Duration // granted by etcd
@@ -85,9 +87,9 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	clock := cfg.Clock
+	clk := cfg.Clock
 
-	sent := clock.Now()
+	sent := clk.Now()
 	resp, err := lease.Grant(ctx, ttlSeconds(cfg.TTL))
 	if err != nil {
 		return nil, fmt.Errorf("election: grant lease of %v: %w", cfg.TTL, err)
@@ -98,7 +100,7 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 	s := &Session{
 		lease:    lease,
 		cfg:      cfg,
-		clock:    clock,
+		clock:    clk,
 		id:       resp.ID,
 		ttl:      time.Duration(resp.TTL) * time.Second,
 		margin:   cfg.SafetyMargin,
@@ -108,7 +110,7 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 	s.log = cfg.Logger.With("lease", fmt.Sprintf("%x", int64(s.id)))
 	s.deadline = sent.Add(s.ttl - s.margin)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	if s.untilEnd(clock.Now()) <= 0 {
+	if s.untilEnd(clk.Now()) <= 0 {
 		s.cancel(ErrSessionExpired)
 		close(s.loopDone)
 		_, _ = lease.Revoke(ctx, s.id)
@@ -131,7 +133,7 @@ func (s *Session) Lease() clientv3.LeaseID { return s.id }
 func (s *Session) TTL() time.Duration { return s.ttl }
 
 // Clock returns the session's clock.
-func (s *Session) Clock() Clock { return s.clock }
+func (s *Session) Clock() clock.Clock { return s.clock }
 
 // Done returns a channel that is closed when the session ends, for any
 // reason. Err then says why.
@@ -251,7 +253,7 @@ func (s *Session) run(sent time.Time) {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-expiry.C():
+		case <-expiry.Chan():
 			now := s.clock.Now()
 			if d := s.untilEnd(now); d > 0 {
 				expiry.Reset(d)
@@ -259,7 +261,7 @@ func (s *Session) run(sent time.Time) {
 			}
 			s.end(fmt.Errorf("%w: lease %x: no renewal acknowledged within TTL %v - margin %v of its sending", ErrSessionExpired, int64(s.id), s.ttl, s.margin))
 			return
-		case <-next.C():
+		case <-next.Chan():
 			if inflight {
 				continue
 			}
@@ -299,7 +301,7 @@ func (s *Session) run(sent time.Time) {
 
 // renew sends one renewal, bounded by timeout, and reports its send time.
 func (s *Session) renew(timeout time.Duration) renewal {
-	ctx, cancel := WithTimeout(s.ctx, s.clock, timeout)
+	ctx, cancel := clock.WithTimeout(s.ctx, s.clock, timeout)
 	defer cancel()
 	sent := s.clock.Now()
 	resp, err := s.lease.KeepAliveOnce(ctx, s.id)

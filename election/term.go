@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -155,7 +157,7 @@ func (t *Term) watch() {
 	}()
 	e := t.e
 	rev := t.rev + 1
-	retry := minRetry
+	attempt := 1
 	for t.ctx.Err() == nil {
 		for wr := range e.w.Watch(t.ctx, t.key, clientv3.WithRev(rev)) {
 			if wr.Canceled || wr.Err() != nil {
@@ -167,7 +169,7 @@ func (t *Term) watch() {
 					return
 				}
 			}
-			retry = minRetry
+			attempt = 1
 		}
 		if t.ctx.Err() != nil {
 			return
@@ -176,10 +178,10 @@ func (t *Term) watch() {
 		// watch again from there.
 		resp, err := e.kv.Get(t.ctx, t.key)
 		if err != nil {
-			if !Sleep(t.ctx, e.clock, retry) {
+			if !clock.Sleep(t.ctx, e.clock, backoff.Next(attempt)) {
 				return
 			}
-			retry = nextRetry(retry)
+			attempt++
 			continue
 		}
 		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != t.token.Epoch {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -102,8 +104,8 @@ type Config struct {
 	// under it. Nil entries are invalid.
 	Fencers []Fencer
 	// Clock is the time source for timers and backoff, and for the Session
-	// unless Session.Clock is set. Nil means election.RealClock().
-	Clock election.Clock
+	// unless Session.Clock is set. Nil means clock.Real().
+	Clock clock.Clock
 }
 
 // DefaultConfig returns a Config with the documented defaults: 1024
@@ -171,7 +173,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = hclog.NewNullLogger()
 	}
 	if c.Clock == nil {
-		c.Clock = election.RealClock()
+		c.Clock = clock.Real()
 	}
 	if c.Session.Clock == nil {
 		c.Session.Clock = c.Clock

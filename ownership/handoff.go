@@ -157,7 +157,7 @@ func (n *Node) drain(gen *generation, ts []*tenure) {
 	if last != nil {
 		select {
 		case <-last:
-		case <-timer.C():
+		case <-timer.Chan():
 			n.log.Warn("drain timeout: OnReleased still running", "partitions", len(ready))
 		case <-gen.ctx.Done():
 			return
@@ -177,7 +177,7 @@ func (n *Node) drainOne(gen *generation, t *tenure, deadline time.Time) {
 	expired := false
 	select {
 	case <-t.drained:
-	case <-timer.C():
+	case <-timer.Chan():
 		expired = true
 		n.log.Warn("drain timeout: deleting the claim with work still in flight",
 			"partition", t.p, "epoch", t.token.Epoch, "in_flight", t.inflight.Load(), "timeout", n.cfg.DrainTimeout)
@@ -187,7 +187,7 @@ func (n *Node) drainOne(gen *generation, t *tenure, deadline time.Time) {
 	if ack := n.fireReleased(t); ack != nil && !expired {
 		select {
 		case <-ack:
-		case <-timer.C():
+		case <-timer.Chan():
 			n.log.Warn("drain timeout: OnReleased still running", "partition", t.p, "epoch", t.token.Epoch)
 		case <-gen.ctx.Done():
 			return

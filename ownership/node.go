@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/retry"
+
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
@@ -65,7 +66,7 @@ type Node struct {
 	clientCtx context.Context
 	layout    keys.Layout
 	log       hclog.Logger
-	clock     election.Clock
+	clock     clock.Clock
 	id        string
 
 	snap atomic.Pointer[snapshot]
@@ -198,7 +199,7 @@ func (n *Node) after(gen *generation, d time.Duration, f func(*loop)) {
 		t := n.clock.NewTimer(d)
 		defer t.Stop()
 		select {
-		case <-t.C():
+		case <-t.Chan():
 			n.post(gen, f)
 		case <-gen.ctx.Done():
 		}
@@ -324,21 +325,17 @@ func (n *Node) Close(ctx context.Context) error {
 
 // withTimeout is context.WithTimeout on the node's clock.
 func (n *Node) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return election.WithTimeout(parent, n.clock, d)
+	return clock.WithTimeout(parent, n.clock, d)
 }
 
 // sleep waits d on the node's clock; it reports false if ctx ended first.
 func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
-	return election.Sleep(ctx, n.clock, d)
+	return clock.Sleep(ctx, n.clock, d)
 }
 
-// backoff returns the delay before retry number attempt (from 0): 50ms
-// doubling up to 5s, with jitter in [d/2, d).
-func backoff(attempt int) time.Duration {
-	const base, limit = 50 * time.Millisecond, 5 * time.Second
-	d := limit
-	if attempt < 7 {
-		d = min(base<<attempt, limit)
-	}
-	return d/2 + rand.N(d/2)
-}
+// retryPolicy is the retry policy of the node's background work (claims,
+// fencers, deletes, resyncs, rejoins): 50ms doubling up to 5s, jittered.
+var retryPolicy = retry.Policy{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
+
+// backoff returns the delay before retry number attempt (from 0).
+func backoff(attempt int) time.Duration { return retryPolicy.Next(attempt + 1) }

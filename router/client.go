@@ -11,9 +11,10 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
@@ -46,8 +47,8 @@ type ClientConfig struct {
 	Backoff Backoff
 	// Logger receives the client's diagnostics. Nil discards them.
 	Logger hclog.Logger
-	// Clock times the retry delays. Nil means election.RealClock().
-	Clock election.Clock
+	// Clock times the retry delays. Nil means clock.Real().
+	Clock clock.Clock
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -61,12 +62,12 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	if c.Scheme == "" {
 		c.Scheme = "http"
 	}
-	c.Backoff = c.Backoff.withDefaults()
+	c.Backoff = c.Backoff.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
 	if c.Clock == nil {
-		c.Clock = election.RealClock()
+		c.Clock = clock.Real()
 	}
 	return c
 }
@@ -87,7 +88,7 @@ func (c ClientConfig) Validate() error {
 	if d.Scheme != "http" && d.Scheme != "https" {
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
 	}
-	return d.Backoff.Validate()
+	return validateBackoff(d.Backoff)
 }
 
 // Client sends requests for keys straight to their owners, for callers
@@ -253,7 +254,7 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.R
 			if !replayable {
 				return nil, fmt.Errorf("%w: %w", ErrNotReplayable, last)
 			}
-			if err := c.cfg.Backoff.wait(ctx, c.cfg.Clock, attempt-1); err != nil {
+			if err := c.cfg.Backoff.Wait(ctx, c.cfg.Clock, attempt-1); err != nil {
 				return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, err, last)
 			}
 			c.retries.Add(1)

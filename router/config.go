@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
+	"github.com/tenure-go/tenure/internal/clock"
 
-	"github.com/tenure-go/tenure/election"
+	"github.com/hashicorp/go-hclog"
 )
 
 const (
@@ -54,9 +54,9 @@ type Config struct {
 	// level). Nil discards them.
 	Logger hclog.Logger
 
-	// Clock times the handoff wait. Nil means election.RealClock(); a
+	// Clock times the handoff wait. Nil means clock.Real(); a
 	// simulation passes its virtual clock, as it does to the node.
-	Clock election.Clock
+	Clock clock.Clock
 }
 
 // DefaultConfig returns the default configuration: a 2s handoff wait,
@@ -75,7 +75,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = hclog.NewNullLogger()
 	}
 	if c.Clock == nil {
-		c.Clock = election.RealClock()
+		c.Clock = clock.Real()
 	}
 	return c
 }

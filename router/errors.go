@@ -3,6 +3,8 @@ package router
 import (
 	"errors"
 	"strconv"
+
+	"github.com/tenure-go/tenure/internal/retry"
 )
 
 var (
@@ -23,6 +25,10 @@ var (
 	// ErrInvalidConfig reports a Config or ClientConfig that cannot be used.
 	// The message names the field and its value.
 	ErrInvalidConfig = errors.New("router: invalid config")
+
+	// ErrInvalidBackoff reports a Backoff that Backoff.Validate refuses;
+	// ClientConfig.Validate wraps it together with ErrInvalidConfig.
+	ErrInvalidBackoff = retry.ErrInvalid
 
 	// ErrNilArgument reports a required argument that is nil: a node, an etcd
 	// client, a function, a handler or a request.

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -93,7 +92,7 @@ func (f *fleet) nodeConfig(id, addr string) ownership.Config {
 	cfg.NodeID = id
 	cfg.Addr = addr
 	cfg.Ring.Partitions = f.opts.Partitions
-	cfg.Session = election.SessionConfig{TTL: 2 * time.Second}
+	cfg.Session.TTL = 2 * time.Second
 	cfg.DrainTimeout = f.opts.DrainTimeout
 	cfg.Fencers = f.opts.Fencers
 	return cfg

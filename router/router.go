@@ -152,7 +152,7 @@ func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
 	for {
 		select {
 		case <-changed:
-		case <-timer.C():
+		case <-timer.Chan():
 			return ownership.Held{}, err
 		case <-ctx.Done():
 			return ownership.Held{}, &waitError{ctx: ctx.Err(), last: err}

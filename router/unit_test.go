@@ -98,8 +98,10 @@ func TestBackoff(t *testing.T) {
 		{Jitter: -0.1},
 		{Jitter: math.NaN()},
 	} {
-		err := bad.Validate()
+		assert.ErrorIs(t, bad.Validate(), router.ErrInvalidBackoff, "%+v", bad)
+		err := router.ClientConfig{Cluster: "c", Backoff: bad}.Validate()
 		assert.ErrorIs(t, err, router.ErrInvalidConfig, "%+v", bad)
+		assert.ErrorIs(t, err, router.ErrInvalidBackoff, "%+v", bad)
 	}
 }
 

@@ -10,11 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -79,7 +80,7 @@ type watcher struct {
 	ringCfg ownership.RingConfig
 	backoff Backoff
 	log     hclog.Logger
-	clock   election.Clock
+	clock   clock.Clock
 
 	cur      atomic.Pointer[view]
 	mismatch atomic.Int64 // claims seen for partitions >= P
@@ -88,12 +89,12 @@ type watcher struct {
 	changed  chan struct{} // closed and replaced on every published view
 }
 
-func newWatcher(etcd EtcdClient, layout keys.Layout, ringCfg ownership.RingConfig, log hclog.Logger, clock election.Clock) *watcher {
+func newWatcher(etcd EtcdClient, layout keys.Layout, ringCfg ownership.RingConfig, log hclog.Logger, clock clock.Clock) *watcher {
 	return &watcher{
 		etcd:    etcd,
 		layout:  layout,
 		ringCfg: ringCfg,
-		backoff: Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second}.withDefaults(),
+		backoff: Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second},
 		log:     log,
 		clock:   clock,
 		changed: make(chan struct{}),
@@ -200,7 +201,7 @@ func (w *watcher) run(ctx context.Context) {
 		}
 		w.log.Debug("watch ended; reading members and claims again", "error", err)
 		for failures := 1; ; failures++ {
-			if w.backoff.wait(ctx, w.clock, failures) != nil {
+			if w.backoff.Wait(ctx, w.clock, failures) != nil {
 				return
 			}
 			v, err := w.load(ctx)
