@@ -1,7 +1,6 @@
 package ownership
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,24 +38,6 @@ type Client interface {
 	clientv3.Lease
 	clientv3.Watcher
 }
-
-// Fencer raises the fence floor of one store. Before any work runs under a
-// newly acquired epoch, the Node calls Advance on every configured Fencer with
-// the partition's new token, so that a stale owner can no longer write to the
-// store, not even keys the new owner has not touched yet. Advance must be
-// idempotent and safe for concurrent use: the Node advances many partitions
-// at once. If it fails, the partition stays unserved and the Node retries
-// with backoff; ctx is cancelled when the tenure ends, and Advance must then
-// return promptly: Close waits for it.
-type Fencer interface {
-	Advance(ctx context.Context, t fence.Token) error
-}
-
-// FencerFunc adapts a function to a Fencer.
-type FencerFunc func(ctx context.Context, t fence.Token) error
-
-// Advance calls f(ctx, t).
-func (f FencerFunc) Advance(ctx context.Context, t fence.Token) error { return f(ctx, t) }
 
 // Config configures a Node. Start from DefaultConfig and set Cluster (or
 // Prefix) and NodeID. Join copies the Config; later changes to the caller's
@@ -102,7 +83,7 @@ type Config struct {
 	Callbacks Callbacks
 	// Fencers are advanced, in order, to every new epoch before work runs
 	// under it. Nil entries are invalid.
-	Fencers []Fencer
+	Fencers []fence.Fencer
 	// Clock is the time source for timers and backoff, and for the Session
 	// unless Session.Clock is set. Nil means clock.Real().
 	Clock clock.Clock

@@ -50,7 +50,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative drain", func(c *Config) { c.DrainTimeout = -time.Second }, nil},
 		{"max txn ops 1", func(c *Config) { c.MaxTxnOps = 1 }, nil},
 		{"negative max txn ops", func(c *Config) { c.MaxTxnOps = -1 }, nil},
-		{"nil fencer", func(c *Config) { c.Fencers = []Fencer{nil} }, nil},
+		{"nil fencer", func(c *Config) { c.Fencers = []fence.Fencer{nil} }, nil},
 		{"address too long", func(c *Config) { c.Addr = strings.Repeat("a", 2000) }, nil},
 		{"session TTL too short", func(c *Config) { c.Session.TTL = time.Second }, []error{election.ErrInvalidConfig}},
 	}
@@ -278,9 +278,9 @@ func TestFencersRunBeforeWork(t *testing.T) {
 	failures := 0
 	const blocked = 3
 	cfg := testConfig(t, "fence", "a", parts)
-	cfg.Fencers = []Fencer{
-		FencerFunc(func(ctx context.Context, tok fence.Token) error { return gate.Advance(tok) }),
-		FencerFunc(func(ctx context.Context, tok fence.Token) error {
+	cfg.Fencers = []fence.Fencer{
+		fence.FencerFunc(func(ctx context.Context, tok fence.Token) error { return gate.Advance(tok) }),
+		fence.FencerFunc(func(ctx context.Context, tok fence.Token) error {
 			if tok.Scope != fence.PartitionScope(blocked) {
 				return nil
 			}

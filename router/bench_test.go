@@ -16,7 +16,6 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -176,7 +175,7 @@ func BenchmarkFencedWrites(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := newFleet(b, etcd, name, fleetOptions{Partitions: 64, Fencers: []ownership.Fencer{store}})
+	f := newFleet(b, etcd, name, fleetOptions{Partitions: 64, Fencers: []fence.Fencer{store}})
 	for _, id := range []string{"a", "b", "c"} {
 		f.start(id)
 	}

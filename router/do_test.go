@@ -156,7 +156,7 @@ func TestDoWaitsForAcquisition(t *testing.T) {
 	bf := &blockingFencer{release: make(chan struct{})}
 	f := newFleet(t, etcd, "acquire", fleetOptions{
 		Partitions: 4,
-		Fencers:    []ownership.Fencer{bf},
+		Fencers:    []fence.Fencer{bf},
 		Router:     router.Config{HandoffWait: 100 * time.Millisecond},
 	})
 	m := f.start("solo")

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -39,7 +40,7 @@ type fleetOptions struct {
 	// Handler builds the local handler of a member (default: 200 "ok").
 	Handler func(m *member) http.Handler
 	// Fencers are given to every node.
-	Fencers []ownership.Fencer
+	Fencers []fence.Fencer
 	// Router configures every router.
 	Router router.Config
 	// DrainTimeout of the nodes (default 2s).

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -68,7 +67,7 @@ func newCounterStore() *counterStore {
 	}
 }
 
-// Advance implements ownership.Fencer: a new owner raises the floor.
+// Advance implements fence.Fencer: a new owner raises the floor.
 func (s *counterStore) Advance(_ context.Context, t fence.Token) error {
 	return s.gate.Do(t, func() error {
 		s.advanced[t.Scope] = max(s.advanced[t.Scope], t.Epoch)
@@ -178,7 +177,7 @@ func TestRollingRestart(t *testing.T) {
 	store := newCounterStore()
 	f := newFleet(t, etcd, "rolling", fleetOptions{
 		Partitions: partitions,
-		Fencers:    []ownership.Fencer{store},
+		Fencers:    []fence.Fencer{store},
 		Handler:    store.handler,
 		Faulty:     true,
 	})

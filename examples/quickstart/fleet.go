@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
@@ -79,7 +80,7 @@ func (f *fleet) start(ctx context.Context, id string) (*node, error) {
 	// The store is the fencer: a new owner raises the partition's floor in
 	// the store before it serves the partition, so a paused former owner
 	// cannot write even to keys the new owner has not touched yet.
-	cfg.Fencers = []ownership.Fencer{f.app.store}
+	cfg.Fencers = []fence.Fencer{f.app.store}
 	if n.node, err = ownership.Join(ctx, n.cli, cfg); err != nil {
 		return fail(err)
 	}
