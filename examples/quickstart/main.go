@@ -133,7 +133,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
-	d.report()
+	d.gather()
+	d.rep.Print(out)
 	if err := d.fleet.closeAll(ctx); err != nil {
 		return nil, fmt.Errorf("close the fleet: %w", err)
 	}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the outcome of a run.
+type Report struct {
+	// Acked is the number of acknowledged increments; Counted is the sum of
+	// the counters in the store. Mismatched counts the keys whose counter
+	// differs from its acknowledged increments.
+	Acked, Counted int64
+	Mismatched     int
+	// Keys is the number of counters checked.
+	Keys int
+	// StaleRejected counts writes the store refused as stale; StaleAccepted
+	// counts paused writes of the killed node that the store accepted after
+	// its partitions had failed over (it must be 0).
+	StaleRejected, StaleAccepted int64
+	// Sent counts the increments sent and Retried the extra attempts the
+	// load made for them; Served and Forwarded count the requests the nodes
+	// served locally and those they forwarded one hop to the owner.
+	Sent, Retried, Served, Forwarded int64
+	// Duplicates counts retried increments the store found already applied
+	// (by idempotency key); CutShort counts writes cut short by the end of
+	// a tenure.
+	Duplicates, CutShort int64
+	// Nodes are the nodes of the run, by ID, as they were at the end or
+	// when they stopped.
+	Nodes []NodeReport
+	// Events are the fleet changes made during the run.
+	Events []Event
+}
+
+// NodeReport is one node's share of a run.
+type NodeReport struct {
+	ID    string
+	State string // "up", "killed" or "left"
+	// Partitions are the partitions it owned at the end, or when it
+	// stopped; Served and Forwarded count its HTTP requests.
+	Partitions        int
+	Served, Forwarded int64
+}
+
+// OK reports whether the run's check passed.
+func (r *Report) OK() bool {
+	return r.Mismatched == 0 && r.Acked > 0 && r.Acked == r.Counted && r.StaleAccepted == 0
+}
+
+// Event is one change of the fleet during the run and how long the
+// partitions took to be served again.
+type Event struct {
+	What       string
+	Partitions int           // partitions that changed owner
+	Took       time.Duration // until all of them were claimed by their new owners
+}
+
+// gather completes the report with the nodes' counters and the load's
+// tallies.
+func (d *demo) gather() {
+	f := d.fleet
+	f.mu.Lock()
+	rows := append([]*node(nil), f.gone...)
+	for _, id := range f.idsLocked() {
+		n := f.nodes[id]
+		n.partitions, n.stats = len(n.node.Owned()), n.router.Stats()
+		rows = append(rows, n)
+	}
+	f.mu.Unlock()
+	slices.SortFunc(rows, func(a, b *node) int { return cmp.Compare(a.id, b.id) })
+	r := &d.rep
+	r.Nodes = r.Nodes[:0]
+	r.Served, r.Forwarded = 0, 0
+	for _, n := range rows {
+		r.Nodes = append(r.Nodes, NodeReport{ID: n.id, State: n.state, Partitions: n.partitions, Served: n.stats.Served, Forwarded: n.stats.Forwarded})
+		r.Served += n.stats.Served
+		r.Forwarded += n.stats.Forwarded
+	}
+	r.Keys = d.cfg.Keys
+	r.Sent, r.Retried = d.sent.Load(), d.retries.Load()
+	r.StaleRejected = f.app.staleRejected.Load()
+	r.Duplicates, r.CutShort = f.app.duplicates.Load(), f.app.failed.Load()
+}
+
+// Print writes the per-node table, the events and the check to w. It does
+// not change the report.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "\nnodes:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "node\tstate\tpartitions\tserved\tforwarded\t")
+	for _, n := range r.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t\n", n.ID, n.State, n.Partitions, n.Served, n.Forwarded)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "(partitions: owned at the end, or when the node stopped)\n")
+
+	fmt.Fprintf(w, "\nownership moves:\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, e := range r.Events {
+		fmt.Fprintf(tw, "  %s\t%d partitions\tserved again after %v\n", e.What, e.Partitions, ms(e.Took))
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(w, "\nrequests: %d increments sent, %d retried attempts, %d served, %d forwarded one hop\n",
+		r.Sent, r.Retried, r.Served, r.Forwarded)
+	fmt.Fprintf(w, "store: %d stale writes rejected, %d accepted; retried increments found already applied: %d; writes cut short by the end of a tenure: %d\n",
+		r.StaleRejected, r.StaleAccepted, r.Duplicates, r.CutShort)
+	fmt.Fprintf(w, "check: %d increments acknowledged, counters sum to %d, %d of %d counters differ from their acknowledged increments\n",
+		r.Acked, r.Counted, r.Mismatched, r.Keys)
+}
+
+// ms rounds a duration for display.
+func ms(d time.Duration) time.Duration {
+	if d < 10*time.Millisecond {
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
+}
