@@ -144,6 +144,11 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
 	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
 
+	if err := ensureSpec(ctx, cli, n.layout, cfg.Ring.Spec()); err != nil {
+		n.rootCancel(ErrClosed)
+		n.closeReq()
+		return nil, err
+	}
 	gen, lst, err := n.connect(ctx, 0)
 	if err != nil {
 		n.rootCancel(ErrClosed)

@@ -1,5 +1,6 @@
 // Package keys is the etcd key layout shared by tenure's packages:
 //
+//	<prefix>spec                 JSON fleet spec (partitions, load factor, ring algorithm)
 //	<prefix>members/<nodeID>     JSON Member, lease = node Session
 //	<prefix>claims/<partition>   nodeID, lease = owner's Session; epoch = CreateRevision
 //	<prefix>leader/<name>/...    election keys
@@ -79,6 +80,9 @@ func (l Layout) ClaimPartition(key string) (int, bool) {
 
 // Leader returns the prefix of the election named name.
 func (l Layout) Leader(name string) string { return l.prefix + "leader/" + name + "/" }
+
+// Spec returns the key of the fleet's spec.
+func (l Layout) Spec() string { return l.prefix + "spec" }
 
 // Fences returns the prefix of all fence floor keys.
 func (l Layout) Fences() string { return l.prefix + "fence/" }

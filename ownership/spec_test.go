@@ -1,0 +1,91 @@
+package ownership
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// TestSpecMismatchRefused: the first node writes the fleet's spec; a node
+// whose partition count or load factor differs is refused at Join with a
+// typed error naming both values, and leaves no member key behind, so no
+// key can be accepted under two partition counts.
+func TestSpecMismatchRefused(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	a := join(t, cli, testConfig(t, "spec", "a", 16))
+	waitStable(t, 20*time.Second, a)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	spec, err := ReadSpec(ctx, cli, DefaultPrefix("spec"))
+	require.NoError(t, err)
+	assert.Equal(t, Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: RingAlgorithm}, spec)
+
+	tests := []struct {
+		name  string
+		edit  func(*Config)
+		field string
+		msg   []string
+	}{
+		{"partitions", func(c *Config) { c.Ring.Partitions = 32 }, "partitions", []string{"partitions 32 here, 16 in the fleet"}},
+		{"load factor", func(c *Config) { c.Ring.LoadFactor = 1.5 }, "load factor", []string{"load factor 1.5 here, 1.25 in the fleet"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, "spec", "b", 16)
+			tt.edit(&cfg)
+			n, err := Join(ctx, c.NewClient(t), cfg)
+			require.Nil(t, n)
+			require.ErrorIs(t, err, ErrSpecMismatch)
+			var mm *SpecMismatchError
+			require.ErrorAs(t, err, &mm)
+			assert.Equal(t, tt.field, mm.Field)
+			assert.Equal(t, spec, mm.Fleet)
+			for _, s := range tt.msg {
+				assert.Contains(t, err.Error(), s)
+			}
+			assert.Equal(t, []string{"a"}, etcdMembers(t, cli, "spec"), "the refused node registered nothing")
+		})
+	}
+	// The same configuration joins.
+	b := join(t, c.NewClient(t), testConfig(t, "spec", "b", 16))
+	waitStable(t, 20*time.Second, a, b)
+}
+
+// TestSpecInvalid: a stored spec this build cannot use refuses Join and
+// ReadSpec with ErrInvalidSpec; a fleet without a spec reads as ErrNoSpec.
+func TestSpecInvalid(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	_, err := ReadSpec(ctx, cli, DefaultPrefix("nospec"))
+	require.ErrorIs(t, err, ErrNoSpec)
+
+	for _, v := range []string{"{", `{"partitions":0,"load_factor":1.25,"ring_algorithm":1}`, `{"partitions":16,"load_factor":1.25,"ring_algorithm":99}`} {
+		_, err := cli.Put(ctx, keys.New("badspec").Spec(), v)
+		require.NoError(t, err)
+		_, err = ReadSpec(ctx, cli, DefaultPrefix("badspec"))
+		require.ErrorIs(t, err, ErrInvalidSpec, v)
+		_, err = Join(ctx, cli, testConfig(t, "badspec", "a", 16))
+		require.ErrorIs(t, err, ErrInvalidSpec, v)
+	}
+}
+
+func TestSpecMismatchError(t *testing.T) {
+	fleet := DefaultRingConfig().Spec()
+	assert.NoError(t, compareSpec(fleet, fleet))
+	local := fleet
+	local.RingAlgorithm = 2
+	err := compareSpec(fleet, local)
+	require.ErrorIs(t, err, ErrSpecMismatch)
+	assert.Contains(t, err.Error(), "ring algorithm 2 here, 1 in the fleet")
+}
