@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -134,9 +135,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max txn ops %d must be 0 (default %d) or at least 2", ErrInvalidConfig, c.MaxTxnOps, DefaultMaxTxnOps)
 	}
 	for i, f := range c.Fencers {
-		if f == nil {
-			return fmt.Errorf("%w: fencer %d is nil", ErrInvalidConfig, i)
+		if nilness.Is(f) {
+			return fmt.Errorf("%w: fencer %d is nil (%T)", ErrInvalidConfig, i, f)
 		}
+	}
+	switch {
+	case c.Logger != nil && nilness.Is(c.Logger):
+		return fmt.Errorf("%w: logger is a nil %T", ErrInvalidConfig, c.Logger)
+	case c.Clock != nil && nilness.Is(c.Clock):
+		return fmt.Errorf("%w: clock is a nil %T", ErrInvalidConfig, c.Clock)
 	}
 	return nil
 }

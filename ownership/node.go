@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/retry"
 
 	"github.com/hashicorp/go-hclog"
@@ -144,7 +145,10 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
 	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
 
-	if err := ensureSpec(ctx, cli, n.layout, cfg.Ring.Spec()); err != nil {
+	err := etcderr.Reach(ctx, n.log, "join "+cfg.NodeID, cli, reachAttempt, ErrUnavailable, func(ctx context.Context) error {
+		return ensureSpec(ctx, cli, n.layout, cfg.Ring.Spec())
+	})
+	if err != nil {
 		n.rootCancel(ErrClosed)
 		n.closeReq()
 		return nil, err
@@ -163,6 +167,10 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	go n.run(l)
 	return n, nil
 }
+
+// reachAttempt bounds each attempt of Join's first etcd call, after which
+// Join logs that etcd does not answer, and why, and tries again.
+const reachAttempt = time.Second
 
 // clientContext returns cli's own context if it has one, else nil.
 func clientContext(cli Client) context.Context {

@@ -176,6 +176,11 @@ var (
 	// joined it.
 	ErrNoSpec = errors.New("ownership: the fleet has no spec yet")
 
+	// ErrUnavailable reports that etcd did not answer before the context of
+	// Join ended. The error also wraps the context's error and names the
+	// last cause seen (connection refused, no answer, ...).
+	ErrUnavailable = errors.New("ownership: etcd unavailable")
+
 	// ErrInvalidSpec reports a stored spec that this build cannot use:
 	// undecodable, invalid, or of another ring algorithm.
 	ErrInvalidSpec = errors.New("ownership: invalid fleet spec")
