@@ -102,7 +102,7 @@ func TestStopLeaderElectsNewLeader(t *testing.T) {
 
 	require.NoError(t, c.RestartMember(ctx, old))
 	assert.True(t, c.Running(old))
-	assert.ErrorIs(t, c.StopMember(7), cluster.ErrInvalidConfig)
+	assert.ErrorIs(t, c.StopMember(7), cluster.ErrNoMember)
 	require.NoError(t, c.StopMember(old))
 	assert.ErrorIs(t, c.StopMember(old), cluster.ErrMemberStopped)
 }
