@@ -164,7 +164,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	errs := make([]error, len(c.members))
 	runs := make([]run, len(c.members))
 	for i, m := range c.members {
-		runs[i], errs[i] = c.launch(m)
+		runs[i], errs[i] = c.launch(ctx, m)
 	}
 	var wg sync.WaitGroup
 	for i, m := range c.members {
@@ -363,7 +363,7 @@ func (c *Cluster) waitLeader(ctx context.Context, not int) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return -1, fmt.Errorf("cluster: wait for leader: %w (last: %v)", ctx.Err(), err)
+			return -1, fmt.Errorf("cluster: wait for leader: %w (last: %w)", ctx.Err(), err)
 		case <-tick.C:
 		}
 	}

@@ -90,9 +90,11 @@ func (r embedded) halt()          { r.e.Server.HardStop() }
 func (r embedded) close()         { r.e.Close() }
 func (r embedded) stop()          { r.e.Close() }
 
-// launch starts a run of member m without waiting for it to be ready and
-// records it.
-func (c *Cluster) launch(m *member) (run, error) {
+// launch starts a run of member m and records it. It returns once the
+// member serves its peers (embed.StartEtcd returns then too), without
+// waiting for it to be ready: members launched one after another then find
+// each earlier one answering, and none waits for etcd's bootstrap timeout.
+func (c *Cluster) launch(ctx context.Context, m *member) (run, error) {
 	lg := c.cfg.Logger.Named(m.spec.Name)
 	var r run
 	if c.cfg.Processes {
@@ -119,28 +121,44 @@ func (c *Cluster) launch(m *member) (run, error) {
 		r.close()
 		return nil, ErrClosed
 	}
+	if p, ok := r.(*process); ok {
+		if err := p.waitStarted(ctx); err != nil {
+			c.abandon(m, r)
+			return nil, fmt.Errorf("cluster: member %s: %w", m.spec.Name, err)
+		}
+	}
 	return r, nil
+}
+
+// abandon ends run r of member m after a failed start, unless Close already
+// took it.
+func (c *Cluster) abandon(m *member, r run) {
+	c.mu.Lock()
+	mine := m.run == r
+	if mine {
+		m.run, m.state = nil, MemberStopped
+	}
+	c.mu.Unlock()
+	if mine {
+		r.halt()
+		r.close()
+	}
 }
 
 // ready waits until run r of member m serves requests and records it. If r
 // fails first, ready ends it (unless Close already took it).
 func (c *Cluster) ready(ctx context.Context, m *member, r run) error {
 	id, err := r.wait(ctx)
-	c.mu.Lock()
-	mine := m.run == r
-	if mine && err == nil {
-		m.id, m.state = id, MemberRunning
-	} else if mine {
-		m.run, m.state = nil, MemberStopped
-	}
-	c.mu.Unlock()
 	if err != nil {
-		if mine {
-			r.halt()
-			r.close()
-		}
+		c.abandon(m, r)
 		return fmt.Errorf("cluster: member %s: %w", m.spec.Name, err)
 	}
+	c.mu.Lock()
+	mine := m.run == r
+	if mine {
+		m.id, m.state = id, MemberRunning
+	}
+	c.mu.Unlock()
 	if !mine {
 		return fmt.Errorf("cluster: member %s: %w", m.spec.Name, ErrMemberStopped)
 	}
@@ -269,7 +287,7 @@ func (c *Cluster) RestartMember(ctx context.Context, i int) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
 	defer cancel()
-	r, err := c.launch(m)
+	r, err := c.launch(ctx, m)
 	if err != nil {
 		return err
 	}

@@ -38,10 +38,12 @@ type process struct {
 	name   string
 	cmd    *exec.Cmd
 	pid    int
+	startc chan struct{} // closed when the child reports started
 	readyc chan struct{} // closed when the child reports ready
 	exitc  chan struct{} // closed once the child is reaped
 	err    error         // how it exited; read after exitc is closed
 
+	startOnce sync.Once
 	readyOnce sync.Once
 	id        atomic.Uint64
 	lead      atomic.Uint64
@@ -54,6 +56,7 @@ type process struct {
 func startProcess(bin string, s memberspec.Spec, lg *zap.Logger, onExit func(*process)) (*process, error) {
 	p := &process{
 		name:   s.Name,
+		startc: make(chan struct{}),
 		readyc: make(chan struct{}),
 		exitc:  make(chan struct{}),
 		stderr: logWriter{lg: lg},
@@ -103,11 +106,25 @@ func (p *process) report(line []byte) {
 		return
 	}
 	switch kind {
+	case memberspec.LineStarted:
+		p.startOnce.Do(func() { close(p.startc) })
 	case memberspec.LineReady:
 		p.id.Store(id)
 		p.readyOnce.Do(func() { close(p.readyc) })
 	case memberspec.LineLeader:
 		p.lead.Store(id)
+	}
+}
+
+// waitStarted waits until the child serves its peers.
+func (p *process) waitStarted(ctx context.Context) error {
+	select {
+	case <-p.startc:
+		return nil
+	case <-p.exitc:
+		return p.exitError()
+	case <-ctx.Done():
+		return fmt.Errorf("not started: %w", ctx.Err())
 	}
 }
 

@@ -25,6 +25,7 @@ func startProcess(string, memberspec.Spec, *zap.Logger, func(*process)) (*proces
 	return nil, fmt.Errorf("process members: %w", errors.ErrUnsupported)
 }
 
+func (*process) waitStarted(context.Context) error    { return errors.ErrUnsupported }
 func (*process) wait(context.Context) (uint64, error) { return 0, errors.ErrUnsupported }
 func (*process) leader() uint64                       { return 0 }
 func (*process) signal(syscall.Signal) error          { return errors.ErrUnsupported }

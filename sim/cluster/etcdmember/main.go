@@ -5,8 +5,9 @@
 //
 // The parent passes the member's settings as flags (see
 // sim/cluster/internal/memberspec) and reads the member's reports on standard
-// output: "ready <id>" once it serves requests, then "leader <id>" whenever
-// its view of the raft leader changes. Logs go to standard error.
+// output: "started <id>" once it serves its peers, "ready <id>" once it
+// serves requests, then "leader <id>" whenever its view of the raft leader
+// changes. Logs go to standard error.
 //
 // SIGTERM and SIGINT stop the member gracefully (embed's Close, which hands
 // leadership to another member first). With -exit-on-stdin-eof the member
@@ -56,6 +57,9 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "etcdmember: start:", err)
 		return 1
 	}
+	// StartEtcd returns once the member serves its peers: the parent can
+	// start the next member, which then finds this one answering.
+	report(memberspec.LineStarted, uint64(e.Server.MemberID()))
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():

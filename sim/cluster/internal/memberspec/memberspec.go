@@ -118,14 +118,16 @@ func Parse(args []string) (Spec, Flags, error) {
 
 // A process member reports its state on standard output, one line per event:
 //
+//	started <member ID in hex>  the member is started and serves its peers
 //	ready <member ID in hex>    the member serves requests
 //	leader <member ID in hex>   the leader as the member now sees it; 0: none
 //
-// It reports ready once, then its view of the leader at once and whenever it
-// changes.
+// It reports started once, ready once, then its view of the leader at once
+// and whenever it changes.
 const (
-	LineReady  = "ready"
-	LineLeader = "leader"
+	LineStarted = "started"
+	LineReady   = "ready"
+	LineLeader  = "leader"
 )
 
 // Line formats one report line, without the newline.
@@ -134,7 +136,7 @@ func Line(kind string, id uint64) string { return kind + " " + strconv.FormatUin
 // ParseLine parses a report line.
 func ParseLine(line string) (kind string, id uint64, err error) {
 	kind, hex, ok := strings.Cut(strings.TrimSpace(line), " ")
-	if !ok || (kind != LineReady && kind != LineLeader) {
+	if !ok || (kind != LineStarted && kind != LineReady && kind != LineLeader) {
 		return "", 0, fmt.Errorf("memberspec: unknown report %q", line)
 	}
 	id, err = strconv.ParseUint(hex, 16, 64)
