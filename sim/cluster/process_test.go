@@ -16,6 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -238,8 +241,19 @@ func TestProcessFaultyClient(t *testing.T) {
 	write(t, healthy, "d", "1")
 }
 
+func TestProcessLogs(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := cluster.DefaultConfig()
+	cfg.Processes = true
+	cfg.Logger = zap.New(core)
+	c := cluster.NewWithConfig(t, cfg)
+	require.NoError(t, c.Close())
+	ready := logs.FilterLoggerName("m0").FilterMessage("ready to serve client requests")
+	assert.Positive(t, ready.Len(), "the member's logs reach the cluster's logger: %d logs", logs.Len())
+}
+
 func TestProcessBadInput(t *testing.T) {
-	proc, _ := processCluster(t, 1)
+	proc, pids := processCluster(t, 1)
 	emb := cluster.New(t, 1)
 	ctx := context.Background()
 	freeze := func(c *cluster.Cluster, i int) error { return c.FreezeMember(i) }
@@ -288,14 +302,17 @@ func TestProcessBadInput(t *testing.T) {
 		{"restart frozen", proc, restart, 0, cluster.ErrMemberFrozen},
 		{"pid of frozen", proc, pid, 0, nil},
 		{"thaw", proc, thaw, 0, nil},
-		{"kill", proc, kill, 0, nil},
+		{"freeze again", proc, freeze, 0, nil},
+		{"kill frozen", proc, kill, 0, nil},
 		{"kill twice", proc, kill, 0, cluster.ErrMemberStopped},
 		{"freeze killed", proc, freeze, 0, cluster.ErrMemberStopped},
 		{"thaw killed", proc, thaw, 0, cluster.ErrMemberStopped},
 		{"stop killed", proc, stop, 0, cluster.ErrMemberStopped},
 		{"pid of killed", proc, pid, 0, cluster.ErrMemberStopped},
 		{"restart killed", proc, restart, 0, nil},
-		{"close", proc, func(c *cluster.Cluster, _ int) error { return c.Close() }, 0, nil},
+		{"record restarted", proc, func(c *cluster.Cluster, i int) error { pids.add(t, c, i); return nil }, 0, nil},
+		{"freeze restarted", proc, freeze, 0, nil},
+		{"close with a frozen member", proc, func(c *cluster.Cluster, _ int) error { return c.Close() }, 0, nil},
 		{"freeze closed", proc, freeze, 0, cluster.ErrClosed},
 		{"kill closed", proc, kill, 0, cluster.ErrClosed},
 		{"restart closed", proc, restart, 0, cluster.ErrClosed},
