@@ -101,7 +101,8 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func(ctx con
 	}
 }
 
-// revision returns the cluster's revision after a write of k through cli.
+// write writes k through cli, retrying until it succeeds, and returns the
+// revision of the write.
 func write(t *testing.T, cli *clientv3.Client, k, v string) int64 {
 	t.Helper()
 	var rev int64
