@@ -13,19 +13,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
-)
 
-var (
-	// ErrInvalidConfig reports a Config that cannot start a cluster.
-	ErrInvalidConfig = errors.New("cluster: invalid config")
-	// ErrNoLeader reports that no member currently leads the cluster.
-	ErrNoLeader = errors.New("cluster: no leader")
-	// ErrMemberStopped reports an operation on a member that is not running.
-	ErrMemberStopped = errors.New("cluster: member stopped")
-	// ErrClosed reports an operation on a closed Cluster.
-	ErrClosed = errors.New("cluster: closed")
+	"github.com/tenure-go/tenure/sim/cluster/internal/memberspec"
 )
 
 // Config describes a cluster to start.
@@ -39,11 +29,24 @@ type Config struct {
 	TickInterval time.Duration
 	// ElectionTimeout is raft's election timeout. Zero means 10 ticks.
 	ElectionTimeout time.Duration
-	// StartTimeout bounds how long Start waits for the members to be ready.
-	// Zero means 30s.
+	// StartTimeout bounds how long Start and RestartMember wait for the
+	// members to be ready. Zero means 30s. It does not include building the
+	// member binary (see Processes).
 	StartTimeout time.Duration
 	// Logger receives the members' logs. Nil discards them.
 	Logger *zap.Logger
+	// Processes runs every member in its own OS process, the etcdmember
+	// command, instead of inside this one, with the same settings (raft
+	// timing included). Only process members can fail abruptly:
+	// FreezeMember (SIGSTOP), ThawMember (SIGCONT) and KillMember (SIGKILL).
+	// Children never outlive this process: see the package documentation.
+	Processes bool
+	// MemberBinary is the etcdmember executable that process members run.
+	// Empty means that Start builds github.com/tenure-go/tenure/sim/cluster/etcdmember
+	// with the go command, once per process, from the module of the current
+	// directory (go test and go run run there), into the user's cache
+	// directory. Set it where no Go toolchain is at hand. It needs Processes.
+	MemberBinary string
 }
 
 // DefaultConfig returns a 1-member cluster with fast raft timing suitable for
@@ -63,6 +66,12 @@ func (c Config) Validate() error {
 	tick, election := c.withDefaults().TickInterval, c.withDefaults().ElectionTimeout
 	if election < 5*tick {
 		return fmt.Errorf("%w: election timeout %v must be at least 5x tick interval %v", ErrInvalidConfig, election, tick)
+	}
+	if tick%time.Millisecond != 0 || election%time.Millisecond != 0 {
+		return fmt.Errorf("%w: tick interval %v and election timeout %v must be whole milliseconds", ErrInvalidConfig, tick, election)
+	}
+	if c.MemberBinary != "" && !c.Processes {
+		return fmt.Errorf("%w: member binary %q needs Processes", ErrInvalidConfig, c.MemberBinary)
 	}
 	return nil
 }
@@ -86,12 +95,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Cluster is a running embedded etcd cluster. Its methods are safe for
-// concurrent use.
+// Cluster is a running etcd cluster. Its methods are safe for concurrent
+// use.
 type Cluster struct {
 	cfg     Config
 	dir     string
 	tempDir bool
+	binary  string // etcdmember, with Processes
 
 	mu      sync.Mutex
 	members []*member
@@ -100,24 +110,22 @@ type Cluster struct {
 	closed  bool
 }
 
-type member struct {
-	name       string
-	dir        string
-	clientURL  url.URL
-	peerURL    url.URL
-	initial    string
-	etcd       *embed.Etcd // nil while stopped
-	everServed bool
-}
-
 // Start starts a cluster and waits until every member serves requests and a
-// leader is elected.
+// leader is elected. With Processes and no MemberBinary it first builds the
+// member binary (see Config.MemberBinary); only ctx bounds that build.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Cluster{cfg: cfg, dir: cfg.Dir}
+	c := &Cluster{cfg: cfg, dir: cfg.Dir, binary: cfg.MemberBinary}
+	if cfg.Processes && c.binary == "" {
+		bin, err := memberBinary(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.binary = bin
+	}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "tenure-etcd-")
 		if err != nil {
@@ -132,17 +140,19 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	var initial []string
 	for i := range cfg.Members {
-		m := &member{
-			name:      fmt.Sprintf("m%d", i),
-			clientURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])},
-			peerURL:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])},
+		s := memberspec.Spec{
+			Name:      fmt.Sprintf("m%d", i),
+			ClientURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])},
+			PeerURL:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])},
+			Tick:      cfg.TickInterval,
+			Election:  cfg.ElectionTimeout,
 		}
-		m.dir = filepath.Join(c.dir, m.name)
-		initial = append(initial, m.name+"="+m.peerURL.String())
-		c.members = append(c.members, m)
+		s.Dir = filepath.Join(c.dir, s.Name)
+		initial = append(initial, s.Name+"="+s.PeerURL.String())
+		c.members = append(c.members, &member{index: i, spec: s})
 	}
 	for _, m := range c.members {
-		m.initial = strings.Join(initial, ",")
+		m.spec.InitialCluster = strings.Join(initial, ",")
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
@@ -152,14 +162,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	// wait for etcd's 1s bootstrap timeout, while one that is serving (or
 	// not listening at all) answers at once.
 	errs := make([]error, len(c.members))
-	started := make([]*embed.Etcd, len(c.members))
+	runs := make([]run, len(c.members))
 	for i, m := range c.members {
-		started[i], errs[i] = c.launch(m)
+		runs[i], errs[i] = c.launch(ctx, m)
 	}
 	var wg sync.WaitGroup
 	for i, m := range c.members {
-		if started[i] != nil {
-			wg.Go(func() { errs[i] = c.ready(ctx, m, started[i]) })
+		if runs[i] != nil {
+			wg.Go(func() { errs[i] = c.ready(ctx, m, runs[i]) })
 		}
 	}
 	wg.Wait()
@@ -196,69 +206,20 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// startMember starts member m and waits until it is ready.
-func (c *Cluster) startMember(ctx context.Context, m *member) error {
-	e, err := c.launch(m)
-	if err != nil {
-		return err
-	}
-	return c.ready(ctx, m, e)
-}
-
-// launch starts member m's server without waiting for it to be ready.
-func (c *Cluster) launch(m *member) (*embed.Etcd, error) {
-	ec := embed.NewConfig()
-	ec.Name = m.name
-	ec.Dir = m.dir
-	ec.ListenClientUrls = []url.URL{m.clientURL}
-	ec.AdvertiseClientUrls = []url.URL{m.clientURL}
-	ec.ListenPeerUrls = []url.URL{m.peerURL}
-	ec.AdvertisePeerUrls = []url.URL{m.peerURL}
-	ec.InitialCluster = m.initial
-	ec.InitialClusterToken = "tenure-test"
-	ec.ClusterState = embed.ClusterStateFlagNew
-	ec.TickMs = uint(c.cfg.TickInterval / time.Millisecond)
-	ec.ElectionMs = uint(c.cfg.ElectionTimeout / time.Millisecond)
-	ec.ListenMetricsUrls = nil
-	ec.EnableGRPCGateway = false
-	ec.UnsafeNoFsync = true
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(c.cfg.Logger.Named(m.name))
-	e, err := embed.StartEtcd(ec)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: start member %s: %w", m.name, err)
-	}
-	return e, nil
-}
-
-// ready waits until launched member m is ready to serve, and records it.
-func (c *Cluster) ready(ctx context.Context, m *member, e *embed.Etcd) error {
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("cluster: member %s failed: %w", m.name, err)
-	case <-ctx.Done():
-		e.Close()
-		return fmt.Errorf("cluster: member %s not ready: %w", m.name, ctx.Err())
-	}
-	c.mu.Lock()
-	m.etcd = e
-	m.everServed = true
-	c.mu.Unlock()
-	return nil
-}
-
 // DataDir returns the directory that holds the members' data.
 func (c *Cluster) DataDir() string { return c.dir }
 
 // Size returns the number of members, running or stopped.
 func (c *Cluster) Size() int { return len(c.members) }
 
-// Endpoints returns the client URLs of all members.
+// Processes reports whether the members run in their own processes.
+func (c *Cluster) Processes() bool { return c.cfg.Processes }
+
+// Endpoints returns the client URLs of all members, in member order.
 func (c *Cluster) Endpoints() []string {
 	eps := make([]string, len(c.members))
 	for i, m := range c.members {
-		eps[i] = m.clientURL.String()
+		eps[i] = m.spec.ClientURL.String()
 	}
 	return eps
 }
@@ -279,6 +240,16 @@ func ClientConfig(endpoints []string) clientv3.Config {
 // closes it if the caller has not.
 func (c *Cluster) Client() (*clientv3.Client, error) {
 	return c.newClient(c.Endpoints())
+}
+
+// MemberClient returns a new client connected to member i only, to read
+// what that member has (WithSerializable reads its local state without
+// asking the leader). Close closes it if the caller has not.
+func (c *Cluster) MemberClient(i int) (*clientv3.Client, error) {
+	if err := c.checkIndex(i); err != nil {
+		return nil, err
+	}
+	return c.newClient([]string{c.members[i].spec.ClientURL.String()})
 }
 
 func (c *Cluster) newClient(endpoints []string) (*clientv3.Client, error) {
@@ -314,7 +285,7 @@ func (c *Cluster) FaultyClient() (*clientv3.Client, *FaultPoint, error) {
 func (c *Cluster) NewFaultPoint() (*FaultPoint, error) {
 	fp := &FaultPoint{}
 	for _, m := range c.members {
-		p, err := NewProxy(m.clientURL.Host)
+		p, err := NewProxy(m.spec.ClientURL.Host)
 		if err != nil {
 			_ = fp.Close()
 			return nil, err
@@ -332,16 +303,19 @@ func (c *Cluster) NewFaultPoint() (*FaultPoint, error) {
 }
 
 // Leader returns the index of the member that leads the cluster, as seen by
-// the running members, or ErrNoLeader.
+// the running members (a frozen member sees nothing), or ErrNoLeader: no
+// running member knows a leader, they disagree, or the leader they agree on
+// is not running (it was just frozen, killed or stopped, and the others
+// have not elected a new one yet).
 func (c *Cluster) Leader() (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var leaderID uint64
 	for _, m := range c.members {
-		if m.etcd == nil {
+		if m.state != MemberRunning {
 			continue
 		}
-		if lead := uint64(m.etcd.Server.Leader()); lead != 0 {
+		if lead := m.run.leader(); lead != 0 {
 			if leaderID != 0 && lead != leaderID {
 				return -1, fmt.Errorf("%w: members disagree", ErrNoLeader)
 			}
@@ -352,90 +326,52 @@ func (c *Cluster) Leader() (int, error) {
 		return -1, ErrNoLeader
 	}
 	for i, m := range c.members {
-		if m.etcd != nil && uint64(m.etcd.Server.MemberID()) == leaderID {
+		if m.state == MemberRunning && m.id == leaderID {
 			return i, nil
 		}
 	}
-	return -1, fmt.Errorf("%w: leader is not a running member", ErrNoLeader)
+	return -1, fmt.Errorf("%w: leader %x is not a running member", ErrNoLeader, leaderID)
 }
 
 // WaitLeader waits until the running members agree on a running leader and
 // returns its index.
 func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
+	return c.waitLeader(ctx, -1)
+}
+
+// WaitNewLeader waits until the running members agree on a running leader
+// other than member old, and returns its index. Use it after failing the
+// leader old: until the others notice (an election timeout after a freeze or
+// a kill), they still follow old.
+func (c *Cluster) WaitNewLeader(ctx context.Context, old int) (int, error) {
+	if err := c.checkIndex(old); err != nil {
+		return -1, err
+	}
+	return c.waitLeader(ctx, old)
+}
+
+func (c *Cluster) waitLeader(ctx context.Context, not int) (int, error) {
 	tick := time.NewTicker(c.cfg.TickInterval)
 	defer tick.Stop()
 	for {
 		i, err := c.Leader()
-		if err == nil {
+		if err == nil && i != not {
 			return i, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%w: member %d still leads", ErrNoLeader, i)
 		}
 		select {
 		case <-ctx.Done():
-			return -1, fmt.Errorf("cluster: wait for leader: %w (last: %v)", ctx.Err(), err)
+			return -1, fmt.Errorf("cluster: wait for leader: %w (last: %w)", ctx.Err(), err)
 		case <-tick.C:
 		}
 	}
 }
 
-// StopMember stops member i; its data stays for RestartMember.
-func (c *Cluster) StopMember(i int) error {
-	c.mu.Lock()
-	if i < 0 || i >= len(c.members) {
-		c.mu.Unlock()
-		return fmt.Errorf("%w: member %d of %d", ErrInvalidConfig, i, len(c.members))
-	}
-	m := c.members[i]
-	e := m.etcd
-	m.etcd = nil
-	c.mu.Unlock()
-	if e == nil {
-		return fmt.Errorf("%w: %s", ErrMemberStopped, m.name)
-	}
-	e.Close()
-	return nil
-}
-
-// RestartMember starts stopped member i again from its data directory and
-// waits until it serves requests.
-func (c *Cluster) RestartMember(ctx context.Context, i int) error {
-	c.mu.Lock()
-	if i < 0 || i >= len(c.members) {
-		c.mu.Unlock()
-		return fmt.Errorf("%w: member %d of %d", ErrInvalidConfig, i, len(c.members))
-	}
-	m := c.members[i]
-	running, closed := m.etcd != nil, c.closed
-	c.mu.Unlock()
-	if closed {
-		return ErrClosed
-	}
-	if running {
-		return fmt.Errorf("cluster: member %s is running", m.name)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
-	defer cancel()
-	return c.startMember(ctx, m)
-}
-
-// StopLeader stops the member that leads the cluster and returns its index.
-// The others elect a new leader (with 3 members).
-func (c *Cluster) StopLeader(ctx context.Context) (int, error) {
-	i, err := c.WaitLeader(ctx)
-	if err != nil {
-		return -1, err
-	}
-	return i, c.StopMember(i)
-}
-
-// Running reports whether member i is running.
-func (c *Cluster) Running(i int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return i >= 0 && i < len(c.members) && c.members[i].etcd != nil
-}
-
 // Close closes every client and FaultPoint the cluster handed out, stops
 // every member and removes a temporary data directory. It is idempotent.
+// Process members are killed (SIGKILL) and reaped before Close returns.
 func (c *Cluster) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -445,11 +381,11 @@ func (c *Cluster) Close() error {
 	c.closed = true
 	clients, faults := c.clients, c.faults
 	c.clients, c.faults = nil, nil
-	var running []*embed.Etcd
+	var runs []run
 	for _, m := range c.members {
-		if m.etcd != nil {
-			running = append(running, m.etcd)
-			m.etcd = nil
+		if m.run != nil {
+			runs = append(runs, m.run)
+			m.run, m.state = nil, MemberStopped
 		}
 	}
 	c.mu.Unlock()
@@ -463,12 +399,12 @@ func (c *Cluster) Close() error {
 	// hand leadership to a follower that is stopping too, which costs
 	// seconds.
 	var wg sync.WaitGroup
-	for _, e := range running {
-		wg.Go(e.Server.HardStop)
+	for _, r := range runs {
+		wg.Go(r.halt)
 	}
 	wg.Wait()
-	for _, e := range running {
-		wg.Go(e.Close)
+	for _, r := range runs {
+		wg.Go(r.close)
 	}
 	wg.Wait()
 	c.removeDir()

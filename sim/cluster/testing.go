@@ -14,6 +14,14 @@ func New(tb testing.TB, members int) *Cluster {
 	tb.Helper()
 	cfg := DefaultConfig()
 	cfg.Members = members
+	return NewWithConfig(tb, cfg)
+}
+
+// NewWithConfig starts a cluster with cfg for a test or benchmark and closes
+// it when the test ends, even one that fails or panics. It fails the test if
+// the cluster does not start.
+func NewWithConfig(tb testing.TB, cfg Config) *Cluster {
+	tb.Helper()
 	c, err := Start(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("start etcd cluster: %v", err)

@@ -1,0 +1,289 @@
+//go:build unix
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/tenure-go/tenure/sim/cluster/internal/memberspec"
+)
+
+const (
+	sigStop = syscall.SIGSTOP
+	sigCont = syscall.SIGCONT
+)
+
+// process is a run of a member in a child process (the etcdmember command).
+//
+// The child never outlives this process: on Linux the kernel kills it when
+// the thread that started it exits (Pdeathsig), and that thread stays locked
+// to the goroutine that waits for the child; on every system the child exits
+// when its standard input, a pipe whose other end only this process holds,
+// ends; and Close kills it. It runs in its own process group, which halt
+// kills as a whole.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	pid    int
+	startc chan struct{} // closed when the child reports started
+	readyc chan struct{} // closed when the child reports ready
+	exitc  chan struct{} // closed once the child is reaped
+	err    error         // how it exited; read after exitc is closed
+
+	startOnce sync.Once
+	readyOnce sync.Once
+	id        atomic.Uint64
+	lead      atomic.Uint64
+	stdout    lineWriter
+	stderr    logWriter
+}
+
+// startProcess starts member s in a child process running bin. onExit runs
+// once the child has exited and been reaped.
+func startProcess(bin string, s memberspec.Spec, lg *zap.Logger, onExit func(*process)) (*process, error) {
+	p := &process{
+		name:   s.Name,
+		startc: make(chan struct{}),
+		readyc: make(chan struct{}),
+		exitc:  make(chan struct{}),
+		stderr: logWriter{lg: lg},
+	}
+	p.stdout.line = p.report
+	p.stderr.lw.line = p.stderr.log
+	flags := memberspec.Flags{LogLevel: childLevel(lg), ExitOnStdinEOF: true}
+	cmd := exec.Command(bin, memberspec.Args(s, flags)...)
+	cmd.Stdout = &p.stdout
+	cmd.Stderr = &p.stderr
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.WaitDelay = time.Second
+	// The child reads its standard input until it ends; only this process
+	// holds the pipe's write end, so it ends when this process dies.
+	if _, err := cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	p.cmd = cmd
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked the child exits, not
+		// the process: keep this goroutine, and so its thread, until the
+		// child is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		onExit(p)
+		close(p.exitc)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	p.pid = cmd.Process.Pid
+	return p, nil
+}
+
+// report handles one line of the child's standard output.
+func (p *process) report(line []byte) {
+	kind, id, err := memberspec.ParseLine(string(line))
+	if err != nil {
+		p.stderr.lg.Warn("unknown report from member process", zap.ByteString("line", line))
+		return
+	}
+	switch kind {
+	case memberspec.LineStarted:
+		p.startOnce.Do(func() { close(p.startc) })
+	case memberspec.LineReady:
+		p.id.Store(id)
+		p.readyOnce.Do(func() { close(p.readyc) })
+	case memberspec.LineLeader:
+		p.lead.Store(id)
+	}
+}
+
+// waitStarted waits until the child serves its peers.
+func (p *process) waitStarted(ctx context.Context) error {
+	select {
+	case <-p.startc:
+		return nil
+	case <-p.exitc:
+		return p.exitError()
+	case <-ctx.Done():
+		return fmt.Errorf("not started: %w", ctx.Err())
+	}
+}
+
+func (p *process) wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-p.readyc:
+		return p.id.Load(), nil
+	case <-p.exitc:
+		return 0, p.exitError()
+	case <-ctx.Done():
+		return 0, fmt.Errorf("not ready: %w", ctx.Err())
+	}
+}
+
+func (p *process) leader() uint64 { return p.lead.Load() }
+
+// signal sends sig to the child.
+func (p *process) signal(sig syscall.Signal) error {
+	// os.Process.Signal goes through a pidfd where there is one, so it can
+	// never reach another process that reused the PID.
+	return p.cmd.Process.Signal(sig)
+}
+
+// halt kills the child and its process group.
+func (p *process) halt() {
+	_ = p.signal(syscall.SIGKILL)
+	select {
+	case <-p.exitc:
+	default:
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	}
+}
+
+// close waits until the child is reaped.
+func (p *process) close() { <-p.exitc }
+
+// stop asks the child to stop gracefully (SIGTERM: etcd's Close), and kills
+// it if it has not exited after stopGrace.
+func (p *process) stop() {
+	if p.signal(syscall.SIGTERM) == nil {
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-p.exitc:
+			return
+		case <-t.C:
+		}
+	}
+	p.halt()
+	p.close()
+}
+
+// exitError describes how the child exited, with the end of its standard
+// error. Call it once exitc is closed.
+func (p *process) exitError() error {
+	tail := p.stderr.tail()
+	if len(tail) > 0 {
+		return fmt.Errorf("%w: process exited (%v): %s", ErrMemberStopped, p.err, tail)
+	}
+	return fmt.Errorf("%w: process exited (%v)", ErrMemberStopped, p.err)
+}
+
+// childLevel returns the lowest level lg logs, for the child's -log-level.
+// It is never above error, so that the child's errors reach the end of its
+// standard error, which a failure reports.
+func childLevel(lg *zap.Logger) string {
+	for _, l := range []zapcore.Level{zapcore.DebugLevel, zapcore.InfoLevel, zapcore.WarnLevel} {
+		if lg.Core().Enabled(l) {
+			return l.String()
+		}
+	}
+	return zapcore.ErrorLevel.String()
+}
+
+// lineWriter calls line for every complete line written to it. exec writes
+// a child's output from one goroutine.
+type lineWriter struct {
+	buf  []byte
+	line func([]byte)
+}
+
+// maxLine bounds a line: longer ones are cut.
+const maxLine = 64 << 10
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(w.buf[:i])
+		w.buf = w.buf[:copy(w.buf, w.buf[i+1:])]
+	}
+	if len(w.buf) > maxLine {
+		w.line(w.buf)
+		w.buf = w.buf[:0]
+	}
+	return len(b), nil
+}
+
+// logWriter takes a child's standard error: it keeps the end for error
+// messages and passes each line (etcd's JSON logs) on to lg.
+type logWriter struct {
+	lg *zap.Logger
+	lw lineWriter
+
+	mu   sync.Mutex
+	last []byte // the end of the output, at most tailSize bytes
+}
+
+const tailSize = 2 << 10
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	w.last = append(w.last, b...)
+	if over := len(w.last) - tailSize; over > 0 {
+		w.last = w.last[:copy(w.last, w.last[over:])]
+	}
+	w.mu.Unlock()
+	return w.lw.Write(b)
+}
+
+func (w *logWriter) tail() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.TrimSpace(slices.Clone(w.last))
+}
+
+// log passes one line of the child's standard error on to lg, at its level
+// (never above error: a child's fatal log must not end this process).
+func (w *logWriter) log(line []byte) {
+	var rec map[string]any
+	if json.Unmarshal(line, &rec) != nil {
+		w.lg.Warn(string(line))
+		return
+	}
+	lvl := zapcore.InfoLevel
+	if s, ok := rec["level"].(string); ok {
+		if l, err := zapcore.ParseLevel(s); err == nil {
+			lvl = min(l, zapcore.ErrorLevel)
+		}
+	}
+	msg, _ := rec["msg"].(string)
+	ce := w.lg.Check(lvl, msg)
+	if ce == nil {
+		return
+	}
+	delete(rec, "level")
+	delete(rec, "msg")
+	delete(rec, "ts")
+	keys := make([]string, 0, len(rec))
+	for k := range rec {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	fields := make([]zap.Field, 0, len(keys))
+	for _, k := range keys {
+		fields = append(fields, zap.Any(k, rec[k]))
+	}
+	ce.Write(fields...)
+}
