@@ -27,7 +27,7 @@ func (f AdmitFunc) Admit(ctx context.Context, t fence.Token) error { return f(ct
 
 // Gate returns the Admitter that admits tokens at g.
 func Gate(g *fence.Gate) Admitter {
-	return AdmitFunc(func(_ context.Context, t fence.Token) error { return g.Admit(t) })
+	return AdmitFunc(func(_ context.Context, t fence.Token) error { return g.Advance(t) })
 }
 
 // ErrorBody is the JSON body of the Middleware's refusals.

@@ -36,7 +36,7 @@ type gateBackend struct {
 	seq  int64
 }
 
-func (b *gateBackend) Admit(_ context.Context, t fence.Token) error { return b.gate.Admit(t) }
+func (b *gateBackend) Admit(_ context.Context, t fence.Token) error { return b.gate.Advance(t) }
 
 func (b *gateBackend) write(_ context.Context, t fence.Token, key, value string) (int64, error) {
 	var seq int64
@@ -80,9 +80,9 @@ func (b etcdBackend) read(ctx context.Context, key string) (string, bool) {
 // request's token, fenced at the store, and answers the commit position.
 func service(b backend) http.Handler {
 	return httpfence.Middleware(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, err := fence.TokenFromContext(r.Context())
-		if err != nil {
-			httpfence.WriteError(w, err)
+		tok, ok := fence.FromContext(r.Context())
+		if !ok {
+			httpfence.WriteError(w, fence.ErrNoToken)
 			return
 		}
 		v, _ := io.ReadAll(r.Body)
