@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tenure-go/tenure/fence"
 )
 
 // Defaults of BatcherConfig.
@@ -89,8 +87,9 @@ type BatcherStats struct {
 // goroutine commit in the order it made them. A Batcher is safe for
 // concurrent use. Close it to stop its goroutines.
 type Batcher struct {
-	s   *Store
-	cfg BatcherConfig
+	writeMethods // Put, Delete, CompareAndSwap: through Do, in the next batch
+	s            *Store
+	cfg          BatcherConfig
 
 	reqs    chan *request
 	slots   chan struct{} // one per commit in flight
@@ -113,8 +112,8 @@ type request struct {
 // NewBatcher starts a Batcher that commits to s. cfg is validated and
 // copied.
 func NewBatcher(s *Store, cfg BatcherConfig) (*Batcher, error) {
-	if s == nil {
-		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	if s == nil || s.writeMethods.do == nil {
+		return nil, fmt.Errorf("%w: store %p (create stores with New)", ErrNilArgument, s)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -131,27 +130,9 @@ func NewBatcher(s *Store, cfg BatcherConfig) (*Batcher, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 	}
+	b.writeMethods = writeMethods{do: b.Do}
 	go b.run()
 	return b, nil
-}
-
-// Put writes value at key under t, as Store.Put does, in the next batch.
-func (b *Batcher) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
-	r := b.Do(ctx, PutWrite(t, key, value))
-	return r.Revision, r.Err
-}
-
-// Delete deletes key under t, as Store.Delete does, in the next batch.
-func (b *Batcher) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
-	r := b.Do(ctx, DeleteWrite(t, key))
-	return r.Deleted, r.Err
-}
-
-// CompareAndSwap writes value at key under t iff key's version is version,
-// as Store.CompareAndSwap does, in the next batch.
-func (b *Batcher) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
-	r := b.Do(ctx, CompareAndSwapWrite(t, key, version, value))
-	return r.Revision, r.Err
 }
 
 // Do submits w and waits for its result. Invalid writes are refused at once.

@@ -14,9 +14,7 @@ import (
 )
 
 func TestStoreOperations(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "ops")
+	ctx, cli, s := setup(t, "ops")
 	tok := fence.Token{Scope: "p/1", Epoch: 10}
 
 	floor, err := s.Floor(ctx, "p/1")
@@ -71,7 +69,8 @@ func TestStoreOperations(t *testing.T) {
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}))
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}), "advancing to the floor is a no-op")
 	fencetest.RequireStale(t, s.Advance(ctx, tok), "p/1", 10, 12)
-	fencetest.RequireStale(t, s.Admit(ctx, tok), "p/1", 10, 12)
+	var fencer fence.Fencer = s // a Store is a fence.Fencer
+	fencetest.RequireStale(t, fencer.Advance(ctx, tok), "p/1", 10, 12)
 	_, err = s.Get(ctx, tok, "new")
 	fencetest.RequireStale(t, err, "p/1", 10, 12)
 	floor, err = s.Floor(ctx, "p/1")
@@ -90,9 +89,7 @@ func TestStoreOperations(t *testing.T) {
 }
 
 func TestCorruptFloor(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "corrupt")
+	ctx, cli, s := setup(t, "corrupt")
 	_, err := cli.Put(ctx, s.FloorKey("p/1"), "zzz")
 	require.NoError(t, err)
 	_, err = s.Put(ctx, fence.Token{Scope: "p/1", Epoch: 5}, "k", nil)
@@ -150,9 +147,7 @@ func TestClaimGuard(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "bad")
+	ctx, cli, s := setup(t, "bad")
 	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
 	require.NoError(t, err)
 	defer b.Close()

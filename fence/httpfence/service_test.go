@@ -23,7 +23,7 @@ import (
 // backend is the store behind a test service: its writes are fenced, and
 // each returns its position in the store's own commit order.
 type backend interface {
-	httpfence.Admitter
+	fence.Fencer
 	write(ctx context.Context, t fence.Token, key, value string) (int64, error)
 	read(ctx context.Context, key string) (string, bool)
 }
@@ -36,7 +36,7 @@ type gateBackend struct {
 	seq  int64
 }
 
-func (b *gateBackend) Admit(_ context.Context, t fence.Token) error { return b.gate.Advance(t) }
+func (b *gateBackend) Advance(_ context.Context, t fence.Token) error { return b.gate.Advance(t) }
 
 func (b *gateBackend) write(_ context.Context, t fence.Token, key, value string) (int64, error) {
 	var seq int64
@@ -79,7 +79,7 @@ func (b etcdBackend) read(ctx context.Context, key string) (string, bool) {
 // service is a test HTTP service: PUT /<key> writes the body under the
 // request's token, fenced at the store, and answers the commit position.
 func service(b backend) http.Handler {
-	return httpfence.Middleware(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httpfence.Middleware(httpfence.AdmitFunc(b.Advance), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := fence.FromContext(r.Context())
 		if !ok {
 			httpfence.WriteError(w, fence.ErrNoToken)
@@ -157,7 +157,7 @@ func TestZombie(t *testing.T) {
 				errs <- [2]error{e1, e2}
 			}()
 			<-paused
-			require.NoError(t, b.Admit(context.Background(), fence.Token{Scope: scope, Epoch: 250}), "B advances")
+			require.NoError(t, b.Advance(context.Background(), fence.Token{Scope: scope, Epoch: 250}), "B advances")
 			_, err = put(bctx, client, srv.URL, "b-key", "written by B")
 			require.NoError(t, err)
 			close(resume)
