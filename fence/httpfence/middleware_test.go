@@ -2,7 +2,6 @@ package httpfence_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -36,18 +35,28 @@ func serve(h http.Handler, header ...string) *httptest.ResponseRecorder {
 	return w
 }
 
-func body(t *testing.T, w *httptest.ResponseRecorder) httpfence.ErrorBody {
+// body reads the refusal answered in w.
+func body(t *testing.T, w *httptest.ResponseRecorder) httpfence.Refusal {
 	t.Helper()
 	require.Equal(t, "application/json", w.Header().Get("Content-Type"))
-	var b httpfence.ErrorBody
-	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &b))
-	require.NotEmpty(t, b.Error)
-	return b
+	r, err := httpfence.ReadRefusal(w.Result())
+	require.NoError(t, err)
+	require.NotNil(t, r, "not a refusal")
+	require.NotEmpty(t, r.Message)
+	return *r
+}
+
+// middleware is httpfence.Middleware for arguments that must be accepted.
+func middleware(t *testing.T, f fence.Fencer, next http.Handler) *httpfence.Handler {
+	t.Helper()
+	h, err := httpfence.Middleware(f, next)
+	require.NoError(t, err)
+	return h
 }
 
 func TestMiddleware(t *testing.T) {
 	var g fence.Gate
-	h := httpfence.Middleware(httpfence.Gate(&g), echo)
+	h := middleware(t, g.Fencer(), echo)
 
 	w := serve(h, "p/1@5")
 	require.Equal(t, http.StatusOK, w.Code)
@@ -55,50 +64,51 @@ func TestMiddleware(t *testing.T) {
 
 	w = serve(h, "p/1@4")
 	require.Equal(t, http.StatusConflict, w.Code)
-	require.Equal(t, httpfence.ErrorBody{
-		Error: `fence: stale token for scope "p/1": epoch 4 < current epoch 5`, Scope: "p/1", Presented: 4, Current: 5,
+	require.Equal(t, httpfence.Refusal{
+		Kind:    httpfence.RefusalStale,
+		Message: `fence: stale token for scope "p/1": epoch 4 < current epoch 5`, Scope: "p/1", Presented: 4, Current: 5,
 	}, body(t, w))
-	require.Equal(t, httpfence.ReasonStale, w.Header().Get(httpfence.ErrorHeader))
+	require.Equal(t, string(httpfence.RefusalStale), w.Header().Get(httpfence.RefusalHeader))
 
 	for _, v := range []string{"p/1", "p/1@0", "p/1@-2", "p/1@x", "@1", ""} {
 		w = serve(h, v)
 		require.Equal(t, http.StatusBadRequest, w.Code, "%q", v)
-		require.Contains(t, body(t, w).Error, "malformed", "%q", v)
+		require.Contains(t, body(t, w).Message, "malformed", "%q", v)
 	}
 	w = serve(h, "p/1@5", "p/1@6")
 	require.Equal(t, http.StatusBadRequest, w.Code)
 
 	w = serve(h)
 	require.Equal(t, http.StatusPreconditionRequired, w.Code)
-	require.Equal(t, httpfence.ReasonMissing, w.Header().Get(httpfence.ErrorHeader))
+	require.Equal(t, string(httpfence.RefusalNoToken), w.Header().Get(httpfence.RefusalHeader))
 
-	opt := &httpfence.Handler{Admitter: httpfence.Gate(&g), Next: echo, Optional: true}
+	opt := &httpfence.Handler{Fencer: g.Fencer(), Next: echo, Optional: true}
 	w = serve(opt)
 	require.Equal(t, http.StatusOK, w.Code)
 	require.Equal(t, "no token", w.Body.String())
 	w = serve(opt, "p/1@3")
 	require.Equal(t, http.StatusConflict, w.Code, "optional does not mean unchecked")
 
-	failing := httpfence.Middleware(httpfence.AdmitFunc(func(context.Context, fence.Token) error {
+	failing := middleware(t, fence.FencerFunc(func(context.Context, fence.Token) error {
 		return errors.New("etcd unreachable")
 	}), echo)
 	w = serve(failing, "p/1@9")
 	require.Equal(t, http.StatusServiceUnavailable, w.Code)
-	require.Contains(t, body(t, w).Error, "etcd unreachable")
+	require.Contains(t, body(t, w).Message, "etcd unreachable")
 
-	invalid := httpfence.Middleware(httpfence.AdmitFunc(func(_ context.Context, t fence.Token) error {
+	invalid := middleware(t, fence.FencerFunc(func(_ context.Context, t fence.Token) error {
 		return errors.Join(fence.ErrInvalidToken, errors.New("scope unknown here"))
 	}), echo)
 	w = serve(invalid, "p/1@9")
 	require.Equal(t, http.StatusBadRequest, w.Code)
 
 	w = serve(&httpfence.Handler{Next: echo}, "p/1@9")
-	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no admitter: refuse, never pass unfenced")
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no fencer: refuse, never pass unfenced")
 }
 
 func TestTransportAndResponseError(t *testing.T) {
 	var g fence.Gate
-	srv := httptest.NewServer(httpfence.Middleware(httpfence.Gate(&g), echo))
+	srv := httptest.NewServer(middleware(t, g.Fencer(), echo))
 	defer srv.Close()
 	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 

@@ -78,8 +78,8 @@ func (b etcdBackend) read(ctx context.Context, key string) (string, bool) {
 
 // service is a test HTTP service: PUT /<key> writes the body under the
 // request's token, fenced at the store, and answers the commit position.
-func service(b backend) http.Handler {
-	return httpfence.Middleware(httpfence.AdmitFunc(b.Advance), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func service(t *testing.T, b backend) http.Handler {
+	return middleware(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := fence.FromContext(r.Context())
 		if !ok {
 			httpfence.WriteError(w, fence.ErrNoToken)
@@ -138,7 +138,7 @@ func put(ctx context.Context, client *http.Client, url, key, value string) (int6
 func TestZombie(t *testing.T) {
 	for name, b := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			srv := httptest.NewServer(service(b))
+			srv := httptest.NewServer(service(t, b))
 			defer srv.Close()
 			client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport, Required: true}}
 			scope := fence.PartitionScope(3)
@@ -184,7 +184,7 @@ func TestMonotonic(t *testing.T) {
 	cfg := fencetest.Config{Goroutines: 32, PerWriter: 20, Scopes: 3, Seed: 5}
 	for name, b := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			srv := httptest.NewServer(service(b))
+			srv := httptest.NewServer(service(t, b))
 			defer srv.Close()
 			client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 			accepted, refused := fencetest.Interleave(t, cfg, func(g, i int, tok fence.Token, _ string) (int64, error) {
