@@ -41,6 +41,7 @@ func TestParseTokenRejects(t *testing.T) {
 		require.Error(t, err, "%q", s)
 		assert.ErrorIs(t, err, fence.ErrMalformedToken, "%q", s)
 		assert.ErrorIs(t, err, fence.ErrInvalidToken, "%q", s)
+		assert.Equal(t, 1, strings.Count(err.Error(), "fence:"), "one prefix: %v", err)
 	}
 }
 
@@ -205,4 +206,21 @@ func ExampleParseToken() {
 	tok, err := fence.ParseToken("leader/billing@4711")
 	fmt.Println(tok.Scope, tok.Epoch, err)
 	// Output: leader/billing 4711 <nil>
+}
+
+// TestNilArguments: a nil Gate adapts to a nil Fencer (which constructors
+// taking a Fencer refuse), and a nil FencerFunc returns ErrNilArgument
+// instead of panicking.
+func TestNilArguments(t *testing.T) {
+	assert.Nil(t, (*fence.Gate)(nil).Fencer())
+	var err error
+	require.NotPanics(t, func() { err = fence.FencerFunc(nil).Advance(context.Background(), fence.Token{Scope: "p/1", Epoch: 1}) })
+	assert.ErrorIs(t, err, fence.ErrNilArgument)
+	assert.Equal(t, 1, strings.Count(err.Error(), "fence:"), "one prefix: %v", err)
+
+	var g fence.Gate
+	f := g.Fencer()
+	require.NoError(t, f.Advance(context.Background(), fence.Token{Scope: "p/1", Epoch: 4}))
+	assert.Equal(t, int64(4), g.Floor("p/1"), "the adapter advances the gate")
+	assert.ErrorIs(t, f.Advance(context.Background(), fence.Token{Scope: "p/1", Epoch: 3}), fence.ErrStale)
 }

@@ -112,8 +112,8 @@ type request struct {
 // NewBatcher starts a Batcher that commits to s. cfg is validated and
 // copied.
 func NewBatcher(s *Store, cfg BatcherConfig) (*Batcher, error) {
-	if s == nil || s.writeMethods.do == nil {
-		return nil, fmt.Errorf("%w: store %p (create stores with New)", ErrNilArgument, s)
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -135,11 +135,17 @@ func NewBatcher(s *Store, cfg BatcherConfig) (*Batcher, error) {
 	return b, nil
 }
 
+// errBatcherNotNew is the error of a Batcher not made by NewBatcher.
+var errBatcherNotNew = fmt.Errorf("%w: Batcher not created by NewBatcher", ErrNilArgument)
+
 // Do submits w and waits for its result. Invalid writes are refused at once.
 // If ctx ends first, Do returns ctx's error in Result.Err; a write already
 // handed to the committer may still be applied. After Close, Do returns
 // ErrClosed.
 func (b *Batcher) Do(ctx context.Context, w Write) Result {
+	if b.done == nil {
+		return Result{Err: errBatcherNotNew}
+	}
 	p, err := b.s.prepare(w)
 	if err != nil {
 		return Result{Err: err}
@@ -177,6 +183,9 @@ func (b *Batcher) Stats() BatcherStats {
 // applied), and Close returns once every goroutine of the Batcher has
 // ended. It is safe to call more than once.
 func (b *Batcher) Close() error {
+	if b.done == nil {
+		return errBatcherNotNew
+	}
 	b.once.Do(func() {
 		close(b.closing)
 		b.cancel()

@@ -167,6 +167,9 @@ func (s *Store) rejectCached(items []item, results []Result) []item {
 // if the floor is already newer than t; advancing to the current floor
 // succeeds. Advance always asks etcd. With it a Store is a fence.Fencer.
 func (s *Store) Advance(ctx context.Context, t fence.Token) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -184,6 +187,9 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 
 // Floor returns the highest epoch admitted for scope, or 0 if none.
 func (s *Store) Floor(ctx context.Context, scope string) (int64, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
 	if err := fence.ValidateScope(scope); err != nil {
 		return 0, err
 	}

@@ -21,6 +21,9 @@ type prepared struct {
 }
 
 func (s *Store) prepare(w Write) (prepared, error) {
+	if err := s.usable(); err != nil {
+		return prepared{}, err
+	}
 	if err := w.Token.Validate(); err != nil {
 		return prepared{}, err
 	}

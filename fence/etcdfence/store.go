@@ -60,6 +60,15 @@ func New(kv clientv3.KV, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// usable returns ErrNilArgument for a Store not made by New (its zero
+// value), on which any call to etcd would panic.
+func (s *Store) usable() error {
+	if s == nil || s.kv == nil {
+		return fmt.Errorf("%w: Store not created by New", ErrNilArgument)
+	}
+	return nil
+}
+
 // Config returns the store's configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
 
@@ -95,6 +104,9 @@ func (s *Store) checkValue(value []byte) error {
 // Get, like the writes, refuses a token older than a floor this Store has
 // already seen without asking etcd: floors never fall.
 func (s *Store) Get(ctx context.Context, t fence.Token, key string) (Item, error) {
+	if err := s.usable(); err != nil {
+		return Item{}, err
+	}
 	if err := t.Validate(); err != nil {
 		return Item{}, err
 	}

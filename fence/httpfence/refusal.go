@@ -2,7 +2,6 @@ package httpfence
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -224,7 +223,7 @@ func WriteRefusal(w http.ResponseWriter, r *Refusal) error {
 		invalid = r.validate()
 	}
 	if invalid != nil {
-		r = &Refusal{Kind: RefusalUnavailable, Message: "httpfence: cannot write refusal: " + invalid.Error()}
+		r = &Refusal{Kind: RefusalUnavailable, Message: invalid.Error()}
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -235,8 +234,8 @@ func WriteRefusal(w http.ResponseWriter, r *Refusal) error {
 		h.Set("Retry-After", retryAfter)
 	}
 	w.WriteHeader(status)
-	if err := json.NewEncoder(w).Encode(r); err != nil {
-		return errors.Join(invalid, fmt.Errorf("httpfence: write refusal: %w", err))
+	if err := json.NewEncoder(w).Encode(r); err != nil && invalid == nil {
+		return fmt.Errorf("httpfence: write refusal: %w", err)
 	}
 	return invalid
 }
