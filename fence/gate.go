@@ -43,11 +43,11 @@ func (g *Gate) Floor(scope string) int64 {
 	return g.floors[scope]
 }
 
-// Do advances to t and, if t is admitted, runs fn (if not nil) while holding the
-// gate's lock: no other token can be admitted until fn returns, so no newer
-// owner can slip in between the check and the write. It gives a process-local store the
-// check-and-write atomicity that durable fences get from a transaction.
-// fn must not call back into g.
+// Do advances to t and, if t is admitted, runs fn (if not nil) while
+// holding the gate's lock: no other token can be admitted until fn returns,
+// so no newer owner can slip in between the check and the write. It gives a
+// process-local store the check-and-write atomicity that durable fences get
+// from a transaction. fn must not call back into g.
 func (g *Gate) Do(t Token, fn func() error) error {
 	if err := t.Validate(); err != nil {
 		return err

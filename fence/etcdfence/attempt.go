@@ -6,8 +6,6 @@ import (
 	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/tenure-go/tenure/fence"
 )
 
 // This file runs one flat transaction for the writes of a planned chunk
@@ -116,15 +114,14 @@ func (s *Store) refused(ctx context.Context, items []item, groups []scopeGroup, 
 			continue
 		}
 		for _, it := range g.items {
-			switch {
-			case err != nil:
-				results[it.idx].Err = err
-			case it.p.w.Token.Epoch < f:
-				results[it.idx].Err = fence.NewStaleError(it.p.w.Token, f)
-			default:
-				continue
+			refusal := err // a corrupt floor refuses every write of its scope
+			if refusal == nil {
+				refusal = belowFloor(it.p.w.Token, f)
 			}
-			done[it.idx] = true
+			if refusal != nil {
+				results[it.idx].Err = refusal
+				done[it.idx] = true
+			}
 		}
 	}
 	for i, it := range cas {

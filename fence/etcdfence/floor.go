@@ -135,8 +135,17 @@ func (s *Store) floorOf(scope string, kvs []*mvccpb.KeyValue) (int64, error) {
 // Store has already seen for its scope (a lower bound of the real floor),
 // nil if not.
 func (s *Store) cachedStale(t fence.Token) error {
-	if c, ok := s.cache.get(t.Scope); ok && t.Epoch < c {
-		return fence.NewStaleError(t, c)
+	if c, ok := s.cache.get(t.Scope); ok {
+		return belowFloor(t, c)
+	}
+	return nil
+}
+
+// belowFloor is the fencing rule: a *fence.StaleError if t is older than
+// floor, nil if it may be admitted.
+func belowFloor(t fence.Token, floor int64) error {
+	if t.Epoch < floor {
+		return fence.NewStaleError(t, floor)
 	}
 	return nil
 }
