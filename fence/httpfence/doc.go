@@ -10,10 +10,11 @@
 // token, and either refuses the request or passes it on with the token in
 // its context (fence.FromContext).
 //
-// Every refusal, this package's and the router's, is a Refusal written by
-// WriteRefusal and read by ReadRefusal: a status by kind, the
+// Refusal is the one wire format of tenure's refusals, for this package and
+// for routers alike: WriteRefusal writes it (a status by kind, the
 // Tenure-Refusal header naming the kind, and a JSON body with the message
-// and what the caller needs next.
+// and what the caller needs next) and ReadRefusal, the one decoder, reads
+// it back.
 //
 //	409 Conflict               stale: {"kind", "message", "scope", "presented", "current"}
 //	421 Misdirected Request    not-owner: {"kind", "message", "partition", "owner", "addr", "epoch", "ring_version"}

@@ -11,10 +11,10 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// RefusalHeader is set on every refusal tenure answers over HTTP, by the
-// Middleware, by WriteError and (through WriteRefusal) by the router; its
-// value is the refusal's RefusalKind. A response without it is the
-// application's own answer, whatever its status.
+// RefusalHeader is set on every refusal written by WriteRefusal (and so by
+// the Middleware and WriteError); its value is the refusal's RefusalKind. A
+// response without it is the application's own answer, whatever its
+// status.
 const RefusalHeader = "Tenure-Refusal"
 
 // RefusalKind says why a request was refused. It is a short lower-case word,
