@@ -14,13 +14,3 @@ func FromContext(ctx context.Context) (Token, bool) {
 	t, ok := ctx.Value(tokenKey{}).(Token)
 	return t, ok
 }
-
-// TokenFromContext returns the token carried by ctx, or ErrNoToken if there
-// is none.
-func TokenFromContext(ctx context.Context) (Token, error) {
-	t, ok := FromContext(ctx)
-	if !ok {
-		return Token{}, ErrNoToken
-	}
-	return t, nil
-}

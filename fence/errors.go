@@ -21,6 +21,10 @@ var (
 
 	// ErrNoToken reports that a context carries no token where one is needed.
 	ErrNoToken = errors.New("fence: no token")
+
+	// ErrNilArgument reports a nil where a value is required, such as a nil
+	// FencerFunc.
+	ErrNilArgument = errors.New("fence: nil argument")
 )
 
 // StaleError is the error returned when a store rejects a token. It carries

@@ -41,6 +41,7 @@ func TestParseTokenRejects(t *testing.T) {
 		require.Error(t, err, "%q", s)
 		assert.ErrorIs(t, err, fence.ErrMalformedToken, "%q", s)
 		assert.ErrorIs(t, err, fence.ErrInvalidToken, "%q", s)
+		assert.Equal(t, 1, strings.Count(err.Error(), "fence:"), "one prefix: %v", err)
 	}
 }
 
@@ -66,7 +67,7 @@ func TestTokenValidate(t *testing.T) {
 			}
 			assert.ErrorIs(t, err, fence.ErrInvalidToken)
 			var g fence.Gate
-			assert.ErrorIs(t, g.Admit(tt.tok), fence.ErrInvalidToken)
+			assert.ErrorIs(t, g.Advance(tt.tok), fence.ErrInvalidToken)
 		})
 	}
 }
@@ -88,26 +89,24 @@ func TestContext(t *testing.T) {
 	ctx := context.Background()
 	_, ok := fence.FromContext(ctx)
 	assert.False(t, ok)
-	_, err := fence.TokenFromContext(ctx)
-	assert.ErrorIs(t, err, fence.ErrNoToken)
 	tok := fence.Token{Scope: "p/1", Epoch: 3}
-	got, err := fence.TokenFromContext(fence.NewContext(ctx, tok))
-	require.NoError(t, err)
+	got, ok := fence.FromContext(fence.NewContext(ctx, tok))
+	require.True(t, ok)
 	assert.Equal(t, tok, got)
 }
 
-func TestGateAdmitRule(t *testing.T) {
+func TestGateAdvanceRule(t *testing.T) {
 	var g fence.Gate
-	require.NoError(t, g.Admit(fence.Token{Scope: "p/1", Epoch: 10}))
-	require.NoError(t, g.Admit(fence.Token{Scope: "p/1", Epoch: 10}), "equal epoch is the same owner")
-	require.NoError(t, g.Admit(fence.Token{Scope: "p/1", Epoch: 11}))
-	err := g.Admit(fence.Token{Scope: "p/1", Epoch: 10})
+	require.NoError(t, g.Advance(fence.Token{Scope: "p/1", Epoch: 10}))
+	require.NoError(t, g.Advance(fence.Token{Scope: "p/1", Epoch: 10}), "equal epoch is the same owner")
+	require.NoError(t, g.Advance(fence.Token{Scope: "p/1", Epoch: 11}))
+	err := g.Advance(fence.Token{Scope: "p/1", Epoch: 10})
 	require.ErrorIs(t, err, fence.ErrStale)
 	var se *fence.StaleError
 	require.True(t, errors.As(err, &se))
 	assert.Equal(t, fence.StaleError{Scope: "p/1", Presented: 10, Current: 11}, *se)
 	assert.Contains(t, err.Error(), "epoch 10 < current epoch 11")
-	require.NoError(t, g.Admit(fence.Token{Scope: "p/2", Epoch: 1}), "scopes are independent")
+	require.NoError(t, g.Advance(fence.Token{Scope: "p/2", Epoch: 1}), "scopes are independent")
 	assert.Equal(t, int64(11), g.Floor("p/1"))
 	assert.ErrorIs(t, g.Check(fence.Token{Scope: "p/1", Epoch: 3}), fence.ErrStale)
 	assert.NoError(t, g.Check(fence.Token{Scope: "p/1", Epoch: 12}))
@@ -193,9 +192,9 @@ func ExampleGate() {
 	old := fence.Token{Scope: "p/7", Epoch: 100}
 	next := fence.Token{Scope: "p/7", Epoch: 250}
 
-	fmt.Println(g.Admit(old))  // the first owner writes
-	fmt.Println(g.Admit(next)) // its successor writes
-	err := g.Admit(old)        // the first owner wakes from a pause
+	fmt.Println(g.Advance(old))  // the first owner writes
+	fmt.Println(g.Advance(next)) // its successor writes
+	err := g.Advance(old)        // the first owner wakes from a pause
 	fmt.Println(errors.Is(err, fence.ErrStale), err)
 	// Output:
 	// <nil>
@@ -207,4 +206,21 @@ func ExampleParseToken() {
 	tok, err := fence.ParseToken("leader/billing@4711")
 	fmt.Println(tok.Scope, tok.Epoch, err)
 	// Output: leader/billing 4711 <nil>
+}
+
+// TestNilArguments: a nil Gate adapts to a nil Fencer (which constructors
+// taking a Fencer refuse), and a nil FencerFunc returns ErrNilArgument
+// instead of panicking.
+func TestNilArguments(t *testing.T) {
+	assert.Nil(t, (*fence.Gate)(nil).Fencer())
+	var err error
+	require.NotPanics(t, func() { err = fence.FencerFunc(nil).Advance(context.Background(), fence.Token{Scope: "p/1", Epoch: 1}) })
+	assert.ErrorIs(t, err, fence.ErrNilArgument)
+	assert.Equal(t, 1, strings.Count(err.Error(), "fence:"), "one prefix: %v", err)
+
+	var g fence.Gate
+	f := g.Fencer()
+	require.NoError(t, f.Advance(context.Background(), fence.Token{Scope: "p/1", Epoch: 4}))
+	assert.Equal(t, int64(4), g.Floor("p/1"), "the adapter advances the gate")
+	assert.ErrorIs(t, f.Advance(context.Background(), fence.Token{Scope: "p/1", Epoch: 3}), fence.ErrStale)
 }

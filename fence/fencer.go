@@ -1,6 +1,9 @@
 package fence
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Fencer raises the fence floor of one store to a new tenure's token. Before
 // any work runs under a newly acquired epoch (an ownership partition, an
@@ -13,7 +16,8 @@ import "context"
 // t.Epoch. ctx is cancelled when the tenure ends, and Advance must then
 // return promptly.
 //
-// Gate, etcdfence.Store and sqlfence.Fencer are Fencers.
+// etcdfence.Store and sqlfence.Fencer are Fencers; Gate.Fencer adapts a
+// Gate.
 type Fencer interface {
 	Advance(ctx context.Context, t Token) error
 }
@@ -21,5 +25,20 @@ type Fencer interface {
 // FencerFunc adapts a function to a Fencer.
 type FencerFunc func(ctx context.Context, t Token) error
 
-// Advance calls f(ctx, t).
-func (f FencerFunc) Advance(ctx context.Context, t Token) error { return f(ctx, t) }
+// Advance calls f(ctx, t). A nil f returns ErrNilArgument.
+func (f FencerFunc) Advance(ctx context.Context, t Token) error {
+	if f == nil {
+		return fmt.Errorf("%w: nil FencerFunc", ErrNilArgument)
+	}
+	return f(ctx, t)
+}
+
+// Fencer returns g as a Fencer: its Advance calls g.Advance and ignores ctx,
+// since a Gate never blocks. On a nil *Gate it returns a nil Fencer, which
+// every constructor that takes a Fencer refuses.
+func (g *Gate) Fencer() Fencer {
+	if g == nil {
+		return nil
+	}
+	return FencerFunc(func(_ context.Context, t Token) error { return g.Advance(t) })
+}

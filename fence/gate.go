@@ -15,16 +15,12 @@ type Gate struct {
 	floors map[string]int64
 }
 
-// Admit applies the admit rule to t. It returns nil and records t.Epoch if
-// t.Epoch >= the scope's floor, a *StaleError (errors.Is ErrStale) if it is
-// older, or an error wrapping ErrInvalidToken if t is invalid.
-func (g *Gate) Admit(t Token) error {
-	return g.Do(t, nil)
-}
-
-// Advance raises the floor of t's scope to t.Epoch, as a new owner does
-// before its first write. It is Admit under another name.
-func (g *Gate) Advance(t Token) error { return g.Admit(t) }
+// Advance applies the fencing rule to t: it returns nil and raises the floor
+// of t's scope to t.Epoch if t.Epoch >= the scope's floor, a *StaleError
+// (errors.Is ErrStale) if it is older, or an error wrapping ErrInvalidToken
+// if t is invalid. A new owner advances before its first write; Fencer
+// adapts a Gate to the Fencer interface.
+func (g *Gate) Advance(t Token) error { return g.Do(t, nil) }
 
 // Check reports whether t would be admitted, without recording it.
 func (g *Gate) Check(t Token) error {
@@ -47,11 +43,11 @@ func (g *Gate) Floor(scope string) int64 {
 	return g.floors[scope]
 }
 
-// Do admits t and, if admitted, runs fn (if not nil) while holding the
-// gate's lock: no other token can be admitted until fn returns, so no newer
-// owner can slip in between the check and the write. It gives a process-local store the
-// check-and-write atomicity that durable fences get from a transaction.
-// fn must not call back into g.
+// Do advances to t and, if t is admitted, runs fn (if not nil) while
+// holding the gate's lock: no other token can be admitted until fn returns,
+// so no newer owner can slip in between the check and the write. It gives a
+// process-local store the check-and-write atomicity that durable fences get
+// from a transaction. fn must not call back into g.
 func (g *Gate) Do(t Token, fn func() error) error {
 	if err := t.Validate(); err != nil {
 		return err

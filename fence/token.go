@@ -25,33 +25,49 @@ type Token struct {
 // non-empty, at most MaxScopeLen bytes of valid UTF-8 without control
 // characters, and its epoch positive. The error wraps ErrInvalidToken.
 func (t Token) Validate() error {
-	if err := ValidateScope(t.Scope); err != nil {
-		return err
-	}
-	if t.Epoch <= 0 {
-		return fmt.Errorf("%w: epoch %d for scope %q must be positive", ErrInvalidToken, t.Epoch, t.Scope)
+	if p := t.problem(); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidToken, p)
 	}
 	return nil
+}
+
+// problem says what makes t invalid, "" if nothing does.
+func (t Token) problem() string {
+	if p := scopeProblem(t.Scope); p != "" {
+		return p
+	}
+	if t.Epoch <= 0 {
+		return fmt.Sprintf("epoch %d for scope %q must be positive", t.Epoch, t.Scope)
+	}
+	return ""
 }
 
 // ValidateScope reports whether s is a valid scope: non-empty, at most
 // MaxScopeLen bytes of valid UTF-8 and free of control characters and spaces.
 // The error wraps ErrInvalidToken.
 func ValidateScope(s string) error {
+	if p := scopeProblem(s); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidToken, p)
+	}
+	return nil
+}
+
+// scopeProblem says what makes s an invalid scope, "" if nothing does.
+func scopeProblem(s string) string {
 	switch {
 	case s == "":
-		return fmt.Errorf("%w: empty scope", ErrInvalidToken)
+		return "empty scope"
 	case len(s) > MaxScopeLen:
-		return fmt.Errorf("%w: scope of %d bytes exceeds %d", ErrInvalidToken, len(s), MaxScopeLen)
+		return fmt.Sprintf("scope of %d bytes exceeds %d", len(s), MaxScopeLen)
 	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: scope %q is not valid UTF-8", ErrInvalidToken, s)
+		return fmt.Sprintf("scope %q is not valid UTF-8", s)
 	}
 	for _, r := range s {
 		if r <= ' ' || r == 0x7f {
-			return fmt.Errorf("%w: scope %q contains a control or space character", ErrInvalidToken, s)
+			return fmt.Sprintf("scope %q contains a control or space character", s)
 		}
 	}
-	return nil
+	return ""
 }
 
 // IsZero reports whether t is the zero Token.
@@ -82,8 +98,8 @@ func ParseToken(s string) (Token, error) {
 		return Token{}, fmt.Errorf("%w: %q: epoch %q out of range", ErrMalformedToken, s, digits)
 	}
 	t := Token{Scope: s[:i], Epoch: epoch}
-	if err := t.Validate(); err != nil {
-		return Token{}, fmt.Errorf("%w: %q: %v", ErrMalformedToken, s, err)
+	if p := t.problem(); p != "" {
+		return Token{}, fmt.Errorf("%w: %q: %s", ErrMalformedToken, s, p)
 	}
 	return t, nil
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tenure-go/tenure/fence"
 )
 
 // Defaults of BatcherConfig.
@@ -89,8 +87,9 @@ type BatcherStats struct {
 // goroutine commit in the order it made them. A Batcher is safe for
 // concurrent use. Close it to stop its goroutines.
 type Batcher struct {
-	s   *Store
-	cfg BatcherConfig
+	writeMethods // Put, Delete, CompareAndSwap: through Do, in the next batch
+	s            *Store
+	cfg          BatcherConfig
 
 	reqs    chan *request
 	slots   chan struct{} // one per commit in flight
@@ -113,8 +112,8 @@ type request struct {
 // NewBatcher starts a Batcher that commits to s. cfg is validated and
 // copied.
 func NewBatcher(s *Store, cfg BatcherConfig) (*Batcher, error) {
-	if s == nil {
-		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -131,34 +130,22 @@ func NewBatcher(s *Store, cfg BatcherConfig) (*Batcher, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 	}
+	b.writeMethods = writeMethods{do: b.Do}
 	go b.run()
 	return b, nil
 }
 
-// Put writes value at key under t, as Store.Put does, in the next batch.
-func (b *Batcher) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
-	r := b.Do(ctx, PutWrite(t, key, value))
-	return r.Revision, r.Err
-}
-
-// Delete deletes key under t, as Store.Delete does, in the next batch.
-func (b *Batcher) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
-	r := b.Do(ctx, DeleteWrite(t, key))
-	return r.Deleted, r.Err
-}
-
-// CompareAndSwap writes value at key under t iff key's version is version,
-// as Store.CompareAndSwap does, in the next batch.
-func (b *Batcher) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
-	r := b.Do(ctx, CompareAndSwapWrite(t, key, version, value))
-	return r.Revision, r.Err
-}
+// errBatcherNotNew is the error of a Batcher not made by NewBatcher.
+var errBatcherNotNew = fmt.Errorf("%w: Batcher not created by NewBatcher", ErrNilArgument)
 
 // Do submits w and waits for its result. Invalid writes are refused at once.
 // If ctx ends first, Do returns ctx's error in Result.Err; a write already
 // handed to the committer may still be applied. After Close, Do returns
 // ErrClosed.
 func (b *Batcher) Do(ctx context.Context, w Write) Result {
+	if b.done == nil {
+		return Result{Err: errBatcherNotNew}
+	}
 	p, err := b.s.prepare(w)
 	if err != nil {
 		return Result{Err: err}
@@ -196,6 +183,9 @@ func (b *Batcher) Stats() BatcherStats {
 // applied), and Close returns once every goroutine of the Batcher has
 // ended. It is safe to call more than once.
 func (b *Batcher) Close() error {
+	if b.done == nil {
+		return errBatcherNotNew
+	}
 	b.once.Do(func() {
 		close(b.closing)
 		b.cancel()

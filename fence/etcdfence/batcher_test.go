@@ -16,9 +16,7 @@ import (
 )
 
 func TestBatcherLinger(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "linger")
+	ctx, cli, s := setup(t, "linger")
 	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{MaxBatch: 4, Linger: 20 * time.Millisecond})
 	require.NoError(t, err)
 	defer b.Close()
@@ -42,9 +40,7 @@ func TestBatcherLinger(t *testing.T) {
 }
 
 func TestBatcherClose(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "close")
+	ctx, _, s := setup(t, "close")
 	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
 	require.NoError(t, err)
 	tok := fence.Token{Scope: "p/1", Epoch: 1}

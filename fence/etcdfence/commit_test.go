@@ -19,9 +19,7 @@ import (
 // TestCommitStaleNeighbours: a stale write inside a batch is refused and
 // its neighbours, in the same transaction, commit.
 func TestCommitStaleNeighbours(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "neighbours")
+	ctx, cli, s := setup(t, "neighbours")
 	old := fence.Token{Scope: "p/1", Epoch: 5}
 	cur := fence.Token{Scope: "p/1", Epoch: 9}
 	next := fence.Token{Scope: "p/1", Epoch: 11}
@@ -183,9 +181,7 @@ func TestCommitLimits(t *testing.T) {
 // 128 ops as the server counts them: the server accepts them, and one more
 // write starts a new transaction.
 func TestCommitExactLimit(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "exact")
+	ctx, _, s := setup(t, "exact")
 	tok := fence.Token{Scope: "p/1", Epoch: 1}
 	for _, c := range []struct {
 		kind etcdfence.WriteKind

@@ -35,9 +35,8 @@
 // *fence.StaleError carrying the scope, the presented epoch and the current
 // floor; errors.Is(err, fence.ErrStale) holds. Advance raises a scope's floor
 // on its own, as a new owner does before its first write, so that a stale
-// owner cannot write even keys the new owner never touches; a Store
-// satisfies the ownership package's Fencer interface with it. Floors must
-// never be deleted.
+// owner cannot write even keys the new owner never touches; with it a
+// Store is a fence.Fencer. Floors must never be deleted.
 //
 // Group commit: Store.Commit applies many fenced writes in one flat
 // transaction (split at etcd's ops-per-transaction and request-size limits)

@@ -9,6 +9,11 @@ var (
 	// ErrInvalidConfig reports a Config or BatcherConfig that cannot be used.
 	ErrInvalidConfig = errors.New("etcdfence: invalid config")
 
+	// ErrNilArgument reports a required argument that is nil, a typed nil
+	// included (such as a nil *clientv3.Client passed as the etcd KV, or a
+	// nil *Store). It wraps ErrInvalidConfig.
+	ErrNilArgument = fmt.Errorf("%w: nil argument", ErrInvalidConfig)
+
 	// ErrInvalidKey reports a data key the store cannot accept: empty, too
 	// long, or inside the fence prefix where the floors live.
 	ErrInvalidKey = errors.New("etcdfence: invalid key")

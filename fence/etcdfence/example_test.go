@@ -26,16 +26,23 @@ func startEtcd() (*cluster.Cluster, *clientv3.Client) {
 	return c, cli
 }
 
-// A paused owner wakes up after a new owner has taken its partition: the
-// store refuses its write.
-func Example() {
+// startStore starts an embedded etcd and a Store over it for an example:
+// etcdfence.New(cli, etcdfence.DefaultConfig()).
+func startStore() (*cluster.Cluster, *etcdfence.Store) {
 	c, cli := startEtcd()
-	defer c.Close()
-	ctx := context.Background()
 	store, err := etcdfence.New(cli, etcdfence.DefaultConfig())
 	if err != nil {
 		log.Fatal(err)
 	}
+	return c, store
+}
+
+// A paused owner wakes up after a new owner has taken its partition: the
+// store refuses its write.
+func Example() {
+	c, store := startStore()
+	defer c.Close()
+	ctx := context.Background()
 
 	old := fence.Token{Scope: fence.PartitionScope(7), Epoch: 100}
 	if err := store.Advance(ctx, old); err != nil {
@@ -52,7 +59,7 @@ func Example() {
 	}
 
 	// The old owner resumes.
-	_, err = store.Put(ctx, old, "orders/2", []byte("zombie"))
+	_, err := store.Put(ctx, old, "orders/2", []byte("zombie"))
 	fmt.Println(errors.Is(err, fence.ErrStale))
 	var se *fence.StaleError
 	if errors.As(err, &se) {
@@ -111,13 +118,9 @@ func ExampleClaimGuard() {
 
 // Many goroutines write through one Batcher; each write is fenced alone.
 func ExampleBatcher() {
-	c, cli := startEtcd()
+	c, store := startStore()
 	defer c.Close()
 	ctx := context.Background()
-	store, err := etcdfence.New(cli, etcdfence.DefaultConfig())
-	if err != nil {
-		log.Fatal(err)
-	}
 	b, err := etcdfence.NewBatcher(store, etcdfence.DefaultBatcherConfig())
 	if err != nil {
 		log.Fatal(err)

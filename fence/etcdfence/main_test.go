@@ -1,6 +1,7 @@
 package etcdfence_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -50,6 +51,14 @@ func dump(t testing.TB, cli *clientv3.Client, prefix string) map[string]string {
 		m[strings.TrimPrefix(string(kv.Key), prefix)] = fmt.Sprintf("%s#v%d", kv.Value, kv.Version)
 	}
 	return m
+}
+
+// setup starts a one-member etcd for the test and returns a test context,
+// a client and a Store named name.
+func setup(t testing.TB, name string) (context.Context, *clientv3.Client, *etcdfence.Store) {
+	t.Helper()
+	cli := startCluster(t)
+	return fencetest.Context(t), cli, newStore(t, cli, name)
 }
 
 // startCluster starts a one-member etcd for the test and returns a client.

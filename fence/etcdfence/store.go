@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // Store is a fenced key-value store over etcd. Every operation takes the
@@ -21,9 +20,10 @@ import (
 // Stores, in any number of processes, over the same etcd and FencePrefix
 // share the floors themselves. Create Stores with New.
 type Store struct {
-	kv    clientv3.KV
-	cfg   Config
-	cache floorCache
+	writeMethods // Put, Delete, CompareAndSwap: one transaction each
+	kv           clientv3.KV
+	cfg          Config
+	cache        floorCache
 }
 
 // Item is a key's value and metadata as read by Get.
@@ -46,20 +46,31 @@ func (it Item) Exists() bool { return it.Version > 0 }
 // New returns a Store that reaches etcd through kv (a *clientv3.Client
 // will do). It validates cfg and applies its defaults; cfg is copied.
 func New(kv clientv3.KV, cfg Config) (*Store, error) {
-	if kv == nil {
-		return nil, fmt.Errorf("%w: nil etcd KV", ErrInvalidConfig)
+	if nilness.Is(kv) {
+		return nil, fmt.Errorf("%w: etcd KV %T", ErrNilArgument, kv)
+	}
+	if c, ok := kv.(*clientv3.Client); ok && nilness.Is(c.KV) {
+		return nil, fmt.Errorf("%w: *clientv3.Client without a KV (create clients with clientv3.New)", ErrNilArgument)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, cfg: cfg.withDefaults()}, nil
+	s := &Store{kv: kv, cfg: cfg.withDefaults()}
+	s.writeMethods = writeMethods{do: s.write}
+	return s, nil
+}
+
+// usable returns ErrNilArgument for a Store not made by New (its zero
+// value), on which any call to etcd would panic.
+func (s *Store) usable() error {
+	if s == nil || s.kv == nil {
+		return fmt.Errorf("%w: Store not created by New", ErrNilArgument)
+	}
+	return nil
 }
 
 // Config returns the store's configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
-
-// FloorKey returns the etcd key that holds scope's floor.
-func (s *Store) FloorKey(scope string) string { return s.cfg.FencePrefix + scope }
 
 // dataKey validates key and returns it with the prefix.
 func (s *Store) dataKey(key string) (string, error) {
@@ -83,105 +94,6 @@ func (s *Store) checkValue(value []byte) error {
 	return nil
 }
 
-// staleCmp is the comparison that holds iff t is older than its scope's
-// floor. It fails on a missing floor, so the Else branch, which admits,
-// also covers a scope never written.
-func staleCmp(floorKey, epoch string) clientv3.Cmp {
-	return clientv3.Compare(clientv3.Value(floorKey), ">", epoch)
-}
-
-// staleFrom builds the error for t from the floor read in a refused txn.
-func (s *Store) staleFrom(t fence.Token, r *pb.ResponseOp) error {
-	rr := r.GetResponseRange()
-	if rr == nil || len(rr.Kvs) == 0 {
-		// The floor vanished between compare and read: impossible inside
-		// one transaction, but report staleness without a current epoch.
-		return fence.NewStaleError(t, 0)
-	}
-	cur, err := s.floorOf(t.Scope, rr.Kvs)
-	if err != nil {
-		return err
-	}
-	return fence.NewStaleError(t, cur)
-}
-
-// floorOf decodes the floor of scope from kvs, the result of reading its
-// floor key, and records it in the cache: 0 if kvs is empty (no floor).
-func (s *Store) floorOf(scope string, kvs []*mvccpb.KeyValue) (int64, error) {
-	if len(kvs) == 0 {
-		s.cache.absent(scope)
-		return 0, nil
-	}
-	e, err := decodeEpoch(kvs[0].Value)
-	if err != nil {
-		return 0, fmt.Errorf("scope %q: %w", scope, err)
-	}
-	s.cache.raise(scope, e)
-	return e, nil
-}
-
-// cachedStale returns a *fence.StaleError if t is older than the floor this
-// Store has already seen for its scope (a lower bound of the real floor),
-// nil if not.
-func (s *Store) cachedStale(t fence.Token) error {
-	if c, ok := s.cache.get(t.Scope); ok && t.Epoch < c {
-		return fence.NewStaleError(t, c)
-	}
-	return nil
-}
-
-// guarded runs the transaction
-//
-//	If(Value(floor) > epoch) Then(Get(floor)) Else(els...)
-//
-// in which els runs iff t is not older than its scope's floor. A refusal is
-// returned as stale (a *fence.StaleError); err is etcd's.
-func (s *Store) guarded(ctx context.Context, t fence.Token, floor, epoch string, els ...clientv3.Op) (resp *clientv3.TxnResponse, stale, err error) {
-	resp, err = s.kv.Txn(ctx).If(staleCmp(floor, epoch)).Then(clientv3.OpGet(floor)).Else(els...).Commit()
-	if err == nil && resp.Succeeded {
-		stale = s.staleFrom(t, resp.Responses[0])
-	}
-	return resp, stale, err
-}
-
-// Advance raises the floor of t's scope to t.Epoch, as a new owner does
-// before its first write, so that older tokens are refused from then on
-// even for keys the new owner never writes. It returns a *fence.StaleError
-// if the floor is already newer than t; advancing to the current floor
-// succeeds. Advance always asks etcd.
-func (s *Store) Advance(ctx context.Context, t fence.Token) error {
-	if err := t.Validate(); err != nil {
-		return err
-	}
-	floor, e := s.FloorKey(t.Scope), encodeEpoch(t.Epoch)
-	_, stale, err := s.guarded(ctx, t, floor, e, clientv3.OpPut(floor, e))
-	if err != nil {
-		return fmt.Errorf("etcdfence: advance %s: %w", t, err)
-	}
-	if stale != nil {
-		return stale
-	}
-	s.cache.raise(t.Scope, t.Epoch)
-	return nil
-}
-
-// Admit is Advance under the name of the fencing rule, so that a Store can
-// stand wherever an admitter of tokens is expected (such as an HTTP
-// middleware).
-func (s *Store) Admit(ctx context.Context, t fence.Token) error { return s.Advance(ctx, t) }
-
-// Floor returns the highest epoch admitted for scope, or 0 if none.
-func (s *Store) Floor(ctx context.Context, scope string) (int64, error) {
-	if err := fence.ValidateScope(scope); err != nil {
-		return 0, err
-	}
-	resp, err := s.kv.Get(ctx, s.FloorKey(scope))
-	if err != nil {
-		return 0, fmt.Errorf("etcdfence: floor of %q: %w", scope, err)
-	}
-	return s.floorOf(scope, resp.Kvs)
-}
-
 // Get reads key under t. It is refused with a *fence.StaleError if t is
 // older than its scope's floor. Get checks the token but does not record it
 // (it does not raise the floor): recording would turn every read into a
@@ -192,6 +104,9 @@ func (s *Store) Floor(ctx context.Context, scope string) (int64, error) {
 // Get, like the writes, refuses a token older than a floor this Store has
 // already seen without asking etcd: floors never fall.
 func (s *Store) Get(ctx context.Context, t fence.Token, key string) (Item, error) {
+	if err := s.usable(); err != nil {
+		return Item{}, err
+	}
 	if err := t.Validate(); err != nil {
 		return Item{}, err
 	}
@@ -215,32 +130,6 @@ func (s *Store) Get(ctx context.Context, t fence.Token, key string) (Item, error
 		it.Value, it.Version, it.CreateRevision, it.ModRevision = kv.Value, kv.Version, kv.CreateRevision, kv.ModRevision
 	}
 	return it, nil
-}
-
-// Put writes value at key under t, in one transaction with the check of t
-// against its scope's floor and the recording of t.Epoch as the new floor.
-// It returns the etcd revision of the write, or a *fence.StaleError if t is
-// older than the floor.
-func (s *Store) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
-	r := s.write(ctx, PutWrite(t, key, value))
-	return r.Revision, r.Err
-}
-
-// Delete deletes key under t, fenced as Put is. It reports whether the key
-// existed.
-func (s *Store) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
-	r := s.write(ctx, DeleteWrite(t, key))
-	return r.Deleted, r.Err
-}
-
-// CompareAndSwap writes value at key under t iff the key's version is
-// version (0: the key must not exist), fenced as Put is. It returns the
-// revision of the write, a *fence.StaleError if t is stale, or a
-// *VersionError (errors.Is ErrVersionMismatch) if the version differs, in
-// which case nothing is written and the token is not recorded.
-func (s *Store) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
-	r := s.write(ctx, CompareAndSwapWrite(t, key, version, value))
-	return r.Revision, r.Err
 }
 
 // write runs one write through Commit's machinery. Every outcome, a

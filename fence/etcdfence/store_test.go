@@ -1,6 +1,7 @@
 package etcdfence_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -14,9 +15,7 @@ import (
 )
 
 func TestStoreOperations(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "ops")
+	ctx, cli, s := setup(t, "ops")
 	tok := fence.Token{Scope: "p/1", Epoch: 10}
 
 	floor, err := s.Floor(ctx, "p/1")
@@ -71,7 +70,8 @@ func TestStoreOperations(t *testing.T) {
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}))
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}), "advancing to the floor is a no-op")
 	fencetest.RequireStale(t, s.Advance(ctx, tok), "p/1", 10, 12)
-	fencetest.RequireStale(t, s.Admit(ctx, tok), "p/1", 10, 12)
+	var fencer fence.Fencer = s // a Store is a fence.Fencer
+	fencetest.RequireStale(t, fencer.Advance(ctx, tok), "p/1", 10, 12)
 	_, err = s.Get(ctx, tok, "new")
 	fencetest.RequireStale(t, err, "p/1", 10, 12)
 	floor, err = s.Floor(ctx, "p/1")
@@ -90,9 +90,7 @@ func TestStoreOperations(t *testing.T) {
 }
 
 func TestCorruptFloor(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "corrupt")
+	ctx, cli, s := setup(t, "corrupt")
 	_, err := cli.Put(ctx, s.FloorKey("p/1"), "zzz")
 	require.NoError(t, err)
 	_, err = s.Put(ctx, fence.Token{Scope: "p/1", Epoch: 5}, "k", nil)
@@ -150,9 +148,7 @@ func TestClaimGuard(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	cli := startCluster(t)
-	ctx := fencetest.Context(t)
-	s := newStore(t, cli, "bad")
+	ctx, cli, s := setup(t, "bad")
 	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
 	require.NoError(t, err)
 	defer b.Close()
@@ -248,4 +244,45 @@ func TestConfigValidate(t *testing.T) {
 	}
 	require.True(t, errors.Is(etcdfence.ErrKeyTooLong, etcdfence.ErrInvalidKey))
 	require.Equal(t, "/tenure/prod/fence/", etcdfence.FencePrefixFor("prod"))
+}
+
+// TestNilArguments: every constructor and every method of a zero value
+// refuses a nil or typed-nil collaborator with ErrNilArgument (which wraps
+// ErrInvalidConfig), without panicking.
+func TestNilArguments(t *testing.T) {
+	ctx := context.Background()
+	tok := fence.Token{Scope: "p/1", Epoch: 1}
+	var zero etcdfence.Store
+	var zeroBatcher etcdfence.Batcher
+	for name, call := range map[string]func() error{
+		"New(nil)":                  func() error { _, err := etcdfence.New(nil, etcdfence.Config{}); return err },
+		"New(nil *clientv3.Client)": func() error { _, err := etcdfence.New((*clientv3.Client)(nil), etcdfence.Config{}); return err },
+		"New(KV(nil *Client))": func() error {
+			var kv clientv3.KV = (*clientv3.Client)(nil)
+			_, err := etcdfence.New(kv, etcdfence.Config{})
+			return err
+		},
+		"New(&clientv3.Client{})": func() error { _, err := etcdfence.New(&clientv3.Client{}, etcdfence.Config{}); return err },
+		"NewBatcher(nil)":         func() error { _, err := etcdfence.NewBatcher(nil, etcdfence.BatcherConfig{}); return err },
+		"NewBatcher(zero Store)":  func() error { _, err := etcdfence.NewBatcher(&zero, etcdfence.BatcherConfig{}); return err },
+		"zero Store Put":          func() error { _, err := zero.Put(ctx, tok, "k", nil); return err },
+		"zero Store Delete":       func() error { _, err := zero.Delete(ctx, tok, "k"); return err },
+		"zero Store CAS":          func() error { _, err := zero.CompareAndSwap(ctx, tok, "k", 0, nil); return err },
+		"zero Store Get":          func() error { _, err := zero.Get(ctx, tok, "k"); return err },
+		"zero Store Advance":      func() error { return zero.Advance(ctx, tok) },
+		"zero Store Floor":        func() error { _, err := zero.Floor(ctx, "p/1"); return err },
+		"zero Store Commit": func() error {
+			rs, _ := zero.Commit(ctx, []etcdfence.Write{etcdfence.PutWrite(tok, "k", nil)})
+			return rs[0].Err
+		},
+		"zero Batcher Put":   func() error { _, err := zeroBatcher.Put(ctx, tok, "k", nil); return err },
+		"zero Batcher Do":    func() error { return zeroBatcher.Do(ctx, etcdfence.PutWrite(tok, "k", nil)).Err },
+		"zero Batcher Close": func() error { return zeroBatcher.Close() },
+	} {
+		var err error
+		require.NotPanics(t, func() { err = call() }, name)
+		require.ErrorIs(t, err, etcdfence.ErrNilArgument, name)
+		require.ErrorIs(t, err, etcdfence.ErrInvalidConfig, name)
+		require.Equal(t, 1, strings.Count(err.Error(), "etcdfence:"), "%s: one prefix: %v", name, err)
+	}
 }

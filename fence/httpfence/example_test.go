@@ -17,11 +17,14 @@ import (
 // the token of its context.
 func Example() {
 	var gate fence.Gate
-	srv := httptest.NewServer(httpfence.Middleware(httpfence.Gate(&gate),
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			tok, _ := fence.FromContext(r.Context())
-			fmt.Fprintf(w, "accepted %s", tok)
-		})))
+	h, err := httpfence.Middleware(gate.Fencer(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := fence.FromContext(r.Context())
+		fmt.Fprintf(w, "accepted %s", tok)
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 

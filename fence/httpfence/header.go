@@ -10,18 +10,6 @@ import (
 // Header is the name of the HTTP header that carries a token.
 const Header = "Tenure-Fence-Token"
 
-// ErrorHeader is the header the Middleware sets on its refusals, with one
-// of the Reason values.
-const ErrorHeader = "Tenure-Fence-Error"
-
-// Reasons of a refusal, in the ErrorHeader.
-const (
-	ReasonStale     = "stale"
-	ReasonMalformed = "malformed"
-	ReasonMissing   = "missing"
-	ReasonFailed    = "failed"
-)
-
 // SetHeader sets h's token header to t. It returns an error wrapping
 // fence.ErrInvalidToken, and leaves h alone, if t is invalid.
 func SetHeader(h http.Header, t fence.Token) error {

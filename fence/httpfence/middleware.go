@@ -1,66 +1,52 @@
 package httpfence
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// Admitter admits a token or refuses it: nil, a *fence.StaleError (errors.Is
-// fence.ErrStale), an error wrapping fence.ErrInvalidToken, or any other
-// failure. etcdfence.Store and sqlfence.Fencer are Admitters; wrap a
-// *fence.Gate with Gate.
-type Admitter interface {
-	Admit(ctx context.Context, t fence.Token) error
-}
-
-// AdmitFunc adapts a function to Admitter.
-type AdmitFunc func(ctx context.Context, t fence.Token) error
-
-// Admit calls f.
-func (f AdmitFunc) Admit(ctx context.Context, t fence.Token) error { return f(ctx, t) }
-
-// Gate returns the Admitter that admits tokens at g.
-func Gate(g *fence.Gate) Admitter {
-	return AdmitFunc(func(_ context.Context, t fence.Token) error { return g.Admit(t) })
-}
-
-// ErrorBody is the JSON body of the Middleware's refusals.
-type ErrorBody struct {
-	// Error says what went wrong.
-	Error string `json:"error"`
-	// Scope, Presented and Current describe a stale token (409): its scope,
-	// its epoch and the newest epoch admitted for the scope (0 if unknown).
-	Scope     string `json:"scope,omitempty"`
-	Presented int64  `json:"presented,omitempty"`
-	Current   int64  `json:"current,omitempty"`
-}
-
-// Handler admits the token of each request before passing it on. It is
-// safe for concurrent use if its Admitter and Next are.
+// Handler advances its Fencer to the token of each request before passing
+// the request on. It is safe for concurrent use if its Fencer and Next are.
 type Handler struct {
-	// Admitter decides on each token. It must not be nil.
-	Admitter Admitter
-	// Next serves admitted requests, whose context carries the token.
+	// Fencer advances to each request's token, or refuses it: nil, a
+	// *fence.StaleError (errors.Is fence.ErrStale), an error wrapping
+	// fence.ErrInvalidToken, or any other failure. etcdfence.Store and
+	// sqlfence.Fencer are Fencers; fence.Gate.Fencer adapts a Gate. A nil
+	// Fencer (a typed nil included) refuses every request with
+	// RefusalUnavailable.
+	Fencer fence.Fencer
+	// Next serves admitted requests, whose context carries the token. A nil
+	// Next refuses every request as a nil Fencer does.
 	Next http.Handler
 	// Optional lets requests without the header through, unfenced: their
-	// context carries no token. By default they get 428.
+	// context carries no token. By default they are refused with
+	// RefusalNoToken.
 	Optional bool
 }
 
-// Middleware returns the Handler that admits each request's token with a
-// before calling next.
-func Middleware(a Admitter, next http.Handler) *Handler {
-	return &Handler{Admitter: a, Next: next}
+// Middleware returns the Handler that advances f to each request's token
+// before calling next. It returns an error wrapping ErrNilArgument if f or
+// next is nil, a typed nil included.
+func Middleware(f fence.Fencer, next http.Handler) (*Handler, error) {
+	if nilness.Is(f) {
+		return nil, fmt.Errorf("%w: fencer %T", ErrNilArgument, f)
+	}
+	if nilness.Is(next) {
+		return nil, fmt.Errorf("%w: next handler %T", ErrNilArgument, next)
+	}
+	return &Handler{Fencer: f, Next: next}, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h == nil || nilness.Is(h.Fencer) || nilness.Is(h.Next) {
+		_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable, Message: "httpfence: the handler has no fencer or no next handler"})
+		return
+	}
 	tok, present, err := FromHeader(r.Header)
 	switch {
 	case err != nil:
@@ -73,81 +59,71 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
 		return
 	}
-	if h.Admitter == nil {
-		refuse(w, http.StatusServiceUnavailable, ReasonFailed, ErrorBody{Error: "httpfence: no admitter configured"})
-		return
-	}
-	if err := h.Admitter.Admit(r.Context(), tok); err != nil {
+	if err := h.Fencer.Advance(r.Context(), tok); err != nil {
 		if !WriteError(w, err) {
-			refuse(w, http.StatusServiceUnavailable, ReasonFailed, ErrorBody{Error: "httpfence: the fence could not admit the token: " + err.Error()})
+			_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable,
+				Message: fmt.Sprintf("httpfence: the fence could not advance to %s: %v", tok, err)})
 		}
 		return
 	}
 	h.Next.ServeHTTP(w, r.WithContext(fence.NewContext(r.Context(), tok)))
 }
 
-// WriteError answers a request with the refusal the Middleware would give
-// for err, if err is a fencing error: 409 for a stale token
-// (errors.As *fence.StaleError), 400 for an invalid one
-// (fence.ErrInvalidToken), 428 for a missing one (fence.ErrNoToken). It
-// reports whether it answered; for any other error it writes nothing and
-// returns false. Handlers use it for the refusals of their own fenced
-// writes.
+// WriteError answers a request with the refusal that err stands for, if it
+// is one: a *Refusal as it is, a stale token (errors.Is fence.ErrStale,
+// described when errors.As finds a *fence.StaleError) as RefusalStale, an
+// invalid one (fence.ErrInvalidToken) as RefusalInvalidToken, a missing
+// one (fence.ErrNoToken) as RefusalNoToken. It reports whether it
+// answered; for any other error, or a nil w, it writes nothing and returns
+// false. Handlers use it for the refusals of their own fenced writes.
 func WriteError(w http.ResponseWriter, err error) bool {
-	var se *fence.StaleError
+	r, ok := refusalOf(err)
+	return ok && WriteRefusal(w, r) == nil
+}
+
+// refusalOf returns the refusal err stands for, if any.
+func refusalOf(err error) (*Refusal, bool) {
+	var (
+		ref *Refusal
+		se  *fence.StaleError
+	)
 	switch {
+	case err == nil:
+		return nil, false
+	case errors.As(err, &ref):
+		return ref, true
 	case errors.As(err, &se):
-		refuse(w, http.StatusConflict, ReasonStale, ErrorBody{Error: se.Error(), Scope: se.Scope, Presented: se.Presented, Current: se.Current})
+		return &Refusal{Kind: RefusalStale, Message: se.Error(), Scope: se.Scope, Presented: se.Presented, Current: se.Current}, true
+	case errors.Is(err, fence.ErrStale):
+		return &Refusal{Kind: RefusalStale, Message: err.Error()}, true
 	case errors.Is(err, fence.ErrInvalidToken):
-		refuse(w, http.StatusBadRequest, ReasonMalformed, ErrorBody{Error: err.Error()})
+		return &Refusal{Kind: RefusalInvalidToken, Message: err.Error()}, true
 	case errors.Is(err, fence.ErrNoToken):
-		refuse(w, http.StatusPreconditionRequired, ReasonMissing, ErrorBody{Error: err.Error()})
-	default:
-		return false
+		return &Refusal{Kind: RefusalNoToken, Message: err.Error()}, true
 	}
-	return true
+	return nil, false
 }
 
-func refuse(w http.ResponseWriter, code int, reason string, body ErrorBody) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set(ErrorHeader, reason)
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(body)
-}
-
-// maxErrorBody bounds how much of a refusal ResponseError reads.
-const maxErrorBody = 64 << 10
-
-// ResponseError returns the error of a response refused by a Middleware,
-// or nil if the Middleware did not refuse it (the ErrorHeader is absent):
-// a *fence.StaleError for 409, an error wrapping fence.ErrMalformedToken
-// for a malformed token, fence.ErrNoToken for a missing one, and otherwise
-// an error describing the failure. It reads (but does not close) the body
-// of a refused response.
+// ResponseError returns the refusal of resp as an error, or nil if resp is
+// not a refusal (the RefusalHeader is absent): the *Refusal ReadRefusal
+// reads, so that errors.Is(err, fence.ErrStale) holds for a stale token and
+// errors.As finds its *fence.StaleError. A refusal that cannot be read
+// gives an error wrapping ErrInvalidRefusal and, when the header names a
+// kind that has one, the kind's fencing error (fence.ErrStale, ...). It
+// reads (but does not close) the body of a refusal.
 func ResponseError(resp *http.Response) error {
-	reason := resp.Header.Get(ErrorHeader)
-	if reason == "" {
+	r, err := ReadRefusal(resp)
+	switch {
+	case err != nil && resp != nil:
+		err = fmt.Errorf("%s: %w", statusText(resp.StatusCode), err)
+		if k := kindError(RefusalKind(resp.Header.Get(RefusalHeader))); k != nil {
+			err = fmt.Errorf("%w (%w)", err, k)
+		}
+		return err
+	case err != nil:
+		return err
+	case r == nil:
 		return nil
 	}
-	var body ErrorBody
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	if err == nil {
-		err = json.Unmarshal(raw, &body)
-	}
-	if err != nil {
-		body.Error = fmt.Sprintf("unreadable refusal body: %v", err)
-	}
-	switch reason {
-	case ReasonStale:
-		if body.Scope == "" || body.Presented <= 0 {
-			return fmt.Errorf("%w: %s (%d %s)", fence.ErrStale, body.Error, resp.StatusCode, http.StatusText(resp.StatusCode))
-		}
-		return &fence.StaleError{Scope: body.Scope, Presented: body.Presented, Current: body.Current}
-	case ReasonMalformed:
-		return fmt.Errorf("%w: refused by the server: %s", fence.ErrMalformedToken, body.Error)
-	case ReasonMissing:
-		return fmt.Errorf("%w: refused by the server: %s", fence.ErrNoToken, body.Error)
-	}
-	return fmt.Errorf("httpfence: %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), body.Error)
+	return r
 }

@@ -2,7 +2,6 @@ package httpfence_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/fence/httpfence"
 )
 
@@ -36,18 +36,28 @@ func serve(h http.Handler, header ...string) *httptest.ResponseRecorder {
 	return w
 }
 
-func body(t *testing.T, w *httptest.ResponseRecorder) httpfence.ErrorBody {
+// body reads the refusal answered in w.
+func body(t *testing.T, w *httptest.ResponseRecorder) httpfence.Refusal {
 	t.Helper()
 	require.Equal(t, "application/json", w.Header().Get("Content-Type"))
-	var b httpfence.ErrorBody
-	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &b))
-	require.NotEmpty(t, b.Error)
-	return b
+	r, err := httpfence.ReadRefusal(w.Result())
+	require.NoError(t, err)
+	require.NotNil(t, r, "not a refusal")
+	require.NotEmpty(t, r.Message)
+	return *r
+}
+
+// middleware is httpfence.Middleware for arguments that must be accepted.
+func middleware(t *testing.T, f fence.Fencer, next http.Handler) *httpfence.Handler {
+	t.Helper()
+	h, err := httpfence.Middleware(f, next)
+	require.NoError(t, err)
+	return h
 }
 
 func TestMiddleware(t *testing.T) {
 	var g fence.Gate
-	h := httpfence.Middleware(httpfence.Gate(&g), echo)
+	h := middleware(t, g.Fencer(), echo)
 
 	w := serve(h, "p/1@5")
 	require.Equal(t, http.StatusOK, w.Code)
@@ -55,50 +65,51 @@ func TestMiddleware(t *testing.T) {
 
 	w = serve(h, "p/1@4")
 	require.Equal(t, http.StatusConflict, w.Code)
-	require.Equal(t, httpfence.ErrorBody{
-		Error: `fence: stale token for scope "p/1": epoch 4 < current epoch 5`, Scope: "p/1", Presented: 4, Current: 5,
+	require.Equal(t, httpfence.Refusal{
+		Kind:    httpfence.RefusalStale,
+		Message: `fence: stale token for scope "p/1": epoch 4 < current epoch 5`, Scope: "p/1", Presented: 4, Current: 5,
 	}, body(t, w))
-	require.Equal(t, httpfence.ReasonStale, w.Header().Get(httpfence.ErrorHeader))
+	require.Equal(t, string(httpfence.RefusalStale), w.Header().Get(httpfence.RefusalHeader))
 
 	for _, v := range []string{"p/1", "p/1@0", "p/1@-2", "p/1@x", "@1", ""} {
 		w = serve(h, v)
 		require.Equal(t, http.StatusBadRequest, w.Code, "%q", v)
-		require.Contains(t, body(t, w).Error, "malformed", "%q", v)
+		require.Contains(t, body(t, w).Message, "malformed", "%q", v)
 	}
 	w = serve(h, "p/1@5", "p/1@6")
 	require.Equal(t, http.StatusBadRequest, w.Code)
 
 	w = serve(h)
 	require.Equal(t, http.StatusPreconditionRequired, w.Code)
-	require.Equal(t, httpfence.ReasonMissing, w.Header().Get(httpfence.ErrorHeader))
+	require.Equal(t, string(httpfence.RefusalNoToken), w.Header().Get(httpfence.RefusalHeader))
 
-	opt := &httpfence.Handler{Admitter: httpfence.Gate(&g), Next: echo, Optional: true}
+	opt := &httpfence.Handler{Fencer: g.Fencer(), Next: echo, Optional: true}
 	w = serve(opt)
 	require.Equal(t, http.StatusOK, w.Code)
 	require.Equal(t, "no token", w.Body.String())
 	w = serve(opt, "p/1@3")
 	require.Equal(t, http.StatusConflict, w.Code, "optional does not mean unchecked")
 
-	failing := httpfence.Middleware(httpfence.AdmitFunc(func(context.Context, fence.Token) error {
+	failing := middleware(t, fence.FencerFunc(func(context.Context, fence.Token) error {
 		return errors.New("etcd unreachable")
 	}), echo)
 	w = serve(failing, "p/1@9")
 	require.Equal(t, http.StatusServiceUnavailable, w.Code)
-	require.Contains(t, body(t, w).Error, "etcd unreachable")
+	require.Contains(t, body(t, w).Message, "etcd unreachable")
 
-	invalid := httpfence.Middleware(httpfence.AdmitFunc(func(_ context.Context, t fence.Token) error {
+	invalid := middleware(t, fence.FencerFunc(func(_ context.Context, t fence.Token) error {
 		return errors.Join(fence.ErrInvalidToken, errors.New("scope unknown here"))
 	}), echo)
 	w = serve(invalid, "p/1@9")
 	require.Equal(t, http.StatusBadRequest, w.Code)
 
 	w = serve(&httpfence.Handler{Next: echo}, "p/1@9")
-	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no admitter: refuse, never pass unfenced")
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no fencer: refuse, never pass unfenced")
 }
 
 func TestTransportAndResponseError(t *testing.T) {
 	var g fence.Gate
-	srv := httptest.NewServer(httpfence.Middleware(httpfence.Gate(&g), echo))
+	srv := httptest.NewServer(middleware(t, g.Fencer(), echo))
 	defer srv.Close()
 	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 
@@ -158,4 +169,70 @@ func TestTransportAndResponseError(t *testing.T) {
 
 	// The application's own answers are not refusals.
 	require.NoError(t, httpfence.ResponseError(&http.Response{StatusCode: http.StatusConflict, Header: http.Header{}, Body: http.NoBody}))
+}
+
+// TestNilArguments: every constructor and function refuses a nil or
+// typed-nil collaborator with ErrNilArgument, without panicking, and a
+// Handler or Transport built by hand with one refuses every request
+// instead of panicking or passing it on unfenced.
+func TestNilArguments(t *testing.T) {
+	var g fence.Gate
+	for name, call := range map[string]func() error{
+		"Middleware(nil, h)": func() error { _, err := httpfence.Middleware(nil, echo); return err },
+		"Middleware(nil *etcdfence.Store, h)": func() error {
+			_, err := httpfence.Middleware((*etcdfence.Store)(nil), echo)
+			return err
+		},
+		"Middleware(nil FencerFunc, h)": func() error { _, err := httpfence.Middleware(fence.FencerFunc(nil), echo); return err },
+		"Middleware(nil *Gate .Fencer(), h)": func() error {
+			_, err := httpfence.Middleware((*fence.Gate)(nil).Fencer(), echo)
+			return err
+		},
+		"Middleware(f, nil)":             func() error { _, err := httpfence.Middleware(g.Fencer(), nil); return err },
+		"Middleware(f, nil HandlerFunc)": func() error { _, err := httpfence.Middleware(g.Fencer(), http.HandlerFunc(nil)); return err },
+		"Middleware(f, nil *Handler)": func() error {
+			_, err := httpfence.Middleware(g.Fencer(), (*httpfence.Handler)(nil))
+			return err
+		},
+		"WriteRefusal(nil, r)": func() error {
+			return httpfence.WriteRefusal(nil, &httpfence.Refusal{Kind: httpfence.RefusalStale})
+		},
+		"WriteRefusal(nil *Recorder, r)": func() error {
+			return httpfence.WriteRefusal((*httptest.ResponseRecorder)(nil), &httpfence.Refusal{Kind: httpfence.RefusalStale})
+		},
+		"ReadRefusal(nil)":   func() error { _, err := httpfence.ReadRefusal(nil); return err },
+		"ResponseError(nil)": func() error { return httpfence.ResponseError(nil) },
+		"Transport{Base: nil *http.Transport}": func() error {
+			req := httptest.NewRequest(http.MethodGet, "http://x/", nil)
+			_, err := (&httpfence.Transport{Base: (*http.Transport)(nil)}).RoundTrip(req)
+			return err
+		},
+		"nil *Transport": func() error {
+			_, err := (*httpfence.Transport)(nil).RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil))
+			return err
+		},
+	} {
+		var err error
+		require.NotPanics(t, func() { err = call() }, name)
+		require.ErrorIs(t, err, httpfence.ErrNilArgument, name)
+		require.Equal(t, 1, strings.Count(err.Error(), "httpfence:"), "%s: one prefix: %v", name, err)
+	}
+	require.False(t, httpfence.WriteError(nil, fence.ErrStale), "nothing answered on a nil writer")
+
+	for name, h := range map[string]*httpfence.Handler{
+		"no fencer":            {Next: echo},
+		"typed-nil fencer":     {Fencer: (*etcdfence.Store)(nil), Next: echo},
+		"nil FencerFunc":       {Fencer: fence.FencerFunc(nil), Next: echo},
+		"no next":              {Fencer: g.Fencer()},
+		"typed-nil next":       {Fencer: g.Fencer(), Next: http.HandlerFunc(nil)},
+		"optional and no next": {Fencer: g.Fencer(), Optional: true},
+		"nil handler":          nil,
+	} {
+		for _, header := range [][]string{{"p/1@1"}, nil, {"bad"}} {
+			var w *httptest.ResponseRecorder
+			require.NotPanics(t, func() { w = serve(h, header...) }, name)
+			require.Equal(t, http.StatusServiceUnavailable, w.Code, name)
+			require.Equal(t, string(httpfence.RefusalUnavailable), w.Header().Get(httpfence.RefusalHeader), name)
+		}
+	}
 }

@@ -23,7 +23,7 @@ import (
 // backend is the store behind a test service: its writes are fenced, and
 // each returns its position in the store's own commit order.
 type backend interface {
-	httpfence.Admitter
+	fence.Fencer
 	write(ctx context.Context, t fence.Token, key, value string) (int64, error)
 	read(ctx context.Context, key string) (string, bool)
 }
@@ -36,7 +36,7 @@ type gateBackend struct {
 	seq  int64
 }
 
-func (b *gateBackend) Admit(_ context.Context, t fence.Token) error { return b.gate.Admit(t) }
+func (b *gateBackend) Advance(_ context.Context, t fence.Token) error { return b.gate.Advance(t) }
 
 func (b *gateBackend) write(_ context.Context, t fence.Token, key, value string) (int64, error) {
 	var seq int64
@@ -78,11 +78,11 @@ func (b etcdBackend) read(ctx context.Context, key string) (string, bool) {
 
 // service is a test HTTP service: PUT /<key> writes the body under the
 // request's token, fenced at the store, and answers the commit position.
-func service(b backend) http.Handler {
-	return httpfence.Middleware(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, err := fence.TokenFromContext(r.Context())
-		if err != nil {
-			httpfence.WriteError(w, err)
+func service(t *testing.T, b backend) http.Handler {
+	return middleware(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := fence.FromContext(r.Context())
+		if !ok {
+			httpfence.WriteError(w, fence.ErrNoToken)
 			return
 		}
 		v, _ := io.ReadAll(r.Body)
@@ -138,7 +138,7 @@ func put(ctx context.Context, client *http.Client, url, key, value string) (int6
 func TestZombie(t *testing.T) {
 	for name, b := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			srv := httptest.NewServer(service(b))
+			srv := httptest.NewServer(service(t, b))
 			defer srv.Close()
 			client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport, Required: true}}
 			scope := fence.PartitionScope(3)
@@ -157,7 +157,7 @@ func TestZombie(t *testing.T) {
 				errs <- [2]error{e1, e2}
 			}()
 			<-paused
-			require.NoError(t, b.Admit(context.Background(), fence.Token{Scope: scope, Epoch: 250}), "B advances")
+			require.NoError(t, b.Advance(context.Background(), fence.Token{Scope: scope, Epoch: 250}), "B advances")
 			_, err = put(bctx, client, srv.URL, "b-key", "written by B")
 			require.NoError(t, err)
 			close(resume)
@@ -184,7 +184,7 @@ func TestMonotonic(t *testing.T) {
 	cfg := fencetest.Config{Goroutines: 32, PerWriter: 20, Scopes: 3, Seed: 5}
 	for name, b := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			srv := httptest.NewServer(service(b))
+			srv := httptest.NewServer(service(t, b))
 			defer srv.Close()
 			client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 			accepted, refused := fencetest.Interleave(t, cfg, func(g, i int, tok fence.Token, _ string) (int64, error) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // Transport is an http.RoundTripper that attaches the token carried by each
@@ -12,7 +13,9 @@ import (
 // header, replacing any such header already set. It never modifies the
 // caller's request. A Transport is safe for concurrent use if Base is.
 type Transport struct {
-	// Base performs the requests. Nil means http.DefaultTransport.
+	// Base performs the requests. Nil means http.DefaultTransport; a typed
+	// nil (such as a nil *http.Transport) fails every request with
+	// ErrNilArgument.
 	Base http.RoundTripper
 	// Required makes a request whose context carries no token fail with
 	// fence.ErrNoToken instead of going out unfenced.
@@ -21,6 +24,10 @@ type Transport struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t == nil || (t.Base != nil && nilness.Is(t.Base)) {
+		closeBody(req)
+		return nil, fmt.Errorf("%w: nil *Transport or typed-nil Base", ErrNilArgument)
+	}
 	base := t.Base
 	if base == nil {
 		base = http.DefaultTransport

@@ -1,0 +1,42 @@
+package etcdfence
+
+// This file plans the transactions of a commit.
+
+// plan splits items, in order, into chunks that each fit one transaction:
+// at most MaxTxnOps operations as etcd counts them (a data operation per
+// write plus a floor operation per scope in the largest branch), at most
+// MaxTxnBytes, and no key written twice.
+func (s *Store) plan(items []item) [][]item {
+	var chunks [][]item
+	var cur []item
+	keys := make(map[string]struct{})
+	scopes := make(map[string]struct{})
+	bytes := 0
+	flush := func() {
+		if len(cur) > 0 {
+			chunks = append(chunks, cur)
+		}
+		cur = nil
+		clear(keys)
+		clear(scopes)
+		bytes = 0
+	}
+	for _, it := range items {
+		_, dupKey := keys[it.p.full]
+		_, oldScope := scopes[it.p.w.Token.Scope]
+		ops := len(cur) + 1 + len(scopes)
+		if !oldScope {
+			ops++
+		}
+		size := it.p.size()
+		if len(cur) > 0 && (dupKey || ops > s.cfg.MaxTxnOps || bytes+size > s.cfg.MaxTxnBytes) {
+			flush()
+		}
+		cur = append(cur, it)
+		keys[it.p.full] = struct{}{}
+		scopes[it.p.w.Token.Scope] = struct{}{}
+		bytes += size
+	}
+	flush()
+	return chunks
+}

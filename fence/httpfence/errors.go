@@ -1,0 +1,21 @@
+package httpfence
+
+import "errors"
+
+var (
+	// ErrNilArgument reports a required argument or Handler field that is
+	// nil, a typed nil included (such as a nil *etcdfence.Store passed as the
+	// fence.Fencer, or a nil http.HandlerFunc).
+	ErrNilArgument = errors.New("httpfence: nil argument")
+
+	// ErrRefused matches every *Refusal: errors.Is(err, ErrRefused) tells a
+	// refusal by tenure from a transport error or an application's answer.
+	ErrRefused = errors.New("httpfence: refused")
+
+	// ErrInvalidRefusal reports a response that names a refusal in its
+	// RefusalHeader but whose refusal cannot be read (a body that is not
+	// the refusal's JSON, a kind that does not match, a negative epoch),
+	// or a Refusal that WriteRefusal cannot write. A malformed refusal is
+	// never returned as a *Refusal.
+	ErrInvalidRefusal = errors.New("httpfence: invalid refusal")
+)

@@ -1,0 +1,288 @@
+package httpfence
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/nilness"
+)
+
+// RefusalHeader is set on every refusal written by WriteRefusal (and so by
+// the Middleware and WriteError); its value is the refusal's RefusalKind. A
+// response without it is the application's own answer, whatever its
+// status.
+const RefusalHeader = "Tenure-Refusal"
+
+// RefusalKind says why a request was refused. It is a short lower-case word,
+// the value of the RefusalHeader and of the body's "kind".
+type RefusalKind string
+
+// The kinds of refusal, with the status WriteRefusal answers them with.
+const (
+	// RefusalStale (409 Conflict): the request's token is older than the
+	// floor of its scope: the tenure that sent or served it has ended.
+	// Scope, Presented and Current describe the token.
+	RefusalStale RefusalKind = "stale"
+	// RefusalNotOwner (421 Misdirected Request): the answering node does
+	// not own the request's partition. Partition, Owner, Addr, Epoch and
+	// RingVersion say where to send it.
+	RefusalNotOwner RefusalKind = "not-owner"
+	// RefusalHandoff (503 Service Unavailable, Retry-After): the partition
+	// is moving and its next owner does not serve it yet (Acquiring: it has
+	// not finished acquiring it). The hint fields name it when known.
+	RefusalHandoff RefusalKind = "handoff"
+	// RefusalSessionLost (503 Service Unavailable, Retry-After): the
+	// answering node lost its session (or is closing) and serves nothing
+	// until it rejoins; another node takes its partitions over.
+	RefusalSessionLost RefusalKind = "session-lost"
+	// RefusalInvalidToken (400 Bad Request): the request's token header is
+	// malformed, or the fence found the token invalid.
+	RefusalInvalidToken RefusalKind = "invalid-token"
+	// RefusalNoToken (428 Precondition Required): the request carries no
+	// token where one is required.
+	RefusalNoToken RefusalKind = "no-token"
+	// RefusalUnavailable (503 Service Unavailable, Retry-After): the fence
+	// could not decide (its store is unreachable, or the Handler is not
+	// configured); the request was not served.
+	RefusalUnavailable RefusalKind = "unavailable"
+)
+
+// retryAfter is the Retry-After, in seconds, of the 503 refusals: about the
+// time a handoff or a rejoin takes.
+const retryAfter = "1"
+
+// maxRefusalBody bounds how much of a refusal's body ReadRefusal reads.
+const maxRefusalBody = 64 << 10
+
+// Refusal is tenure's one answer to a request it does not serve: a stale
+// token, a node that does not own the partition, a handoff in progress, a
+// lost session, or a token that is invalid or missing. WriteRefusal writes
+// it (status by Kind, the RefusalHeader, a JSON body of these fields) and
+// ReadRefusal reads it back.
+//
+// A *Refusal is an error: errors.Is(err, ErrRefused) holds for every one,
+// errors.Is(err, fence.ErrStale) for RefusalStale (and errors.As finds a
+// *fence.StaleError when Scope and Presented are set), fence.ErrInvalidToken
+// for RefusalInvalidToken and fence.ErrNoToken for RefusalNoToken.
+type Refusal struct {
+	// Kind says why the request was refused.
+	Kind RefusalKind `json:"kind"`
+	// Message describes the refusal for people; Error returns it.
+	Message string `json:"message,omitempty"`
+
+	// Scope, Presented and Current describe a stale token: its scope, its
+	// epoch and the newest epoch admitted for the scope (0 if unknown).
+	Scope     string `json:"scope,omitempty"`
+	Presented int64  `json:"presented,omitempty"`
+	Current   int64  `json:"current,omitempty"`
+
+	// Partition is the request's partition. It is meaningful in the
+	// router's answers (not-owner, handoff, session-lost), which always set
+	// it.
+	Partition int `json:"partition,omitempty"`
+	// Owner is the ID of the node that owns the partition or is about to,
+	// empty if unknown.
+	Owner string `json:"owner,omitempty"`
+	// Addr is Owner's advertised address (host:port), empty if unknown.
+	Addr string `json:"addr,omitempty"`
+	// Epoch is the epoch of Owner's claim on the partition, 0 if it holds
+	// none yet.
+	Epoch int64 `json:"epoch,omitempty"`
+	// RingVersion is the version of the ring the answering node routed
+	// with, 0 if unknown.
+	RingVersion uint64 `json:"ring_version,omitempty"`
+	// Acquiring reports that Owner has not finished acquiring the
+	// partition: a request sent to it now waits or is refused again.
+	Acquiring bool `json:"acquiring,omitempty"`
+}
+
+// Error implements error. It returns Message, or a description built from
+// the other fields if Message is empty.
+func (r *Refusal) Error() string {
+	if r.Message != "" {
+		return r.Message
+	}
+	if r.Kind == RefusalStale && r.Scope != "" {
+		return r.staleError().Error()
+	}
+	b := append([]byte("httpfence: refused: "), r.Kind...)
+	if r.Owner != "" || r.Addr != "" || r.Epoch != 0 {
+		b = fmt.Appendf(b, ": partition %d owner %q at %q epoch %d", r.Partition, r.Owner, r.Addr, r.Epoch)
+	}
+	if r.Acquiring {
+		b = append(b, " (acquiring)"...)
+	}
+	return string(b)
+}
+
+// Is reports whether target is ErrRefused.
+func (r *Refusal) Is(target error) bool { return target == ErrRefused }
+
+// Unwrap returns the fencing error the refusal stands for: a
+// *fence.StaleError (or fence.ErrStale when the token is not described)
+// for RefusalStale, fence.ErrInvalidToken, fence.ErrNoToken, or nil.
+func (r *Refusal) Unwrap() error {
+	if r.Kind == RefusalStale && r.Scope != "" && r.Presented > 0 {
+		return r.staleError()
+	}
+	return kindError(r.Kind)
+}
+
+func (r *Refusal) staleError() *fence.StaleError {
+	return &fence.StaleError{Scope: r.Scope, Presented: r.Presented, Current: r.Current}
+}
+
+// kindError is the sentinel that every refusal of kind k matches, or nil.
+func kindError(k RefusalKind) error {
+	switch k {
+	case RefusalStale:
+		return fence.ErrStale
+	case RefusalInvalidToken:
+		return fence.ErrInvalidToken
+	case RefusalNoToken:
+		return fence.ErrNoToken
+	}
+	return nil
+}
+
+// Retryable reports whether the caller should send the request again, after
+// a delay and to the partition's owner as it resolves it then: true for a
+// stale token (the tenure that served it ended; a router client resolves
+// the new owner), not-owner, handoff, session-lost and unavailable; false
+// for an invalid or missing token, which the same request would meet
+// again, and for kinds this version does not know. A refusal says nothing
+// of writes a handler made before it refused: make retries safe with an
+// idempotency key.
+func (r *Refusal) Retryable() bool {
+	switch r.Kind {
+	case RefusalStale, RefusalNotOwner, RefusalHandoff, RefusalSessionLost, RefusalUnavailable:
+		return true
+	}
+	return false
+}
+
+// Status returns the HTTP status WriteRefusal answers r with: 500 for a
+// kind this version does not know.
+func (r *Refusal) Status() int {
+	switch r.Kind {
+	case RefusalStale:
+		return http.StatusConflict
+	case RefusalNotOwner:
+		return http.StatusMisdirectedRequest
+	case RefusalHandoff, RefusalSessionLost, RefusalUnavailable:
+		return http.StatusServiceUnavailable
+	case RefusalInvalidToken:
+		return http.StatusBadRequest
+	case RefusalNoToken:
+		return http.StatusPreconditionRequired
+	}
+	return http.StatusInternalServerError
+}
+
+// validate reports whether r can travel: a kind of 1 to 32 characters
+// a-z, 0-9 and '-', no negative number, a valid scope if any.
+func (r *Refusal) validate() error {
+	k := r.Kind
+	if len(k) == 0 || len(k) > 32 {
+		return fmt.Errorf("%w: kind of %d bytes", ErrInvalidRefusal, len(k))
+	}
+	for _, c := range []byte(k) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return fmt.Errorf("%w: kind %q", ErrInvalidRefusal, k)
+		}
+	}
+	if r.Presented < 0 || r.Current < 0 || r.Partition < 0 || r.Epoch < 0 {
+		return fmt.Errorf("%w: negative number (presented %d, current %d, partition %d, epoch %d)",
+			ErrInvalidRefusal, r.Presented, r.Current, r.Partition, r.Epoch)
+	}
+	if r.Scope != "" {
+		if err := fence.ValidateScope(r.Scope); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRefusal, err)
+		}
+	}
+	return nil
+}
+
+// WriteRefusal answers a request with r: the status of r.Kind (Status),
+// the RefusalHeader, Retry-After on a 503, and r as a JSON body. It returns
+// ErrNilArgument, writing nothing, if w is nil. A nil or invalid r is
+// answered as RefusalUnavailable, never as success, and the error wraps
+// ErrInvalidRefusal.
+func WriteRefusal(w http.ResponseWriter, r *Refusal) error {
+	if nilness.Is(w) {
+		return fmt.Errorf("%w: http.ResponseWriter %T", ErrNilArgument, w)
+	}
+	var invalid error
+	if r == nil {
+		invalid = fmt.Errorf("%w: nil", ErrInvalidRefusal)
+	} else {
+		invalid = r.validate()
+	}
+	if invalid != nil {
+		r = &Refusal{Kind: RefusalUnavailable, Message: invalid.Error()}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set(RefusalHeader, string(r.Kind))
+	status := r.Status()
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", retryAfter)
+	}
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(r); err != nil && invalid == nil {
+		return fmt.Errorf("httpfence: write refusal: %w", err)
+	}
+	return invalid
+}
+
+// ReadRefusal reads the refusal of resp. It returns (nil, nil) if resp is
+// not a refusal (it has no RefusalHeader), leaving its body alone; the
+// refusal and nil if it is one; and nil and an error wrapping
+// ErrInvalidRefusal if the header names a refusal that cannot be read
+// (several headers, a body that is not its JSON, a kind that differs from
+// the header's, a negative number, an invalid scope). It reads at most
+// 64 KiB of a refusal's body and does not close it. A kind this version
+// does not know is returned as it is.
+func ReadRefusal(resp *http.Response) (*Refusal, error) {
+	if resp == nil {
+		return nil, fmt.Errorf("%w: nil *http.Response", ErrNilArgument)
+	}
+	kinds := resp.Header.Values(RefusalHeader)
+	switch len(kinds) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, fmt.Errorf("%w: %d %s headers", ErrInvalidRefusal, len(kinds), RefusalHeader)
+	}
+	var raw []byte
+	if resp.Body != nil {
+		var err error
+		raw, err = io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: read body: %w", ErrInvalidRefusal, err)
+		}
+	}
+	if len(raw) > maxRefusalBody {
+		return nil, fmt.Errorf("%w: body exceeds %d bytes", ErrInvalidRefusal, maxRefusalBody)
+	}
+	var r Refusal
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("%w: %s %q: body: %w", ErrInvalidRefusal, RefusalHeader, kinds[0], err)
+	}
+	if string(r.Kind) != kinds[0] {
+		return nil, fmt.Errorf("%w: body kind %q, %s %q", ErrInvalidRefusal, r.Kind, RefusalHeader, kinds[0])
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// statusText names a status for messages, "409 Conflict".
+func statusText(code int) string { return strconv.Itoa(code) + " " + http.StatusText(code) }
