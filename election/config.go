@@ -2,6 +2,7 @@ package election
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 const (
@@ -103,7 +105,11 @@ func (c SessionConfig) Validate() error {
 	return nil
 }
 
-// ElectionConfig describes one election and this candidate in it.
+// ElectionConfig describes one election and this candidate in it. The zero
+// value of each optional field selects its documented default;
+// DefaultElectionConfig returns them filled in. NewElection validates the
+// config first and then copies it (Hooks and Fencers included): later
+// changes to the caller's value have no effect.
 type ElectionConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" under which the
 	// election's keys live ("<prefix>leader/<Name>/"). Either Cluster or
@@ -123,8 +129,20 @@ type ElectionConfig struct {
 	// node's address. It may be empty.
 	Value string
 	// ResignTimeout bounds the Resign that Run performs when it gives up a
-	// term whose session is still alive. Zero means DefaultResignTimeout.
+	// term whose session is still alive, and the withdrawal of a candidacy.
+	// Zero means DefaultResignTimeout (5s); negative is invalid.
 	ResignTimeout time.Duration
+	// Fencers are advanced, in order, to the token of every term this
+	// candidate wins, before Campaign returns the Term (and before Run's
+	// OnElected and fn): the stores behind them refuse the previous
+	// leader's writes — and its reads, for stores that check reads — from
+	// then on, even for keys the new leader has not touched yet. A fencer's
+	// failure ends the term (its leader key is deleted) and Campaign returns
+	// an error wrapping ErrFence and the fencer's error. An etcdfence.Store,
+	// a sqlfence.Fencer or a fence.Gate is a Fencer; the same interface
+	// serves ownership's Config.Fencers. Nil entries, typed nils included,
+	// are invalid.
+	Fencers []fence.Fencer
 	// Hooks, if not nil, observes the terms that Run holds.
 	Hooks *Hooks
 	// Clock is the time source. Nil means the session's clock, or the system clock
@@ -132,6 +150,36 @@ type ElectionConfig struct {
 	Clock clock.Clock
 	// Logger receives the election's diagnostics. Nil discards them.
 	Logger hclog.Logger
+}
+
+// DefaultElectionConfig returns the configuration of an election with every
+// default filled in: a 5s resign timeout and no logging. Clock stays nil
+// (the session's clock); Cluster (or Prefix) and Name are left for the
+// caller to set.
+func DefaultElectionConfig() ElectionConfig {
+	return ElectionConfig{}.withDefaults(nil)
+}
+
+// withDefaults returns a copy of c with every zero field that has a default
+// filled in, a nil Clock set to fallback (when not nil), and its reference
+// fields (Fencers, Hooks) copied. Negative values are kept so that Validate
+// can report them.
+func (c ElectionConfig) withDefaults(fallback clock.Clock) ElectionConfig {
+	if c.ResignTimeout == 0 {
+		c.ResignTimeout = DefaultResignTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = fallback
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	c.Fencers = slices.Clone(c.Fencers)
+	if c.Hooks != nil {
+		h := *c.Hooks
+		c.Hooks = &h
+	}
+	return c
 }
 
 // Hooks observes the life cycle of the terms that Run holds. Run calls the
@@ -180,6 +228,11 @@ func (c ElectionConfig) Validate() error {
 		return fmt.Errorf("%w: election %q: cluster or prefix contains NUL", ErrInvalidConfig, c.Name)
 	case c.ResignTimeout < 0:
 		return fmt.Errorf("%w: election %q: resign timeout %v must not be negative", ErrInvalidConfig, c.Name, c.ResignTimeout)
+	}
+	for i, f := range c.Fencers {
+		if nilness.Is(f) {
+			return fmt.Errorf("%w: election %q: fencer %d is nil (%T)", ErrInvalidConfig, c.Name, i, f)
+		}
 	}
 	return nil
 }
