@@ -138,9 +138,9 @@ type ElectionConfig struct {
 	// leader's writes — and its reads, for stores that check reads — from
 	// then on, even for keys the new leader has not touched yet. A fencer's
 	// failure ends the term (its leader key is deleted) and Campaign returns
-	// an error wrapping ErrFence and the fencer's error. An etcdfence.Store,
-	// a sqlfence.Fencer or a fence.Gate is a Fencer; the same interface
-	// serves ownership's Config.Fencers. Nil entries, typed nils included,
+	// an error wrapping ErrFence and the fencer's error. An etcdfence.Store or
+	// a sqlfence.Fencer is a Fencer, and fence.FencerFunc adapts a function;
+	// the same interface serves ownership's Config.Fencers. Nil entries, typed nils included,
 	// are invalid.
 	Fencers []fence.Fencer
 	// Hooks, if not nil, observes the terms that Run holds.
