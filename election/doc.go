@@ -36,6 +36,24 @@
 // Campaign returns as soon as the session ends while waiting, and never
 // returns a term won with a dead lease.
 //
+// # Fencing a leader's stores
+//
+// A token fences nothing until the store has seen it. A store such as
+// etcdfence.Store records a scope's floor on writes and on Advance, but
+// only checks it on reads: a new leader whose first operation is a read
+// (a read-modify-write: a counter, closing a billing period) has not
+// raised the floor yet, and a previous leader that read before the change
+// of leader and writes after the new leader's read still lands its write;
+// the new leader then overwrites it, and an acknowledged update is lost.
+// ElectionConfig.Fencers closes that gap the way ownership's Config.Fencers
+// does for partitions: Campaign advances every fencer, in order, to the
+// term's token before it returns the Term (and Run before OnElected and
+// fn), so from the term's first read on, the previous leader is fenced out
+// of every store behind a fencer. If a fencer fails, the term is resigned
+// and Campaign returns an error wrapping ErrFence; Run campaigns again with
+// backoff. Use the store itself as the fencer (an etcdfence.Store or a
+// sqlfence.Fencer), as Example (fencedReadModifyWrite) shows.
+//
 // Run wraps the loop of a leader: campaign, run a function under the term,
 // resign when it returns, campaign again. Leader and Observe report the
 // current leader and stream changes, including "no leader", across etcd
