@@ -14,96 +14,10 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-const (
-	// DefaultTTL is the lease TTL of a Session when SessionConfig.TTL is zero.
-	DefaultTTL = 10 * time.Second
-	// MinTTL is the shortest TTL a Session accepts: etcd's own minimum lease
-	// TTL with its default timing.
-	MinTTL = 2 * time.Second
-	// minMargin is the floor of the default safety margin.
-	minMargin = 500 * time.Millisecond
-	// DefaultResignTimeout bounds the Resign that Run performs when a term
-	// ends while the session is still alive, when ElectionConfig.ResignTimeout
-	// is zero.
-	DefaultResignTimeout = 5 * time.Second
-)
-
-// SessionConfig holds the tunables of a Session. The zero value of each
-// field selects its documented default; DefaultSessionConfig returns them
-// filled in.
-type SessionConfig struct {
-	// TTL is the lease's time to live. Zero means DefaultTTL (10s). It must
-	// be at least MinTTL (2s). etcd counts TTLs in whole seconds: a TTL that
-	// is not a whole number of seconds is rounded up when the lease is
-	// granted, and the TTL etcd grants is the one the session uses.
-	TTL time.Duration
-	// RenewInterval is the time between the send times of successive
-	// renewals. Zero means TTL/3. It must be positive and less than
-	// TTL - SafetyMargin, so that a renewal is sent before the safe deadline.
-	RenewInterval time.Duration
-	// SafetyMargin is subtracted from the lease's expiry as computed by the
-	// node to give the safe deadline. It absorbs clock-rate differences
-	// between the node and etcd and the time work needs to stop. Zero means
-	// max(TTL/10, 500ms). It must be less than TTL.
-	SafetyMargin time.Duration
-	// Clock is the time source (github.com/jonboulle/clockwork's Clock; a
-	// clockwork.FakeClock for virtual time). Nil means the system clock.
-	Clock clock.Clock
-	// Logger receives the session's diagnostics. Nil discards them.
-	Logger hclog.Logger
-}
-
-// DefaultSessionConfig returns the default configuration: TTL 10s, renewal
-// every TTL/3, safety margin 1s, the real clock and no logging.
-func DefaultSessionConfig() SessionConfig {
-	return SessionConfig{}.withDefaults()
-}
-
-func defaultMargin(ttl time.Duration) time.Duration {
-	return max(ttl/10, minMargin)
-}
-
-// withDefaults fills in every zero field. Negative values are kept so that
-// Validate can report them.
-func (c SessionConfig) withDefaults() SessionConfig {
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.RenewInterval == 0 && c.TTL > 0 {
-		c.RenewInterval = c.TTL / 3
-	}
-	if c.SafetyMargin == 0 && c.TTL > 0 {
-		c.SafetyMargin = defaultMargin(c.TTL)
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
-	return c
-}
-
-// Validate reports whether c, with its defaults applied, can configure a
-// Session. Errors wrap ErrInvalidConfig and name the values involved.
-func (c SessionConfig) Validate() error {
-	d := c.withDefaults()
-	switch {
-	case d.TTL < MinTTL:
-		return fmt.Errorf("%w: TTL %v must be at least %v", ErrInvalidConfig, d.TTL, MinTTL)
-	case d.RenewInterval <= 0:
-		return fmt.Errorf("%w: renew interval %v must be positive", ErrInvalidConfig, d.RenewInterval)
-	case d.SafetyMargin < 0:
-		return fmt.Errorf("%w: safety margin %v must not be negative", ErrInvalidConfig, d.SafetyMargin)
-	case d.RenewInterval >= d.TTL:
-		return fmt.Errorf("%w: renew interval %v must be < TTL %v", ErrInvalidConfig, d.RenewInterval, d.TTL)
-	case d.SafetyMargin >= d.TTL:
-		return fmt.Errorf("%w: safety margin %v must be < TTL %v", ErrInvalidConfig, d.SafetyMargin, d.TTL)
-	case d.RenewInterval >= d.TTL-d.SafetyMargin:
-		return fmt.Errorf("%w: renew interval %v must be < TTL %v - safety margin %v", ErrInvalidConfig, d.RenewInterval, d.TTL, d.SafetyMargin)
-	}
-	return nil
-}
+// DefaultResignTimeout bounds the Resign that Run performs when a term ends
+// while the session is still alive, when ElectionConfig.ResignTimeout is
+// zero.
+const DefaultResignTimeout = 5 * time.Second
 
 // ElectionConfig describes one election and this candidate in it. The zero
 // value of each optional field selects its documented default;
