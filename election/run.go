@@ -24,7 +24,9 @@ import (
 // Run returns ctx's error when ctx is done, an error wrapping the session's
 // error (errors.Is ErrSessionDone) when the session ends — a node then opens
 // a new Session and starts again —, or fn's error as above. Transient etcd
-// failures while campaigning are retried with backoff. Hooks, if configured,
+// failures while campaigning, and fencer failures (ErrFence: the term won
+// is resigned), are retried with backoff; fn and OnElected run only once
+// every fencer of ElectionConfig.Fencers was advanced to the term's token. Hooks, if configured,
 // are called from Run's goroutine in order: OnElected before fn, OnEnded
 // after fn has returned and the term has ended.
 func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence.Token) error) error {
