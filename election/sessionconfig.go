@@ -64,9 +64,11 @@ const (
 //
 // The default cadence is TTL/3, shortened where needed (small TTLs) so that
 // OutageBound is at least TTL/2 + 100ms: with the default margin, 1.1s at
-// TTL 2s (renewals every 200ms) and 5.47s at TTL 10s (every 3.33s). An
-// abrupt etcd leader failure costs etcd's election timeout (1s by default)
-// plus a round trip before a new leader answers.
+// TTL 2s (renewals every 200ms) and 5.47s at TTL 10s (every 3.33s). For
+// scale: an etcd leader that crashes for good is replaced after one to two
+// election timeouts (1s each by default, randomized) plus a round trip, so
+// a TTL-2s session rides out a leader that stalls for 1s, while riding out
+// any leader crash at etcd's default timing takes TTL 5s (2.63s) or more.
 //
 // # Choosing a TTL
 //
