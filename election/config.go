@@ -2,6 +2,7 @@ package election
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,100 +11,19 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-const (
-	// DefaultTTL is the lease TTL of a Session when SessionConfig.TTL is zero.
-	DefaultTTL = 10 * time.Second
-	// MinTTL is the shortest TTL a Session accepts: etcd's own minimum lease
-	// TTL with its default timing.
-	MinTTL = 2 * time.Second
-	// minMargin is the floor of the default safety margin.
-	minMargin = 500 * time.Millisecond
-	// DefaultResignTimeout bounds the Resign that Run performs when a term
-	// ends while the session is still alive, when ElectionConfig.ResignTimeout
-	// is zero.
-	DefaultResignTimeout = 5 * time.Second
-)
+// DefaultResignTimeout bounds the Resign that Run performs when a term ends
+// while the session is still alive, when ElectionConfig.ResignTimeout is
+// zero.
+const DefaultResignTimeout = 5 * time.Second
 
-// SessionConfig holds the tunables of a Session. The zero value of each
-// field selects its documented default; DefaultSessionConfig returns them
-// filled in.
-type SessionConfig struct {
-	// TTL is the lease's time to live. Zero means DefaultTTL (10s). It must
-	// be at least MinTTL (2s). etcd counts TTLs in whole seconds: a TTL that
-	// is not a whole number of seconds is rounded up when the lease is
-	// granted, and the TTL etcd grants is the one the session uses.
-	TTL time.Duration
-	// RenewInterval is the time between the send times of successive
-	// renewals. Zero means TTL/3. It must be positive and less than
-	// TTL - SafetyMargin, so that a renewal is sent before the safe deadline.
-	RenewInterval time.Duration
-	// SafetyMargin is subtracted from the lease's expiry as computed by the
-	// node to give the safe deadline. It absorbs clock-rate differences
-	// between the node and etcd and the time work needs to stop. Zero means
-	// max(TTL/10, 500ms). It must be less than TTL.
-	SafetyMargin time.Duration
-	// Clock is the time source (github.com/jonboulle/clockwork's Clock; a
-	// clockwork.FakeClock for virtual time). Nil means the system clock.
-	Clock clock.Clock
-	// Logger receives the session's diagnostics. Nil discards them.
-	Logger hclog.Logger
-}
-
-// DefaultSessionConfig returns the default configuration: TTL 10s, renewal
-// every TTL/3, safety margin 1s, the real clock and no logging.
-func DefaultSessionConfig() SessionConfig {
-	return SessionConfig{}.withDefaults()
-}
-
-func defaultMargin(ttl time.Duration) time.Duration {
-	return max(ttl/10, minMargin)
-}
-
-// withDefaults fills in every zero field. Negative values are kept so that
-// Validate can report them.
-func (c SessionConfig) withDefaults() SessionConfig {
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.RenewInterval == 0 && c.TTL > 0 {
-		c.RenewInterval = c.TTL / 3
-	}
-	if c.SafetyMargin == 0 && c.TTL > 0 {
-		c.SafetyMargin = defaultMargin(c.TTL)
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real()
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
-	return c
-}
-
-// Validate reports whether c, with its defaults applied, can configure a
-// Session. Errors wrap ErrInvalidConfig and name the values involved.
-func (c SessionConfig) Validate() error {
-	d := c.withDefaults()
-	switch {
-	case d.TTL < MinTTL:
-		return fmt.Errorf("%w: TTL %v must be at least %v", ErrInvalidConfig, d.TTL, MinTTL)
-	case d.RenewInterval <= 0:
-		return fmt.Errorf("%w: renew interval %v must be positive", ErrInvalidConfig, d.RenewInterval)
-	case d.SafetyMargin < 0:
-		return fmt.Errorf("%w: safety margin %v must not be negative", ErrInvalidConfig, d.SafetyMargin)
-	case d.RenewInterval >= d.TTL:
-		return fmt.Errorf("%w: renew interval %v must be < TTL %v", ErrInvalidConfig, d.RenewInterval, d.TTL)
-	case d.SafetyMargin >= d.TTL:
-		return fmt.Errorf("%w: safety margin %v must be < TTL %v", ErrInvalidConfig, d.SafetyMargin, d.TTL)
-	case d.RenewInterval >= d.TTL-d.SafetyMargin:
-		return fmt.Errorf("%w: renew interval %v must be < TTL %v - safety margin %v", ErrInvalidConfig, d.RenewInterval, d.TTL, d.SafetyMargin)
-	}
-	return nil
-}
-
-// ElectionConfig describes one election and this candidate in it.
+// ElectionConfig describes one election and this candidate in it. The zero
+// value of each optional field selects its documented default;
+// DefaultElectionConfig returns them filled in. NewElection validates the
+// config first and then copies it (Hooks and Fencers included): later
+// changes to the caller's value have no effect.
 type ElectionConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" under which the
 	// election's keys live ("<prefix>leader/<Name>/"). Either Cluster or
@@ -123,8 +43,20 @@ type ElectionConfig struct {
 	// node's address. It may be empty.
 	Value string
 	// ResignTimeout bounds the Resign that Run performs when it gives up a
-	// term whose session is still alive. Zero means DefaultResignTimeout.
+	// term whose session is still alive, and the withdrawal of a candidacy.
+	// Zero means DefaultResignTimeout (5s); negative is invalid.
 	ResignTimeout time.Duration
+	// Fencers are advanced, in order, to the token of every term this
+	// candidate wins, before Campaign returns the Term (and before Run's
+	// OnElected and fn): the stores behind them refuse the previous
+	// leader's writes — and its reads, for stores that check reads — from
+	// then on, even for keys the new leader has not touched yet. A fencer's
+	// failure ends the term (its leader key is deleted) and Campaign returns
+	// an error wrapping ErrFence and the fencer's error. An etcdfence.Store or
+	// a sqlfence.Fencer is a Fencer, and fence.FencerFunc adapts a function;
+	// the same interface serves ownership's Config.Fencers. Nil entries, typed nils included,
+	// are invalid.
+	Fencers []fence.Fencer
 	// Hooks, if not nil, observes the terms that Run holds.
 	Hooks *Hooks
 	// Clock is the time source. Nil means the session's clock, or the system clock
@@ -132,6 +64,36 @@ type ElectionConfig struct {
 	Clock clock.Clock
 	// Logger receives the election's diagnostics. Nil discards them.
 	Logger hclog.Logger
+}
+
+// DefaultElectionConfig returns the configuration of an election with every
+// default filled in: a 5s resign timeout and no logging. Clock stays nil
+// (the session's clock); Cluster (or Prefix) and Name are left for the
+// caller to set.
+func DefaultElectionConfig() ElectionConfig {
+	return ElectionConfig{}.withDefaults(nil)
+}
+
+// withDefaults returns a copy of c with every zero field that has a default
+// filled in, a nil Clock set to fallback (when not nil), and its reference
+// fields (Fencers, Hooks) copied. Negative values are kept so that Validate
+// can report them.
+func (c ElectionConfig) withDefaults(fallback clock.Clock) ElectionConfig {
+	if c.ResignTimeout == 0 {
+		c.ResignTimeout = DefaultResignTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = fallback
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	c.Fencers = slices.Clone(c.Fencers)
+	if c.Hooks != nil {
+		h := *c.Hooks
+		c.Hooks = &h
+	}
+	return c
 }
 
 // Hooks observes the life cycle of the terms that Run holds. Run calls the
@@ -180,6 +142,11 @@ func (c ElectionConfig) Validate() error {
 		return fmt.Errorf("%w: election %q: cluster or prefix contains NUL", ErrInvalidConfig, c.Name)
 	case c.ResignTimeout < 0:
 		return fmt.Errorf("%w: election %q: resign timeout %v must not be negative", ErrInvalidConfig, c.Name, c.ResignTimeout)
+	}
+	for i, f := range c.Fencers {
+		if nilness.Is(f) {
+			return fmt.Errorf("%w: election %q: fencer %d is nil (%T)", ErrInvalidConfig, c.Name, i, f)
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
 )
 
 func TestSessionConfigValidate(t *testing.T) {
@@ -98,6 +99,10 @@ func TestElectionConfigValidate(t *testing.T) {
 		{"name too long", election.ElectionConfig{Cluster: "c", Name: string(make([]byte, fence.MaxScopeLen))}, election.ErrInvalidName},
 		{"no cluster or prefix", election.ElectionConfig{Name: "billing"}, election.ErrInvalidConfig},
 		{"negative resign timeout", election.ElectionConfig{Cluster: "c", Name: "billing", ResignTimeout: -time.Second}, election.ErrInvalidConfig},
+		{"nil fencer", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{nil}}, election.ErrInvalidConfig},
+		{"typed nil fencer", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{okFencer, (*etcdfence.Store)(nil)}}, election.ErrInvalidConfig},
+		{"nil fencer func", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{fence.FencerFunc(nil)}}, election.ErrInvalidConfig},
+		{"valid fencers", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{okFencer}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,3 +134,33 @@ func TestObserveOnlyElection(t *testing.T) {
 	err = e.Run(context.Background(), func(context.Context, fence.Token) error { return nil })
 	assert.ErrorIs(t, err, election.ErrNoSession)
 }
+
+func TestDefaultElectionConfig(t *testing.T) {
+	cfg := election.DefaultElectionConfig()
+	assert.Equal(t, election.DefaultResignTimeout, cfg.ResignTimeout)
+	assert.NotNil(t, cfg.Logger)
+	assert.Nil(t, cfg.Clock, "nil: the session's clock")
+	assert.ErrorIs(t, cfg.Validate(), election.ErrInvalidName, "Name is the caller's to set")
+	cfg.Cluster, cfg.Name = "c", "billing"
+	require.NoError(t, cfg.Validate())
+}
+
+// TestNewElectionCopiesConfig: NewElection neither keeps nor changes the
+// caller's config.
+func TestNewElectionCopiesConfig(t *testing.T) {
+	kv := clientv3.NewKVFromKVClient(nil, nil)
+	w := clientv3.NewWatchFromWatchClient(nil, nil)
+	defer w.Close()
+	fencers := []fence.Fencer{okFencer}
+	hooks := &election.Hooks{}
+	cfg := election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: fencers, Hooks: hooks}
+	before := cfg
+	_, err := election.NewElection(nil, kv, w, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, before, cfg)
+	assert.Zero(t, cfg.ResignTimeout, "the caller's config keeps its zero fields")
+	assert.Same(t, hooks, cfg.Hooks)
+}
+
+// okFencer is a fencer that admits every token.
+var okFencer = fence.FencerFunc(func(context.Context, fence.Token) error { return nil })

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
 
@@ -28,18 +27,19 @@ import (
 // An Election holds at most one candidacy at a time: one Campaign, or the
 // Term it won, until that term has ended. Leader and Observe may be used
 // concurrently with everything else. An Election is safe for concurrent use.
+//
+// Locking: Election.mu is the only lock of an Election and of its Terms. It
+// guards the candidacy (campaigning, term) and is never held while calling
+// etcd, a fencer, a hook or any other lock's owner.
 type Election struct {
 	session *Session
 	kv      clientv3.KV
 	w       clientv3.Watcher
-	name    string
+	cfg     ElectionConfig // validated, defaults applied, copied
 	scope   string
 	prefix  string // ends in '/'
 	key     string // own candidate key; empty without a session
 	value   string // encoded candidate record
-	resign  time.Duration
-	hooks   Hooks
-	clock   clock.Clock
 	log     hclog.Logger
 
 	mu          sync.Mutex
@@ -53,7 +53,8 @@ type Election struct {
 // Observe); Campaign and Run then return ErrNoSession.
 //
 // It returns an error wrapping ErrNilClient for a nil kv or w and
-// ErrInvalidConfig (ErrInvalidName for the name) for an invalid cfg.
+// ErrInvalidConfig (ErrInvalidName for the name) for an invalid cfg, nil or
+// typed-nil fencers included. cfg is validated first, then copied.
 func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg ElectionConfig) (*Election, error) {
 	if nilness.Is(kv) {
 		return nil, fmt.Errorf("%w: nil clientv3.KV", ErrNilClient)
@@ -64,34 +65,21 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	fallback := clock.Real()
+	if session != nil {
+		fallback = session.Clock()
+	}
+	cfg = cfg.withDefaults(fallback)
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
 	e := &Election{
 		session: session,
 		kv:      kv,
 		w:       w,
-		name:    cfg.Name,
+		cfg:     cfg,
 		scope:   fence.LeaderScope(cfg.Name),
 		prefix:  layout.Leader(cfg.Name),
-		resign:  cfg.ResignTimeout,
-		clock:   cfg.Clock,
-		log:     cfg.Logger,
+		log:     cfg.Logger.With("election", cfg.Name),
 	}
-	if cfg.Hooks != nil {
-		e.hooks = *cfg.Hooks
-	}
-	if e.resign == 0 {
-		e.resign = DefaultResignTimeout
-	}
-	if e.clock == nil {
-		e.clock = clock.Real()
-		if session != nil {
-			e.clock = session.Clock()
-		}
-	}
-	if e.log == nil {
-		e.log = hclog.NewNullLogger()
-	}
-	e.log = e.log.With("election", cfg.Name)
 	if session != nil {
 		e.key = candidateKey(e.prefix, session.Lease())
 		id := cfg.ID
@@ -104,7 +92,7 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 }
 
 // Name returns the election's name.
-func (e *Election) Name() string { return e.name }
+func (e *Election) Name() string { return e.cfg.Name }
 
 // Prefix returns the etcd key prefix under which the candidates' keys live.
 func (e *Election) Prefix() string { return e.prefix }
@@ -117,22 +105,25 @@ func (e *Election) Key() string { return e.key }
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	resp, err := e.kv.Get(ctx, e.prefix, clientv3.WithFirstCreate()...)
 	if err != nil {
-		return Leader{}, fmt.Errorf("election %q: leader: %w", e.name, err)
+		return Leader{}, fmt.Errorf("election %q: leader: %w", e.cfg.Name, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return Leader{}, fmt.Errorf("election %q: %w", e.name, ErrNoLeader)
+		return Leader{}, fmt.Errorf("election %q: %w", e.cfg.Name, ErrNoLeader)
 	}
 	return leaderFromKV(resp.Kvs[0]), nil
 }
 
-// Campaign enters the election and blocks until this candidate leads, then
-// returns its Term. It returns an error instead:
+// Campaign enters the election and blocks until this candidate leads,
+// advances every fencer of ElectionConfig.Fencers to the term's token, in
+// order, and then returns its Term. It returns an error instead:
 //
 //   - wrapping the session's error (ErrSessionExpired, ErrLeaseLost,
 //     ErrSessionClosed; all wrap ErrSessionDone) as soon as the session
 //     ends, however the wait was going;
 //   - wrapping ctx's error when ctx is done first; the candidacy is then
 //     withdrawn;
+//   - wrapping ErrFence and the fencer's error if a fencer fails; the term
+//     won is resigned, so no leader key of this candidate remains;
 //   - wrapping ErrAlreadyCampaigning if this Election already campaigns or
 //     holds a term that has not ended;
 //   - wrapping etcd's error if etcd fails a request.
@@ -142,51 +133,53 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // (by an operator), it enters again at the back of the queue.
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	if e.session == nil {
-		return nil, fmt.Errorf("election %q: campaign: %w", e.name, ErrNoSession)
+		return nil, fmt.Errorf("election %q: campaign: %w", e.cfg.Name, ErrNoSession)
 	}
 	e.mu.Lock()
 	prev := e.term
 	if e.campaigning || (prev != nil && prev.ctx.Err() == nil) {
 		e.mu.Unlock()
-		return nil, fmt.Errorf("election %q: campaign: %w", e.name, ErrAlreadyCampaigning)
+		return nil, fmt.Errorf("election %q: campaign: %w", e.cfg.Name, ErrAlreadyCampaigning)
 	}
 	e.campaigning = true
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.campaigning = false
+		e.mu.Unlock()
+	}()
 
-	var t *Term
-	var err error
 	if prev != nil {
 		// The last term has ended but may still hold its key: let it go
 		// first, so that this campaign gets a new epoch.
-		if rerr := prev.Resign(ctx); rerr != nil {
-			err = e.campaignErr(ctx, rerr)
+		if err := prev.Resign(ctx); err != nil {
+			return nil, e.campaignErr(ctx, err)
 		}
 	}
-	if err == nil {
-		t, err = e.campaign(ctx)
+	t, err := e.campaign(ctx)
+	if err != nil {
+		return nil, err
 	}
 	e.mu.Lock()
-	e.campaigning = false
-	if t != nil {
-		e.term = t
-	}
+	e.term = t
 	e.mu.Unlock()
-	if t != nil {
-		go t.watch()
+	go t.watch()
+	if err := e.fence(ctx, t); err != nil {
+		return nil, err
 	}
-	return t, err
+	return t, nil
 }
 
 // campaignErr maps err, the failure of a campaign step, to the error
 // Campaign returns: the session's end takes precedence over ctx's.
 func (e *Election) campaignErr(ctx context.Context, err error) error {
 	if serr := e.session.Err(); serr != nil {
-		return fmt.Errorf("election %q: campaign: %w", e.name, serr)
+		return fmt.Errorf("election %q: campaign: %w", e.cfg.Name, serr)
 	}
 	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("election %q: campaign: %w", e.name, cerr)
+		return fmt.Errorf("election %q: campaign: %w", e.cfg.Name, cerr)
 	}
-	return fmt.Errorf("election %q: campaign: %w", e.name, err)
+	return fmt.Errorf("election %q: campaign: %w", e.cfg.Name, err)
 }
 
 func (e *Election) campaign(ctx context.Context) (*Term, error) {
@@ -224,9 +217,9 @@ func (e *Election) campaign(ctx context.Context) (*Term, error) {
 		if err := s.Err(); err != nil {
 			return nil, e.campaignErr(ctx, err) // the key goes with the lease
 		}
-		if now, dl := e.clock.Now(), s.SafeDeadline(); !now.Before(dl) {
+		if now, dl := e.cfg.Clock.Now(), s.SafeDeadline(); !now.Before(dl) {
 			e.withdraw(epoch)
-			return nil, fmt.Errorf("election %q: campaign: %w: won at %v past the safe deadline", e.name, ErrSessionExpired, now.Sub(dl))
+			return nil, fmt.Errorf("election %q: campaign: %w: won at %v past the safe deadline", e.cfg.Name, ErrSessionExpired, now.Sub(dl))
 		}
 		t := newTerm(e, epoch, rev)
 		if t.ctx.Err() != nil { // the session ended a moment ago
@@ -304,7 +297,7 @@ func (e *Election) wait(ctx context.Context, epoch int64) (won bool, rev int64, 
 		}
 		// The watch ended without a deletion (compaction, a closed stream):
 		// look again, without spinning.
-		if !clock.Sleep(ctx, e.clock, backoff.Next(attempt)) {
+		if !clock.Sleep(ctx, e.cfg.Clock, backoff.Next(attempt)) {
 			return false, 0, ctx.Err()
 		}
 		attempt++
@@ -338,7 +331,7 @@ func (e *Election) withdraw(epoch int64) {
 	if s.Err() != nil {
 		return
 	}
-	ctx, cancel := clock.WithTimeout(s.Context(), e.clock, e.resign)
+	ctx, cancel := clock.WithTimeout(s.Context(), e.cfg.Clock, e.cfg.ResignTimeout)
 	defer cancel()
 	cmp := clientv3.Compare(clientv3.CreateRevision(e.key), "=", epoch)
 	if epoch == 0 {
@@ -350,11 +343,20 @@ func (e *Election) withdraw(epoch int64) {
 	}
 }
 
-// release forgets t once it has ended and let go of its key.
+// release forgets t once it has ended and let go of its key: the Election
+// may campaign again.
 func (e *Election) release(t *Term) {
 	e.mu.Lock()
 	if e.term == t {
 		e.term = nil
 	}
 	e.mu.Unlock()
+}
+
+// holds reports whether t is still this Election's term: ended or not, it
+// has not been released.
+func (e *Election) holds(t *Term) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term == t
 }

@@ -55,6 +55,13 @@ var (
 	// wraps ErrNotLeader.
 	ErrKeyDeleted = fmt.Errorf("%w: leader key deleted", ErrNotLeader)
 
+	// ErrFence reports a term that was won but given up because one of
+	// ElectionConfig.Fencers could not be advanced to its token. The leader
+	// key was deleted (or, if etcd failed that too, goes with the lease or
+	// with the next Campaign); the error also wraps the fencer's error, and
+	// names the fencer's index.
+	ErrFence = errors.New("election: fencer failed")
+
 	// ErrNoSession reports Campaign or Run on an Election created without a
 	// Session, which can only observe.
 	ErrNoSession = errors.New("election: no session: this election can only observe")

@@ -57,7 +57,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 		resp, err := e.kv.Get(ctx, e.prefix, clientv3.WithPrefix())
 		if err != nil {
 			e.log.Debug("observe: read failed", "error", err)
-			if !clock.Sleep(ctx, e.clock, backoff.Next(attempt)) {
+			if !clock.Sleep(ctx, e.cfg.Clock, backoff.Next(attempt)) {
 				return
 			}
 			attempt++
@@ -112,7 +112,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 			attempt = 1
 			continue
 		}
-		if !clock.Sleep(ctx, e.clock, backoff.Next(attempt)) {
+		if !clock.Sleep(ctx, e.cfg.Clock, backoff.Next(attempt)) {
 			return
 		}
 		attempt++

@@ -24,15 +24,17 @@ import (
 // Run returns ctx's error when ctx is done, an error wrapping the session's
 // error (errors.Is ErrSessionDone) when the session ends — a node then opens
 // a new Session and starts again —, or fn's error as above. Transient etcd
-// failures while campaigning are retried with backoff. Hooks, if configured,
+// failures while campaigning, and fencer failures (ErrFence: the term won
+// is resigned), are retried with backoff; fn and OnElected run only once
+// every fencer of ElectionConfig.Fencers was advanced to the term's token. Hooks, if configured,
 // are called from Run's goroutine in order: OnElected before fn, OnEnded
 // after fn has returned and the term has ended.
 func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence.Token) error) error {
 	if e.session == nil {
-		return fmt.Errorf("election %q: run: %w", e.name, ErrNoSession)
+		return fmt.Errorf("election %q: run: %w", e.cfg.Name, ErrNoSession)
 	}
 	if fn == nil {
-		return fmt.Errorf("%w: election %q: run: nil fn", ErrInvalidConfig, e.name)
+		return fmt.Errorf("%w: election %q: run: nil fn", ErrInvalidConfig, e.cfg.Name)
 	}
 	attempt := 1
 	for {
@@ -48,7 +50,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 				return ctx.Err()
 			}
 			e.log.Warn("campaign failed; retrying", "error", err, "attempt", attempt)
-			if !clock.Sleep(ctx, e.clock, backoff.Next(attempt)) {
+			if !clock.Sleep(ctx, e.cfg.Clock, backoff.Next(attempt)) {
 				return ctx.Err()
 			}
 			attempt++
@@ -56,8 +58,8 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 		}
 		attempt = 1
 		tok := t.Token()
-		if e.hooks.OnElected != nil {
-			e.hooks.OnElected(tok)
+		if h := e.cfg.Hooks; h != nil && h.OnElected != nil {
+			h.OnElected(tok)
 		}
 		// fn's context ends with the term or with ctx.
 		fctx, fcancel := context.WithCancelCause(t.Context())
@@ -77,22 +79,22 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 			}
 			reason = fmt.Errorf("%w: %w", ErrResigned, why)
 		}
-		rctx, cancel := clock.WithTimeout(context.WithoutCancel(ctx), e.clock, e.resign)
+		rctx, cancel := clock.WithTimeout(context.WithoutCancel(ctx), e.cfg.Clock, e.cfg.ResignTimeout)
 		if rerr := t.Resign(rctx); rerr != nil {
 			e.log.Warn("resign failed; the key goes with the lease or the next campaign", "error", rerr)
 		}
 		cancel()
-		if e.hooks.OnEnded != nil {
-			e.hooks.OnEnded(tok, reason)
+		if h := e.cfg.Hooks; h != nil && h.OnEnded != nil {
+			h.OnEnded(tok, reason)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if standing && ferr != nil {
-			return fmt.Errorf("election %q: epoch %d: %w", e.name, tok.Epoch, ferr)
+			return fmt.Errorf("election %q: epoch %d: %w", e.cfg.Name, tok.Epoch, ferr)
 		}
 		if serr := e.session.Err(); serr != nil {
-			return fmt.Errorf("election %q: run: %w", e.name, serr)
+			return fmt.Errorf("election %q: run: %w", e.cfg.Name, serr)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/tenure-go/tenure/internal/clock"
 
 	"github.com/hashicorp/go-hclog"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/etcderr"
@@ -104,7 +103,7 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 		id:       resp.ID,
 		ttl:      time.Duration(resp.TTL) * time.Second,
 		margin:   cfg.SafetyMargin,
-		lead:     min(cfg.SafetyMargin/4, 100*time.Millisecond),
+		lead:     lead(cfg.SafetyMargin),
 		loopDone: make(chan struct{}),
 	}
 	s.log = cfg.Logger.With("lease", fmt.Sprintf("%x", int64(s.id)))
@@ -166,6 +165,12 @@ func (s *Session) SafeDeadline() time.Time {
 	return s.deadline
 }
 
+// OutageBound returns the longest etcd unavailability this session survives
+// whenever it starts: SessionConfig.OutageBound with the TTL etcd granted.
+func (s *Session) OutageBound() time.Duration {
+	return outageBound(s.ttl, s.margin, s.cfg.RenewInterval)
+}
+
 // Stats returns a snapshot of the renewal statistics.
 func (s *Session) Stats() SessionStats {
 	now := s.clock.Now()
@@ -223,94 +228,4 @@ func (s *Session) untilEnd(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deadline.Add(-s.lead).Sub(now)
-}
-
-type renewal struct {
-	sent, acked time.Time
-	ttl         time.Duration
-	err         error
-}
-
-// run is the renewal loop. sent is the send time of the grant.
-func (s *Session) run(sent time.Time) {
-	defer close(s.loopDone)
-	interval := s.cfg.RenewInterval
-	retry := min(max(interval/8, 10*time.Millisecond), 250*time.Millisecond)
-
-	expiry := s.clock.NewTimer(s.untilEnd(s.clock.Now()))
-	defer expiry.Stop()
-	next := s.clock.NewTimer(sent.Add(interval).Sub(s.clock.Now()))
-	defer next.Stop()
-
-	results := make(chan renewal, 1)
-	inflight := false
-	defer func() {
-		if inflight { // its context is a child of s.ctx, cancelled by now
-			<-results
-		}
-	}()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-expiry.Chan():
-			now := s.clock.Now()
-			if d := s.untilEnd(now); d > 0 {
-				expiry.Reset(d)
-				continue
-			}
-			s.end(fmt.Errorf("%w: lease %x: no renewal acknowledged within TTL %v - margin %v of its sending", ErrSessionExpired, int64(s.id), s.ttl, s.margin))
-			return
-		case <-next.Chan():
-			if inflight {
-				continue
-			}
-			inflight = true
-			timeout := min(interval, s.untilEnd(s.clock.Now())+s.lead)
-			go func() { results <- s.renew(timeout) }()
-		case r := <-results:
-			inflight = false
-			if r.err != nil {
-				if etcderr.LeaseNotFound(r.err) {
-					s.lost(r.err)
-					return
-				}
-				s.mu.Lock()
-				s.failures++
-				s.mu.Unlock()
-				if s.ctx.Err() != nil {
-					return
-				}
-				s.log.Debug("renewal failed", "error", r.err, "remaining", s.untilEnd(s.clock.Now()))
-				next.Reset(retry)
-				continue
-			}
-			s.mu.Lock()
-			if d := r.sent.Add(r.ttl - s.margin); d.After(s.deadline) {
-				s.deadline = d
-			}
-			s.renewals++
-			s.latency = r.acked.Sub(r.sent)
-			s.mu.Unlock()
-			now := s.clock.Now()
-			expiry.Reset(s.untilEnd(now))
-			next.Reset(r.sent.Add(interval).Sub(now))
-		}
-	}
-}
-
-// renew sends one renewal, bounded by timeout, and reports its send time.
-func (s *Session) renew(timeout time.Duration) renewal {
-	ctx, cancel := clock.WithTimeout(s.ctx, s.clock, timeout)
-	defer cancel()
-	sent := s.clock.Now()
-	resp, err := s.lease.KeepAliveOnce(ctx, s.id)
-	acked := s.clock.Now()
-	if err != nil {
-		return renewal{err: err}
-	}
-	if resp.TTL <= 0 {
-		return renewal{err: rpctypes.ErrLeaseNotFound}
-	}
-	return renewal{sent: sent, acked: acked, ttl: time.Duration(resp.TTL) * time.Second}
 }

@@ -19,7 +19,7 @@ func TestSessionRenewsAndCloses(t *testing.T) {
 	ctx := testCtx(t)
 
 	before := time.Now()
-	s := newSession(t, cli, 3*time.Second) // renews every second
+	s := newSession(t, cli, 3*time.Second) // renews every 700ms
 	require.NoError(t, s.Err())
 	assert.Equal(t, 3*time.Second, s.TTL())
 	first := s.SafeDeadline()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/tenure-go/tenure/internal/clock"
 
@@ -24,7 +23,9 @@ import (
 // for the leader must run under Context and carry Token; writes to etcd can
 // add Cmp to their transaction to land only while the term stands.
 //
-// A Term is safe for concurrent use.
+// A Term is safe for concurrent use. It has no lock of its own: whether the
+// Election still holds it is guarded by the Election's one lock, and its
+// end is its context's cancellation.
 type Term struct {
 	e      *Election
 	key    string
@@ -34,11 +35,6 @@ type Term struct {
 	cancel context.CancelCauseFunc
 
 	watchDone chan struct{} // closed when the key watch has ended
-
-	resignMu  sync.Mutex // serializes Resign
-	mu        sync.Mutex
-	resigning bool
-	free      bool // the Election may campaign again
 }
 
 func newTerm(e *Election, epoch, rev int64) *Term {
@@ -96,47 +92,31 @@ func (t *Term) Cmp() clientv3.Cmp {
 // Resign ends the term: it cancels the term's context first, then deletes
 // the leader key if it is still this term's, which hands leadership to the
 // next candidate at once. If the session has already ended, the key is left
-// to the lease. Resign is idempotent; it returns etcd's error if the delete
-// failed (the key then goes with the lease, or with a later Resign).
-func (t *Term) Resign(ctx context.Context) error {
-	t.resignMu.Lock()
-	defer t.resignMu.Unlock()
-	t.mu.Lock()
-	if t.free {
-		t.mu.Unlock()
+// to the lease. Resign is idempotent and may be called concurrently; it
+// returns etcd's error if the delete failed (the key then goes with the
+// lease, or with a later Resign or Campaign).
+func (t *Term) Resign(ctx context.Context) error { return t.resign(ctx, ErrResigned) }
+
+// resign ends the term with cause and deletes its key, as Resign.
+func (t *Term) resign(ctx context.Context, cause error) error {
+	e := t.e
+	if !e.holds(t) {
+		return nil // released: resigned before, or the key is gone
+	}
+	t.cancel(cause)
+	<-t.watchDone // the watch ends with the context, releasing t if the key is gone
+	if !e.holds(t) {
 		return nil
 	}
-	t.resigning = true
-	t.mu.Unlock()
-	t.cancel(ErrResigned)
-	<-t.watchDone
-
-	t.mu.Lock()
-	free := t.free
-	t.mu.Unlock()
-	var err error
-	if !free && t.e.session.Err() == nil {
-		_, err = t.e.kv.Txn(ctx).If(t.Cmp()).Then(clientv3.OpDelete(t.key)).Commit()
-		if err != nil {
-			err = fmt.Errorf("election %q: resign epoch %d: %w", t.e.name, t.token.Epoch, err)
+	if e.session.Err() == nil {
+		// Concurrent resigns send the same guarded delete: the first wins,
+		// the others compare false, and a later term's key is never touched.
+		if _, err := e.kv.Txn(ctx).If(t.Cmp()).Then(clientv3.OpDelete(t.key)).Commit(); err != nil {
+			return fmt.Errorf("election %q: resign epoch %d: %w", e.cfg.Name, t.token.Epoch, err)
 		}
 	}
-	t.mu.Lock()
-	t.resigning = false
-	if err == nil {
-		t.releaseLocked()
-	}
-	t.mu.Unlock()
-	return err
-}
-
-// releaseLocked lets the Election campaign again. t.mu must be held.
-func (t *Term) releaseLocked() {
-	if t.free {
-		return
-	}
-	t.free = true
-	t.e.release(t)
+	e.release(t)
+	return nil
 }
 
 // end ends the term with cause unless it has already ended.
@@ -146,14 +126,14 @@ func (t *Term) end(cause error) { t.cancel(cause) }
 // term ends.
 func (t *Term) watch() {
 	defer func() {
-		t.mu.Lock()
-		close(t.watchDone)
-		// A term that ended while the session stands keeps its slot until
-		// Resign has deleted the key, unless the key is already gone.
-		if !t.resigning && (t.e.session.Err() != nil || errors.Is(context.Cause(t.ctx), ErrKeyDeleted)) {
-			t.releaseLocked()
+		// A term that ended while the session stands keeps its place in the
+		// Election until Resign has deleted the key, unless the key is
+		// already gone. Release before closing watchDone, so that Resign
+		// sees it.
+		if t.e.session.Err() != nil || errors.Is(context.Cause(t.ctx), ErrKeyDeleted) {
+			t.e.release(t)
 		}
-		t.mu.Unlock()
+		close(t.watchDone)
 	}()
 	e := t.e
 	rev := t.rev + 1
@@ -165,7 +145,7 @@ func (t *Term) watch() {
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != t.token.Epoch {
-					t.end(fmt.Errorf("%w: election %q epoch %d at revision %d", ErrKeyDeleted, e.name, t.token.Epoch, ev.Kv.ModRevision))
+					t.end(fmt.Errorf("%w: election %q epoch %d at revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, ev.Kv.ModRevision))
 					return
 				}
 			}
@@ -178,14 +158,14 @@ func (t *Term) watch() {
 		// watch again from there.
 		resp, err := e.kv.Get(t.ctx, t.key)
 		if err != nil {
-			if !clock.Sleep(t.ctx, e.clock, backoff.Next(attempt)) {
+			if !clock.Sleep(t.ctx, e.cfg.Clock, backoff.Next(attempt)) {
 				return
 			}
 			attempt++
 			continue
 		}
 		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != t.token.Epoch {
-			t.end(fmt.Errorf("%w: election %q epoch %d by revision %d", ErrKeyDeleted, e.name, t.token.Epoch, resp.Header.Revision))
+			t.end(fmt.Errorf("%w: election %q epoch %d by revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, resp.Header.Revision))
 			return
 		}
 		rev = resp.Header.Revision + 1

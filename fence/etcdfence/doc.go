@@ -38,6 +38,16 @@
 // owner cannot write even keys the new owner never touches; with it a
 // Store is a fence.Fencer. Floors must never be deleted.
 //
+// Who raises the floor: Get checks a token against the floor but does not
+// record it, so a tenure's first operation must not be a read unless its
+// floor was raised before. ownership's Config.Fencers and election's
+// ElectionConfig.Fencers do it: give them the Store, and they call Advance
+// with the new tenure's token before any work runs under it (before
+// OnAcquired, before Campaign returns the Term). A leader or owner rolled by
+// hand must call Advance itself, with its token, before its first read;
+// otherwise a stale holder that read before the change and writes after the
+// new holder's read loses the new holder an update.
+//
 // Group commit: Store.Commit applies many fenced writes in one flat
 // transaction (split at etcd's ops-per-transaction and request-size limits)
 // with one floor comparison per scope; if a check fails, the writes it

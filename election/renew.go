@@ -1,0 +1,144 @@
+package election
+
+import (
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/etcderr"
+)
+
+// renewal is the outcome of one renewal attempt.
+type renewal struct {
+	sent, acked time.Time
+	ttl         time.Duration
+	err         error
+}
+
+// run is the renewal loop. sent is the send time of the grant.
+//
+// A renewal falls due RenewInterval after the send time of the newest
+// acknowledged one. While it is due, the loop sends an attempt at once and
+// another every RenewRetryInterval, whether the earlier attempts failed or
+// are still unanswered, so that neither a failing request nor a member that
+// never answers holds the session. Attempts overlap; each is given up after
+// renewAttemptTimeout, and none runs past the safe deadline. Every
+// acknowledgement moves the safe deadline if its send time is newer; the
+// renewal stops being due once an attempt sent less than RenewInterval ago
+// is acknowledged (an answer to an attempt sent long ago, held up in the
+// network, does not stop the retries).
+func (s *Session) run(sent time.Time) {
+	defer close(s.loopDone)
+	cadence := s.cfg.RenewInterval
+
+	expiry := s.clock.NewTimer(s.untilEnd(s.clock.Now()))
+	next := s.clock.NewTimer(sent.Add(cadence).Sub(s.clock.Now()))
+	results := make(chan renewal)
+	inflight := 0
+	last := sent // send time of the newest acknowledged renewal
+	due := false
+	defer func() {
+		expiry.Stop()
+		next.Stop()
+		for ; inflight > 0; inflight-- { // their contexts are children of s.ctx, cancelled by now
+			<-results
+		}
+	}()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-expiry.Chan():
+			if d := s.untilEnd(s.clock.Now()); d > 0 {
+				expiry.Reset(d)
+				continue
+			}
+			s.end(fmt.Errorf("%w: lease %x: no renewal acknowledged within TTL %v - margin %v of its sending", ErrSessionExpired, int64(s.id), s.ttl, s.margin))
+			return
+		case <-next.Chan():
+			due = true
+			// Never wait for an answer past the safe deadline.
+			if timeout := min(renewAttemptTimeout, s.untilEnd(s.clock.Now())+s.lead); timeout > 0 {
+				inflight++
+				go func() { results <- s.renew(timeout) }()
+			}
+			next.Reset(RenewRetryInterval)
+		case r := <-results:
+			inflight--
+			if r.err != nil {
+				if etcderr.LeaseNotFound(r.err) {
+					s.lost(r.err)
+					return
+				}
+				if s.ctx.Err() != nil {
+					return
+				}
+				s.mu.Lock()
+				s.failures++
+				s.mu.Unlock()
+				s.log.Debug("renewal attempt failed; retrying within "+RenewRetryInterval.String(),
+					"error", r.err, "remaining", s.untilEnd(s.clock.Now()))
+				continue
+			}
+			s.acknowledge(r)
+			if r.sent.After(last) {
+				last = r.sent
+			}
+			now := s.clock.Now()
+			expiry.Reset(s.untilEnd(now))
+			if wait := last.Add(cadence).Sub(now); wait > 0 || !due {
+				due = false
+				resetTimer(next, wait)
+			}
+		}
+	}
+}
+
+// acknowledge records an acknowledged renewal.
+func (s *Session) acknowledge(r renewal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := r.sent.Add(r.ttl - s.margin); d.After(s.deadline) {
+		s.deadline = d
+	}
+	s.renewals++
+	s.latency = r.acked.Sub(r.sent)
+}
+
+// timer is the part of a clock's timer that resetTimer needs.
+type timer interface {
+	Chan() <-chan time.Time
+	Stop() bool
+	Reset(d time.Duration) bool
+}
+
+// resetTimer stops t, drops a tick it may have delivered but not yet been
+// read, and resets it to d.
+func resetTimer(t timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.Chan():
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+// renew sends one renewal attempt, bounded by timeout, and reports its send
+// time.
+func (s *Session) renew(timeout time.Duration) renewal {
+	ctx, cancel := clock.WithTimeout(s.ctx, s.clock, timeout)
+	defer cancel()
+	sent := s.clock.Now()
+	resp, err := s.lease.KeepAliveOnce(ctx, s.id)
+	acked := s.clock.Now()
+	if err != nil {
+		return renewal{err: err}
+	}
+	if resp.TTL <= 0 {
+		return renewal{err: rpctypes.ErrLeaseNotFound}
+	}
+	return renewal{sent: sent, acked: acked, ttl: time.Duration(resp.TTL) * time.Second}
+}
