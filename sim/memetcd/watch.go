@@ -17,6 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// errEmptyWatcherRange is etcd's mvcc.ErrEmptyWatcherRange message.
+const errEmptyWatcherRange = "mvcc: watcher range is empty"
+
 type (
 	grpcCallOption  = grpc.CallOption
 	grpcRangeStream = grpc.ServerStreamingClient[pb.RangeStreamResponse]
@@ -193,6 +196,10 @@ func (ws *watchStream) createLocked(creq *pb.WatchCreateRequest) {
 	}
 	if creq.StartRevision < 0 {
 		ws.sendLocked(&pb.WatchResponse{Header: s.header(st.rev), WatchId: clientv3.InvalidWatchID, Canceled: true, Created: true, CancelReason: rpctypes.ErrCompacted.Error()})
+		return
+	}
+	if end := mkEnd(creq.RangeEnd); len(end) > 0 && bytes.Compare(key, end) >= 0 {
+		ws.sendLocked(&pb.WatchResponse{Header: s.header(st.rev), WatchId: clientv3.InvalidWatchID, Created: true, Canceled: true, CancelReason: errEmptyWatcherRange})
 		return
 	}
 	w := &watcher{id: ws.nextID, key: bytes.Clone(key), end: mkEnd(creq.RangeEnd), startRev: creq.StartRevision, prevKV: creq.PrevKv}
