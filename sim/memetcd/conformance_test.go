@@ -303,6 +303,12 @@ func (e *env) sync(w *watchRun) {
 }
 
 func runOps(t *testing.T, api etcdAPI, prefix string, ops []op) []string {
+	log, _ := runOpsRaw(t, api, prefix, ops)
+	return log
+}
+
+// runOpsRaw is runOps that also returns the IDs of the leases granted.
+func runOpsRaw(t *testing.T, api etcdAPI, prefix string, ops []op) ([]string, []clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := &env{t: t, api: api, ctx: ctx, prefix: prefix, names: make(map[int64]string)}
@@ -323,7 +329,7 @@ func runOps(t *testing.T, api etcdAPI, prefix string, ops []op) []string {
 	for _, id := range e.leases {
 		_, _ = api.Revoke(ctx, id)
 	}
-	return e.log
+	return e.log, e.leases
 }
 
 func (e *env) key(k string) string { return e.prefix + k }
@@ -737,4 +743,81 @@ func (e *env) drain(w *watchRun, rev int64) []string {
 			}
 		}
 	}
+}
+
+// TestConformanceLeaseExpiry lets a lease expire, by waiting on real etcd
+// and by advancing the fake clock on memetcd, and requires the same
+// outcome: the lease's keys deleted in one revision, in key order, and the
+// lease gone for every lease call.
+func TestConformanceLeaseExpiry(t *testing.T) {
+	c := cluster.New(t, 1)
+	real := c.NewClient(t)
+	want := expiryScenario(t, real, func(ctx context.Context, wch clientv3.WatchChan) clientv3.WatchResponse {
+		select {
+		case wr := <-wch: // etcd checks expiry every 500ms
+			return wr
+		case <-time.After(10 * time.Second):
+			t.Fatal("the lease did not expire on etcd")
+		}
+		return clientv3.WatchResponse{}
+	})
+
+	fc := clockwork.NewFakeClock()
+	srv, err := memetcd.New(memetcd.Config{Clock: fc, MinLeaseTTL: time.Second})
+	require.NoError(t, err)
+	defer srv.Close()
+	mc := srv.NewClient()
+	got := expiryScenario(t, mc, func(ctx context.Context, wch clientv3.WatchChan) clientv3.WatchResponse {
+		fc.Advance(time.Second)
+		return <-wch
+	})
+	require.Equal(t, want, got)
+	joined := strings.Join(got, "\n")
+	require.Contains(t, joined, `DELETE {a="" c=0 m=r3`, "both keys of the lease deleted in one revision, in key order")
+	require.Contains(t, joined, `DELETE {b="" c=0 m=r3`)
+}
+
+func expiryScenario(t *testing.T, api etcdAPI, expire func(context.Context, clientv3.WatchChan) clientv3.WatchResponse) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e := &env{t: t, api: api, ctx: ctx, prefix: "/expiry/", names: make(map[int64]string)}
+	g, err := api.Grant(ctx, 0)
+	require.NoError(t, err)
+	e.names[int64(g.ID)] = "L0"
+	var out []string
+	out = append(out, fmt.Sprintf("granted ttl=%d", g.TTL))
+	first, err := api.Put(ctx, e.key("b"), "1", clientv3.WithLease(g.ID))
+	require.NoError(t, err)
+	e.base = first.Header.Revision
+	_, err = api.Put(ctx, e.key("a"), "2", clientv3.WithLease(g.ID))
+	require.NoError(t, err)
+	_, err = api.Put(ctx, e.key("c"), "3")
+	require.NoError(t, err)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := api.Watch(wctx, e.prefix, clientv3.WithPrefix(), clientv3.WithRev(e.base), clientv3.WithPrevKV())
+	for puts := 0; puts < 3; { // the catch-up may come in one response
+		wr := <-wch
+		for _, ev := range wr.Events {
+			out = append(out, fmt.Sprintf("%s %s", ev.Type, e.kv(ev.Kv)))
+			puts++
+		}
+	}
+	wr := expire(ctx, wch)
+	for _, ev := range wr.Events {
+		out = append(out, fmt.Sprintf("%s %s prev=%s", ev.Type, e.kv(ev.Kv), e.kv(ev.PrevKv)))
+	}
+	ttl, err := api.TimeToLive(ctx, g.ID)
+	require.NoError(t, err)
+	out = append(out, fmt.Sprintf("ttl=%d", ttl.TTL))
+	_, err = api.KeepAliveOnce(ctx, g.ID)
+	out = append(out, "keepalive "+errKind(err))
+	_, err = api.Revoke(ctx, g.ID)
+	out = append(out, "revoke "+errKind(err))
+	_, err = api.Put(ctx, e.key("d"), "4", clientv3.WithLease(g.ID))
+	out = append(out, "put "+errKind(err))
+	resp, err := api.Get(ctx, e.prefix, clientv3.WithPrefix())
+	require.NoError(t, err)
+	out = append(out, e.rangeResp((*pb.RangeResponse)(resp)))
+	return out
 }

@@ -381,3 +381,20 @@ func TestClosedClient(t *testing.T) {
 	assert.False(t, errors.Is(err, context.Canceled))
 	assert.Equal(t, codes.Canceled, status.Code(err))
 }
+
+// TestDeterministic runs one random sequence twice and requires identical
+// raw results, lease IDs and revisions included.
+func TestDeterministic(t *testing.T) {
+	run := func() ([]string, []clientv3.LeaseID) {
+		s, err := memetcd.New(memetcd.Config{Clock: clockwork.NewFakeClock(), MinLeaseTTL: time.Second})
+		require.NoError(t, err)
+		defer s.Close()
+		c := s.NewClient()
+		return runOpsRaw(t, c, "/d/", genOps(7, conformanceOps))
+	}
+	log1, ids1 := run()
+	log2, ids2 := run()
+	assert.Equal(t, log1, log2)
+	assert.Equal(t, ids1, ids2)
+	assert.NotEmpty(t, ids1)
+}
