@@ -257,7 +257,10 @@ type env struct {
 	leases  []clientv3.LeaseID
 	names   map[int64]string
 	watches []*watchRun
-	log     []string
+	// unsynced are watches from a past revision that etcd may not have
+	// caught up yet; a compaction waits for them (see sync).
+	unsynced []*watchRun
+	log      []string
 }
 
 type watchRun struct {
@@ -634,6 +637,10 @@ func (e *env) exec(o op) string {
 		slices.Sort(names)
 		return fmt.Sprintf("leases %s %v", e.seen(resp.ResponseHeader), names)
 	case opCompact:
+		for _, w := range e.unsynced {
+			e.sync(w)
+		}
+		e.unsynced = nil
 		rev := e.revOf(o.rev)
 		if rev == 0 {
 			rev = e.cur
@@ -671,7 +678,7 @@ func (e *env) exec(o op) string {
 		w.ch = api.Watch(wctx, k, opts...)
 		e.watches = append(e.watches, w)
 		if rev != 0 && rev <= e.cur {
-			e.sync(w)
+			e.unsynced = append(e.unsynced, w)
 		}
 		return fmt.Sprintf("watch %s from %s", name, e.rel(rev))
 	}
