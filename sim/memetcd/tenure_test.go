@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
@@ -143,19 +144,24 @@ func TestOwnershipFailoverOnVirtualTime(t *testing.T) {
 	// ever served by two nodes at once (in callback order).
 	var mu sync.Mutex
 	serving := map[int]string{}
+	tokens := map[string][]fence.Token{} // every token each node acquired
 	var overlaps []string
-	join := func(id string) (*memetcd.Client, *ownership.Node) {
+	join := func(id string) (*memetcd.Client, *ownership.Node, *etcdfence.Store) {
 		cli := srv.NewClient()
+		store, err := etcdfence.New(cli, etcdfence.DefaultConfig())
+		require.NoError(t, err)
 		cfg := ownership.DefaultConfig()
+		cfg.Fencers = []fence.Fencer{store}
 		cfg.Cluster = "sim"
 		cfg.NodeID = id
 		cfg.Ring.Partitions = partitions
 		cfg.Session.TTL = ttl
 		cfg.Clock = fc
 		cfg.Callbacks = ownership.Callbacks{
-			OnAcquired: func(_ context.Context, p int, _ fence.Token) {
+			OnAcquired: func(_ context.Context, p int, tok fence.Token) {
 				mu.Lock()
 				defer mu.Unlock()
+				tokens[id] = append(tokens[id], tok)
 				if other, ok := serving[p]; ok {
 					overlaps = append(overlaps, fmt.Sprintf("partition %d: %s acquired while %s serves", p, id, other))
 				}
@@ -176,11 +182,11 @@ func TestOwnershipFailoverOnVirtualTime(t *testing.T) {
 			defer cancel()
 			_ = n.Close(cctx)
 		})
-		return cli, n
+		return cli, n, store
 	}
-	_, na := join("a")
-	_, nb := join("b")
-	cliC, nc := join("c")
+	_, na, storeA := join("a")
+	_, nb, _ := join("b")
+	cliC, nc, storeC := join("c")
 	nodes := []*ownership.Node{na, nb, nc}
 
 	owned := func(ns ...*ownership.Node) []int {
@@ -221,6 +227,22 @@ func TestOwnershipFailoverOnVirtualTime(t *testing.T) {
 
 	mu.Lock()
 	assert.Empty(t, overlaps)
+	zombie := slices.Clone(tokens["c"])
 	mu.Unlock()
+
+	// c comes back (a paused process resuming) and writes under the tokens
+	// it held: every write is refused, since the new owners raised the
+	// floors before serving.
 	srv.Heal(cliC.ID())
+	require.NotEmpty(t, zombie)
+	for _, tok := range zombie {
+		_, err := storeC.Put(ctx, tok, fmt.Sprintf("zombie/%s", tok.Scope), []byte("stale"))
+		assert.ErrorIs(t, err, fence.ErrStale, "token %v", tok)
+	}
+	// The current owners write.
+	for _, p := range na.Owned() {
+		r := na.LookupPartition(p)
+		_, err := storeA.Put(ctx, fence.Token{Scope: fence.PartitionScope(p), Epoch: r.Epoch}, fmt.Sprintf("live/%d", p), []byte("ok"))
+		assert.NoError(t, err)
+	}
 }
