@@ -6,21 +6,12 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tenure-go/tenure/internal/clock"
-)
-
-var (
-	rpcLeaseTTLTooLarge = rpctypes.ErrGRPCLeaseTTLTooLarge
-	rpcNoLeader         = rpctypes.ErrGRPCNoLeader
-	rpcClosing          = status.Error(codes.Canceled, "grpc: the client connection is closing")
-	rpcLost             = status.Error(codes.Unavailable, "memetcd: connection lost before the response arrived")
-	rpcDropped          = status.Error(codes.Unavailable, "memetcd: connection dropped")
 )
 
 // ClientID identifies a client of a Server, for its fault hooks.

@@ -24,7 +24,13 @@
 // requires identical normalized results.
 //
 // Faults for the simulator are per client (Partition, Heal, SetLatency,
-// LoseResponses) and per server (LoseLeader, LeaderChange).
+// LoseResponses, DropWatches) and per server (LoseLeader, LeaderChange).
+//
+// Goroutines: the server runs none of its own. A fired lease timer runs its
+// expiry on a goroutine of the clock; KeepAlive runs one loop per call (on
+// the server's clock); the etcd client's watcher runs its usual goroutines
+// per watch stream. All end when their context ends or the Client is
+// closed.
 //
 // Determinism: the server applies every request under one lock in the order
 // the requests arrive, expires leases lazily before every request (in

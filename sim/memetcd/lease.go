@@ -71,9 +71,6 @@ func (l leaseAPI) TimeToLive(ctx context.Context, id clientv3.LeaseID, opts ...c
 		r := &pb.LeaseTimeToLiveResponse{Header: &pb.ResponseHeader{}, ID: int64(id), TTL: -1}
 		if le := s.leases[int64(id)]; le != nil {
 			r.TTL = int64(le.expiry.Sub(s.clock.Now()).Seconds())
-			if s.leaderless {
-				r.TTL = le.ttl
-			}
 			r.GrantedTTL = le.ttl
 			if withKeys {
 				for _, k := range sortedKeys(le.keys) {

@@ -1,7 +1,6 @@
 package memetcd
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -34,9 +33,6 @@ const (
 	clusterID = 0x6d656d65746364 // "memetcd"
 	memberID  = 0x1
 )
-
-// ErrInvalidConfig reports a Config that New refuses.
-var ErrInvalidConfig = errors.New("memetcd: invalid config")
 
 // Config configures a Server. The zero value of each field selects its
 // documented default.

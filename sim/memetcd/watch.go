@@ -17,9 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// errEmptyWatcherRange is etcd's mvcc.ErrEmptyWatcherRange message.
-const errEmptyWatcherRange = "mvcc: watcher range is empty"
-
 type (
 	grpcCallOption  = grpc.CallOption
 	grpcRangeStream = grpc.ServerStreamingClient[pb.RangeStreamResponse]
