@@ -6,8 +6,10 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -101,6 +103,10 @@ func (c *Client) gate(ctx context.Context) error {
 			s.mu.Unlock()
 			return nil
 		}
+		if !c.partitioned && requiresLeader(ctx) {
+			s.mu.Unlock()
+			return rpcNoLeader // etcd's interceptor refuses at once
+		}
 		ch := s.changed
 		s.mu.Unlock()
 		select {
@@ -109,6 +115,16 @@ func (c *Client) gate(ctx context.Context) error {
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
+}
+
+// requiresLeader reports whether ctx carries clientv3.WithRequireLeader.
+func requiresLeader(ctx context.Context) bool {
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if !ok {
+		return false
+	}
+	v := md[rpctypes.MetadataRequireLeaderKey]
+	return len(v) > 0 && v[0] == rpctypes.MetadataHasLeader
 }
 
 // unary runs apply as one request of c, with c's faults: the request waits

@@ -248,6 +248,8 @@ func TestLoseLeader(t *testing.T) {
 	_, err = c.Put(short, "k", "v")
 	cancel()
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = c.Put(clientv3.WithRequireLeader(ctx), "k", "v")
+	assert.ErrorIs(t, err, rpctypes.ErrNoLeader)
 	fc.Advance(time.Minute) // no lease expires without a leader
 	s.LeaderChange()
 	ttl, err := c.TimeToLive(ctx, g.ID)

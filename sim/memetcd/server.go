@@ -342,10 +342,11 @@ func (s *Server) LeaderChange() {
 }
 
 // LoseLeader simulates an etcd cluster without a leader until the next
-// LeaderChange: requests of every client wait (until their context ends),
-// no lease expires, and watches opened with clientv3.WithRequireLeader are
-// cancelled with etcd's "no leader" error; other watches stay open and
-// quiet.
+// LeaderChange: requests of every client wait (until their context ends)
+// unless their context carries clientv3.WithRequireLeader, in which case
+// they fail at once with etcd's "no leader" error; no lease expires; and
+// watches opened with WithRequireLeader are cancelled with that error;
+// other watches stay open and quiet.
 func (s *Server) LoseLeader() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

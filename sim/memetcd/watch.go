@@ -37,12 +37,10 @@ func (r watchRemote) Watch(ctx context.Context, _ ...grpc.CallOption) (grpc.Bidi
 		return nil, rpcClosing
 	}
 	ws := &watchStream{s: s, c: c, ctx: ctx, watchers: make(map[int64]*watcher), signal: make(chan struct{}, 1)}
-	if md, ok := metadata.FromOutgoingContext(ctx); ok {
-		if v := md[rpctypes.MetadataRequireLeaderKey]; len(v) > 0 && v[0] == rpctypes.MetadataHasLeader {
-			ws.requireLeader = true
-			if s.leaderless {
-				return nil, rpcNoLeader
-			}
+	if requiresLeader(ctx) {
+		ws.requireLeader = true
+		if s.leaderless {
+			return nil, rpcNoLeader
 		}
 	}
 	s.streams = append(s.streams, ws)
