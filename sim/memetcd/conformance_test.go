@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,10 @@ func compareLogs(t *testing.T, seed uint64, want, got []string) {
 			g = got[i]
 		}
 		if w != g {
+			if dir := os.Getenv("MEMETCD_DUMP"); dir != "" {
+				_ = os.WriteFile(dir+"/etcd.txt", []byte(strings.Join(want, "\n")), 0o644)
+				_ = os.WriteFile(dir+"/memetcd.txt", []byte(strings.Join(got, "\n")), 0o644)
+			}
 			lo := max(0, i-3)
 			t.Fatalf("seed %d: results differ at line %d\ncontext:\n  %s\netcd:    %s\nmemetcd: %s", seed, i, strings.Join(want[lo:i], "\n  "), w, g)
 		}
@@ -99,6 +104,7 @@ const (
 	opCompact
 	opWatch
 	opTooManyOps
+	opGetStream
 	numOps
 )
 
@@ -130,6 +136,7 @@ type txnGen struct {
 }
 
 type cmpGen struct {
+	prefix string // compare every key under it instead of key
 	key    string
 	target int
 	result string
@@ -182,7 +189,7 @@ func genLease(r *rand.Rand, leases int) int {
 }
 
 func genOp(r *rand.Rand, leases *int, depth int) op {
-	weights := []int{opPut: 20, opGet: 18, opDelete: 8, opTxn: 16, opGrant: 4, opGrantSmall: 1, opKeepAlive: 3, opRevoke: 3, opTTL: 3, opLeases: 1, opCompact: 2, opWatch: 4, opTooManyOps: 1}
+	weights := []int{opPut: 20, opGet: 18, opDelete: 8, opTxn: 16, opGrant: 4, opGrantSmall: 1, opKeepAlive: 3, opRevoke: 3, opTTL: 3, opLeases: 1, opCompact: 2, opWatch: 4, opTooManyOps: 1, opGetStream: 2}
 	if depth > 0 { // inside a transaction: KV only
 		weights = []int{opPut: 10, opGet: 8, opDelete: 4, opTxn: 3}
 	}
@@ -205,7 +212,7 @@ func genOp(r *rand.Rand, leases *int, depth int) op {
 		o.key = keySel{a: genKey(r)}
 		o.val = "v" + strconv.Itoa(r.IntN(100))
 		o.lease = genLease(r, *leases)
-	case opGet:
+	case opGet, opGetStream:
 		o.key = genSel(r, true)
 		o.sort = [2]int32{int32(r.IntN(5)), int32(r.IntN(3))}
 		o.limit = int64(r.IntN(4))
@@ -214,7 +221,11 @@ func genOp(r *rand.Rand, leases *int, depth int) op {
 	case opTxn:
 		t := &txnGen{}
 		for range r.IntN(3) {
-			t.cmps = append(t.cmps, cmpGen{key: genKey(r), target: r.IntN(5), result: []string{"=", "!=", "<", ">"}[r.IntN(4)], val: int64(r.IntN(6)), sval: "v" + strconv.Itoa(r.IntN(100))})
+			pfx := ""
+			if r.IntN(6) == 0 {
+				pfx = prefixSel[r.IntN(2)]
+			}
+			t.cmps = append(t.cmps, cmpGen{prefix: pfx, key: genKey(r), target: r.IntN(5), result: []string{"=", "!=", "<", ">"}[r.IntN(4)], val: int64(r.IntN(6)), sval: "v" + strconv.Itoa(r.IntN(100))})
 		}
 		maxDepth := 2
 		for _, branch := range []*[]op{&t.then, &t.els} {
@@ -481,6 +492,9 @@ func (e *env) kvOp(o op) clientv3.Op {
 		cmps := make([]clientv3.Cmp, len(t.cmps))
 		for i, c := range t.cmps {
 			k := e.key(c.key)
+			if c.prefix != "" {
+				k = e.key(c.prefix)
+			}
 			switch c.target {
 			case 0:
 				cmps[i] = clientv3.Compare(clientv3.Value(k), c.result, c.sval)
@@ -492,6 +506,9 @@ func (e *env) kvOp(o op) clientv3.Op {
 				cmps[i] = clientv3.Compare(clientv3.ModRevision(k), c.result, e.revNear(c.val))
 			default:
 				cmps[i] = clientv3.Compare(clientv3.LeaseValue(k), c.result, e.leaseID(int(c.val)-1))
+			}
+			if c.prefix != "" {
+				cmps[i] = cmps[i].WithPrefix()
 			}
 		}
 		then := make([]clientv3.Op, len(t.then))
@@ -568,6 +585,26 @@ func (e *env) exec(o op) string {
 		default:
 			return e.txnResp((*pb.TxnResponse)(resp.Txn()))
 		}
+	case opGetStream:
+		k, opts := e.selOpts(o.key)
+		if rev := e.revOf(o.rev); rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		if o.limit > 0 {
+			opts = append(opts, clientv3.WithLimit(o.limit))
+		}
+		if o.flags&2 != 0 {
+			opts = append(opts, clientv3.WithCountOnly())
+		}
+		ch, err := api.GetStream(ctx, k, opts...)
+		if err != nil {
+			return "stream " + errKind(err)
+		}
+		resp, err := clientv3.GetStreamToGetResponse(ch)
+		if err != nil {
+			return "stream " + errKind(err)
+		}
+		return "stream " + e.rangeResp((*pb.RangeResponse)(resp))
 	case opTooManyOps:
 		ops := make([]clientv3.Op, 129)
 		for i := range ops {
@@ -659,7 +696,7 @@ func (e *env) exec(o op) string {
 			rev = e.cur + 1 // the next revision; later ones would never catch up
 		}
 		if o.flags&64 != 0 && e.compact > 0 {
-			rev = e.compact - int64(o.flags&1) // at, or just below, the compaction
+			rev = max(e.base, e.compact-int64(o.flags&1)) // at, or just below, the compaction
 		}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
