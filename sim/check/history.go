@@ -49,7 +49,9 @@ type Tenure struct {
 	Scope string
 	// Epoch is the tenure's fencing token epoch.
 	Epoch int64
-	// Holder names the node or process that held it.
+	// Holder names the node or process that held it, in the same names
+	// as Write.Writer: DoubleExecutions matches a holder's writes to its
+	// tenures by name and epoch.
 	Holder string
 	// Start is when the tenure began (the claim was created).
 	Start time.Duration
@@ -117,7 +119,8 @@ type Write struct {
 	Key   string
 	Scope string
 	Epoch int64
-	// Writer names the node or process that attempted it.
+	// Writer names the node or process that attempted it (as
+	// Tenure.Holder does).
 	Writer string
 	// Invoke is when the writer sent it; Return when the writer learned
 	// its outcome, Never if it did not.

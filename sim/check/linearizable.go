@@ -73,7 +73,7 @@ func Linearizable(h *History, cfg LinearConfig) (LinearResult, error) {
 		return res, nil
 	}
 	if cfg.Parallelism < 0 || cfg.Timeout < 0 {
-		return res, fmt.Errorf("check: parallelism %d and timeout %v must not be negative", cfg.Parallelism, cfg.Timeout)
+		return LinearResult{}, fmt.Errorf("%w: parallelism %d and timeout %v must not be negative", ErrInvalidConfig, cfg.Parallelism, cfg.Timeout)
 	}
 	byKey := make(map[string][]Op)
 	for _, o := range h.Ops {

@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,7 @@ func TestLinearizable(t *testing.T) {
 			put("a", "x", "1", 0, 0, check.Unknown), get("b", "x", "", 100, 110), get("b", "x", "1", 200, 210)}},
 		{name: "an unknown put cannot be undone", illegal: []string{"x"}, ops: []check.Op{
 			put("a", "x", "1", 0, 0, check.Unknown), get("b", "x", "1", 100, 110), get("b", "x", "", 200, 210)}},
+		{name: "only rejected operations", ops: []check.Op{put("a", "x", "1", 0, 10, check.Rejected)}},
 		{name: "a rejected put is ignored", ops: []check.Op{
 			put("a", "x", "1", 0, 10, check.Rejected), get("b", "x", "", 100, 110)}},
 		{name: "keys are independent", illegal: []string{"z"}, ops: []check.Op{
@@ -108,7 +110,7 @@ func TestLinearizableVisualization(t *testing.T) {
 	if _, err := os.Stat(path2); !res.OK() || res.Visualization != "" || err == nil {
 		t.Errorf("a linearizable history wrote a visualization")
 	}
-	if _, err := check.Linearizable(ok, check.LinearConfig{Parallelism: -1}); err == nil {
+	if _, err := check.Linearizable(ok, check.LinearConfig{Parallelism: -1}); !errors.Is(err, check.ErrInvalidConfig) {
 		t.Errorf("negative parallelism accepted")
 	}
 }

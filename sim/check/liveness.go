@@ -23,13 +23,14 @@ type LivenessSpec struct {
 	Bound time.Duration
 }
 
-// Validate reports a spec that cannot be checked.
+// Validate reports a spec that cannot be checked, as an error wrapping
+// ErrInvalidConfig.
 func (s LivenessSpec) Validate() error {
 	if s.Until <= s.From {
-		return fmt.Errorf("check: liveness window until %v must be after from %v", s.Until, s.From)
+		return fmt.Errorf("%w: liveness window until %v must be after from %v", ErrInvalidConfig, s.Until, s.From)
 	}
 	if s.Bound < 0 {
-		return fmt.Errorf("check: liveness bound %v must not be negative", s.Bound)
+		return fmt.Errorf("%w: liveness bound %v must not be negative", ErrInvalidConfig, s.Bound)
 	}
 	return nil
 }

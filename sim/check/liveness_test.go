@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func TestLiveness(t *testing.T) {
 			}
 		})
 	}
-	if _, err := check.Liveness(nil, check.LivenessSpec{From: ms(10), Until: ms(5)}); err == nil {
+	if _, err := check.Liveness(nil, check.LivenessSpec{From: ms(10), Until: ms(5)}); !errors.Is(err, check.ErrInvalidConfig) {
 		t.Error("a window that ends before it begins was accepted")
 	}
 }
