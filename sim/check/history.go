@@ -123,7 +123,8 @@ type Write struct {
 	// Tenure.Holder does).
 	Writer string
 	// Invoke is when the writer sent it; Return when the writer learned
-	// its outcome, Never if it did not.
+	// its outcome. Return is ignored, taken as Never, when the outcome is
+	// Unknown.
 	Invoke time.Duration
 	Return time.Duration
 	// Outcome is what the writer learned.
@@ -138,7 +139,7 @@ type Write struct {
 
 func (w Write) String() string {
 	s := fmt.Sprintf("write #%d by %s to %q under %s@%d [%v, %s] %s value %q",
-		w.ID, w.Writer, w.Key, w.Scope, w.Epoch, w.Invoke, fmtTime(w.Return), w.Outcome, w.Value)
+		w.ID, w.Writer, w.Key, w.Scope, w.Epoch, w.Invoke, fmtReturn(w.Outcome, w.Return), w.Outcome, w.Value)
 	if w.HasRead {
 		s += fmt.Sprintf(" (read %q)", w.Read)
 	}
@@ -191,7 +192,8 @@ type Op struct {
 	Key    string
 	Kind   OpKind
 	// Invoke and Return: when the client called and when it learned the
-	// outcome (Never if it did not).
+	// outcome. Return is ignored, taken as Never, when the outcome is
+	// Unknown.
 	Invoke time.Duration
 	Return time.Duration
 	// Outcome: Accepted when the operation returned, Rejected when it
@@ -228,7 +230,7 @@ func (o Op) String() string {
 	default:
 		what = o.Kind.String()
 	}
-	return fmt.Sprintf("op #%d by %s on %q: %s [%v, %s] %s", o.ID, o.Client, o.Key, what, o.Invoke, fmtTime(o.Return), o.Outcome)
+	return fmt.Sprintf("op #%d by %s on %q: %s [%v, %s] %s", o.ID, o.Client, o.Key, what, o.Invoke, fmtReturn(o.Outcome, o.Return), o.Outcome)
 }
 
 // History is everything a run recorded. Build one by hand or take one from
@@ -246,6 +248,13 @@ type History struct {
 	// are decimal integers.
 	Initial map[string]string
 	Final   map[string]string
+}
+
+func fmtReturn(o Outcome, d time.Duration) string {
+	if o == Unknown {
+		return "never"
+	}
+	return fmtTime(d)
 }
 
 func fmtTime(d time.Duration) string {
@@ -281,7 +290,7 @@ func (h *History) Validate() error {
 		if w.Scope == "" {
 			return fmt.Errorf("%w: %v has no scope", ErrInvalidHistory, w)
 		}
-		if w.Return < w.Invoke {
+		if w.Outcome != Unknown && w.Return < w.Invoke {
 			return fmt.Errorf("%w: %v returns before it is invoked", ErrInvalidHistory, w)
 		}
 		if w.Outcome > Rejected {
@@ -307,7 +316,7 @@ func (h *History) Validate() error {
 		if o.Kind < Put || o.Kind > Count {
 			return fmt.Errorf("%w: %v has an unknown kind", ErrInvalidHistory, o)
 		}
-		if o.Return < o.Invoke {
+		if o.Outcome != Unknown && o.Return < o.Invoke {
 			return fmt.Errorf("%w: %v returns before it is invoked", ErrInvalidHistory, o)
 		}
 		if o.Outcome > Rejected {

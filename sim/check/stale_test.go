@@ -151,7 +151,7 @@ func TestInvalidHistory(t *testing.T) {
 		{Store: []check.StoreEvent{{Kind: 9}}},
 		{Store: []check.StoreEvent{{Kind: check.FloorRaised, Epoch: 1}}},
 		{Ops: []check.Op{{Kind: 0}}},
-		{Ops: []check.Op{{Kind: check.Get, Invoke: 2, Return: 1}}},
+		{Ops: []check.Op{{Kind: check.Get, Invoke: 2, Return: 1, Outcome: check.Accepted}}},
 		{Ops: []check.Op{{Kind: check.Put, Key: "x"}, {Kind: check.Incr, Key: "x"}}},
 		{Ops: []check.Op{{Kind: check.Put, Outcome: 7}}},
 	}
@@ -166,5 +166,15 @@ func TestInvalidHistory(t *testing.T) {
 	h := &check.History{Ops: []check.Op{{Kind: check.Incr, Key: "c", Outcome: check.Accepted, Delta: 1}}, Final: map[string]string{"c": "x"}}
 	if _, err := check.LostUpdates(h); !errors.Is(err, check.ErrInvalidHistory) {
 		t.Errorf("unreadable counter: err %v", err)
+	}
+}
+
+func TestUnknownOutcomeIgnoresReturn(t *testing.T) {
+	h := &check.History{
+		Writes: []check.Write{{ID: 1, Scope: "p/0", Invoke: ms(5), Return: ms(1)}},
+		Ops:    []check.Op{{Kind: check.Put, Key: "x", Invoke: ms(5), Return: ms(1)}},
+	}
+	if r, err := check.All(h, check.Config{}); err != nil || !r.OK() {
+		t.Fatalf("%v %v", r, err)
 	}
 }
