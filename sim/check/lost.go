@@ -118,7 +118,8 @@ func (r LostResult) OK() bool { return len(r.Violations) == 0 }
 // chain is Overwritten, and a chain that does not end at the final value
 // is a FinalMismatch. Writes of unknown outcome may be on the chain or not.
 // The chain check needs values unique per key (a counter's successive
-// values, or values that carry their write's ID). When a key has only
+// values, or values that carry their write's ID), and a key's writes all
+// read-modify-writes: a blind write on such a key is left out of the chain. When a key has only
 // blind writes, its final value must be the value of an applied (or
 // unknown) write that no other applied write definitely followed.
 //

@@ -12,23 +12,15 @@ type applied struct {
 }
 
 // fact is something that raises a scope's floor: a floor raise or an
-// applied write.
+// applied write. Fact a is before fact b at the store if both are in the
+// store log and a comes first, or else if a's latest possible time (hi) is
+// before b's earliest (lo).
 type fact struct {
 	epoch  int64
 	logIdx int
 	lo, hi time.Duration
 	event  *StoreEvent // floor raise, or nil
 	write  *Write      // applied write, or nil
-}
-
-// precedes reports whether a definitely happened before b at the store:
-// both are in the store log and a comes first, or a's latest possible time
-// is before b's earliest.
-func precedes(a, b fact) bool {
-	if a.logIdx >= 0 && b.logIdx >= 0 {
-		return a.logIdx < b.logIdx
-	}
-	return a.hi < b.lo
 }
 
 // index holds the per-write facts every checker needs.

@@ -1,6 +1,9 @@
 package check_test
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +64,45 @@ func TestPercentile(t *testing.T) {
 	}
 	if check.Percentile(nil, 50) != 0 {
 		t.Error("empty percentile not zero")
+	}
+}
+
+// TestViolationsAreDescribed: every kind of violation reaches
+// Report.Violations with the facts needed to debug it.
+func TestViolationsAreDescribed(t *testing.T) {
+	h := lostUpdate(false, 100)
+	h.Tenures = append(h.Tenures, tenure("C", 2, 200, -1)) // equal epoch, another holder
+	h.Writes = append(h.Writes, wr(3, "C", 2, 210, 220, check.Accepted, "1", "z"))
+	h.Final["k"] = "z"
+	h.Ops = []check.Op{
+		incr("a", "i1", 0, 10, check.Accepted), incr("b", "i1", 20, 30, check.Accepted),
+		incr("b", "i2", 40, 0, check.Unknown), count("c", 3, 50, 60),
+	}
+	h.Final["c"] = "3"
+	viz := filepath.Join(t.TempDir(), "c.html")
+	r, err := check.All(h, check.Config{
+		Linear:   check.LinearConfig{VisualizePath: viz},
+		Liveness: &check.LivenessSpec{Scopes: []string{"p/0", "p/9"}, Until: ms(300), HealedAt: ms(250), Bound: ms(10)},
+	})
+	mustNoErr(t, err)
+	all := strings.Join(r.Violations(), "\n")
+	for _, want := range []string{
+		"stale write accepted: write #2 by A",
+		"double execution: p/0 epoch 2 written by B, C",
+		"double execution: tenures p/0 epoch 1 held by A",
+		"epoch did not increase: p/0 epoch 2 held by C",
+		"lost update on \"k\"",
+		"counter \"c\" counter over",
+		"not linearizable: key \"c\"",
+		"unowned past the bound after heal: p/9 unowned for 50ms",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("violations lack %q:\n%s", want, all)
+		}
+	}
+	b, err := os.ReadFile(viz)
+	mustNoErr(t, err)
+	if !strings.Contains(string(b), `incr(1, \"i1\")`) {
+		t.Errorf("counter visualization does not describe increments")
 	}
 }
