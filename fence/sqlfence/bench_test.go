@@ -11,7 +11,7 @@ import (
 
 // BenchmarkUpdate compares, side by side on the same table, an UPDATE in
 // its own transaction ("plain": BEGIN, UPDATE, COMMIT) with the same
-// UPDATE fenced ("fenced": BEGIN, admit, UPDATE, COMMIT via Fences.Do), on
+// UPDATE fenced ("fenced": BEGIN, advance, UPDATE, COMMIT via Fences.Do), on
 // PostgreSQL and on SQLite.
 func BenchmarkUpdate(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
