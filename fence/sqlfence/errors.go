@@ -67,7 +67,11 @@ const maxListed = 8
 // Error implements error, listing the first stale tokens.
 func (e *StaleTokensError) Error() string {
 	var sb strings.Builder
-	sb.WriteString("sqlfence: " + strconv.Itoa(len(e.Stale)) + " stale tokens (" + strconv.Itoa(e.Advanced) + " others advanced): ")
+	noun := " stale tokens ("
+	if len(e.Stale) == 1 {
+		noun = " stale token ("
+	}
+	sb.WriteString("sqlfence: " + strconv.Itoa(len(e.Stale)) + noun + strconv.Itoa(e.Advanced) + " others advanced): ")
 	for i, se := range e.Stale {
 		if i == maxListed {
 			sb.WriteString(", and " + strconv.Itoa(len(e.Stale)-maxListed) + " more")
