@@ -98,6 +98,11 @@ func validateAll(ts []fence.Token) error {
 // committing tx then records the others, which is safe because floors only
 // rise. Any other error leaves tx to be rolled back. Fencer.AdvanceAll
 // runs it in a transaction of its own.
+//
+// Two AdvanceAll calls never deadlock on each other, whatever the order of
+// their tokens. On PostgreSQL, a transaction that holds several scopes'
+// rows taken in another order can deadlock with one; PostgreSQL then
+// aborts one of the two (SQLSTATE 40P01), which is retried as usual.
 func (f *Fences) AdvanceAll(ctx context.Context, tx Queryer, ts []fence.Token) error {
 	if err := f.check(ctx, tx); err != nil {
 		return err

@@ -20,7 +20,10 @@ import (
 //	INSERT INTO events (id, body) SELECT $1, $2 FROM tenure_fence
 //	DELETE FROM sessions WHERE id = $1 AND EXISTS (SELECT 1 FROM tenure_fence)
 //
-// The name shadows a table of the same name in that statement.
+// An upsert selects from Guard: INSERT INTO kv (k, v) SELECT $1, $2 FROM
+// tenure_fence WHERE true ON CONFLICT (k) DO UPDATE SET v = excluded.v
+// (SQLite needs the WHERE before ON CONFLICT). The name shadows a table of
+// the same name in that statement.
 const Guard = "tenure_fence"
 
 // Guard's definitions, for cached argument counts of PostgreSQL.
