@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
@@ -16,7 +17,9 @@ import (
 // COMMIT), on PostgreSQL and on SQLite. The autocommit pair runs the
 // UPDATE without BEGIN and COMMIT ("plain-autocommit": db.ExecContext;
 // "guarded-autocommit": ExecGuarded on the *sql.DB, one statement that
-// commits on its own on PostgreSQL).
+// commits on its own on PostgreSQL). "interleaved" runs plain, fenced and
+// guarded in turn and reports their means and ratios to plain, which a
+// noisy neighbour skews less than runs one after the other.
 func BenchmarkUpdate(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
 		db := postgres(b)
@@ -56,18 +59,11 @@ func benchUpdate(b *testing.B, db *sql.DB, f *sqlfence.Fences, ph string) {
 	if err := (sqlfence.Fencer{DB: db, Fences: f}).Advance(ctx, tok); err != nil {
 		b.Fatal(err)
 	}
-	// inTx runs exec in a transaction of its own.
+	// inTx runs exec in a transaction of its own per iteration.
 	inTx := func(b *testing.B, exec func(tx *sql.Tx, i int) error) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := exec(tx, i); err != nil {
-				b.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
+			if err := execInTx(ctx, db, func(tx *sql.Tx) error { return exec(tx, i) }); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -96,6 +92,43 @@ func benchUpdate(b *testing.B, db *sql.DB, f *sqlfence.Fences, ph string) {
 			return err
 		})
 	})
+	// interleaved runs one of each in turn, so that a noisy neighbour
+	// slows all three alike, and reports each one's mean and their ratios.
+	b.Run("interleaved", func(b *testing.B) {
+		b.ReportAllocs()
+		var plain, fenced, guard time.Duration
+		for i := 0; b.Loop(); i++ {
+			t0 := time.Now()
+			if err := execInTx(ctx, db, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, update, i%1000)
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if err := f.Do(ctx, db, tok, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, update, i%1000)
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			t2 := time.Now()
+			if err := execInTx(ctx, db, func(tx *sql.Tx) error {
+				_, err := f.ExecGuarded(ctx, tx, tok, guarded, i%1000)
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			t3 := time.Now()
+			plain, fenced, guard = plain+t1.Sub(t0), fenced+t2.Sub(t1), guard+t3.Sub(t2)
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(plain.Nanoseconds())/n, "plain-ns/op")
+		b.ReportMetric(float64(fenced.Nanoseconds())/n, "fenced-ns/op")
+		b.ReportMetric(float64(guard.Nanoseconds())/n, "guarded-ns/op")
+		b.ReportMetric(float64(fenced)/float64(plain), "fenced/plain")
+		b.ReportMetric(float64(guard)/float64(plain), "guarded/plain")
+	})
 	b.Run("plain-autocommit", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -112,6 +145,19 @@ func benchUpdate(b *testing.B, db *sql.DB, f *sqlfence.Fences, ph string) {
 			}
 		}
 	})
+}
+
+// execInTx runs exec in a transaction of db: BEGIN, exec, COMMIT.
+func execInTx(ctx context.Context, db *sql.DB, exec func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := exec(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // BenchmarkAdvance1024 fences 1,024 partitions, as a node does when it

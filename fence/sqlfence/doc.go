@@ -6,6 +6,11 @@
 //
 //	CREATE TABLE tenure_fences (scope TEXT PRIMARY KEY, epoch BIGINT NOT NULL)
 //
+// (on PostgreSQL WITH (fillfactor = 10): every fenced write rewrites its
+// scope's row, and sparse pages keep the row's chain of versions short; for
+// a table created without it, ALTER TABLE tenure_fences SET (fillfactor =
+// 10) applies to the pages written from then on, VACUUM FULL to all).
+//
 // Advancing a token inside the caller's transaction is one statement,
 //
 //	INSERT INTO tenure_fences AS f (scope, epoch) VALUES (<scope>, <epoch>)

@@ -41,7 +41,7 @@ func New(cfg Config) (*Fences, error) {
 	d, t := cfg.Dialect, cfg.Table
 	return &Fences{
 		cfg:     cfg,
-		create:  "CREATE TABLE IF NOT EXISTS " + t + " (scope TEXT PRIMARY KEY, epoch BIGINT NOT NULL)",
+		create:  "CREATE TABLE IF NOT EXISTS " + t + " (scope TEXT PRIMARY KEY, epoch BIGINT NOT NULL)" + d.tableOptions(),
 		advance: upsertPrefix(t) + "(" + d.Placeholder(1) + ", " + d.Placeholder(2) + ")" + upsertSuffix,
 		floor:   "SELECT epoch FROM " + t + " WHERE scope = " + d.Placeholder(1),
 		batch:   newBatchStatements(d, t),

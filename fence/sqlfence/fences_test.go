@@ -165,3 +165,18 @@ func TestSchemaQualifiedTable(t *testing.T) {
 	require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 2}))
 	fencetest.RequireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 1}), "p/1", 1, 2)
 }
+
+// TestCreateTableSparse: on PostgreSQL the fences table keeps room on its
+// pages for the new versions of its rows.
+func TestCreateTableSparse(t *testing.T) {
+	db := postgres(t)
+	ctx := fencetest.Context(t)
+	mustExec(t, db, "DROP TABLE IF EXISTS sparse_fences")
+	f, err := sqlfence.New(sqlfence.Config{Dialect: sqlfence.Postgres, Table: "sparse_fences"})
+	require.NoError(t, err)
+	require.NoError(t, f.CreateTable(ctx, db))
+	require.NoError(t, f.CreateTable(ctx, db), "idempotent")
+	var opts string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'sparse_fences'").Scan(&opts))
+	require.Equal(t, "fillfactor=10", opts)
+}

@@ -173,10 +173,11 @@ func nextWord(s string) (word, rest string) {
 	return s[:i], s[i:]
 }
 
-// containsFold reports whether s contains sub, ignoring ASCII case.
+// containsFold reports whether s contains sub, a lower-case ASCII word,
+// ignoring ASCII case.
 func containsFold(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+		if s[i]|0x20 == sub[0] && strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}
