@@ -32,13 +32,15 @@ func (f Fencer) check() error {
 	return nil
 }
 
-// Advance raises t's scope to t.Epoch in its own transaction. It returns a
-// *fence.StaleError if the scope is already newer.
+// Advance raises t's scope to t.Epoch in its own transaction: one
+// statement, committed on its own, which waits for the transactions in
+// flight that hold the scope's row. It returns a *fence.StaleError if the
+// scope is already newer.
 func (f Fencer) Advance(ctx context.Context, t fence.Token) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.Fences.Do(ctx, f.DB, t, func(*sql.Tx) error { return nil })
+	return f.Fences.Advance(ctx, f.DB, t)
 }
 
 // AdvanceAll raises the floor of every token's scope to its epoch in one

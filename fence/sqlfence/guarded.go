@@ -101,8 +101,10 @@ func (g *guardStatements) forPostgres(nargs int) string {
 // ExecGuarded advances t with a statement of its own first (stopping if t
 // is stale), then runs the query with Guard reading t's floor, so that
 // the write still lands only if no newer epoch has been recorded by then;
-// tx may be a *sql.DB there too. The engine runs in-process, so the
-// second statement costs no round trip.
+// tx may be a *sql.DB there too. Guard's two parameters come first there,
+// so the query's placeholders must be plain ? (not ?NNN or named ones).
+// The engine runs in-process, so the second statement costs no round
+// trip, and Exec or Do is as cheap.
 func (f *Fences) ExecGuarded(ctx context.Context, tx Queryer, t fence.Token, query string, args ...any) (sql.Result, error) {
 	if err := f.check(ctx, tx); err != nil {
 		return nil, err
