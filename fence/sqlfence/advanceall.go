@@ -40,12 +40,20 @@ func newBatchStatements(d Dialect, table string) batchStatements {
 	return b
 }
 
-// statements returns the upsert and the floors query for a chunk of n rows.
-func (b *batchStatements) statements(n int) (upsert, floors string) {
+// upsert returns the upsert of a chunk of n rows.
+func (b *batchStatements) upsert(n int) string {
 	if n == b.rows {
-		return b.fullUpsert, b.fullFloors
+		return b.fullUpsert
 	}
-	return b.build(n, true), b.build(n, false)
+	return b.build(n, true)
+}
+
+// floors returns the query of the floors of a chunk of n scopes.
+func (b *batchStatements) floors(n int) string {
+	if n == b.rows {
+		return b.fullFloors
+	}
+	return b.build(n, false)
 }
 
 // build writes the upsert of n (scope, epoch) rows, or the query of the
@@ -177,12 +185,11 @@ func (f *Fences) advanceAll(ctx context.Context, tx Queryer, ts []fence.Token) e
 // costs one statement; otherwise a second one reads the chunk's floors to
 // find the stale tokens.
 func (f *Fences) advanceChunk(ctx context.Context, tx Queryer, chunk []fence.Token) ([]*fence.StaleError, error) {
-	upsert, floors := f.batch.statements(len(chunk))
 	args := make([]any, 0, 2*len(chunk))
 	for _, t := range chunk {
 		args = append(args, t.Scope, t.Epoch)
 	}
-	res, err := tx.ExecContext(ctx, upsert, args...)
+	res, err := tx.ExecContext(ctx, f.batch.upsert(len(chunk)), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +200,7 @@ func (f *Fences) advanceChunk(ctx context.Context, tx Queryer, chunk []fence.Tok
 	if n == int64(len(chunk)) {
 		return nil, nil
 	}
-	got, err := f.readFloors(ctx, tx, floors, chunk, args[:0])
+	got, err := f.readFloors(ctx, tx, f.batch.floors(len(chunk)), chunk, args[:0])
 	if err != nil {
 		return nil, fmt.Errorf("some refused; reading their floors: %w", err)
 	}
