@@ -26,7 +26,8 @@ import (
 // the same name in that statement.
 const Guard = "tenure_fence"
 
-// Guard's definitions, for cached argument counts of PostgreSQL.
+// cachedGuards is how many argument counts (0 to 15) have their
+// PostgreSQL definition of Guard built in advance.
 const cachedGuards = 16
 
 // guardStatements holds the definitions of Guard: on PostgreSQL, a
@@ -104,7 +105,7 @@ func (g *guardStatements) forPostgres(nargs int) string {
 // tx may be a *sql.DB there too. Guard's two parameters come first there,
 // so the query's placeholders must be plain ? (not ?NNN or named ones).
 // The engine runs in-process, so the second statement costs no round
-// trip, and Exec or Do is as cheap.
+// trip; Exec and Do cost a little less there still.
 func (f *Fences) ExecGuarded(ctx context.Context, tx Queryer, t fence.Token, query string, args ...any) (sql.Result, error) {
 	if err := f.check(ctx, tx); err != nil {
 		return nil, err
