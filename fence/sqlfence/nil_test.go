@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/fence/sqlfence/internal/pgtest"
 )
 
 // TestNilArguments: every function refuses a nil argument, typed nils
@@ -69,6 +70,12 @@ func TestNilArguments(t *testing.T) {
 			require.Equal(t, 1, strings.Count(err.Error(), "sqlfence:"), "the package prefix once: %v", err)
 		})
 	}
+	// The test helper too.
+	_, err := pgtest.Open(nilCtx)
+	require.ErrorIs(t, err, pgtest.ErrNilArgument)
+	var nilPG *pgtest.DB
+	require.ErrorIs(t, nilPG.Close(), pgtest.ErrNilArgument)
+
 	require.Empty(t, nilFences.AdvanceStatement())
 	require.Empty(t, nilFences.FloorStatement())
 	require.Zero(t, nilFences.Config())
