@@ -37,3 +37,15 @@ func (d Dialect) Placeholder(n int) string {
 	}
 	return "?"
 }
+
+// tableOptions returns the storage options of the fences table in d. On
+// PostgreSQL every fenced write rewrites its scope's row, so the table is
+// kept sparse (fillfactor 10): each page keeps room for the new versions,
+// which stay on the page (HOT updates) and are pruned early, so that
+// finding a scope's current row follows a short chain of versions.
+func (d Dialect) tableOptions() string {
+	if d == Postgres {
+		return " WITH (fillfactor = 10)"
+	}
+	return ""
+}

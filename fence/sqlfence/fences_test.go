@@ -13,7 +13,7 @@ import (
 	"github.com/tenure-go/tenure/fence/sqlfence"
 )
 
-func TestAdmit(t *testing.T) {
+func TestAdvance(t *testing.T) {
 	for _, e := range engines(t, "admit") {
 		t.Run(e.name, func(t *testing.T) {
 			ctx := fencetest.Context(t)
@@ -25,7 +25,7 @@ func TestAdmit(t *testing.T) {
 			fencer := sqlfence.Fencer{DB: db, Fences: f}
 			require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 10}))
 			require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 10}), "equal epoch: same owner")
-			require.NoError(t, fencer.Admit(ctx, fence.Token{Scope: "p/1", Epoch: 12}))
+			require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 12}))
 			fencetest.RequireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 11}), "p/1", 11, 12)
 			floor, err = f.Floor(ctx, db, "p/1")
 			require.NoError(t, err)
@@ -35,7 +35,7 @@ func TestAdmit(t *testing.T) {
 			// for the rollback, and nothing changes.
 			tx, err := db.BeginTx(ctx, nil)
 			require.NoError(t, err)
-			fencetest.RequireStale(t, f.Admit(ctx, tx, fence.Token{Scope: "p/1", Epoch: 3}), "p/1", 3, 12)
+			fencetest.RequireStale(t, f.Advance(ctx, tx, fence.Token{Scope: "p/1", Epoch: 3}), "p/1", 3, 12)
 			require.NoError(t, tx.Rollback())
 
 			// Epochs at the top of int64.
@@ -110,7 +110,7 @@ func TestBadInput(t *testing.T) {
 		"control in scope": {Scope: "p/\n1", Epoch: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			require.ErrorIs(t, f.Admit(ctx, e.db, tok), fence.ErrInvalidToken)
+			require.ErrorIs(t, f.Advance(ctx, e.db, tok), fence.ErrInvalidToken)
 			require.ErrorIs(t, f.Do(ctx, e.db, tok, func(*sql.Tx) error { return nil }), fence.ErrInvalidToken)
 			_, err := f.Exec(ctx, e.db, tok, "SELECT 1")
 			require.ErrorIs(t, err, fence.ErrInvalidToken)
@@ -164,4 +164,19 @@ func TestSchemaQualifiedTable(t *testing.T) {
 	fencer := sqlfence.Fencer{DB: db, Fences: f}
 	require.NoError(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 2}))
 	fencetest.RequireStale(t, fencer.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 1}), "p/1", 1, 2)
+}
+
+// TestCreateTableSparse: on PostgreSQL the fences table keeps room on its
+// pages for the new versions of its rows.
+func TestCreateTableSparse(t *testing.T) {
+	db := postgres(t)
+	ctx := fencetest.Context(t)
+	mustExec(t, db, "DROP TABLE IF EXISTS sparse_fences")
+	f, err := sqlfence.New(sqlfence.Config{Dialect: sqlfence.Postgres, Table: "sparse_fences"})
+	require.NoError(t, err)
+	require.NoError(t, f.CreateTable(ctx, db))
+	require.NoError(t, f.CreateTable(ctx, db), "idempotent")
+	var opts string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'sparse_fences'").Scan(&opts))
+	require.Equal(t, "fillfactor=10", opts)
 }

@@ -16,7 +16,8 @@ import (
 
 // TestZombie: owner A (epoch e1) is paused; owner B (e2 > e1) raises the
 // floor and writes; A resumes and writes to a row B never touched and to
-// B's row: both refused, and B's data is intact.
+// B's row, through Do, Exec and ExecGuarded: all refused, and B's data is
+// intact.
 func TestZombie(t *testing.T) {
 	for _, e := range engines(t, "zombie") {
 		t.Run(e.name, func(t *testing.T) {
@@ -58,6 +59,17 @@ func TestZombie(t *testing.T) {
 					err = berr
 				}
 				out = append(out, outcome{"delete of B's row through Exec", err})
+				guardedUpd := "UPDATE zombie_kv SET v = " + e.ph(1) + " WHERE k = " + e.ph(2) + " AND EXISTS (SELECT 1 FROM tenure_fence)"
+				if tx, berr := db.BeginTx(ctx, nil); berr == nil {
+					_, err = f.ExecGuarded(ctx, tx, a, guardedUpd, "zombie", "b-key")
+					_ = tx.Rollback()
+				} else {
+					err = berr
+				}
+				out = append(out, outcome{"update of B's row through ExecGuarded", err})
+				guardedUpsert := "INSERT INTO zombie_kv (k, v) SELECT " + e.ph(1) + ", " + e.ph(2) + " FROM tenure_fence WHERE true ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+				_, err = f.ExecGuarded(ctx, db, a, guardedUpsert, "guarded-key", "zombie")
+				out = append(out, outcome{"upsert through ExecGuarded without a transaction", err})
 				out = append(out, outcome{"advance", fencer.Advance(ctx, a)})
 				results <- out
 			}()

@@ -37,11 +37,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // ErrUnavailable reports that no PostgreSQL server can be reached or
 // started: TENURE_PG_DSN is unset and no binaries are installed.
 var ErrUnavailable = errors.New("pgtest: PostgreSQL unavailable")
+
+// ErrNilArgument reports a nil context given to Open, or Close called on a
+// nil *DB.
+var ErrNilArgument = errors.New("pgtest: nil argument")
 
 // Environment variables read by Open and Required.
 const (
@@ -72,6 +78,9 @@ type DB struct {
 // Open returns a fresh database on a server from TENURE_PG_DSN or on a
 // private server started from the installed binaries.
 func Open(ctx context.Context) (*DB, error) {
+	if nilness.Is(ctx) {
+		return nil, fmt.Errorf("%w: context", ErrNilArgument)
+	}
 	dsn := os.Getenv(EnvDSN)
 	source := "TENURE_PG_DSN"
 	var srv *server
@@ -125,6 +134,9 @@ func openFresh(ctx context.Context, dsn string) (*DB, error) {
 
 // Close closes the pool, drops the database and stops a private server.
 func (d *DB) Close() error {
+	if d == nil || d.DB == nil {
+		return fmt.Errorf("%w: *DB", ErrNilArgument)
+	}
 	err := d.DB.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
