@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/errs"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -137,15 +138,15 @@ func (c ElectionConfig) Validate() error {
 	}
 	switch {
 	case c.Cluster == "" && c.Prefix == "":
-		return fmt.Errorf("%w: election %q: Cluster or Prefix must be set", ErrInvalidConfig, c.Name)
+		return errs.New(ErrInvalidConfig, "election %q: Cluster or Prefix must be set", c.Name)
 	case strings.ContainsRune(c.Cluster, 0) || strings.ContainsRune(c.Prefix, 0):
-		return fmt.Errorf("%w: election %q: cluster or prefix contains NUL", ErrInvalidConfig, c.Name)
+		return errs.New(ErrInvalidConfig, "election %q: cluster or prefix contains NUL", c.Name)
 	case c.ResignTimeout < 0:
-		return fmt.Errorf("%w: election %q: resign timeout %v must not be negative", ErrInvalidConfig, c.Name, c.ResignTimeout)
+		return errs.New(ErrInvalidConfig, "election %q: resign timeout %v must not be negative", c.Name, c.ResignTimeout)
 	}
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {
-			return fmt.Errorf("%w: election %q: fencer %d is nil (%T)", ErrInvalidConfig, c.Name, i, f)
+			return errs.New(ErrInvalidConfig, "election %q: fencer %d is nil (%T)", c.Name, i, f)
 		}
 	}
 	return nil
