@@ -79,6 +79,7 @@ type fleetEvent struct {
 type fleetUpdate struct {
 	stale  bool
 	lst    *listing
+	rev    int64 // events: the revision of the watch response
 	events []fleetEvent
 }
 
@@ -232,7 +233,7 @@ func (r *fleetReader) watch(ctx context.Context, rev int64, deliver func(fleetUp
 		case len(resp.Events) == 0:
 			continue
 		}
-		if !deliver(fleetUpdate{events: r.decode(resp.Events, members)}) {
+		if !deliver(fleetUpdate{rev: resp.Header.Revision, events: r.decode(resp.Events, members)}) {
 			return errStopped
 		}
 	}

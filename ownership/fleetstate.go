@@ -53,6 +53,7 @@ func (f *fleetState) apply(u fleetUpdate) {
 		f.reset(u.lst)
 		return
 	}
+	f.rev = max(f.rev, u.rev)
 	membersChanged := false
 	for _, e := range u.events {
 		f.rev = max(f.rev, e.rev)

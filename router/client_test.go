@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -107,7 +108,7 @@ func TestClientLookupDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.Lookup("some-key") }))
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.LookupPartition(3) }))
 	for _, p := range []int{-1, 16, 1 << 40} {
-		assert.Equal(t, router.Route{Partition: p}, c.LookupPartition(p), "partition %d is out of range", p)
+		assert.Equal(t, ownership.Route{Partition: p}, c.LookupPartition(p), "partition %d is out of range", p)
 	}
 }
 

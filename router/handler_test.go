@@ -20,6 +20,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -134,7 +135,7 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 			assert.Equal(t, strconv.Itoa(route.Partition), resp.Header.Get(router.HeaderPartition))
 			hint, ok := router.ParseHint(resp.Header)
 			require.True(t, ok)
-			assert.Equal(t, &router.WrongOwnerError{Partition: route.Partition, Owner: owner.id, Addr: owner.addr,
+			assert.Equal(t, &ownership.WrongOwnerError{Partition: route.Partition, Owner: owner.id, Addr: owner.addr,
 				Epoch: route.Epoch, RingVersion: other.node.Lookup(key).RingVersion}, hint)
 			select {
 			case s := <-reqs:
