@@ -16,10 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -174,14 +172,7 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 // gives it partitions nobody serves. It returns a key of one of them.
 func ghost(t *testing.T, f *fleet, id, addr string) string {
 	t.Helper()
-	ctx := context.Background()
-	lease, err := f.cli.Grant(ctx, 60)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = f.cli.Revoke(context.Background(), lease.ID) })
-	v, err := keys.EncodeMember(keys.Member{ID: id, Addr: addr})
-	require.NoError(t, err)
-	_, err = f.cli.Put(ctx, keys.New(f.name).Member(id), v, clientv3.WithLease(lease.ID))
-	require.NoError(t, err)
+	f.putMember(t, id, memberValue(t, id, addr))
 	f.waitStable(id)
 	ring := f.list()[0].node.Ring()
 	for i := range 100000 {

@@ -1,0 +1,96 @@
+package ownership
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// TestFleetReaderDecodingRules holds the listing and the watch to the one
+// set of decoding rules every reader of the fleet follows: a member key
+// whose ID is not a valid node ID is ignored, an undecodable member value is
+// kept with an empty address, a claim outside [0, P) is counted and never
+// applied, and a key that is no claim key is ignored.
+func TestFleetReaderDecodingRules(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	layout := keys.New("decode")
+	put := func(k, v string) int64 {
+		t.Helper()
+		resp, err := cli.Put(ctx, k, v)
+		require.NoError(t, err)
+		return resp.Header.Revision
+	}
+	aVal, err := keys.EncodeMember(keys.Member{ID: "a", Addr: "a:1", Meta: map[string]string{"zone": "z1"}})
+	require.NoError(t, err)
+	put(layout.Member("a"), aVal)
+	put(layout.Member("b"), "not json")
+	put(layout.Member("bad id"), aVal)
+	epoch0 := put(layout.Claim(0), "a")
+	epoch3 := put(layout.Claim(3), "b")
+	put(layout.Claim(8), "a")      // outside [0, 4)
+	put(layout.Claims()+"x", "a")  // not a claim key
+	put(layout.Claims()+"01", "a") // not a canonical claim key
+	r := &fleetReader{kv: cli, watcher: cli, layout: layout, partitions: 4, log: hclog.NewNullLogger(), clock: clock.Real()}
+
+	lst, err := r.list(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]memberRec{
+		"a": {m: Member{ID: "a", Addr: "a:1", Meta: map[string]string{"zone": "z1"}}},
+		"b": {m: Member{ID: "b"}},
+	}, lst.members)
+	assert.Equal(t, []claim{{owner: "a", epoch: epoch0}, {}, {}, {owner: "b", epoch: epoch3}}, lst.claims)
+	assert.Equal(t, 1, lst.outside)
+
+	// The watch decodes by the same rules; each of its two watches (members,
+	// claims) delivers in revision order.
+	updates := make(chan fleetUpdate, 64)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.follow(wctx, lst.rev, 0, func(u fleetUpdate) bool {
+			select {
+			case updates <- u:
+				return true
+			case <-wctx.Done():
+				return false
+			}
+		})
+	}()
+	defer func() { stop(); <-done }()
+	put(layout.Member("bad id 2"), aVal)
+	put(layout.Claim(9), "a")
+	_, err = cli.Delete(ctx, layout.Claim(0))
+	require.NoError(t, err)
+	put(layout.Member("c"), "not json")
+	last := put(layout.Claim(2), "c")
+
+	var got []fleetEvent
+	for len(got) < 3 {
+		select {
+		case u := <-updates:
+			require.False(t, u.stale, "the watch must not fail")
+			got = append(got, u.events...)
+		case <-ctx.Done():
+			t.Fatalf("events up to revision %d not delivered; got %+v", last, got)
+		}
+	}
+	slices.SortFunc(got, func(a, b fleetEvent) int { return cmp.Compare(a.rev, b.rev) })
+	require.Len(t, got, 3, "%+v", got)
+	assert.Equal(t, fleetEvent{rev: got[0].rev, p: 0}, got[0], "claim 0 deleted")
+	assert.Equal(t, fleetEvent{rev: got[1].rev, member: true, put: true, id: "c", rec: memberRec{m: Member{ID: "c"}}}, got[1])
+	assert.Equal(t, fleetEvent{rev: last, put: true, p: 2, claim: claim{owner: "c", epoch: last}}, got[2])
+}
