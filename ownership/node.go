@@ -9,13 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/clock"
-	"github.com/tenure-go/tenure/internal/retry"
-
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/internal/retry"
 )
 
 // Node is one process's membership in a cluster: it holds the process's

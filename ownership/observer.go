@@ -38,6 +38,22 @@ type ObserverConfig struct {
 	Clock clock.Clock
 }
 
+// Validate reports whether c can configure an Observer. Errors wrap
+// ErrInvalidConfig; an invalid partition count or load factor also wraps
+// ErrInvalidPartitions or ErrInvalidLoadFactor.
+func (c ObserverConfig) Validate() error {
+	switch {
+	case c.Cluster == "" && c.Prefix == "":
+		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
+	case strings.ContainsRune(c.Cluster, 0) || strings.ContainsRune(c.Prefix, 0):
+		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
+	}
+	if err := c.Ring.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
 // Observer follows a fleet's members and claims from outside the fleet,
 // read-only and without a lease, with the same reader and the same decoding
 // rules as the fleet's nodes: it reads both at one revision, watches them
@@ -65,21 +81,15 @@ type table struct {
 
 // Observe reads the fleet's members and claims through etcd, bounded by
 // ctx, and returns an Observer that keeps following them until Close.
-// Errors wrap ErrNilClient, ErrInvalidConfig, ErrPartitionMismatch (a claim
+// Errors wrap ErrNilClient, ErrInvalidConfig (see Validate), ErrPartitionMismatch (a claim
 // for a partition outside [0, cfg.Ring.Partitions) exists) or the etcd
 // error.
 func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observer, error) {
 	if nilness.Is(etcd) {
 		return nil, ErrNilClient
 	}
-	if cfg.Cluster == "" && cfg.Prefix == "" {
-		return nil, fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
-	}
-	if strings.ContainsRune(cfg.Cluster, 0) || strings.ContainsRune(cfg.Prefix, 0) {
-		return nil, fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
-	}
-	if err := cfg.Ring.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
