@@ -173,8 +173,7 @@ func (n *Node) HoldPartition(p int) (Held, error) {
 
 func (n *Node) hold(s *snapshot, p int) (Held, error) {
 	e := &s.routes[p]
-	if st := e.serving; st != nil && st.t.enter(st) {
-		t := st.t
+	if t := e.t; t != nil && t.enter(e.serving) {
 		return Held{Partition: p, Token: t.token, Context: t.ctx, h: &hold{t: t}}, nil
 	}
 	if s.closed {

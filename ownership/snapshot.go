@@ -46,6 +46,7 @@ type snapshot struct {
 type entry struct {
 	route    Route
 	serving  *pstate // the partition's state when published, if serving
+	t        *tenure // serving's tenure
 	next     string  // owner on the ring
 	nextAddr string
 }
@@ -96,7 +97,7 @@ func (l *loop) build(closed bool) *snapshot {
 			continue
 		}
 		if st := l.state(p); st.phase == phaseServing {
-			e.serving, e.route.Local = st, true
+			e.serving, e.t, e.route.Local = st, st.t, true
 			s.owned = append(s.owned, p)
 		}
 	}
