@@ -22,11 +22,10 @@ import (
 // kept with an empty address, a claim outside [0, P) is counted and never
 // applied, and a key that is no claim key is ignored.
 func TestFleetReaderDecodingRules(t *testing.T) {
-	c := cluster.New(t, 1)
-	cli := c.NewClient(t)
+	layout := keys.New("decode")
+	cli := cluster.New(t, 1).NewClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	layout := keys.New("decode")
 	put := func(k, v string) int64 {
 		t.Helper()
 		resp, err := cli.Put(ctx, k, v)

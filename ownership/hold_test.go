@@ -17,7 +17,6 @@ import (
 // wrong-owner error says so, and names this node; once the fencers return,
 // Hold admits work.
 func TestHoldWhileAcquiring(t *testing.T) {
-	c := cluster.New(t, 1)
 	const parts = 4
 	entered := make(chan struct{}, parts)
 	release := make(chan struct{})
@@ -31,7 +30,7 @@ func TestHoldWhileAcquiring(t *testing.T) {
 			return ctx.Err()
 		}
 	})}
-	n := join(t, c.NewClient(t), cfg)
+	n := join(t, cluster.New(t, 1).NewClient(t), cfg)
 	select {
 	case <-entered:
 	case <-time.After(20 * time.Second):
