@@ -226,10 +226,10 @@ func (r *fleetReader) watch(ctx context.Context, rev int64, deliver func(fleetUp
 			return ctx.Err()
 		}
 		switch {
-		case !ok || resp.Canceled:
-			return fmt.Errorf("%w (compact revision %d): %w", errWatchEnded, resp.CompactRevision, resp.Err())
 		case resp.Err() != nil:
-			return resp.Err()
+			return fmt.Errorf("%w (compact revision %d): %w", errWatchEnded, resp.CompactRevision, resp.Err())
+		case !ok || resp.Canceled:
+			return errWatchEnded
 		case len(resp.Events) == 0:
 			continue
 		}

@@ -93,3 +93,61 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 	assert.Equal(t, fleetEvent{rev: got[1].rev, member: true, put: true, id: "c", rec: memberRec{m: Member{ID: "c"}}}, got[1])
 	assert.Equal(t, fleetEvent{rev: last, put: true, p: 2, claim: claim{owner: "c", epoch: last}}, got[2])
 }
+
+// TestFleetReaderResyncsAfterCompaction: a watch that cannot resume because
+// etcd compacted past its revision ends; the reader says so (stale), reads
+// everything again, delivers the new listing and goes on watching from
+// there. The Node's event loop and the Observer both consume this.
+func TestFleetReaderResyncsAfterCompaction(t *testing.T) {
+	layout := keys.New("resync")
+	cli := cluster.New(t, 1).NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := &fleetReader{kv: cli, watcher: cli, layout: layout, partitions: 4, log: hclog.NewNullLogger(), clock: clock.Real()}
+	old, err := r.list(ctx)
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, layout.Member("a"), "not json")
+	require.NoError(t, err)
+	resp, err := cli.Put(ctx, layout.Claim(1), "a")
+	require.NoError(t, err)
+	_, err = cli.Compact(ctx, resp.Header.Revision)
+	require.NoError(t, err)
+
+	updates := make(chan fleetUpdate, 16)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.follow(wctx, old.rev, 0, func(u fleetUpdate) bool {
+			select {
+			case updates <- u:
+				return true
+			case <-wctx.Done():
+				return false
+			}
+		})
+	}()
+	defer func() { stop(); <-done }()
+	next := func() fleetUpdate {
+		t.Helper()
+		select {
+		case u := <-updates:
+			return u
+		case <-ctx.Done():
+			t.Fatal("no update")
+			return fleetUpdate{}
+		}
+	}
+	require.True(t, next().stale, "the watch from a compacted revision ends")
+	u := next()
+	require.NotNil(t, u.lst, "a new listing follows")
+	assert.Equal(t, resp.Header.Revision, u.lst.rev)
+	assert.Contains(t, u.lst.members, "a")
+	assert.Equal(t, claim{owner: "a", epoch: resp.Header.Revision}, u.lst.claims[1])
+
+	del, err := cli.Delete(ctx, layout.Claim(1))
+	require.NoError(t, err)
+	u = next()
+	require.Len(t, u.events, 1, "watching goes on after the listing")
+	assert.Equal(t, fleetEvent{rev: del.Header.Revision, p: 1}, u.events[0])
+}
