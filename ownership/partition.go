@@ -5,6 +5,8 @@ import "sync/atomic"
 // phase is where one partition is in its lifecycle on this node:
 //
 //	idle -> claiming -> fencing (-> fenceWait -> fencing ...) -> serving
+//	claiming -> idle (the claim failed, or another node holds it)
+//	idle -> deleting (a claim left by an earlier session of this node)
 //	serving -> draining -> releasing (OnReleased) -> deleting (-> deleteWait ...) -> idle
 //	fencing, when the tenure ends -> aborting -> deleting (or idle if the claim is gone)
 //	fenceWait, when the tenure ends -> deleting (or idle if the claim is gone)
