@@ -16,6 +16,27 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
+// follow runs r.follow after revision rev until the test ends and returns
+// the channel of its updates.
+func follow(t *testing.T, r *fleetReader, rev int64) <-chan fleetUpdate {
+	updates := make(chan fleetUpdate, 64)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.follow(ctx, rev, 0, func(u fleetUpdate) bool {
+			select {
+			case updates <- u:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	return updates
+}
+
 // TestFleetReaderDecodingRules holds the listing and the watch to the one
 // set of decoding rules every reader of the fleet follows: a member key
 // whose ID is not a valid node ID is ignored, an undecodable member value is
@@ -55,21 +76,7 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 
 	// The watch decodes by the same rules; each of its two watches (members,
 	// claims) delivers in revision order.
-	updates := make(chan fleetUpdate, 64)
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.follow(wctx, lst.rev, 0, func(u fleetUpdate) bool {
-			select {
-			case updates <- u:
-				return true
-			case <-wctx.Done():
-				return false
-			}
-		})
-	}()
-	defer func() { stop(); <-done }()
+	updates := follow(t, r, lst.rev)
 	put(layout.Member("bad id 2"), aVal)
 	put(layout.Claim(9), "a")
 	_, err = cli.Delete(ctx, layout.Claim(0))
@@ -113,21 +120,7 @@ func TestFleetReaderResyncsAfterCompaction(t *testing.T) {
 	_, err = cli.Compact(ctx, resp.Header.Revision)
 	require.NoError(t, err)
 
-	updates := make(chan fleetUpdate, 16)
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.follow(wctx, old.rev, 0, func(u fleetUpdate) bool {
-			select {
-			case updates <- u:
-				return true
-			case <-wctx.Done():
-				return false
-			}
-		})
-	}()
-	defer func() { stop(); <-done }()
+	updates := follow(t, r, old.rev)
 	next := func() fleetUpdate {
 		t.Helper()
 		select {
