@@ -3,7 +3,6 @@ package ownership
 import (
 	"context"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
 	"github.com/tenure-go/tenure/fence"
@@ -144,62 +143,27 @@ func ChanCallbacks(buffer int) (Callbacks, <-chan Event, func() uint64) {
 	return cb, ch, dropped.Load
 }
 
-// dispatcher runs callbacks one at a time, in the order they were queued,
-// on its own goroutine. Its queue is unbounded, so queueing never blocks.
-type dispatcher struct {
-	mu      sync.Mutex
-	queue   []func()
-	closing bool
-	wake    chan struct{} // capacity 1
-	done    chan struct{}
-}
-
-func newDispatcher() *dispatcher {
-	return &dispatcher{wake: make(chan struct{}, 1), done: make(chan struct{})}
-}
-
-// enqueue queues f. After close, f still runs if the dispatcher has not yet
-// finished.
-func (d *dispatcher) enqueue(f func()) {
-	d.mu.Lock()
-	d.queue = append(d.queue, f)
-	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
+// fireAcquired queues OnAcquired for t.
+func (n *Node) fireAcquired(t *tenure) {
+	if f := n.cfg.Callbacks.OnAcquired; f != nil {
+		n.disp.enqueue(func() { f(t.ctx, t.p, t.token) })
 	}
 }
 
-// close makes run return once the queue is empty.
-func (d *dispatcher) close() {
-	d.mu.Lock()
-	d.closing = true
-	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
+// fireReleased queues OnReleased for t, whose tenure was served and has
+// ended, and returns a channel closed when it has returned; nil if there is
+// no OnReleased. The event loop calls it once per served tenure, as the
+// partition's state leaves serving or draining.
+func (n *Node) fireReleased(t *tenure) <-chan struct{} {
+	f := n.cfg.Callbacks.OnReleased
+	if f == nil {
+		return nil
 	}
-}
-
-func (d *dispatcher) run() {
-	defer close(d.done)
-	var batch []func()
-	for {
-		d.mu.Lock()
-		for len(d.queue) == 0 {
-			if d.closing {
-				d.mu.Unlock()
-				return
-			}
-			d.mu.Unlock()
-			<-d.wake
-			d.mu.Lock()
-		}
-		batch, d.queue = d.queue, batch[:0]
-		d.mu.Unlock()
-		for i, f := range batch {
-			f()
-			batch[i] = nil
-		}
-	}
+	ack := make(chan struct{})
+	r := t.reason
+	n.disp.enqueue(func() {
+		defer close(ack)
+		f(t.p, t.token, r)
+	})
+	return ack
 }

@@ -20,6 +20,12 @@
 // a new epoch, the node advances every Fencer (the stores' fence floors) to
 // it; then OnAcquired fires and Hold admits work.
 //
+// Each partition has one state on the node (idle, claiming, fencing,
+// serving, draining, releasing, deleting, and the waits between retries),
+// written by the node's event loop; Hold reads it, and the routing snapshot
+// and the callbacks derive from it. While the node is still acquiring a
+// partition the ring gives it, Hold's *WrongOwnerError says so (Acquiring).
+//
 // When the ring moves a partition away, its owner stops admitting work for
 // it (Hold returns ErrReleasing naming the next owner), cancels the
 // partition's context, waits for in-flight work (up to DrainTimeout), fires
@@ -39,6 +45,17 @@
 // Lookup maps a key to its partition, owner, address and epoch without locks
 // or allocation: the event loop publishes an immutable snapshot through an
 // atomic pointer, and Changed signals every new one.
+//
+// # The fleet's reader
+//
+// Nodes and callers outside the fleet read the members and claims through
+// one reader: both at one revision, watched from the next, read again after
+// a compaction or a failed watch, and decoded by one set of rules (a member
+// key whose ID is not a valid node ID is ignored, an undecodable member
+// value counts with an empty address, a claim outside [0, P) is reported and
+// never applied). Observe gives callers outside the fleet (such as the
+// router's Client) that reader's view as an Observer with the same Route
+// type the nodes use.
 //
 // # Simulation
 //

@@ -57,6 +57,38 @@ var (
 	// and member key go when its lease expires. Close the node before its
 	// client to leave gracefully.
 	ErrClientClosed = errors.New("ownership: etcd client closed")
+
+	// ErrNoOwner reports that no owner with an address is known for a
+	// partition, typically in the middle of a handoff or while the fleet is
+	// empty. It is a *WrongOwnerError whose Owner or Addr is empty, so
+	// errors.Is(err, ErrNotOwner) holds as well.
+	ErrNoOwner = errors.New("ownership: no owner known")
+
+	// ErrPartitionMismatch reports that claims exist for partitions outside
+	// [0, P): the partition count of an Observer (or a router Client)
+	// differs from the fleet's, and routing would be wrong.
+	ErrPartitionMismatch = errors.New("ownership: partition count does not match the fleet")
+
+	// ErrInvalidPartitions reports a partition count outside
+	// [1, MaxPartitions].
+	ErrInvalidPartitions = errors.New("ownership: invalid partition count")
+
+	// ErrInvalidLoadFactor reports a load factor that is below 1, NaN or
+	// infinite.
+	ErrInvalidLoadFactor = errors.New("ownership: invalid load factor")
+
+	// ErrInvalidNodeID reports a node ID that ValidateNodeID rejects: empty,
+	// longer than MaxNodeIDLen bytes, not valid UTF-8, or containing '/',
+	// white space, or a control or other non-printable character.
+	ErrInvalidNodeID = errors.New("ownership: invalid node ID")
+
+	// ErrDuplicateNodeID reports a node ID that appears more than once where
+	// IDs must be unique, such as the member list of a ring.
+	ErrDuplicateNodeID = errors.New("ownership: duplicate node ID")
+
+	// ErrRingMismatch reports two rings that cannot be compared because they
+	// have different partition counts.
+	ErrRingMismatch = errors.New("ownership: rings have different partition counts")
 )
 
 // DuplicateMemberError reports that node ID is already registered by a
@@ -77,10 +109,13 @@ func (e *DuplicateMemberError) Error() string {
 // Is reports whether target is ErrDuplicateMember.
 func (e *DuplicateMemberError) Is(target error) bool { return target == ErrDuplicateMember }
 
-// WrongOwnerError is returned by Hold when this node does not serve the
-// partition. It carries what a caller needs to send the work elsewhere.
-// errors.Is(err, ErrNotOwner) always holds; errors.Is(err, ErrReleasing)
-// holds when Releasing is set.
+// WrongOwnerError reports that the partition is not served here: it is
+// returned by Hold when this node does not serve the partition, by the
+// router for work it neither runs nor forwards, and decoded from a router's
+// wrong-owner answer. It carries what a caller needs next: where to send the
+// work, and whether waiting here is worth it. errors.Is(err, ErrNotOwner)
+// always holds; errors.Is(err, ErrReleasing) holds when Releasing is set, and
+// errors.Is(err, ErrNoOwner) when Owner or Addr is empty.
 type WrongOwnerError struct {
 	// Partition is the partition asked for.
 	Partition int
@@ -93,8 +128,16 @@ type WrongOwnerError struct {
 	Addr string
 	// Epoch is the epoch of Owner's claim, 0 if Owner holds no claim yet.
 	Epoch int64
+	// RingVersion is the Version of the ring the answering node routed
+	// with, 0 if unknown.
+	RingVersion uint64
 	// Releasing reports that this node is handing the partition off.
 	Releasing bool
+	// Acquiring reports that this node is the partition's next owner on the
+	// ring and is still acquiring it: claiming it, advancing its fencers, or
+	// waiting for the previous owner's handoff. Work for the partition will
+	// be admitted here shortly.
+	Acquiring bool
 }
 
 // Error implements error.
@@ -106,29 +149,42 @@ func (e *WrongOwnerError) Error() string {
 		b = append(b, "ownership: not the owner: partition "...)
 	}
 	b = strconv.AppendInt(b, int64(e.Partition), 10)
-	if e.Owner == "" {
+	switch {
+	case e.Owner == "":
 		b = append(b, ", owner unknown"...)
-		return string(b)
-	}
-	if e.Releasing {
+	case e.Releasing:
 		b = append(b, ", next owner "...)
-	} else {
+	default:
 		b = append(b, ", owner "...)
 	}
-	b = strconv.AppendQuote(b, e.Owner)
-	if e.Addr != "" {
-		b = append(b, " at "...)
-		b = append(b, e.Addr...)
+	if e.Owner != "" {
+		b = strconv.AppendQuote(b, e.Owner)
+		if e.Addr != "" {
+			b = append(b, " at "...)
+			b = append(b, e.Addr...)
+		}
+		if e.Epoch != 0 {
+			b = append(b, " epoch "...)
+			b = strconv.AppendInt(b, e.Epoch, 10)
+		}
 	}
-	if e.Epoch != 0 {
-		b = append(b, " epoch "...)
-		b = strconv.AppendInt(b, e.Epoch, 10)
+	if e.Acquiring {
+		b = append(b, ", acquiring here"...)
 	}
 	return string(b)
 }
 
-// Is reports whether target is ErrNotOwner, or ErrReleasing for an error
-// raised during a handoff.
+// Is reports whether target is ErrNotOwner, ErrReleasing for an error
+// raised during a handoff, or ErrNoOwner when the owner or its address is
+// unknown.
 func (e *WrongOwnerError) Is(target error) bool {
-	return target == ErrNotOwner || (e.Releasing && target == ErrReleasing)
+	switch target {
+	case ErrNotOwner:
+		return true
+	case ErrReleasing:
+		return e.Releasing
+	case ErrNoOwner:
+		return e.Owner == "" || e.Addr == ""
+	}
+	return false
 }

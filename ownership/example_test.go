@@ -17,13 +17,13 @@ func ExampleJoin() {
 	ctx := context.Background()
 	etcd, err := cluster.Start(ctx, cluster.DefaultConfig()) // embedded etcd on loopback
 	if err != nil {
-		fmt.Println(err)
+		fmt.Println("start etcd:", err)
 		return
 	}
 	defer etcd.Close()
 	cli, err := etcd.Client()
 	if err != nil {
-		fmt.Println(err)
+		fmt.Println("etcd client:", err)
 		return
 	}
 

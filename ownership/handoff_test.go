@@ -84,7 +84,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotOwner)
 	var wo *WrongOwnerError
 	require.ErrorAs(t, err, &wo)
-	require.Equal(t, WrongOwnerError{Partition: p, Owner: "c", Addr: "c.test:7000", Releasing: true}, *wo)
+	require.Equal(t, WrongOwnerError{Partition: p, Owner: "c", Addr: "c.test:7000", RingVersion: a.Ring().Version(), Releasing: true}, *wo)
 
 	// The claim is still a's, and c waits for it.
 	cl := etcdClaims(t, c.NewClient(t), name)[p]

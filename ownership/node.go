@@ -9,47 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/clock"
-	"github.com/tenure-go/tenure/internal/etcderr"
-	"github.com/tenure-go/tenure/internal/retry"
-
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/internal/retry"
 )
-
-// Member is a node registered in the cluster, as published in its member
-// key.
-type Member struct {
-	// ID is the node ID.
-	ID string
-	// Addr is the node's advertised address, possibly empty.
-	Addr string
-	// Meta is the node's published metadata, possibly nil.
-	Meta map[string]string
-}
-
-// Route says where the work for one partition goes, as this node currently
-// sees it.
-type Route struct {
-	// Partition is the key's partition.
-	Partition int
-	// Owner is the node that holds the partition's claim or, if nobody holds
-	// one, the node the ring assigns it to, which is about to claim it.
-	// Empty if unknown (no members).
-	Owner string
-	// Addr is Owner's advertised address, empty if unknown.
-	Addr string
-	// Epoch is the epoch of Owner's claim, 0 if the partition is unclaimed.
-	Epoch int64
-	// Local reports that this node holds the claim and serves the
-	// partition: its fencers have been advanced and no handoff has begun.
-	// Hold may still refuse a Local partition if its tenure ends in between.
-	Local bool
-	// RingVersion is the Version of the ring the route was computed from.
-	RingVersion uint64
-}
 
 // Node is one process's membership in a cluster: it holds the process's
 // Session, claims the partitions the ring gives it, serves them, and hands
@@ -70,8 +37,10 @@ type Node struct {
 	clock     clock.Clock
 	id        string
 
-	snap atomic.Pointer[snapshot]
-	disp *dispatcher
+	reader *fleetReader
+	slots  []slot // by partition: each one's state, written by the event loop
+	snap   atomic.Pointer[snapshot]
+	disp   *dispatcher
 
 	rootCtx    context.Context // cancelled when the node stops for good
 	rootCancel context.CancelCauseFunc
@@ -84,31 +53,6 @@ type Node struct {
 	loopDone chan struct{} // closed when the event loop has returned
 	done     chan struct{} // closed when every goroutine has ended
 	closeErr error         // written before done is closed
-}
-
-// snapshot is an immutable routing table, published by the event loop.
-type snapshot struct {
-	ring    *Ring
-	routes  []entry
-	members []Member
-	owned   []int
-	closed  bool
-	changed chan struct{} // closed when the next snapshot is published
-}
-
-type entry struct {
-	route     Route
-	t         *tenure // the serving tenure, if any
-	releasing bool    // this node is handing the partition off
-	next      string  // owner on the ring
-	nextAddr  string
-}
-
-// message is a function the event loop runs, tagged with the generation
-// (session) it belongs to.
-type message struct {
-	gen uint64
-	f   func(*loop)
 }
 
 // Join registers this process as member cfg.NodeID of the cluster and starts
@@ -137,11 +81,13 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		log:       cfg.Logger.With("node", cfg.NodeID),
 		clock:     cfg.Clock,
 		id:        cfg.NodeID,
+		slots:     make([]slot, cfg.Ring.Partitions),
 		disp:      newDispatcher(),
 		msgs:      make(chan message, 256),
 		loopDone:  make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	n.reader = &fleetReader{kv: cli, watcher: cli, layout: n.layout, partitions: cfg.Ring.Partitions, log: n.log, clock: n.clock}
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
 	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
 
@@ -162,7 +108,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	l := newLoop(n)
 	l.install(gen, lst)
 	l.publish()
-	n.log.Info("joined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "members", len(l.members), "partitions", cfg.Ring.Partitions)
+	n.log.Info("joined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "members", len(l.fleet.members), "partitions", cfg.Ring.Partitions)
 	go n.disp.run()
 	go n.run(l)
 	return n, nil
@@ -193,32 +139,6 @@ func (n *Node) run(l *loop) {
 	close(n.done)
 }
 
-// spawn runs f on a goroutine that Close waits for.
-func (n *Node) spawn(f func()) { n.wg.Go(f) }
-
-// post hands f to the event loop, unless gen has ended or the loop has
-// returned.
-func (n *Node) post(gen *generation, f func(*loop)) {
-	select {
-	case n.msgs <- message{gen: gen.id, f: f}:
-	case <-gen.ctx.Done():
-	case <-n.loopDone:
-	}
-}
-
-// after runs f on the event loop d from now, unless gen ends first.
-func (n *Node) after(gen *generation, d time.Duration, f func(*loop)) {
-	n.spawn(func() {
-		t := n.clock.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.Chan():
-			n.post(gen, f)
-		case <-gen.ctx.Done():
-		}
-	})
-}
-
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.id }
 
@@ -246,7 +166,9 @@ func (n *Node) LookupPartition(p int) Route {
 // work is counted as in flight until Held.Release and runs under the
 // returned token and context. Otherwise Hold returns a *WrongOwnerError
 // (errors.Is ErrNotOwner, and ErrReleasing during a handoff, in which case
-// it names the next owner when known), or ErrClosed once the node is closed.
+// it names the next owner when known; Acquiring is set when this node is
+// the next owner and still acquiring the partition), or ErrClosed once the
+// node is closed.
 func (n *Node) Hold(key string) (Held, error) {
 	s := n.snap.Load()
 	return n.hold(s, s.ring.PartitionOf(key))
@@ -264,24 +186,23 @@ func (n *Node) HoldPartition(p int) (Held, error) {
 
 func (n *Node) hold(s *snapshot, p int) (Held, error) {
 	e := &s.routes[p]
-	if t := e.t; t != nil && t.enter() {
+	if t := e.t; t != nil && t.enter(e.serving) {
 		return Held{Partition: p, Token: t.token, Context: t.ctx, h: &hold{t: t}}, nil
 	}
 	if s.closed {
 		return Held{}, ErrClosed
 	}
-	releasing := e.releasing
-	if t := e.t; t != nil && t.state.Load() == tenureEnded && t.endReason() != ReasonLost {
-		releasing = true
-	}
-	if releasing {
-		err := &WrongOwnerError{Partition: p, Releasing: true}
+	err := &WrongOwnerError{Partition: p, RingVersion: s.ring.Version()}
+	if n.slots[p].load().releasing() {
+		err.Releasing = true
 		if e.next != n.id {
 			err.Owner, err.Addr = e.next, e.nextAddr
 		}
 		return Held{}, err
 	}
-	return Held{}, &WrongOwnerError{Partition: p, Owner: e.route.Owner, Addr: e.route.Addr, Epoch: e.route.Epoch}
+	err.Owner, err.Addr, err.Epoch = e.route.Owner, e.route.Addr, e.route.Epoch
+	err.Acquiring = e.next == n.id
+	return Held{}, err
 }
 
 // Changed returns a channel that is closed the next time the routing table

@@ -15,8 +15,8 @@ import (
 // load, partition hash, route copy) next to the bare Ring lookup it builds
 // on, and Hold+Release, the admission of local work.
 func BenchmarkNodeLookup(b *testing.B) {
-	c := cluster.New(b, 1)
 	const parts = 1024
+	c := cluster.New(b, 1)
 	n := join(b, c.NewClient(b), testConfig(b, "bench-lookup", "a", parts))
 	waitStable(b, 30*time.Second, n)
 	keys := make([]string, lookupKeys)

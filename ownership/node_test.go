@@ -12,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
@@ -215,7 +213,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 		require.NotErrorIs(t, err, ErrReleasing)
 		var wo *WrongOwnerError
 		require.ErrorAs(t, err, &wo)
-		require.Equal(t, WrongOwnerError{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch}, *wo)
+		require.Equal(t, WrongOwnerError{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch, RingVersion: r.RingVersion}, *wo)
 	}
 	_, err := n0.HoldPartition(parts)
 	require.ErrorIs(t, err, ErrInvalidPartition)
@@ -382,14 +380,4 @@ func TestClientClosedStopsNode(t *testing.T) {
 	}
 	waitStable(t, 20*time.Second, b)
 	assert.Len(t, b.Owned(), parts)
-}
-
-func TestClientClosedError(t *testing.T) {
-	closing := status.Error(codes.Canceled, "grpc: the client connection is closing")
-	assert.True(t, clientClosed(closing))
-	assert.True(t, clientClosed(fmt.Errorf("ownership: revoke previous lease: %w", closing)))
-	assert.False(t, clientClosed(status.Error(codes.Canceled, "context canceled")))
-	assert.False(t, clientClosed(status.Error(codes.Unavailable, "grpc: the client connection is closing")))
-	assert.False(t, clientClosed(context.Canceled))
-	assert.False(t, clientClosed(nil))
 }

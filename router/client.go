@@ -15,7 +15,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -91,18 +90,20 @@ func (c ClientConfig) Validate() error {
 	return validateBackoff(d.Backoff)
 }
 
+// EtcdClient is what a Client needs from etcd: reads and watches, no lease.
+// *clientv3.Client satisfies it. It is ownership.FleetClient.
+type EtcdClient = ownership.FleetClient
+
 // Client sends requests for keys straight to their owners, for callers
-// outside the fleet. It watches the fleet's members and claims in etcd
-// (read-only, no lease) and keeps an immutable routing snapshot that
-// lookups read without locking. A Client is safe for concurrent use by
+// outside the fleet. It follows the fleet's members and claims in etcd
+// through an ownership.Observer (read-only, no lease; the reader the nodes
+// use), whose immutable routing table lookups read without locking. A Client is safe for concurrent use by
 // multiple goroutines.
 type Client struct {
 	cfg       ClientConfig
-	w         *watcher
+	obs       *ownership.Observer
 	httpc     *http.Client
 	transport *http.Transport // set when the Client built it
-	cancel    context.CancelFunc
-	done      chan struct{}
 	closed    atomic.Bool
 
 	attempts atomic.Int64
@@ -121,28 +122,21 @@ func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	layout := keys.For(cfg.Cluster, cfg.Prefix)
-	ringCfg := ownership.RingConfig{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor}
-	w := newWatcher(etcd, layout, ringCfg, cfg.Logger, cfg.Clock)
-	v, err := w.load(ctx)
+	obs, err := ownership.Observe(ctx, etcd, ownership.ObserverConfig{
+		Cluster: cfg.Cluster,
+		Prefix:  cfg.Prefix,
+		Ring:    ownership.RingConfig{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor},
+		Logger:  cfg.Logger,
+		Clock:   cfg.Clock,
+	})
 	if err != nil {
 		return nil, err
 	}
-	if n := w.mismatch.Load(); n > 0 {
-		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, n, cfg.Partitions, layout.Prefix())
-	}
-	w.publish(v)
-	c := &Client{cfg: cfg, w: w, httpc: cfg.HTTPClient, done: make(chan struct{})}
+	c := &Client{cfg: cfg, obs: obs, httpc: cfg.HTTPClient}
 	if c.httpc == nil {
 		c.transport = newTransport()
 		c.httpc = &http.Client{Transport: c.transport}
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	go func() {
-		defer close(c.done)
-		w.run(runCtx)
-	}()
 	return c, nil
 }
 
@@ -151,8 +145,7 @@ func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 // later ones fail with ErrClosed. Close is idempotent and returns nil.
 func (c *Client) Close() error {
 	c.closed.Store(true)
-	c.cancel()
-	<-c.done
+	c.obs.Close()
 	if c.transport != nil {
 		c.transport.CloseIdleConnections()
 	}
@@ -161,14 +154,14 @@ func (c *Client) Close() error {
 
 // Done returns a channel closed when the Client has stopped watching, after
 // Close.
-func (c *Client) Done() <-chan struct{} { return c.done }
+func (c *Client) Done() <-chan struct{} { return c.obs.Done() }
 
 // Changed returns a channel that is closed the next time the Client's view
 // of the fleet changes.
-func (c *Client) Changed() <-chan struct{} { return c.w.changedCh() }
+func (c *Client) Changed() <-chan struct{} { return c.obs.Changed() }
 
 // Revision returns the etcd revision of the Client's view of the fleet.
-func (c *Client) Revision() int64 { return c.w.view().rev }
+func (c *Client) Revision() int64 { return c.obs.Revision() }
 
 // PartitionOf returns key's partition, xxhash64(key) mod Partitions, as the
 // fleet computes it.
@@ -177,17 +170,12 @@ func (c *Client) PartitionOf(key string) int { return ownership.PartitionOf(key,
 // Lookup returns where requests for key go: the holder of its partition's
 // claim, or while nobody holds one, the ring's choice of the next owner.
 // It takes no lock and does not allocate.
-func (c *Client) Lookup(key string) Route { return c.w.view().route(c.PartitionOf(key)) }
+func (c *Client) Lookup(key string) ownership.Route { return c.obs.Route(c.PartitionOf(key)) }
 
 // LookupPartition returns the route of partition p as the Client currently
 // sees it, or the zero Route with Partition p if p is outside
 // [0, Partitions). Like Lookup, it takes no lock and does not allocate.
-func (c *Client) LookupPartition(p int) Route {
-	if p < 0 || p >= c.cfg.Partitions {
-		return Route{Partition: p}
-	}
-	return c.w.view().route(p)
-}
+func (c *Client) LookupPartition(p int) ownership.Route { return c.obs.Route(p) }
 
 // ClientStats counts a Client's work since it was created.
 type ClientStats struct {
@@ -202,7 +190,7 @@ type ClientStats struct {
 
 // Stats returns the Client's counters.
 func (c *Client) Stats() ClientStats {
-	return ClientStats{Attempts: c.attempts.Load(), Retries: c.retries.Load(), Resyncs: c.w.resyncs.Load()}
+	return ClientStats{Attempts: c.attempts.Load(), Retries: c.retries.Load(), Resyncs: c.obs.Resyncs()}
 }
 
 // Do sends req to the owner of key and returns its response, which the
@@ -243,7 +231,7 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.R
 	}
 	var (
 		last   error
-		hint   *WrongOwnerError
+		hint   *ownership.WrongOwnerError
 		failed string // address of the last failed attempt
 	)
 	for attempt := 1; ; attempt++ {
@@ -270,7 +258,7 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.R
 		}
 		route := c.resolve(key, hint, failed)
 		if route.Addr == "" {
-			last = &WrongOwnerError{Partition: route.Partition, Owner: route.Owner}
+			last = &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, RingVersion: route.RingVersion}
 			continue
 		}
 		out := req.Clone(ctx)
@@ -305,10 +293,10 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.R
 		if ok {
 			hint = h
 		} else {
-			hint, h = nil, &WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr, Epoch: route.Epoch}
+			hint, h = nil, &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr, Epoch: route.Epoch, RingVersion: route.RingVersion}
 		}
-		h.Err = fmt.Errorf("%s from %s: %s", resp.Status, route.Addr, resp.Header.Get(HeaderRouteError))
-		last, failed = h, route.Addr
+		last = fmt.Errorf("router: %s from %s (%s): %w", resp.Status, route.Addr, resp.Header.Get(HeaderRouteError), h)
+		failed = route.Addr
 		drain(resp.Body)
 	}
 }
@@ -316,13 +304,13 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.R
 // resolve returns the route for key, preferring the hint of the last
 // misdirected answer when it names a newer claim than the view, or when the
 // view still names the node that just failed.
-func (c *Client) resolve(key string, hint *WrongOwnerError, failed string) Route {
+func (c *Client) resolve(key string, hint *ownership.WrongOwnerError, failed string) ownership.Route {
 	r := c.Lookup(key)
 	if hint == nil || hint.Partition != r.Partition || hint.Owner == "" || hint.Addr == "" || hint.Addr == failed {
 		return r
 	}
 	if hint.Epoch > r.Epoch || r.Addr == "" || r.Addr == failed {
-		return Route{Partition: r.Partition, Owner: hint.Owner, Addr: hint.Addr, Epoch: hint.Epoch}
+		return ownership.Route{Partition: r.Partition, Owner: hint.Owner, Addr: hint.Addr, Epoch: hint.Epoch, RingVersion: hint.RingVersion}
 	}
 	return r
 }

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -107,7 +108,7 @@ func TestClientLookupDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.Lookup("some-key") }))
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.LookupPartition(3) }))
 	for _, p := range []int{-1, 16, 1 << 40} {
-		assert.Equal(t, router.Route{Partition: p}, c.LookupPartition(p), "partition %d is out of range", p)
+		assert.Equal(t, ownership.Route{Partition: p}, c.LookupPartition(p), "partition %d is out of range", p)
 	}
 }
 
@@ -155,9 +156,7 @@ type fakeFleet struct {
 }
 
 func (ff fakeFleet) member(id, addr string) {
-	v, err := keys.EncodeMember(keys.Member{ID: id, Addr: addr})
-	require.NoError(ff.t, err)
-	_, err = ff.cli.Put(context.Background(), ff.layout.Member(id), v)
+	_, err := ff.cli.Put(context.Background(), ff.layout.Member(id), memberValue(ff.t, id, addr))
 	require.NoError(ff.t, err)
 }
 
@@ -417,12 +416,7 @@ func TestClientRingMatchesNodesWithUndecodableMember(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		f.start(id)
 	}
-	ctx := context.Background()
-	lease, err := f.cli.Grant(ctx, 60)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = f.cli.Revoke(context.Background(), lease.ID) })
-	_, err = f.cli.Put(ctx, keys.New("garbled").Member("z"), "not json", clientv3.WithLease(lease.ID))
-	require.NoError(t, err)
+	f.putMember(t, "z", "not json")
 	f.waitStable("z")
 	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "garbled", Partitions: 16})
 	waitClientAgrees(t, c, f)

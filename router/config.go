@@ -30,8 +30,8 @@ const (
 type Config struct {
 	// HandoffWait bounds how long Do and the HTTP handler wait for a
 	// partition in handoff (being released by this node, or about to be
-	// claimed by it, or with no owner known) before giving up with a
-	// *WrongOwnerError. The wait also ends with the caller's context. Zero
+	// claimed by it, or with no owner known) before giving up with an
+	// *ownership.WrongOwnerError. The wait also ends with the caller's context. Zero
 	// means DefaultHandoffWait; it must not be negative.
 	HandoffWait time.Duration
 

@@ -58,7 +58,7 @@ func TestDoLocalAndWrongOwner(t *testing.T) {
 			require.ErrorIs(t, err, router.ErrNotOwner)
 			require.NotErrorIs(t, err, router.ErrNoOwner)
 			require.ErrorIs(t, err, ownership.ErrNotOwner, "the node's error is wrapped")
-			var we *router.WrongOwnerError
+			var we *ownership.WrongOwnerError
 			require.ErrorAs(t, err, &we)
 			assert.Equal(t, route.Partition, we.Partition)
 			assert.Equal(t, owner.id, we.Owner)
@@ -165,7 +165,7 @@ func TestDoWaitsForAcquisition(t *testing.T) {
 	// Bounded by HandoffWait.
 	err := m.router.Do(context.Background(), "k", noop)
 	require.ErrorIs(t, err, router.ErrNotOwner)
-	var we *router.WrongOwnerError
+	var we *ownership.WrongOwnerError
 	require.ErrorAs(t, err, &we)
 	assert.Equal(t, "solo", we.Owner, "the node names itself as the owner to be")
 

@@ -11,10 +11,11 @@
 // Router.Do runs a function on this node when it owns the key, counted as in
 // flight (a handoff drains it before the partition moves) and under a context
 // that ends when the caller's context or the partition's tenure ends. When
-// another node owns the key, Do returns a *WrongOwnerError naming the owner,
-// its address and epoch. While the partition is being handed off, Do waits
-// for the routing table to change (bounded by Config.HandoffWait and the
-// caller's context) instead of failing at once.
+// another node owns the key, Do returns the node's
+// *ownership.WrongOwnerError naming the owner, its address and epoch. While
+// the partition is being handed off (as the error's Releasing and Acquiring
+// say), Do waits for the routing table to change (bounded by
+// Config.HandoffWait and the caller's context) instead of failing at once.
 //
 // # HTTP inside the fleet
 //
@@ -32,7 +33,8 @@
 //
 // # Outside the fleet
 //
-// Client watches the fleet's members and claims in etcd, read-only and
+// Client follows the fleet's members and claims in etcd through an
+// ownership.Observer (the reader the nodes use), read-only and
 // without a lease, and sends each request straight to the key's owner. On 421,
 // on the router's own 502 and 503 answers and on connection errors it
 // re-resolves the owner and retries with exponential backoff and jitter,

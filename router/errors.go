@@ -2,21 +2,23 @@ package router
 
 import (
 	"errors"
-	"strconv"
 
 	"github.com/tenure-go/tenure/internal/retry"
+	"github.com/tenure-go/tenure/ownership"
 )
 
 var (
 	// ErrNotOwner reports that this node does not serve the key's partition.
-	// The error is a *WrongOwnerError that names the owner when it is known.
-	ErrNotOwner = errors.New("router: not the owner")
+	// The error is an *ownership.WrongOwnerError that names the owner when
+	// it is known. It is ownership.ErrNotOwner: one idea, one sentinel.
+	ErrNotOwner = ownership.ErrNotOwner
 
 	// ErrNoOwner reports that no owner with an address is known for the
 	// key's partition, typically in the middle of a handoff or while the
-	// fleet is empty. It is a *WrongOwnerError whose Owner or Addr is empty,
-	// so errors.Is(err, ErrNotOwner) holds as well.
-	ErrNoOwner = errors.New("router: no owner known")
+	// fleet is empty. It is an *ownership.WrongOwnerError whose Owner or Addr
+	// is empty, so errors.Is(err, ErrNotOwner) holds as well. It is
+	// ownership.ErrNoOwner.
+	ErrNoOwner = ownership.ErrNoOwner
 
 	// ErrClosed reports an operation on a closed Router or Client, or on a
 	// Router whose node has been closed.
@@ -50,63 +52,7 @@ var (
 
 	// ErrPartitionMismatch reports that the Client saw a claim for a
 	// partition outside [0, Partitions): ClientConfig.Partitions differs from
-	// the fleet's partition count, and routing would be wrong.
-	ErrPartitionMismatch = errors.New("router: partition count does not match the fleet")
+	// the fleet's partition count, and routing would be wrong. It is
+	// ownership.ErrPartitionMismatch, which the fleet's reader reports.
+	ErrPartitionMismatch = ownership.ErrPartitionMismatch
 )
-
-// WrongOwnerError reports that the key's partition is served elsewhere, with
-// what a caller needs to send the work to its owner. errors.Is(err,
-// ErrNotOwner) always holds; errors.Is(err, ErrNoOwner) holds when Owner or
-// Addr is empty. The error that caused it (for Router.Do, the ownership
-// package's *WrongOwnerError) is available through errors.Unwrap.
-type WrongOwnerError struct {
-	// Partition is the key's partition.
-	Partition int
-	// Owner is the ID of the node that owns the partition or is about to,
-	// empty if unknown.
-	Owner string
-	// Addr is Owner's advertised address (host:port), empty if unknown.
-	Addr string
-	// Epoch is the epoch of Owner's claim on the partition, 0 if Owner holds
-	// no claim yet.
-	Epoch int64
-	// RingVersion is the version of the ring the answering node routed with,
-	// 0 if unknown.
-	RingVersion uint64
-	// Err is the underlying error, nil if none.
-	Err error
-}
-
-// Error implements error.
-func (e *WrongOwnerError) Error() string {
-	b := append([]byte(nil), "router: not the owner of partition "...)
-	b = strconv.AppendInt(b, int64(e.Partition), 10)
-	if e.Owner == "" {
-		b = append(b, ": owner unknown"...)
-	} else {
-		b = append(b, ": owner "...)
-		b = strconv.AppendQuote(b, e.Owner)
-		if e.Addr != "" {
-			b = append(b, " at "...)
-			b = append(b, e.Addr...)
-		}
-		if e.Epoch != 0 {
-			b = append(b, " epoch "...)
-			b = strconv.AppendInt(b, e.Epoch, 10)
-		}
-	}
-	if e.Err != nil {
-		b = append(b, ": "...)
-		b = append(b, e.Err.Error()...)
-	}
-	return string(b)
-}
-
-// Is reports whether target is ErrNotOwner, or ErrNoOwner when the owner or
-// its address is unknown.
-func (e *WrongOwnerError) Is(target error) bool {
-	return target == ErrNotOwner || (target == ErrNoOwner && (e.Owner == "" || e.Addr == ""))
-}
-
-// Unwrap returns the underlying error.
-func (e *WrongOwnerError) Unwrap() error { return e.Err }

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -303,4 +304,25 @@ func keyOwnedBy(tb testing.TB, m *member, prefix string) string {
 	}
 	tb.Fatalf("no key owned by %s", m.id)
 	return ""
+}
+
+// memberValue returns the value of a member key for id at addr, as a node
+// publishes it.
+func memberValue(tb testing.TB, id, addr string) string {
+	tb.Helper()
+	v, err := keys.EncodeMember(keys.Member{ID: id, Addr: addr})
+	require.NoError(tb, err)
+	return v
+}
+
+// putMember writes the member key of id with value v, bound to a lease that
+// lives until tb ends: a member that no node process stands behind.
+func (f *fleet) putMember(tb testing.TB, id, v string) {
+	tb.Helper()
+	ctx := context.Background()
+	lease, err := f.cli.Grant(ctx, 60)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _, _ = f.cli.Revoke(context.Background(), lease.ID) })
+	_, err = f.cli.Put(ctx, keys.New(f.name).Member(id), v, clientv3.WithLease(lease.ID))
+	require.NoError(tb, err)
 }

@@ -132,18 +132,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // refuse answers a request the router does not serve or forward, and
 // counts it.
-func (r *Router) refuse(w http.ResponseWriter, status int, kind string, we *WrongOwnerError) {
+func (r *Router) refuse(w http.ResponseWriter, status int, kind string, we *ownership.WrongOwnerError) {
 	r.refused.Add(1)
 	writeRouteError(w, status, kind, we)
 }
 
-// forwardKey is the context key of the *WrongOwnerError naming the target
+// forwardKey is the context key of the *ownership.WrongOwnerError naming the target
 // of a forwarded request.
 type forwardKey struct{}
 
 // rewrite prepares a forwarded request for the ReverseProxy.
 func (r *Router) rewrite(pr *httputil.ProxyRequest) {
-	we, _ := pr.In.Context().Value(forwardKey{}).(*WrongOwnerError)
+	we, _ := pr.In.Context().Value(forwardKey{}).(*ownership.WrongOwnerError)
 	if we == nil {
 		return // unreachable: only ServeHTTP calls the proxy
 	}
@@ -157,14 +157,14 @@ func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 
 // forwardError answers a request whose forwarding failed.
 func (r *Router) forwardError(w http.ResponseWriter, req *http.Request, err error) {
-	we, _ := req.Context().Value(forwardKey{}).(*WrongOwnerError)
+	we, _ := req.Context().Value(forwardKey{}).(*ownership.WrongOwnerError)
 	if req.Context().Err() == nil {
 		r.log.Debug("forward failed", "owner", ownerOf(we), "error", err)
 	}
 	writeRouteError(w, http.StatusBadGateway, RouteErrorForward, we)
 }
 
-func ownerOf(we *WrongOwnerError) string {
+func ownerOf(we *ownership.WrongOwnerError) string {
 	if we == nil {
 		return ""
 	}
@@ -172,7 +172,7 @@ func ownerOf(we *WrongOwnerError) string {
 }
 
 // writeRouteError writes an answer produced by the router itself.
-func writeRouteError(w http.ResponseWriter, status int, kind string, we *WrongOwnerError) {
+func writeRouteError(w http.ResponseWriter, status int, kind string, we *ownership.WrongOwnerError) {
 	h := w.Header()
 	if we != nil {
 		writeHint(h, we)

@@ -16,10 +16,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -134,7 +133,7 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 			assert.Equal(t, strconv.Itoa(route.Partition), resp.Header.Get(router.HeaderPartition))
 			hint, ok := router.ParseHint(resp.Header)
 			require.True(t, ok)
-			assert.Equal(t, &router.WrongOwnerError{Partition: route.Partition, Owner: owner.id, Addr: owner.addr,
+			assert.Equal(t, &ownership.WrongOwnerError{Partition: route.Partition, Owner: owner.id, Addr: owner.addr,
 				Epoch: route.Epoch, RingVersion: other.node.Lookup(key).RingVersion}, hint)
 			select {
 			case s := <-reqs:
@@ -173,14 +172,7 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 // gives it partitions nobody serves. It returns a key of one of them.
 func ghost(t *testing.T, f *fleet, id, addr string) string {
 	t.Helper()
-	ctx := context.Background()
-	lease, err := f.cli.Grant(ctx, 60)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = f.cli.Revoke(context.Background(), lease.ID) })
-	v, err := keys.EncodeMember(keys.Member{ID: id, Addr: addr})
-	require.NoError(t, err)
-	_, err = f.cli.Put(ctx, keys.New(f.name).Member(id), v, clientv3.WithLease(lease.ID))
-	require.NoError(t, err)
+	f.putMember(t, id, memberValue(t, id, addr))
 	f.waitStable(id)
 	ring := f.list()[0].node.Ring()
 	for i := range 100000 {

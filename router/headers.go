@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/ownership"
 )
 
 // HTTP headers the router reads and writes.
@@ -73,7 +74,7 @@ const (
 )
 
 // writeHint sets the wrong-owner hint headers of e on h.
-func writeHint(h http.Header, e *WrongOwnerError) {
+func writeHint(h http.Header, e *ownership.WrongOwnerError) {
 	h.Set(HeaderPartition, strconv.Itoa(e.Partition))
 	if e.Owner != "" {
 		h.Set(HeaderOwner, e.Owner)
@@ -91,7 +92,7 @@ func writeHint(h http.Header, e *WrongOwnerError) {
 // 502 or 503 with HeaderRouteError set). ok is false if h carries no
 // partition header or a malformed number; missing owner fields are left
 // empty.
-func ParseHint(h http.Header) (hint *WrongOwnerError, ok bool) {
+func ParseHint(h http.Header) (hint *ownership.WrongOwnerError, ok bool) {
 	ps := h.Get(HeaderPartition)
 	if ps == "" {
 		return nil, false
@@ -100,7 +101,7 @@ func ParseHint(h http.Header) (hint *WrongOwnerError, ok bool) {
 	if err != nil || p < 0 {
 		return nil, false
 	}
-	e := &WrongOwnerError{Partition: p, Owner: h.Get(HeaderOwner), Addr: h.Get(HeaderOwnerAddr)}
+	e := &ownership.WrongOwnerError{Partition: p, Owner: h.Get(HeaderOwner), Addr: h.Get(HeaderOwnerAddr)}
 	if s := h.Get(HeaderEpoch); s != "" {
 		if e.Epoch, err = strconv.ParseInt(s, 10, 64); err != nil || e.Epoch < 0 {
 			return nil, false

@@ -27,8 +27,6 @@ type Node interface {
 	Hold(key string) (ownership.Held, error)
 	// Changed returns a channel closed at the next routing change.
 	Changed() <-chan struct{}
-	// Ring returns the current ring.
-	Ring() *ownership.Ring
 }
 
 var _ Node = (*ownership.Node)(nil)
@@ -113,9 +111,10 @@ func (r *Router) Close() error {
 // partition's fencing token (fence.FromContext) and ends when either ctx or
 // the partition's tenure ends. Do returns fn's error unchanged.
 //
-// If another node owns the partition, Do returns a *WrongOwnerError naming
-// it (errors.Is ErrNotOwner). If the partition is in handoff (this node is
-// releasing it or about to claim it, or its owner is unknown), Do first
+// If another node owns the partition, Do returns the node's
+// *ownership.WrongOwnerError naming it (errors.Is ErrNotOwner). If the
+// partition is in handoff (this node is releasing it or acquiring it, as the
+// error says, or its owner is unknown), Do first
 // waits for the routing table to change, up to Config.HandoffWait and while
 // ctx lasts; when ctx ends first, the error wraps ctx's error as well. If the
 // node or the Router is closed, the error wraps ErrClosed.
@@ -131,7 +130,7 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 	}
 	h, err := r.hold(ctx, key)
 	if err != nil {
-		return r.holdError(ctx, key, err)
+		return r.holdError(ctx, err)
 	}
 	defer h.Release()
 	wctx, cancel := workContext(ctx, h)
@@ -166,68 +165,58 @@ func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
 }
 
 // waitable reports whether a Hold error means a handoff that is worth
-// waiting for: this node is releasing the partition, or nobody is known to
-// own it, or this node is about to own it (it is the ring's choice but its
-// claim is not in force yet).
+// waiting for, as the error says: this node is releasing the partition or
+// acquiring it, or nobody is known to own it, or its claim names this node.
 func (r *Router) waitable(err error) bool {
-	if errors.Is(err, ownership.ErrReleasing) {
-		return true
-	}
 	var we *ownership.WrongOwnerError
 	if !errors.As(err, &we) {
 		return false
 	}
-	if we.Owner == "" || we.Owner == r.id {
-		return true
-	}
-	ring := r.node.Ring()
-	me := ring.MemberIndex(r.id)
-	return me >= 0 && ring.OwnerIndex(we.Partition) == me
+	return we.Releasing || we.Acquiring || we.Owner == "" || we.Owner == r.id
 }
 
-// waitError is hold's error when ctx ended during a handoff wait.
+// waitError is hold's error when ctx ended during a handoff wait. It wraps
+// both ctx's error and the node's last answer.
 type waitError struct {
 	ctx  error
 	last error
 }
 
 func (e *waitError) Error() string {
-	return "waiting for handoff: " + e.ctx.Error() + ": " + e.last.Error()
+	return "router: waiting for handoff: " + e.ctx.Error() + ": " + e.last.Error()
 }
 
 func (e *waitError) Unwrap() []error { return []error{e.ctx, e.last} }
 
-// holdError turns a Hold error into the Router's error.
-func (r *Router) holdError(ctx context.Context, key string, err error) error {
+// holdError turns a Hold error into the Router's error: the node's
+// *ownership.WrongOwnerError as it is (wrapped with ctx's error if the wait
+// for a handoff ended with ctx), or ErrClosed.
+func (r *Router) holdError(ctx context.Context, err error) error {
 	if errors.Is(err, ownership.ErrClosed) {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	var we *ownership.WrongOwnerError
-	if !errors.As(err, &we) {
-		if ctx.Err() != nil {
+	if errors.As(err, &we) {
+		if _, waited := err.(*waitError); waited {
 			return err
 		}
-		return fmt.Errorf("router: %w", err)
+		return we
 	}
-	return r.wrongOwner(key, err)
+	if ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("router: %w", err)
 }
 
-// wrongOwner builds the *WrongOwnerError for a Hold error of key.
-func (r *Router) wrongOwner(key string, err error) *WrongOwnerError {
-	route := r.node.Lookup(key)
-	out := &WrongOwnerError{
-		Partition:   route.Partition,
-		Owner:       route.Owner,
-		Addr:        route.Addr,
-		Epoch:       route.Epoch,
-		RingVersion: route.RingVersion,
-		Err:         err,
-	}
+// wrongOwner returns the wrong-owner error in a Hold error of key or, for
+// another error, one built from the node's route of key.
+func (r *Router) wrongOwner(key string, err error) *ownership.WrongOwnerError {
 	var we *ownership.WrongOwnerError
 	if errors.As(err, &we) {
-		out.Partition, out.Owner, out.Addr, out.Epoch = we.Partition, we.Owner, we.Addr, we.Epoch
+		return we
 	}
-	return out
+	route := r.node.Lookup(key)
+	return &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr, Epoch: route.Epoch, RingVersion: route.RingVersion}
 }
 
 // bufferPool recycles the ReverseProxy's copy buffers, which it would

@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"testing"
@@ -14,21 +15,23 @@ import (
 	"github.com/tenure-go/tenure/router"
 )
 
+// TestWrongOwnerError: the router answers with the ownership package's
+// error, which its own sentinels match (they are ownership's), and whose
+// message says everything once.
 func TestWrongOwnerError(t *testing.T) {
-	cause := &ownership.WrongOwnerError{Partition: 3, Owner: "b", Addr: "10.0.0.2:80", Epoch: 42}
-	e := &router.WrongOwnerError{Partition: 3, Owner: "b", Addr: "10.0.0.2:80", Epoch: 42, Err: cause}
+	e := &ownership.WrongOwnerError{Partition: 3, Owner: "b", Addr: "10.0.0.2:80", Epoch: 42}
 	assert.ErrorIs(t, e, router.ErrNotOwner)
 	assert.NotErrorIs(t, e, router.ErrNoOwner)
 	assert.ErrorIs(t, e, ownership.ErrNotOwner)
 	var oe *ownership.WrongOwnerError
-	assert.ErrorAs(t, e, &oe)
-	assert.Equal(t, `router: not the owner of partition 3: owner "b" at 10.0.0.2:80 epoch 42: `+cause.Error(), e.Error())
+	assert.ErrorAs(t, fmt.Errorf("router: 421 from b: %w", e), &oe)
+	assert.Equal(t, `ownership: not the owner: partition 3, owner "b" at 10.0.0.2:80 epoch 42`, e.Error())
 
-	unknown := &router.WrongOwnerError{Partition: 7}
+	unknown := &ownership.WrongOwnerError{Partition: 7}
 	assert.ErrorIs(t, unknown, router.ErrNoOwner)
 	assert.ErrorIs(t, unknown, router.ErrNotOwner)
-	assert.Equal(t, "router: not the owner of partition 7: owner unknown", unknown.Error())
-	assert.ErrorIs(t, &router.WrongOwnerError{Owner: "x"}, router.ErrNoOwner, "an owner without an address cannot be reached")
+	assert.Equal(t, "ownership: not the owner: partition 7, owner unknown", unknown.Error())
+	assert.ErrorIs(t, &ownership.WrongOwnerError{Owner: "x"}, router.ErrNoOwner, "an owner without an address cannot be reached")
 }
 
 func TestParseHint(t *testing.T) {
@@ -40,7 +43,7 @@ func TestParseHint(t *testing.T) {
 	h.Set(router.HeaderRingVersion, "18446744073709551615")
 	got, ok := router.ParseHint(h)
 	require.True(t, ok)
-	assert.Equal(t, &router.WrongOwnerError{Partition: 12, Owner: "node-b", Addr: "127.0.0.1:9000", Epoch: 77, RingVersion: math.MaxUint64}, got)
+	assert.Equal(t, &ownership.WrongOwnerError{Partition: 12, Owner: "node-b", Addr: "127.0.0.1:9000", Epoch: 77, RingVersion: math.MaxUint64}, got)
 
 	for name, mutate := range map[string]func(http.Header){
 		"no partition":       func(h http.Header) { h.Del(router.HeaderPartition) },
@@ -59,7 +62,7 @@ func TestParseHint(t *testing.T) {
 	minimal.Set(router.HeaderPartition, "0")
 	got, ok = router.ParseHint(minimal)
 	require.True(t, ok)
-	assert.Equal(t, &router.WrongOwnerError{}, got)
+	assert.Equal(t, &ownership.WrongOwnerError{}, got)
 }
 
 func TestBackoff(t *testing.T) {

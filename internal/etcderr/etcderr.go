@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
 )
 
 // LeaseNotFound reports whether err says that etcd has no such lease
@@ -18,4 +19,13 @@ func LeaseNotFound(err error) bool {
 // operations than the server's --max-txn-ops.
 func TooManyOps(err error) bool {
 	return errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps)
+}
+
+// ClientClosed reports whether err is the error of a call through an etcd
+// client that has been closed: gRPC's status for a call on a closing client
+// connection (grpc.ErrClientConnClosing), which the etcd client passes on
+// unchanged when the call's own context is still live. gRPC status errors
+// match by code and message through their Is method.
+func ClientClosed(err error) bool {
+	return errors.Is(err, grpc.ErrClientConnClosing)
 }

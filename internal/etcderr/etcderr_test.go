@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/internal/etcderr"
 )
@@ -19,4 +22,22 @@ func TestClassify(t *testing.T) {
 	assert.True(t, etcderr.TooManyOps(fmt.Errorf("claim: %w", rpctypes.ErrGRPCTooManyOps)))
 	assert.False(t, etcderr.TooManyOps(context.Canceled))
 	assert.False(t, etcderr.LeaseNotFound(nil))
+}
+
+func TestClientClosed(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"grpc's error", grpc.ErrClientConnClosing, true},
+		{"wrapped", fmt.Errorf("read members: %w", grpc.ErrClientConnClosing), true},
+		{"an equal status made anew", status.Error(codes.Canceled, "grpc: the client connection is closing"), true},
+		{"another cancellation", status.Error(codes.Canceled, "context canceled"), false},
+		{"context", context.Canceled, false},
+		{"another code", status.Error(codes.Unavailable, "grpc: the client connection is closing"), false},
+		{"nil", nil, false},
+	} {
+		assert.Equal(t, tt.want, etcderr.ClientClosed(tt.err), tt.name)
+	}
 }

@@ -1,0 +1,73 @@
+package ownership
+
+import "time"
+
+// flushReleases starts the drains of the tenures released by reconcile.
+func (l *loop) flushReleases() {
+	if len(l.releaseQ) == 0 {
+		return
+	}
+	n, gen, ts := l.n, l.gen, l.releaseQ
+	l.releaseQ = nil
+	n.spawn(func() { n.drain(gen, ts) })
+}
+
+// drain runs on its own goroutine for tenures that ended by handoff: it
+// waits for each one's in-flight work, within the drain timeout, and then
+// tells the event loop, which queues OnReleased and, once that has
+// returned (within what remains of the timeout), deletes the claim.
+// Tenures without work in flight go together, so that a large handoff costs
+// a few messages and transactions; each busy tenure gets its own goroutine,
+// so one long piece of work delays no other partition.
+func (n *Node) drain(gen *generation, ts []*tenure) {
+	deadline := n.clock.Now().Add(n.cfg.DrainTimeout)
+	var ready []*tenure
+	for _, t := range ts {
+		select {
+		case <-t.drained:
+			ready = append(ready, t)
+		default:
+			n.spawn(func() { n.drainOne(gen, t, deadline) })
+		}
+	}
+	if len(ready) > 0 {
+		n.post(gen, func(l *loop) { l.drained(ready, deadline, false) })
+	}
+}
+
+// drainOne is drain for one tenure with work in flight.
+func (n *Node) drainOne(gen *generation, t *tenure, deadline time.Time) {
+	timer := n.clock.NewTimer(deadline.Sub(n.clock.Now()))
+	defer timer.Stop()
+	expired := false
+	select {
+	case <-t.drained:
+	case <-timer.Chan():
+		expired = true
+		n.log.Warn("drain timeout: deleting the claim with work still in flight",
+			"partition", t.p, "epoch", t.token.Epoch, "in_flight", t.inflight.Load(), "timeout", n.cfg.DrainTimeout)
+	case <-gen.ctx.Done():
+		return
+	}
+	n.post(gen, func(l *loop) { l.drained([]*tenure{t}, deadline, expired) })
+}
+
+// awaitReleased waits, until deadline, for the OnReleased of the handed-off
+// tenures ts to return (ack is closed when the last one has), then tells
+// the event loop to delete their claims.
+func (n *Node) awaitReleased(gen *generation, ts []*tenure, ack <-chan struct{}, deadline time.Time) {
+	timer := n.clock.NewTimer(deadline.Sub(n.clock.Now()))
+	defer timer.Stop()
+	select {
+	case <-ack:
+	case <-timer.Chan():
+		if len(ts) == 1 {
+			n.log.Warn("drain timeout: OnReleased still running", "partition", ts[0].p, "epoch", ts[0].token.Epoch)
+		} else {
+			n.log.Warn("drain timeout: OnReleased still running", "partitions", len(ts))
+		}
+	case <-gen.ctx.Done():
+		return
+	}
+	n.post(gen, func(l *loop) { l.released(ts) })
+}

@@ -1,0 +1,146 @@
+package ownership
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// follow runs r.follow after revision rev until the test ends and returns
+// the channel of its updates.
+func follow(t *testing.T, r *fleetReader, rev int64) <-chan fleetUpdate {
+	updates := make(chan fleetUpdate, 64)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.follow(ctx, rev, 0, func(u fleetUpdate) bool {
+			select {
+			case updates <- u:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	return updates
+}
+
+// TestFleetReaderDecodingRules holds the listing and the watch to the one
+// set of decoding rules every reader of the fleet follows: a member key
+// whose ID is not a valid node ID is ignored, an undecodable member value is
+// kept with an empty address, a claim outside [0, P) is counted and never
+// applied, and a key that is no claim key is ignored.
+func TestFleetReaderDecodingRules(t *testing.T) {
+	layout := keys.New("decode")
+	cli := cluster.New(t, 1).NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	put := func(k, v string) int64 {
+		t.Helper()
+		resp, err := cli.Put(ctx, k, v)
+		require.NoError(t, err)
+		return resp.Header.Revision
+	}
+	aVal, err := keys.EncodeMember(keys.Member{ID: "a", Addr: "a:1", Meta: map[string]string{"zone": "z1"}})
+	require.NoError(t, err)
+	put(layout.Member("a"), aVal)
+	put(layout.Member("b"), "not json")
+	put(layout.Member("bad id"), aVal)
+	epoch0 := put(layout.Claim(0), "a")
+	epoch3 := put(layout.Claim(3), "b")
+	put(layout.Claim(8), "a")      // outside [0, 4)
+	put(layout.Claims()+"x", "a")  // not a claim key
+	put(layout.Claims()+"01", "a") // not a canonical claim key
+	r := &fleetReader{kv: cli, watcher: cli, layout: layout, partitions: 4, log: hclog.NewNullLogger(), clock: clock.Real()}
+
+	lst, err := r.list(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]memberRec{
+		"a": {m: Member{ID: "a", Addr: "a:1", Meta: map[string]string{"zone": "z1"}}},
+		"b": {m: Member{ID: "b"}},
+	}, lst.members)
+	assert.Equal(t, []claim{{owner: "a", epoch: epoch0}, {}, {}, {owner: "b", epoch: epoch3}}, lst.claims)
+	assert.Equal(t, 1, lst.outside)
+
+	// The watch decodes by the same rules; each of its two watches (members,
+	// claims) delivers in revision order.
+	updates := follow(t, r, lst.rev)
+	put(layout.Member("bad id 2"), aVal)
+	put(layout.Claim(9), "a")
+	_, err = cli.Delete(ctx, layout.Claim(0))
+	require.NoError(t, err)
+	put(layout.Member("c"), "not json")
+	last := put(layout.Claim(2), "c")
+
+	var got []fleetEvent
+	for len(got) < 3 {
+		select {
+		case u := <-updates:
+			require.False(t, u.stale, "the watch must not fail")
+			got = append(got, u.events...)
+		case <-ctx.Done():
+			t.Fatalf("events up to revision %d not delivered; got %+v", last, got)
+		}
+	}
+	slices.SortFunc(got, func(a, b fleetEvent) int { return cmp.Compare(a.rev, b.rev) })
+	require.Len(t, got, 3, "%+v", got)
+	assert.Equal(t, fleetEvent{rev: got[0].rev, p: 0}, got[0], "claim 0 deleted")
+	assert.Equal(t, fleetEvent{rev: got[1].rev, member: true, put: true, id: "c", rec: memberRec{m: Member{ID: "c"}}}, got[1])
+	assert.Equal(t, fleetEvent{rev: last, put: true, p: 2, claim: claim{owner: "c", epoch: last}}, got[2])
+}
+
+// TestFleetReaderResyncsAfterCompaction: a watch that cannot resume because
+// etcd compacted past its revision ends; the reader says so (stale), reads
+// everything again, delivers the new listing and goes on watching from
+// there. The Node's event loop and the Observer both consume this.
+func TestFleetReaderResyncsAfterCompaction(t *testing.T) {
+	layout := keys.New("resync")
+	cli := cluster.New(t, 1).NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := &fleetReader{kv: cli, watcher: cli, layout: layout, partitions: 4, log: hclog.NewNullLogger(), clock: clock.Real()}
+	old, err := r.list(ctx)
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, layout.Member("a"), "not json")
+	require.NoError(t, err)
+	resp, err := cli.Put(ctx, layout.Claim(1), "a")
+	require.NoError(t, err)
+	_, err = cli.Compact(ctx, resp.Header.Revision)
+	require.NoError(t, err)
+
+	updates := follow(t, r, old.rev)
+	next := func() fleetUpdate {
+		t.Helper()
+		select {
+		case u := <-updates:
+			return u
+		case <-ctx.Done():
+			t.Fatal("no update")
+			return fleetUpdate{}
+		}
+	}
+	require.True(t, next().stale, "the watch from a compacted revision ends")
+	u := next()
+	require.NotNil(t, u.lst, "a new listing follows")
+	assert.Equal(t, resp.Header.Revision, u.lst.rev)
+	assert.Contains(t, u.lst.members, "a")
+	assert.Equal(t, claim{owner: "a", epoch: resp.Header.Revision}, u.lst.claims[1])
+
+	del, err := cli.Delete(ctx, layout.Claim(1))
+	require.NoError(t, err)
+	u = next()
+	require.Len(t, u.events, 1, "watching goes on after the listing")
+	assert.Equal(t, fleetEvent{rev: del.Header.Revision, p: 1}, u.events[0])
+}

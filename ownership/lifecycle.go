@@ -1,0 +1,199 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-go/tenure/internal/etcderr"
+)
+
+// run is the event loop. It returns when the node is closed.
+func (l *loop) run() error {
+	for {
+		closed, err := l.serve()
+		if closed {
+			return err
+		}
+		l.n.log.Warn("session lost; all partitions released", "error", err)
+		l.loseAll()
+		if l.closing {
+			// Close was handing off when the session ended: the remaining
+			// claims go with the lease.
+			ctx, cancel := l.n.withTimeout(l.n.rootCtx, l.gen.sess.TTL())
+			_ = l.gen.sess.Close(ctx)
+			cancel()
+			l.publishClosed()
+			return fmt.Errorf("ownership: close %s: session ended during the handoff: %w", l.n.id, err)
+		}
+		if err := l.rejoin(); err != nil {
+			l.publishClosed()
+			if errors.Is(err, ErrClosed) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// loseAll ends the generation: every tenure ends at once with ReasonLost.
+// The claims go with the lease.
+func (l *loop) loseAll() {
+	l.unwatch()
+	l.gen.end(ErrLost)
+	ended := l.endAll(ReasonLost)
+	l.claimsInFlight = 0
+	l.pendingDeletes, l.pendingFences, l.releaseQ = nil, nil, nil
+	l.memberDeleting = false
+	l.publish()
+	l.fireAcquired()
+	for _, t := range ended {
+		l.n.fireReleased(t)
+	}
+}
+
+// endAll ends every tenure of this node for reason r at once (a tenure
+// already handed off keeps its reason), sets every partition idle and
+// returns the tenures whose OnReleased is due.
+func (l *loop) endAll(r Reason) []*tenure {
+	var due []*tenure
+	for p := range l.n.slots {
+		st := l.state(p)
+		l.end(p, idle, r)
+		if st.served() {
+			due = append(due, st.t)
+		}
+	}
+	return due
+}
+
+// rejoin opens a new generation, retrying with backoff. It returns an error
+// wrapping ErrClosed if the node was closed first, or ErrClientClosed if
+// the etcd client was.
+func (l *loop) rejoin() error {
+	n := l.n
+	old := l.gen.sess
+	if err := n.clientErr(nil); err != nil {
+		return err
+	}
+	// Revoke the old lease if etcd can be reached; if not, connect revokes
+	// it before it opens the next session.
+	stale := old.Lease()
+	ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
+	if old.Close(ctx) == nil {
+		stale = 0
+	}
+	cancel()
+	for attempt := 0; ; attempt++ {
+		if n.closeCtx.Err() != nil {
+			return ErrClosed
+		}
+		if err := n.clientErr(nil); err != nil {
+			return err
+		}
+		ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
+		gen, lst, err := n.connect(ctx, stale)
+		cancel()
+		if err == nil {
+			l.install(gen, lst)
+			n.log.Info("rejoined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "attempt", attempt)
+			return nil
+		}
+		if n.closeCtx.Err() != nil {
+			return ErrClosed
+		}
+		if cerr := n.clientErr(err); cerr != nil {
+			return cerr
+		}
+		var dup *DuplicateMemberError
+		switch {
+		case errors.As(err, &dup):
+			n.log.Error("rejoin: the node ID is taken by another process", "error", err, "attempt", attempt)
+		default:
+			n.log.Warn("rejoin", "error", err, "attempt", attempt)
+		}
+		if !n.sleep(n.closeCtx, backoff(attempt)) {
+			return ErrClosed
+		}
+	}
+}
+
+// clientErr returns an error wrapping ErrClientClosed if the node's etcd
+// client has been closed, as its context (for a *clientv3.Client) or err,
+// the error of a call through it, shows; nil if not.
+func (n *Node) clientErr(err error) error {
+	if n.clientCtx != nil && n.clientCtx.Err() != nil || etcderr.ClientClosed(err) {
+		if err == nil {
+			err = context.Cause(n.clientCtx)
+		}
+		n.log.Error("etcd client closed under the node; stopping", "error", err)
+		return fmt.Errorf("ownership: node %s: %w", n.id, ErrClientClosed)
+	}
+	return nil
+}
+
+// startClose begins a graceful leave: delete the member key, so that every
+// node's ring (this one's too) moves this node's partitions away, and hand
+// every partition off.
+func (l *loop) startClose() {
+	l.closing = true
+	l.dirty = true
+	l.memberDeleting = true
+	n, gen := l.n, l.gen
+	n.spawn(func() {
+		ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
+		defer cancel()
+		err := n.unregisterTxn(ctx, gen.memberRev)
+		n.post(gen, func(l *loop) {
+			l.memberDeleting = false
+			if err != nil {
+				n.log.Warn("delete member key; revoking the lease will", "error", err)
+			}
+		})
+	})
+}
+
+// closeDone reports whether a graceful leave has handed everything off.
+func (l *loop) closeDone() bool {
+	if l.memberDeleting || l.claimsInFlight > 0 {
+		return false
+	}
+	for p := range l.n.slots {
+		if l.state(p).phase != phaseIdle {
+			return false
+		}
+	}
+	return true
+}
+
+// finishClose revokes the lease and publishes the final snapshot.
+func (l *loop) finishClose() error {
+	l.unwatch()
+	err := l.gen.sess.Close(l.n.rootCtx)
+	l.gen.end(ErrClosed)
+	l.publishClosed()
+	if err != nil {
+		return fmt.Errorf("ownership: close %s: %w", l.n.id, err)
+	}
+	l.n.log.Info("left the cluster")
+	return nil
+}
+
+// abort stops at once (Close's context ended): every tenure ends with
+// ReasonClosed, and the lease is left to expire (or revoked if etcd answers
+// at once).
+func (l *loop) abort() {
+	l.unwatch()
+	due := l.endAll(ReasonClosed)
+	l.gen.end(ErrClosed)
+	l.publishClosed()
+	l.fireAcquired()
+	for _, t := range due {
+		l.n.fireReleased(t)
+	}
+	// Revoke the lease if etcd answers at once; otherwise it expires.
+	ctx, cancel := l.n.withTimeout(context.Background(), 100*time.Millisecond)
+	_ = l.gen.sess.Close(ctx)
+	cancel()
+}

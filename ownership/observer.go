@@ -1,0 +1,193 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/nilness"
+)
+
+// FleetClient is what an Observer needs from etcd: reads and watches, no
+// lease. A *clientv3.Client satisfies it.
+type FleetClient interface {
+	clientv3.KV
+	clientv3.Watcher
+}
+
+// ObserverConfig configures an Observer. Cluster (or Prefix) and Ring are
+// required; Ring must equal the fleet's.
+type ObserverConfig struct {
+	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
+	Cluster string
+	// Prefix, if set, is used instead of the prefix derived from Cluster.
+	Prefix string
+	// Ring is the fleet's ring configuration.
+	Ring RingConfig
+	// Logger receives the observer's diagnostics. Nil discards them.
+	Logger hclog.Logger
+	// Clock times the retries of reads after a watch failed. Nil means
+	// clock.Real().
+	Clock clock.Clock
+}
+
+// Validate reports whether c can configure an Observer. Errors wrap
+// ErrInvalidConfig; an invalid partition count or load factor also wraps
+// ErrInvalidPartitions or ErrInvalidLoadFactor.
+func (c ObserverConfig) Validate() error {
+	switch {
+	case c.Cluster == "" && c.Prefix == "":
+		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
+	case strings.ContainsRune(c.Cluster, 0) || strings.ContainsRune(c.Prefix, 0):
+		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
+	}
+	if err := c.Ring.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// Observer follows a fleet's members and claims from outside the fleet,
+// read-only and without a lease, with the same reader and the same decoding
+// rules as the fleet's nodes: it reads both at one revision, watches them
+// from the next, and reads them again after a compaction or a failed watch.
+// It keeps an immutable routing table that Route reads without locking.
+// An Observer is safe for concurrent use by multiple goroutines.
+type Observer struct {
+	reader *fleetReader
+	fleet  *fleetState // owned by the goroutine of run
+
+	table   atomic.Pointer[table]
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every published table
+	resyncs atomic.Int64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// table is an Observer's immutable routing table.
+type table struct {
+	rev    int64
+	routes []Route
+}
+
+// Observe reads the fleet's members and claims through etcd, bounded by
+// ctx, and returns an Observer that keeps following them until Close.
+// Errors wrap ErrNilClient, ErrInvalidConfig (see Validate), ErrPartitionMismatch (a claim
+// for a partition outside [0, cfg.Ring.Partitions) exists) or the etcd
+// error.
+func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observer, error) {
+	if nilness.Is(etcd) {
+		return nil, ErrNilClient
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	layout := keys.For(cfg.Cluster, cfg.Prefix)
+	r := &fleetReader{kv: etcd, watcher: etcd, layout: layout, partitions: cfg.Ring.Partitions, log: cfg.Logger, clock: cfg.Clock}
+	lst, err := r.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if lst.outside > 0 {
+		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, lst.outside, cfg.Ring.Partitions, layout.Prefix())
+	}
+	o := &Observer{reader: r, fleet: newFleetState(cfg.Ring, cfg.Logger), changed: make(chan struct{}), done: make(chan struct{})}
+	o.fleet.apply(fleetUpdate{lst: lst})
+	o.publish()
+	runCtx, cancel := context.WithCancel(context.Background())
+	o.cancel = cancel
+	go o.run(runCtx, lst.rev)
+	return o, nil
+}
+
+// run follows the fleet after revision rev until ctx ends.
+func (o *Observer) run(ctx context.Context, rev int64) {
+	defer close(o.done)
+	o.reader.follow(ctx, rev, 0, func(u fleetUpdate) bool {
+		if u.stale {
+			return true
+		}
+		if u.lst != nil {
+			o.resyncs.Add(1)
+		}
+		o.fleet.apply(u)
+		o.publish()
+		return true
+	})
+}
+
+// publish builds the routing table from the fleet and publishes it. A
+// claim's holder is the route while it is a member with an address;
+// otherwise the route is the ring's choice of the next owner.
+func (o *Observer) publish() {
+	f := o.fleet
+	version := f.ring.Version()
+	t := &table{rev: f.rev, routes: make([]Route, len(f.claims))}
+	for p := range t.routes {
+		r := Route{Partition: p, RingVersion: version}
+		if c := f.claims[p]; c.epoch != 0 && f.addr(c.owner) != "" {
+			r.Owner, r.Addr, r.Epoch = c.owner, f.addr(c.owner), c.epoch
+		} else if id, ok := f.ring.Owner(p); ok {
+			r.Owner, r.Addr = id, f.addr(id)
+		}
+		t.routes[p] = r
+	}
+	o.table.Store(t)
+	o.mu.Lock()
+	close(o.changed)
+	o.changed = make(chan struct{})
+	o.mu.Unlock()
+}
+
+// Route returns the route of partition p: the holder of its claim, or,
+// while nobody holding it can be reached, the ring's choice of the next
+// owner. For p outside [0, P) it returns the Route with only Partition set.
+// It takes no lock and does not allocate.
+func (o *Observer) Route(p int) Route {
+	t := o.table.Load()
+	if uint(p) >= uint(len(t.routes)) {
+		return Route{Partition: p}
+	}
+	return t.routes[p]
+}
+
+// Revision returns the etcd revision of the Observer's view of the fleet.
+func (o *Observer) Revision() int64 { return o.table.Load().rev }
+
+// Changed returns a channel that is closed the next time the Observer's
+// view of the fleet changes.
+func (o *Observer) Changed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.changed
+}
+
+// Resyncs returns the number of times the Observer read the fleet again
+// after its watch failed.
+func (o *Observer) Resyncs() int64 { return o.resyncs.Load() }
+
+// Close stops following the fleet and waits for the Observer's goroutine to
+// end. It is idempotent.
+func (o *Observer) Close() {
+	o.cancel()
+	<-o.done
+}
+
+// Done returns a channel closed when the Observer has stopped following the
+// fleet, after Close.
+func (o *Observer) Done() <-chan struct{} { return o.done }

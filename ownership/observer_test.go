@@ -1,0 +1,116 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// observerAgrees reports how o's routes differ from n's, nil if they do
+// not: owner, address and epoch of every partition.
+func observerAgrees(o *Observer, n *Node, parts int) error {
+	for p := range parts {
+		got, want := o.Route(p), n.LookupPartition(p)
+		if got.Owner != want.Owner || got.Addr != want.Addr || got.Epoch != want.Epoch || got.RingVersion != want.RingVersion {
+			return fmt.Errorf("partition %d: observer %+v, node %+v", p, got, want)
+		}
+	}
+	return nil
+}
+
+// waitObserver waits, on the observer's and the nodes' Changed signals,
+// until cond returns nil.
+func waitObserver(t *testing.T, o *Observer, cond func() error, nodes ...*Node) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(o.Changed())},
+		}
+		for _, n := range nodes {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.Changed())})
+		}
+		err := cond()
+		if err == nil {
+			return
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			t.Fatalf("observer did not agree: %v", err)
+		}
+	}
+}
+
+// TestObserverFollowsTheFleet: an Observer outside the fleet, which reads
+// through the nodes' own reader, routes every partition as the nodes do,
+// across a join and a graceful leave.
+func TestObserverFollowsTheFleet(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	const parts = 16
+	a := join(t, cli, testConfig(t, "observe", "a", parts))
+	waitStable(t, 20*time.Second, a)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	o, err := Observe(ctx, cli, ObserverConfig{Cluster: "observe", Ring: RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor}})
+	require.NoError(t, err)
+	defer o.Close()
+	require.NoError(t, observerAgrees(o, a, parts))
+	assert.Positive(t, o.Revision())
+	assert.Equal(t, Route{Partition: parts}, o.Route(parts))
+	assert.Equal(t, Route{Partition: -1}, o.Route(-1))
+
+	b := join(t, cli, testConfig(t, "observe", "b", parts))
+	waitStable(t, 20*time.Second, a, b)
+	waitObserver(t, o, func() error { return observerAgrees(o, a, parts) }, a, b)
+	assert.Zero(t, o.Resyncs())
+
+	closeNode(t, b)
+	waitStable(t, 20*time.Second, a)
+	waitObserver(t, o, func() error { return observerAgrees(o, a, parts) }, a)
+	for p := range parts {
+		assert.Equal(t, "a", o.Route(p).Owner)
+	}
+	o.Close()
+	o.Close() // idempotent
+	<-o.Done()
+}
+
+func TestObserveErrors(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ring := DefaultRingConfig()
+
+	_, err := Observe(ctx, nil, ObserverConfig{Cluster: "x", Ring: ring})
+	assert.ErrorIs(t, err, ErrNilClient)
+	var none *clientv3.Client
+	_, err = Observe(ctx, none, ObserverConfig{Cluster: "x", Ring: ring})
+	assert.ErrorIs(t, err, ErrNilClient, "a typed nil")
+	for _, cfg := range []ObserverConfig{
+		{Ring: ring},
+		{Cluster: "x\x00", Ring: ring},
+		{Cluster: "x"},
+		{Cluster: "x", Ring: RingConfig{Partitions: 8, LoadFactor: 0.5}},
+	} {
+		_, err = Observe(ctx, cli, cfg)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", cfg)
+	}
+
+	// A claim beyond the partition count: the counts differ.
+	a := join(t, cli, testConfig(t, "mismatch", "a", 16))
+	waitStable(t, 20*time.Second, a)
+	_, err = Observe(ctx, cli, ObserverConfig{Cluster: "mismatch", Ring: RingConfig{Partitions: 8, LoadFactor: 1.25}})
+	assert.ErrorIs(t, err, ErrPartitionMismatch)
+}

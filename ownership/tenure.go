@@ -1,0 +1,112 @@
+package ownership
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tenure-go/tenure/fence"
+)
+
+// tenure is one tenure of this node over one partition: from the creation of
+// its claim (the epoch) to its end. Its lifecycle is its partition's state
+// (slot): the tenure itself holds only what the work needs (token, context)
+// and the count of work in flight.
+//
+// Admission and drain are race-free without a lock. enter increments
+// inflight and then re-reads the partition's state; the event loop
+// publishes a state that is not serving and then reads inflight (end,
+// finish). Go's atomics are sequentially consistent, so at least one of them
+// sees the other: either enter sees that the tenure no longer serves and
+// backs out, or finish sees the work and the drain waits for it.
+type tenure struct {
+	p      int
+	token  fence.Token
+	ctx    context.Context // cancelled when the tenure ends; carries token
+	cancel context.CancelCauseFunc
+	slot   *slot  // the partition's state
+	reason Reason // why the tenure ended; written once, by the event loop, before ctx is cancelled
+
+	inflight    atomic.Int64
+	drained     chan struct{} // closed once the tenure ended and inflight is zero
+	drainedOnce sync.Once
+}
+
+func newTenure(parent context.Context, s *slot, p int, epoch int64) *tenure {
+	t := &tenure{
+		p:       p,
+		token:   fence.Token{Scope: fence.PartitionScope(p), Epoch: epoch},
+		slot:    s,
+		drained: make(chan struct{}),
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	t.ctx, t.cancel = fence.NewContext(ctx, t.token), cancel
+	return t
+}
+
+// enter admits one unit of work if st, the state it was found serving in,
+// is still the partition's state. It reports false if not.
+func (t *tenure) enter(st *pstate) bool {
+	t.inflight.Add(1)
+	if t.slot.cur.Load() != st || t.ctx.Err() != nil {
+		t.exit()
+		return false
+	}
+	return true
+}
+
+// exit ends one unit of work admitted by enter.
+func (t *tenure) exit() {
+	if t.inflight.Add(-1) == 0 && !t.slot.serving(t) {
+		t.signalDrained()
+	}
+}
+
+func (t *tenure) signalDrained() { t.drainedOnce.Do(func() { close(t.drained) }) }
+
+// finish ends the tenure after its partition's state has left serving (see
+// loop.end): it records r, unless a reason was recorded before, and cancels
+// the tenure's context with r's cause. Work already admitted keeps running
+// until it calls Release; drained is closed when it has.
+func (t *tenure) finish(r Reason) {
+	if t.reason == 0 {
+		t.reason = r
+	}
+	t.cancel(t.reason.cause())
+	if t.inflight.Load() == 0 {
+		t.signalDrained()
+	}
+}
+
+// Held is work admitted by Hold: it runs under Token, and Context is the
+// partition's context, cancelled (with context.Cause ErrMoved, ErrLost or
+// ErrClosed) when the tenure ends. The work counts as in flight until
+// Release is called; a handoff waits for it, up to Config.DrainTimeout, before
+// the partition's claim is deleted.
+//
+// Held is a small value; copies share the same admission. Release must be
+// called once the work is done, from any goroutine; calling it more than
+// once, on any copy, has no further effect.
+type Held struct {
+	// Partition is the partition of the work.
+	Partition int
+	// Token is the tenure's fencing token: present it with every write.
+	Token fence.Token
+	// Context is the partition's context. It carries Token
+	// (fence.FromContext).
+	Context context.Context
+
+	h *hold
+}
+
+type hold struct {
+	t    *tenure
+	done atomic.Bool
+}
+
+// Release ends the work's admission. It is safe to call on the zero Held.
+func (h Held) Release() {
+	if h.h != nil && h.h.done.CompareAndSwap(false, true) {
+		h.h.t.exit()
+	}
+}

@@ -1,0 +1,124 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// outcome is the result of one conditional operation of a batch: whether its
+// condition held, and else the claim key as it was.
+type outcome struct {
+	ok bool
+	kv *mvccpb.KeyValue
+}
+
+// chunks splits ps into batches that fit one transaction: n nested
+// transactions of one comparison and one operation each need n <= limit
+// at the outer level and 1 <= limit - n inside.
+func chunks(ps []int, size int) [][]int {
+	var out [][]int
+	for len(ps) > size {
+		out = append(out, ps[:size:size])
+		ps = ps[size:]
+	}
+	if len(ps) > 0 {
+		out = append(out, ps)
+	}
+	return out
+}
+
+// claimTxn creates the claims of ps that do not exist, bound to lease, in
+// one transaction: one nested If(CreateRevision(claim) == 0) Then(Put) Else(Get)
+// per partition, so that one existing claim does not fail the others. The
+// epoch of every claim created is the returned revision.
+func (n *Node) claimTxn(ctx context.Context, lease clientv3.LeaseID, ps []int) (int64, []outcome, error) {
+	return n.condTxn(ctx, ps, func(int) int64 { return 0 }, func(k string) clientv3.Op {
+		return clientv3.OpPut(k, n.id, clientv3.WithLease(lease))
+	})
+}
+
+// deleteTxn deletes the claims of ps whose epochs are still epochs[i], in
+// one transaction.
+func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64) (int64, []outcome, error) {
+	return n.condTxn(ctx, ps, func(i int) int64 { return epochs[i] }, func(k string) clientv3.Op { return clientv3.OpDelete(k) })
+}
+
+// condTxn runs, for every partition ps[i], the nested transaction
+// If(CreateRevision(claim) == rev(i)) Then(then(claim)) Else(Get(claim)),
+// all in one transaction.
+func (n *Node) condTxn(ctx context.Context, ps []int, rev func(i int) int64, then func(key string) clientv3.Op) (int64, []outcome, error) {
+	ops := make([]clientv3.Op, len(ps))
+	for i, p := range ps {
+		k := n.layout.Claim(p)
+		ops[i] = clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", rev(i))},
+			[]clientv3.Op{then(k)},
+			[]clientv3.Op{clientv3.OpGet(k)})
+	}
+	return n.batchTxn(ctx, ops)
+}
+
+// batchTxn commits the nested transactions ops in one transaction and
+// returns its revision and each one's outcome.
+func (n *Node) batchTxn(ctx context.Context, ops []clientv3.Op) (int64, []outcome, error) {
+	resp, err := n.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(resp.Responses) != len(ops) {
+		return 0, nil, fmt.Errorf("ownership: transaction returned %d responses for %d operations", len(resp.Responses), len(ops))
+	}
+	out := make([]outcome, len(ops))
+	for i, r := range resp.Responses {
+		tr := r.GetResponseTxn()
+		if tr == nil {
+			return 0, nil, fmt.Errorf("ownership: transaction response %d is not a transaction", i)
+		}
+		out[i].ok = tr.Succeeded
+		if !tr.Succeeded && len(tr.Responses) > 0 {
+			if rr := tr.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+				out[i].kv = rr.Kvs[0]
+			}
+		}
+	}
+	return resp.Header.Revision, out, nil
+}
+
+// registerTxn creates this node's member key, bound to lease, unless it
+// exists. It returns the key's CreateRevision, or a *DuplicateMemberError
+// naming the lease of the process that holds the ID.
+func (n *Node) registerTxn(ctx context.Context, lease clientv3.LeaseID, val string) (int64, error) {
+	mk := n.layout.Member(n.id)
+	resp, err := n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(mk), "=", 0)).
+		Then(clientv3.OpPut(mk, val, clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(mk)).
+		Commit()
+	if err != nil {
+		return 0, fmt.Errorf("ownership: register member %q: %w", n.id, err)
+	}
+	if !resp.Succeeded {
+		var holder int64
+		if len(resp.Responses) > 0 {
+			if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+				holder = rr.Kvs[0].Lease
+			}
+		}
+		return 0, &DuplicateMemberError{ID: n.id, Lease: holder}
+	}
+	return resp.Header.Revision, nil
+}
+
+// unregisterTxn deletes this node's member key if it is still the one
+// created at rev.
+func (n *Node) unregisterTxn(ctx context.Context, rev int64) error {
+	mk := n.layout.Member(n.id)
+	_, err := n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(mk), "=", rev)).
+		Then(clientv3.OpDelete(mk)).
+		Commit()
+	return err
+}
