@@ -188,3 +188,23 @@ func (e *WrongOwnerError) Is(target error) bool {
 	}
 	return false
 }
+
+var (
+	// ErrSpecMismatch reports a configuration that contradicts the fleet's
+	// spec in etcd (partition count, load factor or ring algorithm). The
+	// error is a *SpecMismatchError naming both values.
+	ErrSpecMismatch = errors.New("ownership: configuration contradicts the fleet's spec")
+
+	// ErrNoSpec reports a fleet whose spec is not in etcd yet: no node has
+	// joined it.
+	ErrNoSpec = errors.New("ownership: the fleet has no spec yet")
+
+	// ErrUnavailable reports that etcd did not answer before the context of
+	// Join ended. The error also wraps the context's error and names the
+	// last cause seen (connection refused, no answer, ...).
+	ErrUnavailable = errors.New("ownership: etcd unavailable")
+
+	// ErrInvalidSpec reports a stored spec that this build cannot use:
+	// undecodable, invalid, or of another ring algorithm.
+	ErrInvalidSpec = errors.New("ownership: invalid fleet spec")
+)
