@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tenure-go/tenure/internal/clock"
+	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/etcderr"
+
+	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -33,6 +37,11 @@ type Term struct {
 	rev    int64 // revision at which the term was won
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	log    hclog.Logger
+
+	// Guarded by the Election's mu.
+	live  bool      // handed out by Campaign
+	since time.Time // when it was handed out
 
 	watchDone chan struct{} // closed when the key watch has ended
 }
@@ -46,6 +55,7 @@ func newTerm(e *Election, epoch, rev int64) *Term {
 		rev:       rev,
 		ctx:       ctx,
 		cancel:    cancel,
+		log:       e.log.With("epoch", epoch),
 		watchDone: make(chan struct{}),
 	}
 }
@@ -87,6 +97,43 @@ func (t *Term) Err() error {
 // land only while this term stands, whatever the writer's own view of time.
 func (t *Term) Cmp() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.token.Epoch)
+}
+
+// Proclaim publishes value as the leader's value without ending the term,
+// as etcd's concurrency.Election.Proclaim: it puts the leader key (same
+// candidate ID, same lease) in a transaction guarded by Cmp, so the put
+// lands only while the key is the one this term created. Leader and
+// Observe then report value as Leader.Value. The value lasts for this term;
+// a later term publishes ElectionConfig.Value again.
+//
+// A stale leader never overwrites its successor: Proclaim on a term that
+// has ended returns Err (wrapping ErrNotLeader) without writing, and when
+// etcd finds the leader key deleted or replaced — the term has ended
+// without this process knowing yet — nothing is written, the term ends
+// with ErrKeyDeleted, and Proclaim returns an error wrapping ErrKeyDeleted
+// (and so ErrNotLeader). Other failures wrap etcd's error; the value may or
+// may not have been written. Proclaim is safe for concurrent use; of
+// concurrent calls, the last one etcd applies wins.
+func (t *Term) Proclaim(ctx context.Context, value string) error {
+	e := t.e
+	if err := t.Err(); err != nil {
+		return fmt.Errorf("election %q: proclaim epoch %d: %w", e.cfg.Name, t.token.Epoch, err)
+	}
+	put := clientv3.OpPut(t.key, encodeCandidate(e.id, value), clientv3.WithLease(e.session.Lease()))
+	resp, err := e.kv.Txn(ctx).If(t.Cmp()).Then(put).Commit()
+	if err != nil {
+		if etcderr.LeaseNotFound(err) {
+			e.session.lost(err)
+		}
+		return fmt.Errorf("election %q: proclaim epoch %d: %w", e.cfg.Name, t.token.Epoch, err)
+	}
+	if !resp.Succeeded {
+		err := fmt.Errorf("%w: election %q epoch %d: the leader key is no longer this term's at revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, resp.Header.Revision)
+		t.end(err)
+		return fmt.Errorf("election %q: proclaim: %w", e.cfg.Name, err)
+	}
+	t.log.Debug("proclaimed", "revision", resp.Header.Revision)
+	return nil
 }
 
 // Resign ends the term: it cancels the term's context first, then deletes
