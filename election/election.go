@@ -270,31 +270,56 @@ func (e *Election) handOut(ctx context.Context, t *Term) error {
 		return fmt.Errorf("election %q: campaign: %w", e.cfg.Name, ErrElectionClosed)
 	}
 	t.live, t.since = true, now
+	ended := t.ended
 	e.mu.Unlock()
 	e.met.won()
 	t.log.Info("elected")
 	e.observe1(Observation{Elected: true, Leader: Leader{ID: e.id, Value: e.cfg.Value, Epoch: t.token.Epoch, Lease: e.session.Lease(), Key: t.key}, Revision: t.rev})
-	context.AfterFunc(t.ctx, func() { e.termEnded(t) })
+	if ended { // the watch ended first: account for the end here
+		e.termEnded(t)
+	}
 	return nil
 }
 
+// The reasons a term ended, as events and metrics tell them.
+const (
+	endResigned    = "resigned"
+	endSessionLost = "session_lost"
+	endKeyDeleted  = "key_deleted"
+)
+
+// endReason classifies the end of t. A deleted key whose lease etcd no
+// longer has went with the session (probed by the watch, which then ended
+// the session), not with an operator.
+func endReason(t *Term) string {
+	cause := context.Cause(t.ctx)
+	switch {
+	case errors.Is(cause, ErrKeyDeleted) && errors.Is(t.e.session.Err(), ErrLeaseLost):
+		return endSessionLost
+	case errors.Is(cause, ErrKeyDeleted):
+		return endKeyDeleted
+	case errors.Is(cause, ErrSessionDone):
+		return endSessionLost
+	}
+	return endResigned
+}
+
 // termEnded logs and measures the end of a term that Campaign handed out.
+// It runs once per such term, after both the hand-out and the end of the
+// term's watch.
 func (e *Election) termEnded(t *Term) {
 	e.mu.Lock()
 	since := t.since
 	e.mu.Unlock()
 	d := e.cfg.Clock.Since(since)
 	cause := context.Cause(t.ctx)
-	forced := errors.Is(cause, ErrKeyDeleted)
-	e.met.termEnded(d, forced)
-	switch {
-	case forced:
-		t.log.Warn("term ended", "reason", "key_deleted", "duration", d, "error", cause)
-	case errors.Is(cause, ErrSessionDone):
-		t.log.Warn("term ended", "reason", "session_lost", "duration", d, "error", cause)
-	default:
-		t.log.Info("term ended", "reason", "resigned", "duration", d, "error", cause)
+	reason := endReason(t)
+	e.met.termEnded(d, reason == endKeyDeleted)
+	if reason == endResigned {
+		t.log.Info("term ended", "reason", reason, "duration", d, "error", cause)
+		return
 	}
+	t.log.Warn("term ended", "reason", reason, "duration", d, "error", cause)
 }
 
 // campaignErr maps err, the failure of a campaign step, to the error

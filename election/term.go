@@ -42,6 +42,7 @@ type Term struct {
 	// Guarded by the Election's mu.
 	live  bool      // handed out by Campaign
 	since time.Time // when it was handed out
+	ended bool      // its watch has ended
 
 	watchDone chan struct{} // closed when the key watch has ended
 }
@@ -166,6 +167,26 @@ func (t *Term) resign(ctx context.Context, cause error) error {
 	return nil
 }
 
+// probeLease asks etcd, once the leader key was deleted, whether the
+// session's lease still exists: a lease revoked or expired in etcd deletes
+// the key too, and the session must then end now, not at its next renewal.
+// Errors leave the session to its renewals.
+func (e *Election) probeLease() {
+	s := e.session
+	if s.Err() != nil {
+		return
+	}
+	ctx, cancel := clock.WithTimeout(s.Context(), e.cfg.Clock, min(e.cfg.ResignTimeout, renewAttemptTimeout))
+	defer cancel()
+	resp, err := s.lease.TimeToLive(ctx, s.id)
+	switch {
+	case err != nil && etcderr.LeaseNotFound(err):
+		s.lost(err)
+	case err == nil && resp.TTL <= 0:
+		s.lost(fmt.Errorf("the leader key was deleted with the lease (TTL %d)", resp.TTL))
+	}
+}
+
 // end ends the term with cause unless it has already ended.
 func (t *Term) end(cause error) { t.cancel(cause) }
 
@@ -177,8 +198,19 @@ func (t *Term) watch() {
 		// Election until Resign has deleted the key, unless the key is
 		// already gone. Release before closing watchDone, so that Resign
 		// sees it.
-		if t.e.session.Err() != nil || errors.Is(context.Cause(t.ctx), ErrKeyDeleted) {
+		deleted := errors.Is(context.Cause(t.ctx), ErrKeyDeleted)
+		if deleted {
+			t.e.probeLease()
+		}
+		if t.e.session.Err() != nil || deleted {
 			t.e.release(t)
+		}
+		t.e.mu.Lock()
+		t.ended = true
+		live := t.live
+		t.e.mu.Unlock()
+		if live {
+			t.e.termEnded(t)
 		}
 		close(t.watchDone)
 	}()
