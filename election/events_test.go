@@ -148,6 +148,7 @@ func TestEvents(t *testing.T) {
 	_, err = cli.Revoke(ctx, s.Lease())
 	require.NoError(t, err)
 	recv(t, s.Done(), "the session to end")
+	require.Eventually(t, func() bool { return len(captured.entries(t, "session lost")) == 1 }, wait, time.Millisecond)
 	captured.find(t, "session lost", map[string]any{"lease": lease, "cause": "revoked", "error": "*", "@level": "warn"})
 	require.Eventually(t, func() bool { return len(captured.entries(t, "term ended")) == 3 }, wait, time.Millisecond)
 	captured.find(t, "term ended", with("epoch", float64(term.Epoch()), "reason", "session_lost"))
@@ -225,6 +226,7 @@ func TestRenewalEvents(t *testing.T) {
 	}
 	recv(t, s.Done(), "the session to expire")
 	require.ErrorIs(t, s.Err(), election.ErrSessionExpired)
+	require.Eventually(t, func() bool { return len(captured.entries(t, "session lost")) == 1 }, wait, time.Millisecond)
 	captured.find(t, "session lost", map[string]any{"lease": lease, "cause": "expired", "@level": "warn"})
 	assert.Len(t, captured.entries(t, "renewal failing: safe deadline margin low"), 2)
 	fp.Heal()

@@ -53,6 +53,7 @@ type Session struct {
 	lastSent time.Time // send time of the newest acknowledged renewal (or grant)
 	latency  time.Duration
 	closed   bool
+	ending   bool // end was called
 
 	loopDone chan struct{}
 }
@@ -219,16 +220,19 @@ func (s *Session) Close(ctx context.Context) error {
 	return nil
 }
 
-// end ends the session with cause, unless it already ended.
+// end ends the session with cause, unless it already ended. The loss is
+// counted before Done is closed, so that whoever sees Done sees it counted;
+// it is logged after, so that no logger delays the end.
 func (s *Session) end(cause error) {
-	if s.ctx.Err() != nil {
+	s.mu.Lock()
+	if s.ending {
+		s.mu.Unlock()
 		return
 	}
-	s.cancel(cause)
-	if s.Err() != cause { // another call ended it
-		return
-	}
+	s.ending = true
+	s.mu.Unlock()
 	s.met.sessionEnded(s, cause)
+	s.cancel(cause)
 	kind := lossCause(cause)
 	if kind == LossClosed {
 		s.log.Info("session closed", "cause", kind)
