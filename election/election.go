@@ -45,8 +45,8 @@ type Election struct {
 	log     hclog.Logger
 	met     *electionMetrics // nil: none
 
-	closing context.Context // cancelled by Close
-	close   context.CancelFunc
+	closing       context.Context // cancelled by Close
+	cancelClosing context.CancelFunc
 
 	mu          sync.Mutex
 	campaigning bool
@@ -91,7 +91,7 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 		prefix:  layout.Leader(cfg.Name),
 		id:      cfg.ID,
 	}
-	e.closing, e.close = context.WithCancel(context.Background())
+	e.closing, e.cancelClosing = context.WithCancel(context.Background())
 	if session != nil {
 		e.key = candidateKey(e.prefix, session.Lease())
 		if e.id == "" {
@@ -105,7 +105,7 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 	if cfg.Metrics != nil {
 		met, err := newElectionMetrics(cfg.Metrics, e)
 		if err != nil {
-			e.close()
+			e.cancelClosing()
 			return nil, err
 		}
 		e.met = met
@@ -135,7 +135,7 @@ func (e *Election) Close(ctx context.Context) error {
 	e.closed = true
 	t := e.term
 	e.mu.Unlock()
-	e.close()
+	e.cancelClosing()
 	var err error
 	if t != nil {
 		err = t.resign(ctx, fmt.Errorf("%w: %w", ErrResigned, ErrElectionClosed))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -158,6 +159,10 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, reg, "tenure_election_is_leader", l1))
 	assert.Equal(t, 0.0, value(t, reg, "tenure_election_is_leader", l2))
 	assert.Equal(t, 1.0, value(t, reg, "tenure_election_is_leader", l3))
+
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, problems, "metric names and help follow Prometheus conventions")
 
 	// An operator deletes the leader key: a forced release.
 	clk.Advance(2 * time.Second)
