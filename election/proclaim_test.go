@@ -29,6 +29,7 @@ func TestProclaim(t *testing.T) {
 	require.Equal(t, "addr-n1", o.Leader.Value)
 
 	require.NoError(t, term.Proclaim(ctx, "addr-n1;progress=42"))
+	assert.Equal(t, "addr-n1;progress=42", e.Status().Observed.Leader.Value, "Status sees its own proclaim")
 	l, err := e.Leader(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, election.Leader{ID: "n1", Value: "addr-n1;progress=42", Epoch: term.Epoch(), Lease: s.Lease(), Key: term.Key()}, l,

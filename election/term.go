@@ -133,6 +133,8 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 		return fmt.Errorf("election %q: proclaim: %w", e.cfg.Name, err)
 	}
 	t.log.Debug("proclaimed", "revision", resp.Header.Revision)
+	e.observe1(Observation{Elected: true, Revision: resp.Header.Revision,
+		Leader: Leader{ID: e.id, Value: value, Epoch: t.token.Epoch, Lease: e.session.Lease(), Key: t.key}})
 	return nil
 }
 
