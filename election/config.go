@@ -10,6 +10,7 @@ import (
 	"github.com/tenure-go/tenure/internal/errs"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -63,8 +64,25 @@ type ElectionConfig struct {
 	// Clock is the time source. Nil means the session's clock, or the system clock
 	// for an election without a session.
 	Clock clock.Clock
-	// Logger receives the election's diagnostics. Nil discards them.
+	// Logger receives the election's events, with the fields election (the
+	// name), candidate (the ID), lease (the session's lease, in hex) and,
+	// for a term's events, epoch: elected, fencers advanced (Info), fencer
+	// failed (Warn), term ended (Info when resigned, Warn when the session
+	// was lost or the key deleted; field reason: resigned, session_lost,
+	// key_deleted), leader observed changed (Info; fields leader,
+	// leader_epoch, leader_lease). Nil discards them.
 	Logger hclog.Logger
+	// Metrics, if not nil, is the registry NewElection registers the
+	// election's metrics with, and Close unregisters them from:
+	// tenure_election_is_leader, _terms_total, _campaign_failures_total,
+	// _fencer_failures_total, _term_duration_seconds and
+	// _forced_releases_total (see the package documentation). They carry
+	// the const labels election (Name) and candidate (ID, or the lease in
+	// hex), so several elections, and several candidates of one election,
+	// share a registry; two open Elections with the same name and ID
+	// cannot, and the second NewElection fails with ErrMetrics. Nil means
+	// no metrics; the global registry is never used implicitly.
+	Metrics prometheus.Registerer
 }
 
 // DefaultElectionConfig returns the configuration of an election with every
@@ -143,6 +161,9 @@ func (c ElectionConfig) Validate() error {
 		return errs.New(ErrInvalidConfig, "election %q: cluster or prefix contains NUL", c.Name)
 	case c.ResignTimeout < 0:
 		return errs.New(ErrInvalidConfig, "election %q: resign timeout %v must not be negative", c.Name, c.ResignTimeout)
+	}
+	if c.Metrics != nil && nilness.Is(c.Metrics) {
+		return fmt.Errorf("%w: election %q: typed nil metrics registerer %T", ErrInvalidConfig, c.Name, c.Metrics)
 	}
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {

@@ -71,6 +71,48 @@
 // current leader and stream changes, including "no leader", across etcd
 // compactions.
 //
+// A leader updates its published value (its address, its progress)
+// without ending its term with Term.Proclaim: a put of the leader key
+// guarded by the term's epoch, so a stale leader's proclaim fails
+// (ErrKeyDeleted, ErrNotLeader) and never overwrites its successor's.
+//
+// # Operability
+//
+// Metrics are registered with a prometheus.Registerer the user passes, never
+// the global one. A node's sessions share one SessionMetrics
+// (NewSessionMetrics, SessionConfig.Metrics), because a node opens a new
+// Session after each loss; an Election registers its own metrics with
+// ElectionConfig.Metrics, under the const labels election and candidate,
+// and Close unregisters them.
+//
+//	name                                         type       labels                meaning
+//	tenure_session_renewal_duration_seconds      histogram                        send to acknowledgement of acknowledged renewals
+//	tenure_session_renewals_total                counter                          acknowledged renewals
+//	tenure_session_renewal_failures_total        counter                          renewal attempts failed or unanswered
+//	tenure_session_safe_deadline_margin_seconds  gauge                            time left before the live session's safe deadline
+//	tenure_session_opened_total                  counter                          sessions opened
+//	tenure_session_losses_total                  counter    cause                 sessions ended: expired, revoked, closed, other
+//	tenure_election_is_leader                    gauge      election, candidate   1 while this candidate holds a term
+//	tenure_election_terms_total                  counter    election, candidate   terms won and handed out
+//	tenure_election_campaign_failures_total      counter    election, candidate   campaigns failed (not by the caller's ctx)
+//	tenure_election_fencer_failures_total        counter    election, candidate   fencer advances failed
+//	tenure_election_term_duration_seconds        histogram  election, candidate   length of each term, observed at its end
+//	tenure_election_forced_releases_total        counter    election, candidate   terms ended by someone else deleting the leader key
+//
+// Events go to the configured hclog.Logger (SessionConfig.Logger,
+// ElectionConfig.Logger) with the fields lease, election, candidate and
+// epoch: session opened, session lost (cause) or closed, renewal attempt
+// failed (Debug: latency, remaining margin), renewal failing with the
+// safe-deadline margin below half of OutageBound (Warn, once per outage),
+// renewal recovered, elected, fencers advanced, fencer failed, term ended
+// (reason resigned, session_lost or key_deleted) and leader observed
+// changed. No credential passes through this package.
+//
+// Session.Stats and Election.Status are snapshots for health checks and
+// dashboards: renewals, failures, the last renewal's latency and the margin
+// left; whether this candidate leads, under which epoch and since when, and
+// the leader it observed last.
+//
 // # Dependencies
 //
 // The package reaches etcd only through clientv3.KV, clientv3.Lease and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
 
@@ -39,12 +40,20 @@ type Election struct {
 	scope   string
 	prefix  string // ends in '/'
 	key     string // own candidate key; empty without a session
+	id      string // candidate ID
 	value   string // encoded candidate record
 	log     hclog.Logger
+	met     *electionMetrics // nil: none
+
+	closing       context.Context // cancelled by Close
+	cancelClosing context.CancelFunc
 
 	mu          sync.Mutex
 	campaigning bool
+	closed      bool
 	term        *Term // the last term won, until it is released
+	observed    Observation
+	observedAt  time.Time
 }
 
 // NewElection returns a handle on the election cfg.Name, reached through kv
@@ -52,9 +61,11 @@ type Election struct {
 // session. With a nil session the Election can only observe (Leader,
 // Observe); Campaign and Run then return ErrNoSession.
 //
-// It returns an error wrapping ErrNilClient for a nil kv or w and
+// It returns an error wrapping ErrNilClient for a nil kv or w,
 // ErrInvalidConfig (ErrInvalidName for the name) for an invalid cfg, nil or
-// typed-nil fencers included. cfg is validated first, then copied.
+// typed-nil fencers included, and ErrMetrics if cfg.Metrics is set and the
+// election's metrics cannot be registered with it. cfg is validated first,
+// then copied. Close ends the Election and unregisters its metrics.
 func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg ElectionConfig) (*Election, error) {
 	if nilness.Is(kv) {
 		return nil, fmt.Errorf("%w: nil clientv3.KV", ErrNilClient)
@@ -78,17 +89,59 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 		cfg:     cfg,
 		scope:   fence.LeaderScope(cfg.Name),
 		prefix:  layout.Leader(cfg.Name),
-		log:     cfg.Logger.With("election", cfg.Name),
+		id:      cfg.ID,
 	}
+	e.closing, e.cancelClosing = context.WithCancel(context.Background())
 	if session != nil {
 		e.key = candidateKey(e.prefix, session.Lease())
-		id := cfg.ID
-		if id == "" {
-			id = fmt.Sprintf("%x", int64(session.Lease()))
+		if e.id == "" {
+			e.id = fmt.Sprintf("%x", int64(session.Lease()))
 		}
-		e.value = encodeCandidate(id, cfg.Value)
+		e.value = encodeCandidate(e.id, cfg.Value)
+		e.log = cfg.Logger.With("election", cfg.Name, "candidate", e.id, "lease", fmt.Sprintf("%x", int64(session.Lease())))
+	} else {
+		e.log = cfg.Logger.With("election", cfg.Name, "candidate", e.id)
+	}
+	if cfg.Metrics != nil {
+		met, err := newElectionMetrics(cfg.Metrics, e)
+		if err != nil {
+			e.cancelClosing()
+			return nil, err
+		}
+		e.met = met
 	}
 	return e, nil
+}
+
+// ID returns this candidate's ID: ElectionConfig.ID, or the session's lease
+// in hexadecimal ("" for an election without a session or ID).
+func (e *Election) ID() string { return e.id }
+
+// Close ends this Election: a Campaign in progress returns an error
+// wrapping ErrElectionClosed (and withdraws its candidacy), the term it
+// holds, if any, is resigned (bounded by ctx), and its metrics are
+// unregistered, so that an Election of the same name and ID can register
+// them again. Later Campaign and Run calls return ErrElectionClosed; Leader,
+// Observe and Status keep working (Observe streams end with their own
+// contexts). Close returns the resign's error, if any. It is idempotent and
+// safe to call concurrently with everything else; it does not close the
+// session.
+func (e *Election) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	t := e.term
+	e.mu.Unlock()
+	e.cancelClosing()
+	var err error
+	if t != nil {
+		err = t.resign(ctx, fmt.Errorf("%w: %w", ErrResigned, ErrElectionClosed))
+	}
+	e.met.unregister()
+	return err
 }
 
 // Name returns the election's name.
@@ -101,16 +154,19 @@ func (e *Election) Prefix() string { return e.prefix }
 func (e *Election) Key() string { return e.key }
 
 // Leader returns the current leader, or an error wrapping ErrNoLeader if
-// there is none.
+// there is none. What it finds becomes Status's Observed.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	resp, err := e.kv.Get(ctx, e.prefix, clientv3.WithFirstCreate()...)
 	if err != nil {
 		return Leader{}, fmt.Errorf("election %q: leader: %w", e.cfg.Name, err)
 	}
 	if len(resp.Kvs) == 0 {
+		e.observe1(Observation{Revision: resp.Header.Revision})
 		return Leader{}, fmt.Errorf("election %q: %w", e.cfg.Name, ErrNoLeader)
 	}
-	return leaderFromKV(resp.Kvs[0]), nil
+	l := leaderFromKV(resp.Kvs[0])
+	e.observe1(Observation{Elected: true, Leader: l, Revision: resp.Header.Revision})
+	return l, nil
 }
 
 // Campaign enters the election and blocks until this candidate leads,
@@ -126,7 +182,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 //     won is resigned, so no leader key of this candidate remains;
 //   - wrapping ErrAlreadyCampaigning if this Election already campaigns or
 //     holds a term that has not ended;
-//   - wrapping etcd's error if etcd fails a request.
+//   - wrapping etcd's error if etcd fails a request;
+//   - wrapping ErrElectionClosed once Close was called.
 //
 // Campaign never returns a Term whose session has ended or whose safe
 // deadline has passed. If this candidate's key is deleted while it waits
@@ -135,8 +192,34 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	if e.session == nil {
 		return nil, fmt.Errorf("election %q: campaign: %w", e.cfg.Name, ErrNoSession)
 	}
+	// cctx ends with ctx or with Close.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(e.closing, func() { cancel(ErrElectionClosed) })
+	defer stop()
+	t, err := e.campaignTerm(cctx)
+	if err == nil {
+		return t, nil
+	}
+	switch {
+	case e.session.Err() == nil && ctx.Err() == nil && e.closing.Err() != nil:
+		return nil, fmt.Errorf("election %q: campaign: %w", e.cfg.Name, ErrElectionClosed)
+	case ctx.Err() != nil && e.session.Err() == nil,
+		errors.Is(err, ErrAlreadyCampaigning), errors.Is(err, ErrElectionClosed):
+	default:
+		e.met.campaignFailed()
+	}
+	return nil, err
+}
+
+// campaignTerm is Campaign once its context ends with Close too.
+func (e *Election) campaignTerm(ctx context.Context) (*Term, error) {
 	e.mu.Lock()
 	prev := e.term
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("election %q: campaign: %w", e.cfg.Name, ErrElectionClosed)
+	}
 	if e.campaigning || (prev != nil && prev.ctx.Err() == nil) {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("election %q: campaign: %w", e.cfg.Name, ErrAlreadyCampaigning)
@@ -167,7 +250,76 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	if err := e.fence(ctx, t); err != nil {
 		return nil, err
 	}
+	if err := e.handOut(ctx, t); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// handOut marks t, won and fenced, as the standing term that Campaign
+// returns: Status and the metrics count it from now on, and its end is
+// logged and measured. An Election closed meanwhile resigns it instead.
+func (e *Election) handOut(ctx context.Context, t *Term) error {
+	now := e.cfg.Clock.Now()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		rctx, cancel := clock.WithTimeout(context.WithoutCancel(ctx), e.cfg.Clock, e.cfg.ResignTimeout)
+		defer cancel()
+		_ = t.resign(rctx, fmt.Errorf("%w: %w", ErrResigned, ErrElectionClosed))
+		return fmt.Errorf("election %q: campaign: %w", e.cfg.Name, ErrElectionClosed)
+	}
+	t.live, t.since = true, now
+	ended := t.ended
+	e.mu.Unlock()
+	e.met.won()
+	t.log.Info("elected")
+	e.observe1(Observation{Elected: true, Leader: Leader{ID: e.id, Value: e.cfg.Value, Epoch: t.token.Epoch, Lease: e.session.Lease(), Key: t.key}, Revision: t.rev})
+	if ended { // the watch ended first: account for the end here
+		e.termEnded(t)
+	}
+	return nil
+}
+
+// The reasons a term ended, as events and metrics tell them.
+const (
+	endResigned    = "resigned"
+	endSessionLost = "session_lost"
+	endKeyDeleted  = "key_deleted"
+)
+
+// endReason classifies the end of t. A deleted key whose lease etcd no
+// longer has went with the session (probed by the watch, which then ended
+// the session), not with an operator.
+func endReason(t *Term) string {
+	cause := context.Cause(t.ctx)
+	switch {
+	case errors.Is(cause, ErrKeyDeleted) && errors.Is(t.e.session.Err(), ErrLeaseLost):
+		return endSessionLost
+	case errors.Is(cause, ErrKeyDeleted):
+		return endKeyDeleted
+	case errors.Is(cause, ErrSessionDone):
+		return endSessionLost
+	}
+	return endResigned
+}
+
+// termEnded logs and measures the end of a term that Campaign handed out.
+// It runs once per such term, after both the hand-out and the end of the
+// term's watch.
+func (e *Election) termEnded(t *Term) {
+	e.mu.Lock()
+	since := t.since
+	e.mu.Unlock()
+	d := e.cfg.Clock.Since(since)
+	cause := context.Cause(t.ctx)
+	reason := endReason(t)
+	e.met.termEnded(d, reason == endKeyDeleted)
+	if reason == endResigned {
+		t.log.Info("term ended", "reason", reason, "duration", d, "error", cause)
+		return
+	}
+	t.log.Warn("term ended", "reason", reason, "duration", d, "error", cause)
 }
 
 // campaignErr maps err, the failure of a campaign step, to the error
@@ -225,7 +377,6 @@ func (e *Election) campaign(ctx context.Context) (*Term, error) {
 		if t.ctx.Err() != nil { // the session ended a moment ago
 			return nil, e.campaignErr(ctx, s.Err())
 		}
-		e.log.Debug("elected", "epoch", epoch)
 		return t, nil
 	}
 }

@@ -66,6 +66,17 @@ var (
 	// Session, which can only observe.
 	ErrNoSession = errors.New("election: no session: this election can only observe")
 
+	// ErrMetrics reports metrics that could not be registered with the
+	// prometheus.Registerer given (NewSessionMetrics, ElectionConfig.Metrics):
+	// the error also wraps the registry's, a
+	// prometheus.AlreadyRegisteredError when metrics with the same names and
+	// labels are registered already (another Election of the same name and
+	// candidate ID not yet closed, say).
+	ErrMetrics = errors.New("election: cannot register metrics")
+
+	// ErrElectionClosed reports Campaign or Run on an Election after Close.
+	ErrElectionClosed = errors.New("election: election closed")
+
 	// ErrAlreadyCampaigning reports a Campaign on an Election that already
 	// has a campaign in progress or a term that has not ended. One Election
 	// holds at most one candidacy at a time.

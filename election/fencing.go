@@ -23,10 +23,12 @@ func (e *Election) fence(ctx context.Context, t *Term) error {
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	defer stop()
 
+	start := e.cfg.Clock.Now()
 	err := e.advance(fctx, t)
 	if err == nil {
 		if err = e.stands(t); err == nil {
 			if fctx.Err() == nil {
+				t.log.Info("fencers advanced", "fencers", len(e.cfg.Fencers), "duration", e.cfg.Clock.Since(start))
 				return nil
 			}
 			err = context.Cause(fctx)
@@ -54,6 +56,8 @@ func (e *Election) advance(ctx context.Context, t *Term) error {
 			return fmt.Errorf("%w: fencer %d not run: %w", ErrFence, i, context.Cause(ctx))
 		}
 		if err := f.Advance(ctx, t.token); err != nil {
+			e.met.fencerFailed()
+			t.log.Warn("fencer failed; giving the term up", "fencer", i, "error", err)
 			return fmt.Errorf("%w: fencer %d: %w", ErrFence, i, err)
 		}
 	}

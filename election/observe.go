@@ -32,7 +32,7 @@ func (o Observation) same(p Observation) bool {
 // the latest one: Observe never blocks on the receiver while following etcd.
 // Observe survives etcd compaction and broken watch streams: it reads the
 // election again and resumes from there. It works on any Election, including
-// one without a session.
+// one without a session. Each state it sees becomes Status's Observed.
 func (e *Election) Observe(ctx context.Context) <-chan Observation {
 	out := make(chan Observation)
 	go e.observe(ctx, out)
@@ -51,6 +51,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 			return
 		}
 		pending = &o
+		e.observe1(o)
 	}
 	attempt := 1
 	for ctx.Err() == nil {

@@ -37,6 +37,11 @@ func (s *Session) run(sent time.Time) {
 	next := s.clock.NewTimer(sent.Add(cadence).Sub(s.clock.Now()))
 	results := make(chan renewal)
 	inflight := 0
+	warned := false // the low-margin warning of the current outage was logged
+	warnBelow := s.OutageBound() / 2
+	if warnBelow <= 0 {
+		warnBelow = (s.ttl - s.margin) / 2
+	}
 	last := sent // send time of the newest acknowledged renewal
 	due := false
 	defer func() {
@@ -77,12 +82,29 @@ func (s *Session) run(sent time.Time) {
 				}
 				s.mu.Lock()
 				s.failures++
+				s.streak++
+				streak := s.streak
 				s.mu.Unlock()
+				s.met.renewFailed()
+				now := s.clock.Now()
+				remaining := s.SafeDeadline().Sub(now)
 				s.log.Debug("renewal attempt failed; retrying within "+RenewRetryInterval.String(),
-					"error", r.err, "remaining", s.untilEnd(s.clock.Now()))
+					"error", r.err, "latency", now.Sub(r.sent), "remaining", remaining, "failures", streak)
+				if !warned && remaining < warnBelow {
+					warned = true
+					s.log.Warn("renewal failing: safe deadline margin low",
+						"error", r.err, "latency", now.Sub(r.sent), "remaining", remaining, "failures", streak,
+						"outage_bound", s.OutageBound())
+				}
 				continue
 			}
-			s.acknowledge(r)
+			streak := s.acknowledge(r)
+			s.met.renewed(r)
+			if warned {
+				warned = false
+				s.log.Info("renewal recovered", "latency", r.acked.Sub(r.sent), "failures", streak,
+					"remaining", s.SafeDeadline().Sub(r.acked))
+			}
 			if r.sent.After(last) {
 				last = r.sent
 			}
@@ -96,15 +118,22 @@ func (s *Session) run(sent time.Time) {
 	}
 }
 
-// acknowledge records an acknowledged renewal.
-func (s *Session) acknowledge(r renewal) {
+// acknowledge records an acknowledged renewal and returns the number of
+// failed attempts before it.
+func (s *Session) acknowledge(r renewal) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := r.sent.Add(r.ttl - s.margin); d.After(s.deadline) {
 		s.deadline = d
 	}
+	if r.sent.After(s.lastSent) {
+		s.lastSent = r.sent
+	}
 	s.renewals++
 	s.latency = r.acked.Sub(r.sent)
+	streak := s.streak
+	s.streak = 0
+	return streak
 }
 
 // timer is the part of a clock's timer that resetTimer needs.
@@ -135,10 +164,10 @@ func (s *Session) renew(timeout time.Duration) renewal {
 	resp, err := s.lease.KeepAliveOnce(ctx, s.id)
 	acked := s.clock.Now()
 	if err != nil {
-		return renewal{err: err}
+		return renewal{sent: sent, acked: acked, err: err}
 	}
 	if resp.TTL <= 0 {
-		return renewal{err: rpctypes.ErrLeaseNotFound}
+		return renewal{sent: sent, acked: acked, err: rpctypes.ErrLeaseNotFound}
 	}
 	return renewal{sent: sent, acked: acked, ttl: time.Duration(resp.TTL) * time.Second}
 }

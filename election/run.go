@@ -23,7 +23,8 @@ import (
 //
 // Run returns ctx's error when ctx is done, an error wrapping the session's
 // error (errors.Is ErrSessionDone) when the session ends — a node then opens
-// a new Session and starts again —, or fn's error as above. Transient etcd
+// a new Session and starts again —, one wrapping ErrElectionClosed after
+// Close, or fn's error as above. Transient etcd
 // failures while campaigning, and fencer failures (ErrFence: the term won
 // is resigned), are retried with backoff; fn and OnElected run only once
 // every fencer of ElectionConfig.Fencers was advanced to the term's token. Hooks, if configured,
@@ -44,7 +45,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 		t, err := e.Campaign(ctx)
 		if err != nil {
 			switch {
-			case errors.Is(err, ErrSessionDone), errors.Is(err, ErrAlreadyCampaigning):
+			case errors.Is(err, ErrSessionDone), errors.Is(err, ErrAlreadyCampaigning), errors.Is(err, ErrElectionClosed):
 				return err
 			case ctx.Err() != nil:
 				return ctx.Err()

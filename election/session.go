@@ -36,6 +36,7 @@ type Session struct {
 	cfg    SessionConfig
 	clock  clock.Clock
 	log    hclog.Logger
+	met    *SessionMetrics // nil: none
 	id     clientv3.LeaseID
 	ttl    time.Duration // granted by etcd
 	margin time.Duration
@@ -48,8 +49,11 @@ type Session struct {
 	deadline time.Time // safe deadline
 	renewals int64
 	failures int64
+	streak   int64     // failed attempts since the last acknowledged renewal
+	lastSent time.Time // send time of the newest acknowledged renewal (or grant)
 	latency  time.Duration
 	closed   bool
+	ending   bool // end was called
 
 	loopDone chan struct{}
 }
@@ -68,6 +72,12 @@ type SessionStats struct {
 	// Remaining is SafeDeadline minus the current time: the margin left
 	// before the session must end. It is negative once the deadline passed.
 	Remaining time.Duration
+	// LastRenewal is the send time of the newest acknowledged renewal, or
+	// of the grant before the first one.
+	LastRenewal time.Time
+	// ConsecutiveFailures counts the renewal attempts that failed or timed
+	// out since the last acknowledged renewal: zero while renewals succeed.
+	ConsecutiveFailures int64
 }
 
 // NewSession grants a lease of cfg.TTL through lease and starts renewing it.
@@ -104,10 +114,12 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 		ttl:      time.Duration(resp.TTL) * time.Second,
 		margin:   cfg.SafetyMargin,
 		lead:     lead(cfg.SafetyMargin),
+		met:      cfg.Metrics,
 		loopDone: make(chan struct{}),
 	}
 	s.log = cfg.Logger.With("lease", fmt.Sprintf("%x", int64(s.id)))
 	s.deadline = sent.Add(s.ttl - s.margin)
+	s.lastSent = sent
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	if s.untilEnd(clk.Now()) <= 0 {
 		s.cancel(ErrSessionExpired)
@@ -115,7 +127,8 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 		_, _ = lease.Revoke(ctx, s.id)
 		return nil, fmt.Errorf("election: grant lease: %w: the grant took longer than TTL %v - margin %v", ErrSessionExpired, s.ttl, s.margin)
 	}
-	s.log.Debug("session started", "ttl", s.ttl, "renew_interval", cfg.RenewInterval, "margin", s.margin)
+	s.met.sessionOpened(s)
+	s.log.Info("session opened", "ttl", s.ttl, "renew_interval", cfg.RenewInterval, "margin", s.margin, "outage_bound", s.OutageBound())
 	go s.run(sent)
 	return s, nil
 }
@@ -177,11 +190,13 @@ func (s *Session) Stats() SessionStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return SessionStats{
-		Renewals:         s.renewals,
-		Failures:         s.failures,
-		LastRenewLatency: s.latency,
-		SafeDeadline:     s.deadline,
-		Remaining:        s.deadline.Sub(now),
+		Renewals:            s.renewals,
+		Failures:            s.failures,
+		LastRenewLatency:    s.latency,
+		SafeDeadline:        s.deadline,
+		Remaining:           s.deadline.Sub(now),
+		LastRenewal:         s.lastSent,
+		ConsecutiveFailures: s.streak,
 	}
 }
 
@@ -205,15 +220,25 @@ func (s *Session) Close(ctx context.Context) error {
 	return nil
 }
 
-// end ends the session with cause, unless it already ended.
+// end ends the session with cause, unless it already ended. The loss is
+// counted before Done is closed, so that whoever sees Done sees it counted;
+// it is logged after, so that no logger delays the end.
 func (s *Session) end(cause error) {
-	if s.ctx.Err() != nil {
+	s.mu.Lock()
+	if s.ending {
+		s.mu.Unlock()
 		return
 	}
+	s.ending = true
+	s.mu.Unlock()
+	s.met.sessionEnded(s, cause)
 	s.cancel(cause)
-	if s.Err() == cause { // this call ended it
-		s.log.Debug("session ended", "reason", cause)
+	kind := lossCause(cause)
+	if kind == LossClosed {
+		s.log.Info("session closed", "cause", kind)
+		return
 	}
+	s.log.Warn("session lost", "cause", kind, "error", cause, "remaining", s.Stats().Remaining)
 }
 
 // lost ends the session because an operation found the lease missing in

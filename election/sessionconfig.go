@@ -99,8 +99,17 @@ type SessionConfig struct {
 	// Clock is the time source (github.com/jonboulle/clockwork's Clock; a
 	// clockwork.FakeClock for virtual time). Nil means the system clock.
 	Clock clock.Clock
-	// Logger receives the session's diagnostics. Nil discards them.
+	// Logger receives the session's events, with the field "lease": session
+	// opened (Info), session lost (Warn; Info when closed), renewal
+	// attempt failed (Debug), renewal margin low (Warn, once per outage,
+	// when the time left before the safe deadline falls below half of
+	// OutageBound), renewal recovered (Info). Nil discards them.
 	Logger hclog.Logger
+	// Metrics, if not nil, receives the session's metrics; see
+	// SessionMetrics. Create them once per node with NewSessionMetrics and
+	// pass the same value to every session the node opens. Nil means no
+	// metrics.
+	Metrics *SessionMetrics
 }
 
 // DefaultSessionConfig returns the default configuration: TTL 10s, renewal

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/etcderr"
 
+	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -33,6 +36,12 @@ type Term struct {
 	rev    int64 // revision at which the term was won
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	log    hclog.Logger
+
+	// Guarded by the Election's mu.
+	live  bool      // handed out by Campaign
+	since time.Time // when it was handed out
+	ended bool      // its watch has ended
 
 	watchDone chan struct{} // closed when the key watch has ended
 }
@@ -46,6 +55,7 @@ func newTerm(e *Election, epoch, rev int64) *Term {
 		rev:       rev,
 		ctx:       ctx,
 		cancel:    cancel,
+		log:       e.log.With("epoch", epoch),
 		watchDone: make(chan struct{}),
 	}
 }
@@ -89,6 +99,45 @@ func (t *Term) Cmp() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.token.Epoch)
 }
 
+// Proclaim publishes value as the leader's value without ending the term,
+// as etcd's concurrency.Election.Proclaim: it puts the leader key (same
+// candidate ID, same lease) in a transaction guarded by Cmp, so the put
+// lands only while the key is the one this term created. Leader and
+// Observe then report value as Leader.Value. The value lasts for this term;
+// a later term publishes ElectionConfig.Value again.
+//
+// A stale leader never overwrites its successor: Proclaim on a term that
+// has ended returns Err (wrapping ErrNotLeader) without writing, and when
+// etcd finds the leader key deleted or replaced — the term has ended
+// without this process knowing yet — nothing is written, the term ends
+// with ErrKeyDeleted, and Proclaim returns an error wrapping ErrKeyDeleted
+// (and so ErrNotLeader). Other failures wrap etcd's error; the value may or
+// may not have been written. Proclaim is safe for concurrent use; of
+// concurrent calls, the last one etcd applies wins.
+func (t *Term) Proclaim(ctx context.Context, value string) error {
+	e := t.e
+	if err := t.Err(); err != nil {
+		return fmt.Errorf("election %q: proclaim epoch %d: %w", e.cfg.Name, t.token.Epoch, err)
+	}
+	put := clientv3.OpPut(t.key, encodeCandidate(e.id, value), clientv3.WithLease(e.session.Lease()))
+	resp, err := e.kv.Txn(ctx).If(t.Cmp()).Then(put).Commit()
+	if err != nil {
+		if etcderr.LeaseNotFound(err) {
+			e.session.lost(err)
+		}
+		return fmt.Errorf("election %q: proclaim epoch %d: %w", e.cfg.Name, t.token.Epoch, err)
+	}
+	if !resp.Succeeded {
+		err := fmt.Errorf("%w: election %q epoch %d: the leader key is no longer this term's at revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, resp.Header.Revision)
+		t.end(err)
+		return fmt.Errorf("election %q: proclaim: %w", e.cfg.Name, err)
+	}
+	t.log.Debug("proclaimed", "revision", resp.Header.Revision)
+	e.observe1(Observation{Elected: true, Revision: resp.Header.Revision,
+		Leader: Leader{ID: e.id, Value: value, Epoch: t.token.Epoch, Lease: e.session.Lease(), Key: t.key}})
+	return nil
+}
+
 // Resign ends the term: it cancels the term's context first, then deletes
 // the leader key if it is still this term's, which hands leadership to the
 // next candidate at once. If the session has already ended, the key is left
@@ -119,6 +168,26 @@ func (t *Term) resign(ctx context.Context, cause error) error {
 	return nil
 }
 
+// probeLease asks etcd, once the leader key was deleted, whether the
+// session's lease still exists: a lease revoked or expired in etcd deletes
+// the key too, and the session must then end now, not at its next renewal.
+// Errors leave the session to its renewals.
+func (e *Election) probeLease() {
+	s := e.session
+	if s.Err() != nil {
+		return
+	}
+	ctx, cancel := clock.WithTimeout(s.Context(), e.cfg.Clock, min(e.cfg.ResignTimeout, renewAttemptTimeout))
+	defer cancel()
+	resp, err := s.lease.TimeToLive(ctx, s.id)
+	switch {
+	case err != nil && etcderr.LeaseNotFound(err):
+		s.lost(err)
+	case err == nil && resp.TTL <= 0:
+		s.lost(fmt.Errorf("the leader key was deleted with the lease (TTL %d)", resp.TTL))
+	}
+}
+
 // end ends the term with cause unless it has already ended.
 func (t *Term) end(cause error) { t.cancel(cause) }
 
@@ -130,8 +199,19 @@ func (t *Term) watch() {
 		// Election until Resign has deleted the key, unless the key is
 		// already gone. Release before closing watchDone, so that Resign
 		// sees it.
-		if t.e.session.Err() != nil || errors.Is(context.Cause(t.ctx), ErrKeyDeleted) {
+		deleted := errors.Is(context.Cause(t.ctx), ErrKeyDeleted)
+		if deleted {
+			t.e.probeLease()
+		}
+		if t.e.session.Err() != nil || deleted {
 			t.e.release(t)
+		}
+		t.e.mu.Lock()
+		t.ended = true
+		live := t.live
+		t.e.mu.Unlock()
+		if live {
+			t.e.termEnded(t)
 		}
 		close(t.watchDone)
 	}()

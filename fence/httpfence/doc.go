@@ -10,6 +10,11 @@
 // token, and either refuses the request or passes it on with the token in
 // its context (fence.FromContext).
 //
+// A Handler counts what it admits and refuses when its Metrics field is set
+// (NewMetrics registers tenure_fence_admitted_total and
+// tenure_fence_rejections_total, with store="http", with a registry the
+// caller passes).
+//
 // Refusal is the one wire format of tenure's refusals, for this package and
 // for routers alike: WriteRefusal writes it (a status by kind, the
 // Tenure-Refusal header naming the kind, and a JSON body with the message

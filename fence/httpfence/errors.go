@@ -8,6 +8,11 @@ var (
 	// fence.Fencer, or a nil http.HandlerFunc).
 	ErrNilArgument = errors.New("httpfence: nil argument")
 
+	// ErrMetrics reports metrics that NewMetrics could not register; the
+	// error also wraps the registry's (a prometheus.AlreadyRegisteredError
+	// when they are registered already).
+	ErrMetrics = errors.New("httpfence: cannot register metrics")
+
 	// ErrRefused matches every *Refusal: errors.Is(err, ErrRefused) tells a
 	// refusal by tenure from a transport error or an application's answer.
 	ErrRefused = errors.New("httpfence: refused")

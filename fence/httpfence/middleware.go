@@ -26,10 +26,15 @@ type Handler struct {
 	// context carries no token. By default they are refused with
 	// RefusalNoToken.
 	Optional bool
+	// Metrics, if not nil, counts the requests the Handler admits and
+	// refuses (see Metrics); several Handlers may share one. Nil means no
+	// metrics.
+	Metrics *Metrics
 }
 
 // Middleware returns the Handler that advances f to each request's token
-// before calling next. It returns an error wrapping ErrNilArgument if f or
+// before calling next; set its Metrics field to count admissions and
+// refusals. It returns an error wrapping ErrNilArgument if f or
 // next is nil, a typed nil included.
 func Middleware(f fence.Fencer, next http.Handler) (*Handler, error) {
 	if nilness.Is(f) {
@@ -44,28 +49,35 @@ func Middleware(f fence.Fencer, next http.Handler) (*Handler, error) {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h == nil || nilness.Is(h.Fencer) || nilness.Is(h.Next) {
+		if h != nil {
+			h.Metrics.rejected("")
+		}
 		_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable, Message: "httpfence: the handler has no fencer or no next handler"})
 		return
 	}
 	tok, present, err := FromHeader(r.Header)
 	switch {
 	case err != nil:
+		h.Metrics.rejected("")
 		WriteError(w, err)
 		return
 	case !present && h.Optional:
 		h.Next.ServeHTTP(w, r)
 		return
 	case !present:
+		h.Metrics.rejected("")
 		WriteError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
 		return
 	}
 	if err := h.Fencer.Advance(r.Context(), tok); err != nil {
+		h.Metrics.rejected(tok.Scope)
 		if !WriteError(w, err) {
 			_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable,
 				Message: fmt.Sprintf("httpfence: the fence could not advance to %s: %v", tok, err)})
 		}
 		return
 	}
+	h.Metrics.admitted()
 	h.Next.ServeHTTP(w, r.WithContext(fence.NewContext(r.Context(), tok)))
 }
 

@@ -1,0 +1,249 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-go/tenure/internal/metrics"
+	"github.com/tenure-go/tenure/internal/nilness"
+)
+
+// The values of the cause label of tenure_session_losses_total.
+const (
+	// LossExpired: the safe deadline came without an acknowledged renewal
+	// (ErrSessionExpired).
+	LossExpired = "expired"
+	// LossRevoked: etcd no longer had the lease, revoked or expired there
+	// (ErrLeaseLost).
+	LossRevoked = "revoked"
+	// LossClosed: the session's owner closed it (ErrSessionClosed).
+	LossClosed = "closed"
+	// LossOther: any other cause; not expected.
+	LossOther = "other"
+)
+
+// lossCause returns the cause label of a session's end.
+func lossCause(err error) string {
+	switch {
+	case errors.Is(err, ErrSessionExpired):
+		return LossExpired
+	case errors.Is(err, ErrLeaseLost):
+		return LossRevoked
+	case errors.Is(err, ErrSessionClosed):
+		return LossClosed
+	}
+	return LossOther
+}
+
+// SessionMetrics are the Prometheus metrics of a node's sessions. A node
+// opens a new Session after each loss, so the metrics outlive sessions:
+// create them once with NewSessionMetrics and pass them to every session
+// through SessionConfig.Metrics; counters add up across sessions, and the
+// margin gauge follows the session opened last.
+//
+//	tenure_session_renewal_duration_seconds     histogram  send to acknowledgement of each acknowledged renewal
+//	tenure_session_renewals_total               counter    acknowledged renewals
+//	tenure_session_renewal_failures_total       counter    renewal attempts that failed or went unanswered
+//	tenure_session_safe_deadline_margin_seconds gauge      time left before the live session's safe deadline (0 without one)
+//	tenure_session_opened_total                 counter    sessions opened
+//	tenure_session_losses_total{cause}          counter    sessions ended, by cause: expired, revoked, closed, other
+//
+// To tell the sessions of several nodes in one process apart, register
+// through prometheus.WrapRegistererWith with a const label (a node label,
+// say). SessionMetrics are safe for concurrent use.
+type SessionMetrics struct {
+	set      *metrics.Set
+	latency  prometheus.Histogram
+	renewals prometheus.Counter
+	failures prometheus.Counter
+	opened   prometheus.Counter
+	losses   *prometheus.CounterVec
+	current  atomic.Pointer[Session] // the session opened last, while it lives
+}
+
+// NewSessionMetrics creates the session metrics and registers them with reg.
+// It returns an error wrapping ErrInvalidConfig for a nil reg (a typed nil
+// included), and one wrapping ErrMetrics and the registry's error (a
+// prometheus.AlreadyRegisteredError if reg has them already) if they cannot
+// be registered; none is registered then. Unregister undoes it.
+func NewSessionMetrics(reg prometheus.Registerer) (*SessionMetrics, error) {
+	if nilness.Is(reg) {
+		return nil, fmt.Errorf("%w: nil prometheus.Registerer %T", ErrInvalidConfig, reg)
+	}
+	const sub = "session"
+	m := &SessionMetrics{
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "renewal_duration_seconds",
+			Help:    "Time from sending a lease renewal to its acknowledgement, for acknowledged renewals.",
+			Buckets: metrics.LatencyBuckets,
+		}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "renewals_total",
+			Help: "Acknowledged lease renewals.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "renewal_failures_total",
+			Help: "Lease renewal attempts that failed or were not answered in time.",
+		}),
+		opened: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "opened_total",
+			Help: "Sessions opened (leases granted).",
+		}),
+		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "losses_total",
+			Help: "Sessions ended, by cause: expired (no renewal acknowledged before the safe deadline), revoked (etcd no longer had the lease), closed (closed by its owner).",
+		}, []string{"cause"}),
+	}
+	for _, c := range []string{LossExpired, LossRevoked, LossClosed, LossOther} {
+		m.losses.WithLabelValues(c)
+	}
+	margin := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Subsystem: sub, Name: "safe_deadline_margin_seconds",
+		Help: "Time left before the live session's safe deadline; 0 without a live session.",
+	}, m.margin)
+	set, err := metrics.Register(reg, m.latency, m.renewals, m.failures, m.opened, m.losses, margin)
+	if err != nil {
+		return nil, fmt.Errorf("%w: session: %w", ErrMetrics, err)
+	}
+	m.set = set
+	return m, nil
+}
+
+// Unregister unregisters the metrics from the registry they were registered
+// with, so that NewSessionMetrics can register them again. Sessions may
+// keep updating them, to no effect. It is idempotent, and a no-op on nil.
+func (m *SessionMetrics) Unregister() {
+	if m != nil {
+		m.set.Unregister()
+	}
+}
+
+// margin is the value of the margin gauge.
+func (m *SessionMetrics) margin() float64 {
+	s := m.current.Load()
+	if s == nil || s.Err() != nil {
+		return 0
+	}
+	return s.Stats().Remaining.Seconds()
+}
+
+// The hooks of a Session; all are no-ops on nil.
+
+func (m *SessionMetrics) sessionOpened(s *Session) {
+	if m != nil {
+		m.opened.Inc()
+		m.current.Store(s)
+	}
+}
+
+func (m *SessionMetrics) sessionEnded(s *Session, cause error) {
+	if m != nil {
+		m.losses.WithLabelValues(lossCause(cause)).Inc()
+		m.current.CompareAndSwap(s, nil)
+	}
+}
+
+func (m *SessionMetrics) renewed(r renewal) {
+	if m != nil {
+		m.renewals.Inc()
+		m.latency.Observe(r.acked.Sub(r.sent).Seconds())
+	}
+}
+
+func (m *SessionMetrics) renewFailed() {
+	if m != nil {
+		m.failures.Inc()
+	}
+}
+
+// electionMetrics are an Election's metrics; every method is a no-op on nil.
+//
+//	tenure_election_is_leader                 gauge      1 while this candidate holds a term Campaign handed out, else 0
+//	tenure_election_terms_total               counter    terms won and handed out (fencers advanced)
+//	tenure_election_campaign_failures_total   counter    Campaigns that returned an error, other than the caller's ctx, ErrAlreadyCampaigning or ErrElectionClosed
+//	tenure_election_fencer_failures_total     counter    fencer Advance calls that failed
+//	tenure_election_term_duration_seconds     histogram  how long each term lasted, observed when it ends
+//	tenure_election_forced_releases_total     counter    terms ended because someone else deleted the leader key
+//
+// with the const labels election (the name) and candidate (the ID).
+type electionMetrics struct {
+	set              *metrics.Set
+	terms            prometheus.Counter
+	campaignFailures prometheus.Counter
+	fencerFailures   prometheus.Counter
+	forced           prometheus.Counter
+	termDuration     prometheus.Histogram
+}
+
+// newElectionMetrics registers e's metrics with reg, under e's const labels.
+func newElectionMetrics(reg prometheus.Registerer, e *Election) (*electionMetrics, error) {
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"election": e.cfg.Name, "candidate": e.id}, reg)
+	const sub = "election"
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: sub, Name: name, Help: help})
+	}
+	m := &electionMetrics{
+		terms:            counter("terms_total", "Terms won and handed out by Campaign, once every fencer was advanced."),
+		campaignFailures: counter("campaign_failures_total", "Campaigns that failed: etcd errors, fencer failures, the session's end (not the caller's cancellation)."),
+		fencerFailures:   counter("fencer_failures_total", "Fencer advances that failed for a term won."),
+		forced:           counter("forced_releases_total", "Terms ended because someone else deleted or replaced the leader key (an operator's force release)."),
+		termDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "term_duration_seconds",
+			Help:    "How long terms lasted, from Campaign handing the term out to its end; observed when a term ends.",
+			Buckets: metrics.TenureBuckets,
+		}),
+	}
+	isLeader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Subsystem: sub, Name: "is_leader",
+		Help: "1 while this candidate holds a term of the election, 0 otherwise.",
+	}, func() float64 {
+		if e.Status().Leader {
+			return 1
+		}
+		return 0
+	})
+	set, err := metrics.Register(reg, isLeader, m.terms, m.campaignFailures, m.fencerFailures, m.forced, m.termDuration)
+	if err != nil {
+		return nil, fmt.Errorf("%w: election %q candidate %q: %w", ErrMetrics, e.cfg.Name, e.id, err)
+	}
+	m.set = set
+	return m, nil
+}
+
+func (m *electionMetrics) unregister() {
+	if m != nil {
+		m.set.Unregister()
+	}
+}
+
+func (m *electionMetrics) won() {
+	if m != nil {
+		m.terms.Inc()
+	}
+}
+
+func (m *electionMetrics) campaignFailed() {
+	if m != nil {
+		m.campaignFailures.Inc()
+	}
+}
+
+func (m *electionMetrics) fencerFailed() {
+	if m != nil {
+		m.fencerFailures.Inc()
+	}
+}
+
+func (m *electionMetrics) termEnded(d time.Duration, forced bool) {
+	if m == nil {
+		return
+	}
+	m.termDuration.Observe(d.Seconds())
+	if forced {
+		m.forced.Inc()
+	}
+}

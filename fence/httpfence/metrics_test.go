@@ -1,0 +1,99 @@
+package httpfence_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/httpfence"
+)
+
+func TestMiddlewareMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := httpfence.NewMetrics(reg)
+	require.NoError(t, err)
+	var g fence.Gate
+	h, err := httpfence.Middleware(g.Fencer(), echo)
+	require.NoError(t, err)
+	h.Metrics = m
+
+	for _, c := range []struct {
+		header string
+		status int
+	}{
+		{"p/1@5", http.StatusOK},
+		{"p/1@6", http.StatusOK},
+		{"p/1@3", http.StatusConflict},      // stale partition token
+		{"leader/a@9", http.StatusOK},       // leader scope
+		{"leader/a@2", http.StatusConflict}, // stale leader token
+		{"jobs/x@4", http.StatusOK},         // other scope
+		{"jobs/x@1", http.StatusConflict},   // other scope, stale
+		{"p/1@0", http.StatusBadRequest},    // invalid token, not read: other
+		{"", http.StatusPreconditionRequired},
+	} {
+		var w interface{ Result() *http.Response }
+		if c.header == "" {
+			w = serve(h)
+		} else {
+			w = serve(h, c.header)
+		}
+		assert.Equal(t, c.status, w.Result().StatusCode, c.header)
+	}
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, mfs, 2, "two metric families")
+	assert.Equal(t, 4.0, counterValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
+	for kind, n := range map[string]float64{"partition": 1, "leader": 1, "other": 3} {
+		assert.Equal(t, n, counterValue(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": kind}), kind)
+	}
+
+	// Registered twice: refused with a typed error; after Unregister, again.
+	_, err = httpfence.NewMetrics(reg)
+	assert.ErrorIs(t, err, httpfence.ErrMetrics)
+	assert.True(t, errors.As(err, new(prometheus.AlreadyRegisteredError)))
+	m.Unregister()
+	m.Unregister()
+	m2, err := httpfence.NewMetrics(reg)
+	require.NoError(t, err)
+	assert.Equal(t, 4, testutil.CollectAndCount(reg), "admitted, and rejections of 3 scope kinds")
+	m2.Unregister()
+
+	_, err = httpfence.NewMetrics(nil)
+	assert.ErrorIs(t, err, httpfence.ErrNilArgument)
+	_, err = httpfence.NewMetrics((*prometheus.Registry)(nil))
+	assert.ErrorIs(t, err, httpfence.ErrNilArgument)
+}
+
+// counterValue returns the value of the counter name with exactly labels in
+// reg, failing the test if there is none.
+func counterValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no %s%v", name, labels)
+	return 0
+}

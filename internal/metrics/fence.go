@@ -1,0 +1,72 @@
+package metrics
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The values of the scope_kind label: what a fencing scope fences.
+const (
+	// ScopeKindPartition is a partition's scope, "p/<n>".
+	ScopeKindPartition = "partition"
+	// ScopeKindLeader is an election's scope, "leader/<name>".
+	ScopeKindLeader = "leader"
+	// ScopeKindOther is any other scope, or none (a request without a token).
+	ScopeKindOther = "other"
+)
+
+// The label names of the fence metrics.
+const (
+	// LabelStore names the kind of fence store: "http", "etcd", "sql".
+	LabelStore = "store"
+	// LabelScopeKind is the kind of the refused token's scope (ScopeKind).
+	LabelScopeKind = "scope_kind"
+)
+
+// ScopeKind returns the scope_kind label of scope: ScopeKindPartition for
+// "p/<n>" (fence.PartitionScope), ScopeKindLeader for "leader/<name>"
+// (fence.LeaderScope), ScopeKindOther for anything else. The label set is
+// bounded whatever the scopes.
+func ScopeKind(scope string) string {
+	switch {
+	case strings.HasPrefix(scope, "p/"):
+		return ScopeKindPartition
+	case strings.HasPrefix(scope, "leader/"):
+		return ScopeKindLeader
+	}
+	return ScopeKindOther
+}
+
+// ScopeKinds lists every value ScopeKind returns.
+var ScopeKinds = []string{ScopeKindPartition, ScopeKindLeader, ScopeKindOther}
+
+// FenceRejections returns tenure_fence_rejections_total for a store kind
+// (const label store), with the variable label scope_kind, every value of
+// which is initialized to 0. Every fence store exports it through this
+// function, so that stores of several kinds share one registry.
+func FenceRejections(store string) *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace:   Namespace,
+		Subsystem:   "fence",
+		Name:        "rejections_total",
+		Help:        "Tokens or requests the fence refused (stale, invalid or missing token, or the fence could not decide), by store kind and the kind of the token's scope.",
+		ConstLabels: prometheus.Labels{LabelStore: store},
+	}, []string{LabelScopeKind})
+	for _, k := range ScopeKinds {
+		v.WithLabelValues(k)
+	}
+	return v
+}
+
+// FenceAdmitted returns tenure_fence_admitted_total for a store kind (const
+// label store). Every fence store exports it through this function.
+func FenceAdmitted(store string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace:   Namespace,
+		Subsystem:   "fence",
+		Name:        "admitted_total",
+		Help:        "Tokens the fence admitted, by store kind.",
+		ConstLabels: prometheus.Labels{LabelStore: store},
+	})
+}
