@@ -24,11 +24,7 @@ const Store = "http"
 // same two metrics with their own store label, so they share a registry
 // with these. A Metrics is safe for concurrent use and may serve several
 // Handlers; methods on a nil *Metrics do nothing.
-type Metrics struct {
-	set        *metrics.Set
-	admits     prometheus.Counter
-	rejections *prometheus.CounterVec
-}
+type Metrics struct{ f *metrics.Fence }
 
 // NewMetrics creates the metrics and registers them with reg. It returns an
 // error wrapping ErrNilArgument for a nil reg (a typed nil included), and
@@ -39,32 +35,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if nilness.Is(reg) {
 		return nil, fmt.Errorf("%w: prometheus.Registerer %T", ErrNilArgument, reg)
 	}
-	m := &Metrics{admits: metrics.FenceAdmitted(Store), rejections: metrics.FenceRejections(Store)}
-	set, err := metrics.Register(reg, m.admits, m.rejections)
+	f, err := metrics.NewFence(reg, Store)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
 	}
-	m.set = set
-	return m, nil
+	return &Metrics{f: f}, nil
 }
 
 // Unregister unregisters the metrics, so that NewMetrics can register them
 // again; Handlers still using them count to no effect. It is idempotent.
-func (m *Metrics) Unregister() {
-	if m != nil {
-		m.set.Unregister()
+func (m *Metrics) Unregister() { m.fence().Unregister() }
+
+// fence returns the metrics, nil for a nil m.
+func (m *Metrics) fence() *metrics.Fence {
+	if m == nil {
+		return nil
 	}
+	return m.f
 }
 
-func (m *Metrics) admitted() {
-	if m != nil {
-		m.admits.Inc()
-	}
-}
+func (m *Metrics) admitted() { m.fence().Admitted(1) }
 
 // rejected counts a refusal of a token of scope ("" when none was read).
-func (m *Metrics) rejected(scope string) {
-	if m != nil {
-		m.rejections.WithLabelValues(metrics.ScopeKind(scope)).Inc()
-	}
-}
+func (m *Metrics) rejected(scope string) { m.fence().Rejected(scope) }

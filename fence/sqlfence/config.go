@@ -17,6 +17,9 @@ type Config struct {
 	// ("fencing.tenure_fences"). Each part is an unquoted identifier of
 	// letters, digits and underscores. Empty means DefaultTable.
 	Table string
+	// Metrics, if not nil, counts the tokens the Fences admit and refuse
+	// (see Metrics). Nil means no metrics.
+	Metrics *Metrics
 }
 
 // DefaultConfig returns the configuration for PostgreSQL with the default

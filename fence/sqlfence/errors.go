@@ -18,6 +18,11 @@ var (
 	// run: an empty one, or one given to ExecGuarded that never reads Guard.
 	ErrInvalidQuery = errors.New("sqlfence: invalid query")
 
+	// ErrMetrics reports metrics that NewMetrics could not register; the
+	// registry's error (such as a prometheus.AlreadyRegisteredError) is
+	// wrapped as well.
+	ErrMetrics = errors.New("sqlfence: cannot register metrics")
+
 	// ErrNilArgument reports a required argument that is nil, or an
 	// interface holding a nil pointer: a context, a Queryer (such as a nil
 	// *sql.Tx), a *sql.DB, a *Fences or a function. A Fencer whose DB or

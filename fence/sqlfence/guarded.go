@@ -137,6 +137,7 @@ func (f *Fences) ExecGuarded(ctx context.Context, tx Queryer, t fence.Token, que
 		return nil, fmt.Errorf("sqlfence: guarded statement under %s: rows affected: %w", t, err)
 	}
 	if n > 0 {
+		f.admittedGuarded()
 		return res, nil
 	}
 	// No row: either Guard was empty (t is stale) or the write matched
@@ -147,8 +148,10 @@ func (f *Fences) ExecGuarded(ctx context.Context, tx Queryer, t fence.Token, que
 		return nil, fmt.Errorf("sqlfence: guarded statement under %s affected no row; reading the current epoch: %w", t, err)
 	}
 	if cur > t.Epoch {
+		f.cfg.Metrics.fence().Rejected(t.Scope)
 		return nil, fence.NewStaleError(t, cur)
 	}
+	f.admittedGuarded()
 	return res, nil
 }
 
@@ -185,4 +188,13 @@ func containsFold(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// admittedGuarded counts the token of a guarded statement that landed or
+// matched nothing under a current floor; on SQLite the advance before the
+// statement counted it already.
+func (f *Fences) admittedGuarded() {
+	if f.cfg.Dialect == Postgres {
+		f.cfg.Metrics.fence().Admitted(1)
+	}
 }

@@ -70,3 +70,46 @@ func FenceAdmitted(store string) prometheus.Counter {
 		ConstLabels: prometheus.Labels{LabelStore: store},
 	})
 }
+
+// Fence is the pair of fence metrics of one store kind, registered
+// together. Its methods are safe for concurrent use and do nothing on a nil
+// *Fence, so a store without metrics calls them unconditionally.
+type Fence struct {
+	set        *Set
+	admits     prometheus.Counter
+	rejections *prometheus.CounterVec
+}
+
+// NewFence creates tenure_fence_admitted_total and
+// tenure_fence_rejections_total for store and registers them with reg
+// (both or neither). The error is the registry's.
+func NewFence(reg prometheus.Registerer, store string) (*Fence, error) {
+	f := &Fence{admits: FenceAdmitted(store), rejections: FenceRejections(store)}
+	set, err := Register(reg, f.admits, f.rejections)
+	if err != nil {
+		return nil, err
+	}
+	f.set = set
+	return f, nil
+}
+
+// Admitted counts n admitted tokens.
+func (f *Fence) Admitted(n int) {
+	if f != nil && n > 0 {
+		f.admits.Add(float64(n))
+	}
+}
+
+// Rejected counts a refused token of scope ("" when none was read).
+func (f *Fence) Rejected(scope string) {
+	if f != nil {
+		f.rejections.WithLabelValues(ScopeKind(scope)).Inc()
+	}
+}
+
+// Unregister unregisters the metrics; it is idempotent.
+func (f *Fence) Unregister() {
+	if f != nil {
+		f.set.Unregister()
+	}
+}

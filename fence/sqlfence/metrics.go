@@ -1,0 +1,53 @@
+package sqlfence
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-go/tenure/internal/metrics"
+	"github.com/tenure-go/tenure/internal/nilness"
+)
+
+// Store is the value of the store label of the metrics of this package.
+const Store = "sql"
+
+// Metrics counts the tokens Fences admit and refuse:
+//
+//	tenure_fence_admitted_total{store="sql"}                      counter  tokens admitted (Advance, Exec, Do, ExecGuarded, AdvanceAll)
+//	tenure_fence_rejections_total{store="sql",scope_kind="..."}   counter  stale tokens refused
+//
+// scope_kind is partition ("p/<n>"), leader ("leader/<name>") or other.
+// The other fence stores export the same two metrics with their own store
+// label, so they share a registry. A rising rejection rate is the alarm
+// for stale holders. A Metrics is safe for concurrent use and may serve
+// several Fences; methods on a nil *Metrics do nothing.
+type Metrics struct{ f *metrics.Fence }
+
+// NewMetrics creates the metrics and registers them with reg. It returns an
+// error wrapping ErrNilArgument for a nil reg (a typed nil included), and
+// one wrapping ErrMetrics and the registry's error (a
+// prometheus.AlreadyRegisteredError when they are registered already) if
+// they cannot be registered. Unregister undoes the registration.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	if nilness.Is(reg) {
+		return nil, fmt.Errorf("%w: prometheus.Registerer %T", ErrNilArgument, reg)
+	}
+	f, err := metrics.NewFence(reg, Store)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
+	}
+	return &Metrics{f: f}, nil
+}
+
+// Unregister unregisters the metrics, so that NewMetrics can register them
+// again; Fences still using them count to no effect. It is idempotent.
+func (m *Metrics) Unregister() { m.fence().Unregister() }
+
+// fence returns the metrics, nil for a nil m.
+func (m *Metrics) fence() *metrics.Fence {
+	if m == nil {
+		return nil
+	}
+	return m.f
+}
