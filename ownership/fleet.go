@@ -98,28 +98,37 @@ func (r *fleetReader) list(ctx context.Context) (*listing, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ownership: read members and claims: %w", err)
 	}
-	lst := &listing{rev: resp.Header.Revision, members: make(map[string]memberRec), drained: make(map[string]bool), claims: make([]claim, r.partitions)}
 	if len(resp.Responses) != 3 {
 		return nil, fmt.Errorf("ownership: read members and claims: %d responses for 3 reads", len(resp.Responses))
 	}
-	for _, kv := range resp.Responses[2].GetResponseRange().GetKvs() {
+	return r.listing(resp.Header.Revision,
+		resp.Responses[0].GetResponseRange().GetKvs(),
+		resp.Responses[1].GetResponseRange().GetKvs(),
+		resp.Responses[2].GetResponseRange().GetKvs()), nil
+}
+
+// listing decodes the member, claim and drain key-values read at revision
+// rev.
+func (r *fleetReader) listing(rev int64, members, claims, drained []*mvccpb.KeyValue) *listing {
+	lst := &listing{rev: rev, members: make(map[string]memberRec), drained: make(map[string]bool), claims: make([]claim, r.partitions)}
+	for _, kv := range drained {
 		if id, ok := r.drainedID(kv.Key); ok {
 			lst.drained[id] = true
 		}
 	}
-	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
+	for _, kv := range members {
 		if id, rec, ok := r.member(kv); ok {
 			lst.members[id] = rec
 		}
 	}
-	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
+	for _, kv := range claims {
 		if p, ok := r.partition(kv.Key); ok {
 			lst.claims[p] = claimOf(kv)
 		} else if p >= 0 {
 			lst.outside++
 		}
 	}
-	return lst, nil
+	return lst
 }
 
 // member decodes a member key-value. ok is false for a key whose ID is not
