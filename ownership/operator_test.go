@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/internal/keys"
@@ -310,4 +311,49 @@ func TestOperatorConfig(t *testing.T) {
 	_, err = NewOperator(&clientv3.Client{}, OperatorConfig{})
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.True(t, errors.Is(Action{}.check(false), ErrNoActor))
+}
+
+// TestOperatorForceReleaseElection: force release of a real election's
+// leader ends its term; the next term has a higher epoch and its fencer
+// refuses the old leader's token.
+func TestOperatorForceReleaseElection(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx := opCtx(t)
+	const name = "elect"
+	require.NoError(t, ensureSpec(ctx, cli, keys.New(name), DefaultRingConfig().Spec()))
+	store, err := etcdfence.New(cli, etcdfence.Config{FencePrefix: etcdfence.FencePrefixFor(name)})
+	require.NoError(t, err)
+	sess, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 2 * time.Second})
+	require.NoError(t, err)
+	defer func() { _ = sess.Close(context.Background()) }()
+	e, err := election.NewElection(sess, cli, cli, election.ElectionConfig{Cluster: name, Name: "sched", ID: "n1", Fencers: []fence.Fencer{store}})
+	require.NoError(t, err)
+	term, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	old := term.Token()
+	_, err = store.Put(ctx, old, "s", []byte("v1"))
+	require.NoError(t, err)
+
+	op := newOperator(t, cli, name)
+	rec, err := op.ForceReleaseLeader(ctx, "sched", Action{Actor: "tester", Reason: "wedged leader"})
+	require.NoError(t, err)
+	assert.Equal(t, "n1", rec.Holder)
+	assert.Equal(t, old.Epoch, rec.OldEpoch)
+	select {
+	case <-term.Done():
+	case <-ctx.Done():
+		t.Fatal("the released term did not end")
+	}
+
+	next, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, next.Epoch(), old.Epoch)
+	_, err = store.Put(ctx, old, "s", []byte("zombie"))
+	require.ErrorIs(t, err, fence.ErrStale)
+	recs, err := op.Audit(ctx, time.Time{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, next.Epoch(), recs[0].NewEpoch)
+	require.NoError(t, next.Resign(ctx))
 }
