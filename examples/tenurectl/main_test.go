@@ -64,6 +64,7 @@ func (c ctl) ok(args ...string) string {
 	c.t.Helper()
 	r := c.run(args...)
 	require.Zero(c.t, r.code, "tenurectl %v: %s", args, r.err)
+	c.t.Logf("tenurectl %s\n%s", strings.Join(args, " "), r.out)
 	return r.out
 }
 
