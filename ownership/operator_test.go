@@ -66,10 +66,11 @@ func TestOperatorDrain(t *testing.T) {
 	cli := c.NewClient(t)
 	const parts, name = 16, "drain"
 	a := join(t, cli, testConfig(t, name, "a", parts))
-	b := join(t, cli, testConfig(t, name, "b", parts))
+	b, evB, _ := joinWithEvents(t, cli, testConfig(t, name, "b", parts), 16*parts)
 	d := join(t, cli, testConfig(t, name, "d", parts))
 	nodes := []*Node{a, b, d}
 	waitStable(t, 20*time.Second, nodes...)
+	held := len(b.Owned())
 	ctx := opCtx(t)
 	o, err := Observe(ctx, cli, ObserverConfig{Cluster: name, Ring: RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor}})
 	require.NoError(t, err)
@@ -96,6 +97,18 @@ func TestOperatorDrain(t *testing.T) {
 		return servedByRing(nodes, []string{"a", "d"})
 	}, nodes...))
 	assert.Equal(t, []string{"a", "b", "d"}, memberIDs(b.Members()), "a drained node stays a member")
+	moved := 0
+	for moved < held {
+		select {
+		case ev := <-evB:
+			if ev.Kind == EventReleased {
+				require.Equal(t, ReasonMoved, ev.Reason, "a drain hands off as a planned move")
+				moved++
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of %d partitions reported moved", moved, held)
+		}
+	}
 	waitObserver(t, o, func() error { return observerAgrees(o, a, parts) }, nodes...)
 
 	st, err := op.Status(ctx)
