@@ -97,7 +97,7 @@ func (k *claimChecker) apply(events []*clientv3.Event) {
 		}
 		k.cur[p] = kv.CreateRevision
 		k.last[p] = kv.CreateRevision
-		k.created[fmt.Sprintf("%d@%d", p, kv.CreateRevision)] = string(kv.Value)
+		k.created[fmt.Sprintf("%d@%d", p, kv.CreateRevision)] = keys.DecodeClaim(kv.Value).Node
 	}
 }
 

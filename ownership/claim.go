@@ -1,6 +1,11 @@
 package ownership
 
-import "github.com/tenure-go/tenure/internal/etcderr"
+import (
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/keys"
+)
 
 // launchClaims claims the partitions ps, one transaction per batch.
 func (l *loop) launchClaims(ps []int) {
@@ -10,17 +15,18 @@ func (l *loop) launchClaims(ps []int) {
 			l.set(p, &pstate{phase: phaseClaiming})
 		}
 		l.claimsInFlight++
+		w := claimWrite{lease: gen.lease, since: n.clock.Now()}
 		n.spawn(func() {
 			ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
 			defer cancel()
-			rev, out, err := n.claimTxn(ctx, gen.lease, batch)
-			n.post(gen, func(l *loop) { l.claimed(batch, rev, out, err) })
+			rev, out, err := n.claimTxn(ctx, w, batch)
+			n.post(gen, func(l *loop) { l.claimed(batch, w, rev, out, err) })
 		})
 	}
 }
 
 // claimed handles the result of a claim transaction.
-func (l *loop) claimed(batch []int, rev int64, out []outcome, err error) {
+func (l *loop) claimed(batch []int, w claimWrite, rev int64, out []outcome, err error) {
 	l.claimsInFlight--
 	for _, p := range batch {
 		l.set(p, idle)
@@ -42,7 +48,7 @@ func (l *loop) claimed(batch []int, rev int64, out []outcome, err error) {
 		}
 		// Unless the watch delivered a later state (the claim gone again),
 		// the claim created at rev is ours.
-		l.fleet.setClaim(p, rev, claim{owner: l.n.id, epoch: rev, lease: l.gen.lease})
+		l.fleet.setClaim(p, rev, claimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, w.since)), CreateRevision: rev, Lease: int64(w.lease)}))
 		if l.fleet.claims[p].epoch == rev {
 			l.adopt(p, rev)
 		}

@@ -48,14 +48,27 @@
 //
 // # The fleet's reader
 //
-// Nodes and callers outside the fleet read the members and claims through
-// one reader: both at one revision, watched from the next, read again after
-// a compaction or a failed watch, and decoded by one set of rules (a member
-// key whose ID is not a valid node ID is ignored, an undecodable member
-// value counts with an empty address, a claim outside [0, P) is reported and
-// never applied). Observe gives callers outside the fleet (such as the
-// router's Client) that reader's view as an Observer with the same Route
-// type the nodes use.
+// Nodes and callers outside the fleet read the members, drain marks and
+// claims through one reader: all at one revision, watched from the next,
+// read again after a compaction or a failed watch, and decoded by one set
+// of rules (a member key whose ID is not a valid node ID is ignored, an
+// undecodable member value counts with an empty address, a claim value is
+// JSON {"node", "since"} or, as older builds wrote it, the bare node ID, a
+// claim outside [0, P) is reported and never applied). Observe gives
+// callers outside the fleet (such as the router's Client) that reader's
+// view as an Observer with the same Route type the nodes use.
+//
+// # Operating a fleet
+//
+// The ring is a pure function of the spec and the members that are not
+// drained: an operator's drain mark drained/<id> takes a node out of every
+// node's and client's ring while it stays a member, alive and serving
+// nothing, and its partitions hand off as planned moves. Force release
+// deletes a claim (or a leader key) under If(CreateRevision == epoch), so it
+// never releases a newer holder; the holder's tenure ends as for a lost
+// claim, and the next claim's higher epoch fences the old holder out. Every
+// operator action writes an audit record audit/<id> in its own transaction.
+// Operator is the API of all of this (examples/tenurectl is its CLI).
 //
 // # Simulation
 //

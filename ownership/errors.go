@@ -208,3 +208,27 @@ var (
 	// undecodable, invalid, or of another ring algorithm.
 	ErrInvalidSpec = errors.New("ownership: invalid fleet spec")
 )
+
+var (
+	// ErrNoReason reports an operator action that needs a reason (force
+	// release, drain) given without one.
+	ErrNoReason = errors.New("ownership: operator action needs a reason")
+
+	// ErrNoActor reports an operator action given without an actor: every
+	// audit record says who acted.
+	ErrNoActor = errors.New("ownership: operator action needs an actor")
+
+	// ErrNotHeld reports a force release of a partition or election that
+	// nobody holds.
+	ErrNotHeld = errors.New("ownership: nothing holds it")
+
+	// ErrEpochChanged reports a guarded force release that found a holder
+	// at another epoch than the one given: it released nothing.
+	ErrEpochChanged = errors.New("ownership: holder's epoch changed")
+
+	// ErrNotMember reports a drain of a node that is not a member.
+	ErrNotMember = errors.New("ownership: not a member")
+
+	// ErrNotDrained reports an undrain of a node that is not drained.
+	ErrNotDrained = errors.New("ownership: node not drained")
+)

@@ -15,15 +15,17 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
-// fleetReader is the one reader of a cluster's members and claims in etcd,
-// shared by the Node's event loop and the Observer of callers outside the
-// fleet. It reads both at one revision (a listing), watches both from the
-// next revision, reads them again when a watch fails (compaction, lost
-// leader, closed channel), and decodes every key-value by one set of rules:
-// a member key whose ID is not a valid node ID is ignored (so that every
-// reader computes the same ring), a member value that cannot be decoded is
-// kept with an empty address, and a claim outside [0, P) is counted and
-// logged once, never applied.
+// fleetReader is the one reader of a cluster's members, drain marks and
+// claims in etcd, shared by the Node's event loop and the Observer of
+// callers outside the fleet. It reads all three at one revision (a
+// listing), watches them from the next revision, reads them again when a
+// watch fails (compaction, lost leader, closed channel), and decodes every
+// key-value by one set of rules: a member or drain key whose ID is not a
+// valid node ID is ignored (so that every reader computes the same ring), a
+// member value that cannot be decoded is kept with an empty address, a
+// drain mark counts whatever its value, a claim value is decoded by
+// keys.DecodeClaim (both of its forms), and a claim outside [0, P) is
+// counted and logged once, never applied.
 //
 // It reads etcd only through clientv3.KV and clientv3.Watcher. It is safe
 // for concurrent use; follow runs on the consumer's goroutine of choice.
@@ -50,23 +52,26 @@ type claim struct {
 	owner string
 	epoch int64 // CreateRevision; 0 when there is no claim
 	lease clientv3.LeaseID
+	since time.Time // when the owner created it, by its clock; zero if unknown
 }
 
-// listing is the members and claims read at one revision.
+// listing is the members, drain marks and claims read at one revision.
 type listing struct {
 	rev     int64
 	members map[string]memberRec
-	claims  []claim // by partition
-	outside int     // claim keys of partitions outside [0, P)
+	drained map[string]bool // IDs of the drained nodes
+	claims  []claim         // by partition
+	outside int             // claim keys of partitions outside [0, P)
 }
 
-// fleetEvent is one decoded change of a member or claim key.
+// fleetEvent is one decoded change of a member, drain or claim key.
 type fleetEvent struct {
 	rev    int64 // the change's revision
-	member bool  // a member key (else a claim key)
+	member bool  // a member key
+	drain  bool  // a drain mark (neither: a claim key)
 	put    bool  // put (else delete)
 
-	id  string    // member: the node ID
+	id  string    // member or drain mark: the node ID
 	rec memberRec // member put: the member
 
 	p     int   // claim: the partition
@@ -83,32 +88,47 @@ type fleetUpdate struct {
 	events []fleetEvent
 }
 
-// list reads the members and claims at one revision.
+// list reads the members, drain marks and claims at one revision.
 func (r *fleetReader) list(ctx context.Context) (*listing, error) {
 	resp, err := r.kv.Txn(ctx).Then(
 		clientv3.OpGet(r.layout.Members(), clientv3.WithPrefix()),
 		clientv3.OpGet(r.layout.Claims(), clientv3.WithPrefix()),
+		clientv3.OpGet(r.layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("ownership: read members and claims: %w", err)
 	}
-	lst := &listing{rev: resp.Header.Revision, members: make(map[string]memberRec), claims: make([]claim, r.partitions)}
-	if len(resp.Responses) != 2 {
-		return nil, fmt.Errorf("ownership: read members and claims: %d responses for 2 reads", len(resp.Responses))
+	if len(resp.Responses) != 3 {
+		return nil, fmt.Errorf("ownership: read members and claims: %d responses for 3 reads", len(resp.Responses))
 	}
-	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
+	return r.listing(resp.Header.Revision,
+		resp.Responses[0].GetResponseRange().GetKvs(),
+		resp.Responses[1].GetResponseRange().GetKvs(),
+		resp.Responses[2].GetResponseRange().GetKvs()), nil
+}
+
+// listing decodes the member, claim and drain key-values read at revision
+// rev.
+func (r *fleetReader) listing(rev int64, members, claims, drained []*mvccpb.KeyValue) *listing {
+	lst := &listing{rev: rev, members: make(map[string]memberRec), drained: make(map[string]bool), claims: make([]claim, r.partitions)}
+	for _, kv := range drained {
+		if id, ok := r.drainedID(kv.Key); ok {
+			lst.drained[id] = true
+		}
+	}
+	for _, kv := range members {
 		if id, rec, ok := r.member(kv); ok {
 			lst.members[id] = rec
 		}
 	}
-	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
+	for _, kv := range claims {
 		if p, ok := r.partition(kv.Key); ok {
 			lst.claims[p] = claimOf(kv)
 		} else if p >= 0 {
 			lst.outside++
 		}
 	}
-	return lst, nil
+	return lst
 }
 
 // member decodes a member key-value. ok is false for a key whose ID is not
@@ -125,6 +145,17 @@ func (r *fleetReader) member(kv *mvccpb.KeyValue) (id string, rec memberRec, ok 
 		m = keys.Member{}
 	}
 	return id, memberRec{m: Member{ID: id, Addr: m.Addr, Meta: m.Meta}, lease: clientv3.LeaseID(kv.Lease)}, true
+}
+
+// drainedID returns the node ID of a drain key. ok is false for a key
+// whose ID is not a valid node ID.
+func (r *fleetReader) drainedID(key []byte) (string, bool) {
+	id, ok := r.layout.DrainedID(string(key))
+	if !ok || ValidateNodeID(id) != nil {
+		r.log.Warn("ignoring drain key with an invalid node ID", "key", string(key))
+		return "", false
+	}
+	return id, true
 }
 
 // partition returns the partition of a claim key. It returns ok false and
@@ -145,12 +176,14 @@ func (r *fleetReader) partition(key []byte) (p int, ok bool) {
 	return p, true
 }
 
-// claimOf is the claim a claim key-value holds; nil: no claim.
+// claimOf is the claim a claim key-value holds; nil: no claim. The value
+// is either form keys.DecodeClaim reads.
 func claimOf(kv *mvccpb.KeyValue) claim {
 	if kv == nil {
 		return claim{}
 	}
-	return claim{owner: string(kv.Value), epoch: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+	c := keys.DecodeClaim(kv.Value)
+	return claim{owner: c.Node, epoch: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease), since: c.Since}
 }
 
 // errWatchEnded reports a watch channel that closed or was cancelled.
@@ -205,23 +238,27 @@ func (r *fleetReader) relist(ctx context.Context, timeout time.Duration) *listin
 // errStopped reports that the consumer stopped taking updates.
 var errStopped = errors.New("ownership: fleet consumer stopped")
 
-// watch delivers the decoded events of the member and claim watches after
-// revision rev until a watch fails, ctx ends or deliver returns false.
+// watch delivers the decoded events of the member, drain and claim watches
+// after revision rev until a watch fails, ctx ends or deliver returns false.
 func (r *fleetReader) watch(ctx context.Context, rev int64, deliver func(fleetUpdate) bool) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	mch := r.watcher.Watch(wctx, r.layout.Members(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	cch := r.watcher.Watch(wctx, r.layout.Claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	dch := r.watcher.Watch(wctx, r.layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithKeysOnly())
 	for {
 		var (
-			resp    clientv3.WatchResponse
-			ok      bool
-			members bool
+			resp clientv3.WatchResponse
+			ok   bool
+			kind eventKind
 		)
 		select {
 		case resp, ok = <-mch:
-			members = true
+			kind = memberEvents
 		case resp, ok = <-cch:
+			kind = claimEvents
+		case resp, ok = <-dch:
+			kind = drainEvents
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -233,23 +270,34 @@ func (r *fleetReader) watch(ctx context.Context, rev int64, deliver func(fleetUp
 		case len(resp.Events) == 0:
 			continue
 		}
-		if !deliver(fleetUpdate{rev: resp.Header.Revision, events: r.decode(resp.Events, members)}) {
+		if !deliver(fleetUpdate{rev: resp.Header.Revision, events: r.decode(resp.Events, kind)}) {
 			return errStopped
 		}
 	}
 }
 
-// decode decodes the events of one watch response.
-func (r *fleetReader) decode(evs []*clientv3.Event, members bool) []fleetEvent {
+// eventKind says which of the fleet's watches a response came from.
+type eventKind uint8
+
+const (
+	claimEvents eventKind = iota
+	memberEvents
+	drainEvents
+)
+
+// decode decodes the events of one watch response of the given kind.
+func (r *fleetReader) decode(evs []*clientv3.Event, kind eventKind) []fleetEvent {
 	out := make([]fleetEvent, 0, len(evs))
 	for _, ev := range evs {
-		e := fleetEvent{rev: ev.Kv.ModRevision, member: members, put: ev.Type == clientv3.EventTypePut}
+		e := fleetEvent{rev: ev.Kv.ModRevision, member: kind == memberEvents, drain: kind == drainEvents, put: ev.Type == clientv3.EventTypePut}
 		var ok bool
 		switch {
-		case members && e.put:
+		case e.member && e.put:
 			e.id, e.rec, ok = r.member(ev.Kv)
-		case members:
+		case e.member:
 			e.id, ok = r.layout.MemberID(string(ev.Kv.Key))
+		case e.drain:
+			e.id, ok = r.drainedID(ev.Kv.Key)
 		default:
 			e.p, ok = r.partition(ev.Kv.Key)
 			if ok && e.put {

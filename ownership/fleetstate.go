@@ -8,8 +8,10 @@ import (
 )
 
 // fleetState is the fleet as one consumer of a fleetReader knows it: the
-// members, their ring, and every partition's claim with the revision it is
-// known at. The Node's event loop and the Observer fold the reader's
+// members, the drained ones, their ring, and every partition's claim with
+// the revision it is known at. The ring is a pure function of the ring
+// configuration and the members that are not drained; a drained node stays
+// a member. The Node's event loop and the Observer fold the reader's
 // listings and events into it by the same rules; each then builds its own
 // immutable routing table from it. It is not safe for concurrent use: one
 // goroutine owns it.
@@ -18,7 +20,9 @@ type fleetState struct {
 	log     hclog.Logger
 
 	members map[string]memberRec
-	ids     []string // sorted IDs of members, the ring's input
+	drained map[string]bool // drain marks, members or not
+	all     []string        // sorted IDs of all members, drained ones included
+	ids     []string        // sorted IDs of the members not drained: the ring's input
 	ring    *Ring
 	claims  []claim // by partition
 	lastRev []int64 // by partition: the revision of claims[p]
@@ -33,6 +37,7 @@ func newFleetState(cfg RingConfig, log hclog.Logger) *fleetState {
 		ringCfg: cfg,
 		log:     log,
 		members: make(map[string]memberRec),
+		drained: make(map[string]bool),
 		claims:  make([]claim, cfg.Partitions),
 		lastRev: make([]int64, cfg.Partitions),
 	}
@@ -66,6 +71,15 @@ func (f *fleetState) apply(u fleetUpdate) {
 				delete(f.members, e.id)
 				membersChanged = true
 			}
+		case e.drain:
+			if f.drained[e.id] != e.put {
+				if e.put {
+					f.drained[e.id] = true
+				} else {
+					delete(f.drained, e.id)
+				}
+				membersChanged = true
+			}
 		default:
 			f.setClaim(e.p, e.rev, e.claim)
 		}
@@ -80,6 +94,10 @@ func (f *fleetState) apply(u fleetUpdate) {
 func (f *fleetState) reset(lst *listing) {
 	f.rev = max(f.rev, lst.rev)
 	f.members = maps.Clone(lst.members)
+	f.drained = maps.Clone(lst.drained)
+	if f.drained == nil {
+		f.drained = make(map[string]bool)
+	}
 	for p, c := range lst.claims {
 		f.setClaim(p, lst.rev, c)
 	}
@@ -101,9 +119,11 @@ func (f *fleetState) setClaim(p int, rev int64, c claim) {
 	}
 }
 
-// updateRing recomputes the ring if the member set changed.
+// updateRing recomputes the ring if the set of members not drained
+// changed.
 func (f *fleetState) updateRing() {
-	ids := slices.Sorted(maps.Keys(f.members))
+	f.all = slices.Sorted(maps.Keys(f.members))
+	ids := slices.DeleteFunc(slices.Clone(f.all), func(id string) bool { return f.drained[id] })
 	if f.ring != nil && slices.Equal(ids, f.ids) {
 		return
 	}
@@ -113,7 +133,7 @@ func (f *fleetState) updateRing() {
 		return
 	}
 	f.ids, f.ring = ids, r
-	f.log.Debug("ring changed", "members", len(ids), "version", r.Version())
+	f.log.Debug("ring changed", "members", len(ids), "drained", len(f.all)-len(ids), "version", r.Version())
 }
 
 // addr returns the advertised address of member id, "" if unknown.

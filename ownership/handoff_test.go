@@ -88,7 +88,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 
 	// The claim is still a's, and c waits for it.
 	cl := etcdClaims(t, c.NewClient(t), name)[p]
-	require.Equal(t, claim{owner: "a", epoch: oldEpoch, lease: cl.lease}, cl)
+	require.Equal(t, claim{owner: "a", epoch: oldEpoch, lease: cl.lease, since: cl.since}, cl)
 	r := c3.LookupPartition(p)
 	require.Equal(t, "a", r.Owner)
 	require.Equal(t, oldEpoch, r.Epoch)

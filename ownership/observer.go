@@ -141,7 +141,7 @@ func (o *Observer) publish() {
 	for p := range t.routes {
 		r := Route{Partition: p, RingVersion: version}
 		if c := f.claims[p]; c.epoch != 0 && f.addr(c.owner) != "" {
-			r.Owner, r.Addr, r.Epoch = c.owner, f.addr(c.owner), c.epoch
+			r.Owner, r.Addr, r.Epoch, r.Since = c.owner, f.addr(c.owner), c.epoch, c.since
 		} else if id, ok := f.ring.Owner(p); ok {
 			r.Owner, r.Addr = id, f.addr(id)
 		}

@@ -1,5 +1,7 @@
 package ownership
 
+import "time"
+
 // Member is a node registered in the cluster, as published in its member
 // key.
 type Member struct {
@@ -24,6 +26,10 @@ type Route struct {
 	Addr string
 	// Epoch is the epoch of Owner's claim, 0 if the partition is unclaimed.
 	Epoch int64
+	// Since is when Owner created its claim, by Owner's clock (informational:
+	// the epoch, not the time, orders tenures). Zero if the partition is
+	// unclaimed or the claim was written by a build that did not record it.
+	Since time.Time
 	// Local reports that this node holds the claim and serves the
 	// partition: its fencers have been advanced and no handoff has begun.
 	// Hold may still refuse a Local partition if its tenure ends in between.
@@ -91,7 +97,7 @@ func (l *loop) build(closed bool) *snapshot {
 		}
 		e.route = Route{Partition: p, Owner: e.next, Addr: e.nextAddr, RingVersion: version}
 		if c := f.claims[p]; c.epoch != 0 {
-			e.route.Owner, e.route.Addr, e.route.Epoch = c.owner, f.addr(c.owner), c.epoch
+			e.route.Owner, e.route.Addr, e.route.Epoch, e.route.Since = c.owner, f.addr(c.owner), c.epoch, c.since
 		}
 		if closed {
 			continue
@@ -101,8 +107,8 @@ func (l *loop) build(closed bool) *snapshot {
 			s.owned = append(s.owned, p)
 		}
 	}
-	s.members = make([]Member, 0, len(f.ids))
-	for _, id := range f.ids {
+	s.members = make([]Member, 0, len(f.all))
+	for _, id := range f.all { // drained members included: they stay members
 		s.members = append(s.members, f.members[id].m)
 	}
 	return s

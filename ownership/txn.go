@@ -3,9 +3,12 @@ package ownership
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // outcome is the result of one conditional operation of a batch: whether its
@@ -13,6 +16,13 @@ import (
 type outcome struct {
 	ok bool
 	kv *mvccpb.KeyValue
+}
+
+// claimWrite is what a claim transaction wrote: the lease and the
+// acquire time recorded in each claim's value.
+type claimWrite struct {
+	lease clientv3.LeaseID
+	since time.Time
 }
 
 // chunks splits ps into batches that fit one transaction: n nested
@@ -30,13 +40,15 @@ func chunks(ps []int, size int) [][]int {
 	return out
 }
 
-// claimTxn creates the claims of ps that do not exist, bound to lease, in
+// claimTxn creates the claims of ps that do not exist, bound to w.lease, in
 // one transaction: one nested If(CreateRevision(claim) == 0) Then(Put) Else(Get)
-// per partition, so that one existing claim does not fail the others. The
-// epoch of every claim created is the returned revision.
-func (n *Node) claimTxn(ctx context.Context, lease clientv3.LeaseID, ps []int) (int64, []outcome, error) {
+// per partition, so that one existing claim does not fail the others. Each
+// claim's value is keys.EncodeClaim(node, w.since). The epoch of every
+// claim created is the returned revision.
+func (n *Node) claimTxn(ctx context.Context, w claimWrite, ps []int) (int64, []outcome, error) {
+	val := keys.EncodeClaim(n.id, w.since)
 	return n.condTxn(ctx, ps, func(int) int64 { return 0 }, func(k string) clientv3.Op {
-		return clientv3.OpPut(k, n.id, clientv3.WithLease(lease))
+		return clientv3.OpPut(k, val, clientv3.WithLease(w.lease))
 	})
 }
 

@@ -2,23 +2,31 @@
 //
 //	<prefix>spec                 JSON fleet spec (partitions, load factor, ring algorithm)
 //	<prefix>members/<nodeID>     JSON Member, lease = node Session
-//	<prefix>claims/<partition>   nodeID, lease = owner's Session; epoch = CreateRevision
+//	<prefix>drained/<nodeID>     JSON Drain: an operator's mark; the ring excludes the node
+//	<prefix>claims/<partition>   JSON Claim {node, since} (or, as written by
+//	                             older builds, the bare node ID), lease = owner's
+//	                             Session; epoch = CreateRevision
 //	<prefix>leader/<name>/...    election keys
 //	<prefix>fence/<scope>        highest epoch admitted, for stores in etcd
+//	<prefix>audit/<id>           JSON audit record of an operator action; ids
+//	                             sort by time (see AuditID)
 //
 // The default prefix is "/tenure/<cluster>/".
 package keys
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Layout builds and parses the keys of one cluster. The zero Layout is not
 // useful; use New or ForPrefix.
 type Layout struct {
-	prefix, members, claims string
+	prefix, members, claims, drained string
 }
 
 // DefaultPrefix returns "/tenure/<cluster>/".
@@ -32,7 +40,7 @@ func ForPrefix(prefix string) Layout {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return Layout{prefix: prefix, members: prefix + "members/", claims: prefix + "claims/"}
+	return Layout{prefix: prefix, members: prefix + "members/", claims: prefix + "claims/", drained: prefix + "drained/"}
 }
 
 // For returns the layout of a configuration that names a cluster and may
@@ -78,6 +86,34 @@ func (l Layout) ClaimPartition(key string) (int, bool) {
 	return p, true
 }
 
+// DrainedPrefix returns the prefix of all drain marks.
+func (l Layout) DrainedPrefix() string { return l.drained }
+
+// Drained returns the key of node id's drain mark.
+func (l Layout) Drained(id string) string { return l.drained + id }
+
+// DrainedID returns the node ID of a drain mark's key.
+func (l Layout) DrainedID(key string) (string, bool) {
+	id, ok := strings.CutPrefix(key, l.drained)
+	return id, ok && id != ""
+}
+
+// Audits returns the prefix of all audit records.
+func (l Layout) Audits() string { return l.prefix + "audit/" }
+
+// Audit returns the key of the audit record with the given id (see AuditID).
+func (l Layout) Audit(id string) string { return l.Audits() + id }
+
+// AuditID returns the id of an audit record written at t: t's Unix time in
+// nanoseconds, zero-padded to 19 digits so that ids sort by time, a '-' and
+// a caller-chosen suffix that keeps two records of the same instant apart.
+func AuditID(t time.Time, suffix string) string {
+	return fmt.Sprintf("%019d-%s", t.UnixNano(), suffix)
+}
+
+// Leaders returns the prefix of all elections.
+func (l Layout) Leaders() string { return l.prefix + "leader/" }
+
 // Leader returns the prefix of the election named name.
 func (l Layout) Leader(name string) string { return l.prefix + "leader/" + name + "/" }
 
@@ -105,4 +141,38 @@ func DecodeMember(v []byte) (Member, error) {
 	var m Member
 	err := json.Unmarshal(v, &m)
 	return m, err
+}
+
+// Claim is the value of a claim key: the owner and the wall-clock time at
+// which it created the claim. The time is informational only (it comes
+// from the owner's clock); the claim's epoch is its CreateRevision.
+type Claim struct {
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
+}
+
+// EncodeClaim returns the value of a claim created by node at since.
+func EncodeClaim(node string, since time.Time) string {
+	b, _ := json.Marshal(Claim{Node: node, Since: since.UTC()}) // cannot fail: a string and a time
+	return string(b)
+}
+
+// DecodeClaim parses a claim value, either form: the JSON Claim, or the
+// bare node ID that older builds wrote (Since zero). A value that does not
+// start with '{' or that is not a JSON object naming a node is a bare ID.
+func DecodeClaim(v []byte) Claim {
+	if bytes.HasPrefix(v, []byte("{")) {
+		var c Claim
+		if err := json.Unmarshal(v, &c); err == nil && c.Node != "" {
+			return c
+		}
+	}
+	return Claim{Node: string(v)}
+}
+
+// Drain is the value of a drain mark: who drained the node, why and when.
+type Drain struct {
+	Actor  string    `json:"actor"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
 }

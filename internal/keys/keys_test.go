@@ -2,6 +2,8 @@ package keys
 
 import (
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,4 +40,57 @@ func TestLayout(t *testing.T) {
 	assert.Equal(t, "a", m.Meta["zone"])
 	_, err = DecodeMember([]byte("{"))
 	assert.Error(t, err)
+}
+
+func TestOperatorKeys(t *testing.T) {
+	l := New("prod")
+	assert.Equal(t, "/tenure/prod/drained/n1", l.Drained("n1"))
+	id, ok := l.DrainedID(l.Drained("n1"))
+	assert.True(t, ok)
+	assert.Equal(t, "n1", id)
+	_, ok = l.DrainedID(l.DrainedPrefix())
+	assert.False(t, ok)
+	assert.Equal(t, "/tenure/prod/leader/", l.Leaders())
+	early := AuditID(time.Unix(9, 0), "ffffffff")
+	late := AuditID(time.Unix(10, 0), "00000000")
+	assert.Equal(t, "0000000009000000000-ffffffff", early)
+	assert.Less(t, early, late, "ids sort by time")
+	assert.Equal(t, "/tenure/prod/audit/"+late, l.Audit(late))
+}
+
+func TestClaimValue(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	c := DecodeClaim([]byte(EncodeClaim("n1", at)))
+	assert.Equal(t, "n1", c.Node)
+	assert.True(t, at.Equal(c.Since))
+	assert.Equal(t, time.UTC, c.Since.Location())
+	for v, want := range map[string]Claim{
+		"n1":                         {Node: "n1"},
+		"":                           {},
+		`{"node":""}`:                {Node: `{"node":""}`},
+		`{"node":"a","since":"bad"}`: {Node: `{"node":"a","since":"bad"}`},
+		`{"node":"a"}`:               {Node: "a"},
+	} {
+		assert.Equal(t, want, DecodeClaim([]byte(v)), v)
+	}
+}
+
+// FuzzDecodeClaim: decoding never panics, and what EncodeClaim writes for
+// a node ID (valid UTF-8, as every node ID is) decodes to itself.
+func FuzzDecodeClaim(f *testing.F) {
+	f.Add([]byte("n1"))
+	f.Add([]byte(EncodeClaim("n1", time.Unix(1, 2))))
+	f.Add([]byte(`{"node":`))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		c := DecodeClaim(v)
+		if len(v) > 0 && c.Node == "" {
+			t.Fatalf("%q decodes to no node", v)
+		}
+		if c.Node != "" && utf8.ValidString(c.Node) {
+			back := DecodeClaim([]byte(EncodeClaim(c.Node, c.Since)))
+			if back.Node != c.Node || !back.Since.Equal(c.Since) {
+				t.Fatalf("%q: round trip %+v -> %+v", v, c, back)
+			}
+		}
+	})
 }

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tenure-go/tenure/ownership"
+)
+
+// command runs one subcommand with its arguments (after the command name).
+type command func(g *globals, args []string, out io.Writer) error
+
+var commands = map[string]command{
+	"spec":          cmdSpec,
+	"members":       cmdMembers,
+	"partitions":    cmdPartitions,
+	"owner-of":      cmdOwnerOf,
+	"leaders":       cmdLeaders,
+	"status":        cmdStatus,
+	"force-release": cmdForceRelease,
+	"drain":         cmdDrain,
+	"undrain":       cmdUndrain,
+	"audit":         cmdAudit,
+}
+
+// noArgs parses a command that takes only flags.
+func noArgs(name string, g *globals, args []string) error {
+	pos, err := parse(flag.NewFlagSet(name, flag.ContinueOnError), g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
+// do connects and runs f under the session, then prints its result with
+// text, or as JSON with --json.
+func do[T any](g *globals, out io.Writer, f func(*session) (T, error), text func(io.Writer, T)) error {
+	s, err := connect(g)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	v, err := f(s)
+	if err != nil {
+		return s.wrap(err)
+	}
+	if g.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	text(tw, v)
+	return tw.Flush()
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func epoch(e int64) string {
+	if e == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(e, 10)
+}
+
+func cmdSpec(g *globals, args []string, out io.Writer) error {
+	if err := noArgs("spec", g, args); err != nil {
+		return err
+	}
+	return do(g, out, func(s *session) (ownership.Spec, error) { return s.op.Spec(s.ctx) },
+		func(w io.Writer, sp ownership.Spec) {
+			fmt.Fprintf(w, "partitions:\t%d\nload factor:\t%v\nring algorithm:\t%d\n", sp.Partitions, sp.LoadFactor, sp.RingAlgorithm)
+		})
+}
+
+func cmdMembers(g *globals, args []string, out io.Writer) error {
+	if err := noArgs("members", g, args); err != nil {
+		return err
+	}
+	return do(g, out, func(s *session) ([]ownership.MemberStatus, error) { return s.op.Members(s.ctx) },
+		func(w io.Writer, ms []ownership.MemberStatus) {
+			fmt.Fprintln(w, "ID\tADDR\tLEASE\tTTL LEFT\tDRAINED\tOWNED")
+			for _, m := range ms {
+				ttl := "-"
+				if m.TTLLeft >= 0 {
+					ttl = m.TTLLeft.String()
+				}
+				drained := "no"
+				if m.Drain != nil {
+					drained = fmt.Sprintf("yes (%s: %s)", m.Drain.Actor, m.Drain.Reason)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%x\t%s\t%s\t%d\n", m.ID, dash(m.Addr), m.Lease, ttl, drained, m.Owned)
+			}
+		})
+}
+
+func printPartitions(w io.Writer, ps []ownership.PartitionStatus) {
+	fmt.Fprintln(w, "PARTITION\tOWNER\tADDR\tEPOCH\tSINCE\tRING OWNER\tHANDOFF")
+	for _, p := range ps {
+		handoff := ""
+		if p.Handoff {
+			handoff = "yes"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, dash(p.Owner), dash(p.Addr), epoch(p.Epoch), stamp(p.Since), dash(p.Next), handoff)
+	}
+}
+
+func cmdPartitions(g *globals, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("partitions", flag.ContinueOnError)
+	node := fs.String("node", "", "only the partitions held by this node")
+	pos, err := parse(fs, g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	return do(g, out, func(s *session) ([]ownership.PartitionStatus, error) {
+		ps, err := s.op.Partitions(s.ctx)
+		if err != nil || *node == "" {
+			return ps, err
+		}
+		var mine []ownership.PartitionStatus
+		for _, p := range ps {
+			if p.Owner == *node {
+				mine = append(mine, p)
+			}
+		}
+		return mine, nil
+	}, printPartitions)
+}
+
+// ownerOf is owner-of's result: the key and its partition's status.
+type ownerOf struct {
+	Key string `json:"key"`
+	ownership.PartitionStatus
+}
+
+func cmdOwnerOf(g *globals, args []string, out io.Writer) error {
+	pos, err := parse(flag.NewFlagSet("owner-of", flag.ContinueOnError), g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("owner-of takes one KEY")
+	}
+	return do(g, out, func(s *session) (ownerOf, error) {
+		p, err := s.op.OwnerOf(s.ctx, pos[0])
+		return ownerOf{Key: pos[0], PartitionStatus: p}, err
+	}, func(w io.Writer, o ownerOf) {
+		fmt.Fprintf(w, "key:\t%s\npartition:\t%d\nowner:\t%s\naddr:\t%s\nepoch:\t%s\nsince:\t%s\nring owner:\t%s\n",
+			o.Key, o.Partition, dash(o.Owner), dash(o.Addr), epoch(o.Epoch), stamp(o.Since), dash(o.Next))
+	})
+}
+
+func cmdLeaders(g *globals, args []string, out io.Writer) error {
+	// After the command, --prefix is the elections' key prefix; the
+	// fleet's --prefix then goes before the command.
+	fs := flag.NewFlagSet("leaders", flag.ContinueOnError)
+	var electionPrefix string
+	fs.StringVar(&electionPrefix, "prefix", "", "elections' key prefix (default <fleet prefix>leader/)")
+	pos, err := parse(fs, g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	return do(g, out, func(s *session) ([]ownership.LeaderStatus, error) { return s.op.Leaders(s.ctx, electionPrefix) },
+		func(w io.Writer, ls []ownership.LeaderStatus) {
+			fmt.Fprintln(w, "ELECTION\tHOLDER\tEPOCH\tSINCE\tCANDIDATES\tKEY")
+			for _, l := range ls {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\n", l.Election, dash(l.Holder), l.Epoch, stamp(l.Since), l.Candidates, l.Key)
+			}
+		})
+}
+
+func cmdStatus(g *globals, args []string, out io.Writer) error {
+	if err := noArgs("status", g, args); err != nil {
+		return err
+	}
+	return do(g, out, func(s *session) (ownership.Status, error) { return s.op.Status(s.ctx) },
+		func(w io.Writer, st ownership.Status) {
+			settled := "no"
+			if st.Settled() {
+				settled = "yes"
+			}
+			fmt.Fprintf(w, "revision:\t%d\npartitions:\t%d\nring version:\t%x\nsettled:\t%s\n", st.Revision, st.Spec.Partitions, st.RingVersion, settled)
+			fmt.Fprintf(w, "members:\t%s\ndrained:\t%s\nidle:\t%s\n", list(st.Members), list(st.Drained), list(st.Idle))
+			ints := make([]string, len(st.Unowned))
+			for i, p := range st.Unowned {
+				ints[i] = strconv.Itoa(p)
+			}
+			fmt.Fprintf(w, "unowned:\t%s\n", list(ints))
+			fmt.Fprintf(w, "handoffs:\t%d\n", len(st.Handoffs))
+			for _, h := range st.Handoffs {
+				fmt.Fprintf(w, "  partition %d:\t%s -> %s (epoch %d)\n", h.Partition, h.Owner, dash(h.Next), h.Epoch)
+			}
+			fmt.Fprintln(w, "owned:")
+			for _, id := range st.Members {
+				fmt.Fprintf(w, "  %s\t%d\n", id, st.Owned[id])
+			}
+		})
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ", ")
+}
+
+// actionFlags registers --actor and --reason (and --epoch if withEpoch).
+func actionFlags(fs *flag.FlagSet, withEpoch bool) *ownership.Action {
+	a := &ownership.Action{}
+	fs.StringVar(&a.Actor, "actor", defaultActor(), "who acts (default $USER@hostname)")
+	fs.StringVar(&a.Reason, "reason", "", "why")
+	if withEpoch {
+		fs.Int64Var(&a.Epoch, "epoch", 0, "release only the holder of this epoch (default: the current one)")
+	}
+	return a
+}
+
+// refuse returns a usage error for an action the API would refuse without
+// a reason or an actor, before connecting.
+func refuse(a *ownership.Action, needReason bool) error {
+	switch {
+	case strings.TrimSpace(a.Actor) == "":
+		return usageError{"--actor is empty: " + ownership.ErrNoActor.Error()}
+	case needReason && strings.TrimSpace(a.Reason) == "":
+		return usageError{"--reason is required: " + ownership.ErrNoReason.Error()}
+	}
+	return nil
+}
+
+func printRecord(w io.Writer, r ownership.AuditRecord) {
+	fmt.Fprintf(w, "action:\t%s\ntarget:\t%s\nactor:\t%s\nreason:\t%s\ntime:\t%s\nrevision:\t%d\n", r.Action, r.Target, r.Actor, dash(r.Reason), stamp(r.Time), r.Revision)
+	if r.Holder != "" {
+		fmt.Fprintf(w, "holder:\t%s\n", r.Holder)
+	}
+	if r.OldEpoch != 0 {
+		fmt.Fprintf(w, "old epoch:\t%d\n", r.OldEpoch)
+	}
+}
+
+func cmdForceRelease(g *globals, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("force-release", flag.ContinueOnError)
+	a := actionFlags(fs, true)
+	pos, err := parse(fs, g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || (pos[0] != "partition" && pos[0] != "leader") {
+		return usagef("usage: force-release partition P | leader NAME --reason R [--actor A] [--epoch E]")
+	}
+	if err := refuse(a, true); err != nil {
+		return err
+	}
+	kind, target := pos[0], pos[1]
+	var p int
+	if kind == "partition" {
+		if p, err = strconv.Atoi(target); err != nil {
+			return usagef("partition %q is not a number", target)
+		}
+	}
+	return do(g, out, func(s *session) (ownership.AuditRecord, error) {
+		if kind == "partition" {
+			return s.op.ForceRelease(s.ctx, p, *a)
+		}
+		return s.op.ForceReleaseLeader(s.ctx, target, *a)
+	}, printRecord)
+}
+
+func cmdDrain(g *globals, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
+	a := actionFlags(fs, false)
+	pos, err := parse(fs, g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("usage: drain NODE --reason R [--actor A]")
+	}
+	if err := refuse(a, true); err != nil {
+		return err
+	}
+	return do(g, out, func(s *session) (ownership.AuditRecord, error) { return s.op.Drain(s.ctx, pos[0], *a) }, printRecord)
+}
+
+func cmdUndrain(g *globals, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("undrain", flag.ContinueOnError)
+	a := actionFlags(fs, false)
+	pos, err := parse(fs, g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("usage: undrain NODE [--reason R] [--actor A]")
+	}
+	if err := refuse(a, false); err != nil {
+		return err
+	}
+	return do(g, out, func(s *session) (ownership.AuditRecord, error) { return s.op.Undrain(s.ctx, pos[0], *a) }, printRecord)
+}
+
+func cmdAudit(g *globals, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	since := fs.Duration("since", 0, "only the actions of the last D (default: all)")
+	pos, err := parse(fs, g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if *since < 0 {
+		return usagef("--since %v must not be negative", *since)
+	}
+	var from time.Time
+	if *since > 0 {
+		from = time.Now().Add(-*since)
+	}
+	return do(g, out, func(s *session) ([]ownership.AuditRecord, error) {
+		rs, err := s.op.Audit(s.ctx, from)
+		if rs == nil && err == nil {
+			rs = []ownership.AuditRecord{}
+		}
+		return rs, err
+	}, func(w io.Writer, rs []ownership.AuditRecord) {
+		fmt.Fprintln(w, "TIME\tACTOR\tACTION\tTARGET\tOLD EPOCH\tNEW EPOCH\tREASON")
+		for _, r := range rs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(r.Time), r.Actor, r.Action, r.Target, epoch(r.OldEpoch), epoch(r.NewEpoch), dash(r.Reason))
+		}
+	})
+}

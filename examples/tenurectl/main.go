@@ -1,0 +1,297 @@
+// Command tenurectl is the operator's CLI of a tenure fleet: it shows the
+// fleet's spec, members, partitions, leaders and health, and takes the
+// audited operator actions (force release, drain, undrain) through
+// ownership.Operator, against a real etcd.
+//
+// Usage:
+//
+//	tenurectl [global flags] COMMAND [flags] [args]
+//
+// Run tenurectl -h for the commands and flags. Global flags may also follow
+// the command. The password is never logged or echoed; it may come from
+// $TENURECTL_PASSWORD instead of --password.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tenure-go/tenure/ownership"
+)
+
+const usage = `tenurectl: see and steer a tenure fleet
+
+Usage:
+  tenurectl [global flags] COMMAND [flags] [args]
+
+Commands:
+  spec                              the fleet's spec (partitions, load factor, ring algorithm)
+  members                           members: address, lease, TTL left, drained, partitions held
+  partitions [--node N]             every partition's owner, epoch, acquire time and ring owner
+  owner-of KEY                      the partition, owner and epoch of KEY
+  leaders [--prefix P]              each election's leader, epoch and candidates; P is the
+                                    elections' key prefix (default <fleet prefix>leader/), so
+                                    the fleet's --prefix goes before the command here
+  status                            unowned partitions, handoffs, per-node counts, idle members
+  force-release partition P --reason R [--actor A] [--epoch E]
+  force-release leader NAME --reason R [--actor A] [--epoch E]
+                                    delete the claim (or leader key) held at its current epoch
+                                    (or at E), and record it in the audit log
+  drain NODE --reason R [--actor A] the ring excludes NODE; its partitions move away
+  undrain NODE [--reason R] [--actor A]
+  audit [--since D]                 operator actions of the last D (default: all)
+
+Global flags (before or after the command):
+  --endpoints LIST   etcd endpoints, comma-separated (default 127.0.0.1:2379)
+  --cacert FILE      CA bundle to verify etcd's certificate (enables TLS)
+  --cert FILE        client certificate (with --key; enables TLS)
+  --key FILE         client key
+  --user NAME        etcd user
+  --password PW      etcd password ($TENURECTL_PASSWORD if unset); never echoed
+  --timeout D        bound of the whole command, connecting included (default 5s)
+  --cluster NAME     the fleet's cluster name: keys under /tenure/NAME/ (default "default")
+  --prefix P         the fleet's key prefix, instead of --cluster's
+  --json             print JSON instead of text
+
+--actor defaults to $USER@hostname. Exit status: 0 done, 1 failed (etcd
+unreachable within --timeout, action refused), 2 bad usage (missing
+--reason, unknown command).
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// globals are the flags every command takes.
+type globals struct {
+	endpoints, cacert, cert, key string
+	user, password               string
+	timeout                      time.Duration
+	cluster, prefix              string
+	json                         bool
+}
+
+// register defines the global flags on fs, except those a command has
+// defined itself.
+func (g *globals) register(fs *flag.FlagSet) {
+	str := func(p *string, name, help string) {
+		if fs.Lookup(name) == nil {
+			fs.StringVar(p, name, *p, help)
+		}
+	}
+	str(&g.endpoints, "endpoints", "etcd endpoints, comma-separated")
+	str(&g.cacert, "cacert", "CA bundle of etcd's certificate")
+	str(&g.cert, "cert", "client certificate")
+	str(&g.key, "key", "client key")
+	str(&g.user, "user", "etcd user")
+	str(&g.password, "password", "etcd password (never echoed)")
+	str(&g.cluster, "cluster", "cluster name")
+	str(&g.prefix, "prefix", "key prefix instead of the cluster's")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound of the whole command")
+	fs.BoolVar(&g.json, "json", g.json, "print JSON")
+}
+
+// usageError is a command line the CLI refuses: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// run runs the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	g := &globals{endpoints: "127.0.0.1:2379", timeout: 5 * time.Second, cluster: "default"}
+	top := flag.NewFlagSet("tenurectl", flag.ContinueOnError)
+	top.SetOutput(io.Discard)
+	g.register(top)
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "tenurectl: %v\n\n%s", err, usage)
+		return 2
+	}
+	if top.NArg() == 0 {
+		fmt.Fprintf(stderr, "tenurectl: no command\n\n%s", usage)
+		return 2
+	}
+	cmd, ok := commands[top.Arg(0)]
+	if !ok {
+		fmt.Fprintf(stderr, "tenurectl: unknown command %q\n\n%s", top.Arg(0), usage)
+		return 2
+	}
+	err := cmd(g, top.Args()[1:], stdout)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "tenurectl %s: %v\n", top.Arg(0), err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "tenurectl %s: %v\n", top.Arg(0), err)
+		return 1
+	}
+}
+
+// parse parses a command's flags (the globals and its own), which may come
+// before, between and after its positional arguments, and returns the
+// positional arguments.
+func parse(fs *flag.FlagSet, g *globals, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	g.register(fs)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// defaultActor returns $USER@hostname.
+func defaultActor() string {
+	name := os.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return name + "@" + host
+}
+
+// session is an etcd connection and an Operator bounded by --timeout.
+type session struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	cli    *clientv3.Client
+	op     *ownership.Operator
+	g      *globals
+}
+
+// connect opens the etcd client and the Operator; the returned session's
+// context ends after --timeout.
+func connect(g *globals) (*session, error) {
+	if g.timeout <= 0 {
+		return nil, usagef("--timeout %v must be positive", g.timeout)
+	}
+	cfg := clientv3.Config{
+		Endpoints:   splitList(g.endpoints),
+		DialTimeout: g.timeout,
+		Username:    g.user,
+		Password:    g.password,
+		Logger:      zap.NewNop(),
+	}
+	if cfg.Password == "" {
+		cfg.Password = os.Getenv("TENURECTL_PASSWORD")
+	}
+	if len(cfg.Endpoints) == 0 {
+		return nil, usagef("--endpoints is empty")
+	}
+	if g.cacert != "" || g.cert != "" || g.key != "" {
+		tc, err := tlsConfig(g)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	op, err := ownership.NewOperator(cli, ownership.OperatorConfig{Cluster: g.cluster, Prefix: g.prefix})
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	return &session{ctx: ctx, cancel: cancel, cli: cli, op: op, g: g}, nil
+}
+
+// close ends the session.
+func (s *session) close() {
+	s.cancel()
+	_ = s.cli.Close()
+}
+
+// wrap turns an error of an etcd call into the CLI's message: one that
+// names the endpoints and the timeout when etcd did not answer in time.
+func (s *session) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.ctx.Err() != nil {
+		return fmt.Errorf("etcd at %s did not answer within %v (--timeout): %w", s.g.endpoints, s.g.timeout, err)
+	}
+	return err
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// tlsConfig builds the client's TLS configuration from --cacert, --cert and
+// --key.
+func tlsConfig(g *globals) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if (g.cert == "") != (g.key == "") {
+		return nil, usagef("--cert and --key go together")
+	}
+	if g.cert != "" {
+		pair, err := tls.LoadX509KeyPair(g.cert, g.key)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	if g.cacert != "" {
+		pem, err := os.ReadFile(g.cacert)
+		if err != nil {
+			return nil, fmt.Errorf("read CA bundle: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in CA bundle %s", g.cacert)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}

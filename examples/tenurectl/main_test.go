@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+
+// ctl runs the tenurectl binary.
+type ctl struct {
+	t    *testing.T
+	bin  string
+	base []string // global flags
+}
+
+type result struct {
+	out, err string
+	code     int
+	took     time.Duration
+}
+
+func (c ctl) run(args ...string) result {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, append(append([]string{}, c.base...), args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := result{out: stdout.String(), err: stderr.String(), took: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		c.t.Fatalf("run tenurectl %v: %v", args, err)
+	}
+	return r
+}
+
+// ok runs a command that must succeed.
+func (c ctl) ok(args ...string) string {
+	c.t.Helper()
+	r := c.run(args...)
+	require.Zero(c.t, r.code, "tenurectl %v: %s", args, r.err)
+	c.t.Logf("tenurectl %s\n%s", strings.Join(args, " "), r.out)
+	return r.out
+}
+
+// json runs a command with --json and decodes its output into v.
+func (c ctl) json(v any, args ...string) {
+	c.t.Helper()
+	out := c.ok(append(args, "--json")...)
+	require.True(c.t, json.Valid([]byte(out)), "tenurectl %v --json: %s", args, out)
+	require.NoError(c.t, json.Unmarshal([]byte(out), v), out)
+}
+
+// waitNodes re-evaluates cond whenever a node publishes a new routing
+// snapshot, until it returns nil.
+func waitNodes(t *testing.T, nodes []*ownership.Node, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)}}
+		for _, n := range nodes {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.Changed())})
+		}
+		err := cond()
+		if err == nil {
+			return
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			t.Fatalf("not reached: %v", err)
+		}
+	}
+}
+
+// settled returns nil once every partition is served by its owner on the
+// ring of members not drained, as every node sees it.
+func settled(nodes []*ownership.Node, drained string) func() error {
+	return func() error {
+		byID := map[string]*ownership.Node{}
+		var want []string
+		for _, n := range nodes {
+			byID[n.ID()] = n
+			if n.ID() != drained {
+				want = append(want, n.ID())
+			}
+		}
+		for _, n := range nodes {
+			if got := n.Ring().Members(); fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("%s: ring %v, want %v", n.ID(), got, want)
+			}
+		}
+		for p := range nodes[0].Ring().Partitions() {
+			owner, _ := nodes[0].Ring().Owner(p)
+			r := byID[owner].LookupPartition(p)
+			if !r.Local {
+				return fmt.Errorf("partition %d: %s does not serve it yet", p, owner)
+			}
+			for _, n := range nodes {
+				if got := n.LookupPartition(p); got.Owner != owner || got.Epoch != r.Epoch {
+					return fmt.Errorf("partition %d: %s sees %+v", p, n.ID(), got)
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// TestTenurectl builds tenurectl and runs it against a 3-member etcd and a
+// live fleet of 3 nodes in this process.
+func TestTenurectl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts a 3-member etcd")
+	}
+	bin := filepath.Join(t.TempDir(), "tenurectl")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	c := cluster.New(t, 3)
+	cli := c.NewClient(t)
+	const name, parts = "ctl", 16
+	store, err := etcdfence.New(cli, etcdfence.Config{FencePrefix: etcdfence.FencePrefixFor(name)})
+	require.NoError(t, err)
+	var nodes []*ownership.Node
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := ownership.DefaultConfig()
+		cfg.Cluster, cfg.NodeID, cfg.Addr = name, id, id+":7000"
+		cfg.Ring.Partitions = parts
+		cfg.Session.TTL = 2 * time.Second
+		cfg.Fencers = []fence.Fencer{store}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		n, err := ownership.Join(ctx, cli, cfg)
+		cancel()
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = n.Close(ctx)
+		})
+		nodes = append(nodes, n)
+	}
+	waitNodes(t, nodes, settled(nodes, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = cli.Put(ctx, ownership.DefaultPrefix(name)+"leader/sched/1", `{"id":"n2","value":"n2:7000"}`)
+	require.NoError(t, err)
+
+	x := ctl{t: t, bin: bin, base: []string{"--endpoints", strings.Join(c.Endpoints(), ","), "--cluster", name, "--timeout", "10s"}}
+
+	// Every listing, as text and as JSON.
+	var spec ownership.Spec
+	x.json(&spec, "spec")
+	assert.Equal(t, parts, spec.Partitions)
+	assert.Contains(t, x.ok("spec"), "partitions:")
+
+	var members []ownership.MemberStatus
+	x.json(&members, "members")
+	require.Len(t, members, 3)
+	for _, m := range members {
+		assert.Positive(t, m.TTLLeft, m.ID)
+		assert.Positive(t, m.Owned, m.ID)
+		assert.Equal(t, m.ID+":7000", m.Addr)
+	}
+	assert.Contains(t, x.ok("members"), "n3:7000")
+
+	var ps []ownership.PartitionStatus
+	x.json(&ps, "partitions")
+	require.Len(t, ps, parts)
+	for _, p := range ps {
+		r := nodes[0].LookupPartition(p.Partition)
+		assert.Equal(t, r.Owner, p.Owner)
+		assert.Equal(t, r.Epoch, p.Epoch)
+		assert.False(t, p.Since.IsZero())
+	}
+	var mine []ownership.PartitionStatus
+	x.json(&mine, "partitions", "--node", "n1")
+	assert.Len(t, mine, len(nodes[0].Owned()))
+	assert.Contains(t, x.ok("partitions", "--node", "n2"), "n2:7000")
+
+	for _, key := range []string{"orders/1", "users/42", "x"} {
+		var o struct {
+			Key string `json:"key"`
+			ownership.PartitionStatus
+		}
+		x.json(&o, "owner-of", key)
+		want := nodes[1].Lookup(key)
+		assert.Equal(t, key, o.Key)
+		assert.Equal(t, want.Partition, o.Partition, key)
+		assert.Equal(t, want.Owner, o.Owner, key)
+		assert.Equal(t, want.Epoch, o.Epoch, key)
+		assert.Contains(t, x.ok("owner-of", key), want.Owner)
+	}
+
+	var leaders []ownership.LeaderStatus
+	x.json(&leaders, "leaders")
+	require.Len(t, leaders, 1)
+	assert.Equal(t, "sched", leaders[0].Election)
+	assert.Equal(t, "n2", leaders[0].Holder)
+	assert.Contains(t, x.ok("leaders"), "sched")
+
+	var st ownership.Status
+	x.json(&st, "status")
+	assert.True(t, st.Settled(), "%+v", st)
+	assert.Empty(t, st.Idle)
+	assert.Contains(t, x.ok("status"), "settled:")
+
+	var recs []ownership.AuditRecord
+	x.json(&recs, "audit")
+	assert.Empty(t, recs)
+	assert.Contains(t, x.ok("audit"), "ACTOR")
+
+	// Force release: refused without a reason, then done and audited.
+	p := nodes[0].Owned()[0]
+	h, err := nodes[0].HoldPartition(p)
+	require.NoError(t, err)
+	old, oldCtx := h.Token, h.Context
+	h.Release()
+	_, err = store.Put(ctx, old, "k", []byte("v1"))
+	require.NoError(t, err)
+	r := x.run("force-release", "partition", strconv.Itoa(p))
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.err, "--reason")
+
+	var rec ownership.AuditRecord
+	x.json(&rec, "force-release", "partition", strconv.Itoa(p), "--reason", "stuck consumer", "--actor", "alice@ops")
+	assert.Equal(t, old.Epoch, rec.OldEpoch)
+	select {
+	case <-oldCtx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the old holder's context was not cancelled")
+	}
+	waitNodes(t, nodes, func() error {
+		if r := nodes[0].LookupPartition(p); !r.Local || r.Epoch <= old.Epoch {
+			return fmt.Errorf("partition %d not re-owned: %+v", p, r)
+		}
+		return nil
+	})
+	newEpoch := nodes[0].LookupPartition(p).Epoch
+	_, err = store.Put(ctx, old, "k", []byte("zombie"))
+	require.ErrorIs(t, err, fence.ErrStale)
+	x.json(&recs, "audit", "--since", "1h")
+	require.Len(t, recs, 1)
+	assert.Equal(t, "alice@ops", recs[0].Actor)
+	assert.Equal(t, ownership.ActionForceRelease, recs[0].Action)
+	assert.Equal(t, "stuck consumer", recs[0].Reason)
+	assert.False(t, recs[0].Time.IsZero())
+	assert.Equal(t, old.Epoch, recs[0].OldEpoch)
+	assert.Equal(t, newEpoch, recs[0].NewEpoch)
+	assert.Contains(t, x.ok("audit"), "stuck consumer")
+
+	// Drain: refused without a reason; then n2 serves nothing and stays a
+	// member; undrain gives it partitions back.
+	r = x.run("drain", "n2")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.err, "--reason")
+	x.ok("drain", "n2", "--reason", "kernel upgrade")
+	waitNodes(t, nodes, func() error {
+		if o := nodes[1].Owned(); len(o) > 0 {
+			return fmt.Errorf("n2 still owns %v", o)
+		}
+		return settled(nodes, "n2")()
+	})
+	x.json(&members, "members")
+	require.Len(t, members, 3)
+	assert.True(t, members[1].Drained)
+	assert.Zero(t, members[1].Owned)
+	x.json(&st, "status")
+	assert.Equal(t, []string{"n2"}, st.Drained)
+	assert.Equal(t, []string{"n2"}, st.Idle)
+	x.ok("undrain", "n2")
+	waitNodes(t, nodes, settled(nodes, ""))
+	assert.NotEmpty(t, nodes[1].Owned())
+	x.json(&recs, "audit")
+	require.Len(t, recs, 3)
+	assert.Equal(t, ownership.ActionUndrain, recs[2].Action)
+
+	// etcd unreachable: a clear failure within the timeout.
+	down := ctl{t: t, bin: bin, base: []string{"--endpoints", "127.0.0.1:1", "--cluster", name, "--timeout", "1s"}}
+	r = down.run("status")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.err, "did not answer within 1s")
+	assert.Less(t, r.took, 10*time.Second)
+	r = down.run("members", "--json")
+	assert.NotZero(t, r.code)
+}

@@ -1,0 +1,328 @@
+package ownership
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/keys"
+)
+
+// The actions an AuditRecord records.
+const (
+	ActionForceRelease = "force-release"
+	ActionDrain        = "drain"
+	ActionUndrain      = "undrain"
+)
+
+// AuditRecord is one operator action, stored as JSON at
+// <prefix>audit/<id> in the same transaction as the action itself. Ids sort
+// by the time of the action (19-digit Unix nanoseconds, '-', a random
+// suffix); Audit returns records in the order etcd committed them.
+type AuditRecord struct {
+	// ID is the record's key under <prefix>audit/. Filled by readers.
+	ID string `json:"id,omitempty"`
+	// Revision is the etcd revision of the action: the revision at which the
+	// claim or leader key was deleted, or the drain mark written. Filled by
+	// readers and by the action's own result.
+	Revision int64 `json:"revision,omitempty"`
+	// Actor is who acted, Reason why, Time when (the operator's clock).
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Reason string    `json:"reason,omitempty"`
+	Time   time.Time `json:"time"`
+	// Holder is the node (force release of a partition) or candidate
+	// (force release of a leader) that held the target when it was
+	// released.
+	Holder string `json:"holder,omitempty"`
+	// OldEpoch is the epoch released (force release only).
+	OldEpoch int64 `json:"old_epoch,omitempty"`
+	// NewEpoch is the epoch of the claim or leader key that holds the target
+	// now, if it was created after the release; filled by Audit, 0 if
+	// nothing holds it yet.
+	NewEpoch int64 `json:"new_epoch,omitempty"`
+}
+
+// Action says who takes an operator action and why.
+type Action struct {
+	// Actor names who acts, such as "alice@ops-host". Required.
+	Actor string
+	// Reason says why. Required for force release and drain.
+	Reason string
+	// Epoch, for a force release, is the epoch to release: the release
+	// happens only if the holder's epoch is still this one. Zero means the
+	// epoch read just before the release, which the release is then guarded
+	// by in the same way.
+	Epoch int64
+}
+
+func (a Action) check(needReason bool) error {
+	switch {
+	case strings.TrimSpace(a.Actor) == "":
+		return ErrNoActor
+	case needReason && strings.TrimSpace(a.Reason) == "":
+		return ErrNoReason
+	case a.Epoch < 0:
+		return fmt.Errorf("%w: negative epoch %d", ErrInvalidConfig, a.Epoch)
+	}
+	return nil
+}
+
+// PartitionTarget returns the AuditRecord target of partition p, named as
+// its fence scope is: "p/<p>".
+func PartitionTarget(p int) string { return "p/" + strconv.Itoa(p) }
+
+// LeaderTarget returns the AuditRecord target of the election name, named
+// as its fence scope is: "leader/<name>".
+func LeaderTarget(name string) string { return "leader/" + name }
+
+// nodeTarget returns the AuditRecord target of a drain: "node/<id>".
+func nodeTarget(id string) string { return "node/" + id }
+
+// auditSuffix returns 8 random hex digits.
+func auditSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}
+
+func encodeRecord(r AuditRecord) string {
+	b, _ := json.Marshal(r) // cannot fail: strings, ints and a time
+	return string(b)
+}
+
+// newRecord returns the record of an action on target, stamped now.
+func (o *Operator) newRecord(a Action, action, target string) (AuditRecord, string) {
+	r := AuditRecord{Actor: a.Actor, Action: action, Target: target, Reason: a.Reason, Time: o.clock.Now().UTC()}
+	r.ID = keys.AuditID(r.Time, auditSuffix())
+	return r, o.layout.Audit(r.ID)
+}
+
+// ForceRelease deletes partition p's claim and records the action, in one
+// transaction guarded by the claim's epoch (a.Epoch, or the one read first
+// if zero), so that it never releases a newer holder. The holder sees the
+// delete, ends its tenure (its partition context is cancelled, OnReleased
+// fires with ReasonLost), and the ring's owner claims p again at a higher
+// epoch, advancing its fencers past the old holder's token.
+//
+// Errors wrap ErrNoActor, ErrNoReason, ErrInvalidPartition, ErrNotHeld
+// (no claim), ErrEpochChanged (the claim stands at another epoch) or the
+// etcd error.
+func (o *Operator) ForceRelease(ctx context.Context, p int, a Action) (AuditRecord, error) {
+	if err := a.check(true); err != nil {
+		return AuditRecord{}, err
+	}
+	spec, err := o.Spec(ctx)
+	if err != nil {
+		return AuditRecord{}, err
+	}
+	if p < 0 || p >= spec.Partitions {
+		return AuditRecord{}, fmt.Errorf("%w: %d not in [0, %d)", ErrInvalidPartition, p, spec.Partitions)
+	}
+	k := o.layout.Claim(p)
+	target := PartitionTarget(p)
+	resp, err := o.kv.Get(ctx, k)
+	if err != nil {
+		return AuditRecord{}, fmt.Errorf("ownership: force release %s: %w", target, err)
+	}
+	var cur *mvccpb.KeyValue
+	if len(resp.Kvs) > 0 {
+		cur = resp.Kvs[0]
+	}
+	holder := ""
+	if cur != nil {
+		holder = keys.DecodeClaim(cur.Value).Node
+	}
+	return o.release(ctx, a, target, k, cur, holder)
+}
+
+// ForceReleaseLeader deletes the leader key of the election name (under
+// <prefix>leader/<name>/) and records the action, in one transaction
+// guarded by the leader's epoch (a.Epoch, or the one read first if zero).
+// The leader's term ends; the next term has a higher epoch and advances the
+// election's fencers past the old one.
+//
+// Errors wrap ErrNoActor, ErrNoReason, ErrInvalidConfig (empty name),
+// ErrNotHeld (no candidate), ErrEpochChanged or the etcd error.
+func (o *Operator) ForceReleaseLeader(ctx context.Context, name string, a Action) (AuditRecord, error) {
+	if err := a.check(true); err != nil {
+		return AuditRecord{}, err
+	}
+	if name == "" || strings.ContainsRune(name, 0) {
+		return AuditRecord{}, fmt.Errorf("%w: election name %q", ErrInvalidConfig, name)
+	}
+	target := LeaderTarget(name)
+	prefix := o.layout.Leader(name)
+	resp, err := o.kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return AuditRecord{}, fmt.Errorf("ownership: force release %s: %w", target, err)
+	}
+	var cur *mvccpb.KeyValue
+	holder := ""
+	if len(resp.Kvs) > 0 {
+		cur = resp.Kvs[0]
+		if ls := leadersOf(o.layout.Leaders(), resp.Kvs); len(ls) == 1 {
+			holder = ls[0].Holder
+		}
+	}
+	return o.release(ctx, a, target, prefix, cur, holder)
+}
+
+// release deletes cur (the key that holds target, nil if none) if its
+// CreateRevision is still the epoch to release, and writes the audit record
+// in the same transaction. For an error, key names what was looked up.
+func (o *Operator) release(ctx context.Context, a Action, target, key string, cur *mvccpb.KeyValue, holder string) (AuditRecord, error) {
+	epoch := a.Epoch
+	switch {
+	case cur == nil && epoch == 0:
+		return AuditRecord{}, fmt.Errorf("ownership: force release %s: %w (no key at %s)", target, ErrNotHeld, key)
+	case cur == nil:
+		return AuditRecord{}, fmt.Errorf("ownership: force release %s at epoch %d: %w (no key at %s)", target, epoch, ErrNotHeld, key)
+	case epoch == 0:
+		epoch = cur.CreateRevision
+	case epoch != cur.CreateRevision:
+		return AuditRecord{}, fmt.Errorf("ownership: force release %s at epoch %d: %w: held at epoch %d", target, epoch, ErrEpochChanged, cur.CreateRevision)
+	}
+	rec, ak := o.newRecord(a, ActionForceRelease, target)
+	rec.Holder, rec.OldEpoch = holder, epoch
+	k := string(cur.Key)
+	resp, err := o.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", epoch)).
+		Then(clientv3.OpDelete(k), clientv3.OpPut(ak, encodeRecord(rec))).
+		Else(clientv3.OpGet(k)).
+		Commit()
+	if err != nil {
+		return AuditRecord{}, fmt.Errorf("ownership: force release %s: %w", target, err)
+	}
+	if !resp.Succeeded {
+		var now int64
+		if len(resp.Responses) > 0 {
+			if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+				now = rr.Kvs[0].CreateRevision
+			}
+		}
+		if now == 0 {
+			return AuditRecord{}, fmt.Errorf("ownership: force release %s at epoch %d: %w (released meanwhile)", target, epoch, ErrNotHeld)
+		}
+		return AuditRecord{}, fmt.Errorf("ownership: force release %s at epoch %d: %w: held at epoch %d", target, epoch, ErrEpochChanged, now)
+	}
+	rec.Revision = resp.Header.Revision
+	return rec, nil
+}
+
+// Drain marks node id drained and records the action, in one transaction:
+// every node and client then computes the ring without it, and its
+// partitions hand off as in a planned move. The node stays a member (alive,
+// serving nothing) until Undrain; the mark outlives the node's sessions.
+// Draining a drained node replaces its mark.
+//
+// Errors wrap ErrNoActor, ErrNoReason, ErrInvalidNodeID, ErrNotMember or
+// the etcd error.
+func (o *Operator) Drain(ctx context.Context, id string, a Action) (AuditRecord, error) {
+	if err := a.check(true); err != nil {
+		return AuditRecord{}, err
+	}
+	if err := ValidateNodeID(id); err != nil {
+		return AuditRecord{}, err
+	}
+	rec, ak := o.newRecord(a, ActionDrain, nodeTarget(id))
+	mark, _ := json.Marshal(DrainMark{Actor: rec.Actor, Reason: rec.Reason, Time: rec.Time}) // cannot fail
+	mk := o.layout.Member(id)
+	resp, err := o.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(mk), ">", 0)).
+		Then(clientv3.OpPut(o.layout.Drained(id), string(mark)), clientv3.OpPut(ak, encodeRecord(rec))).
+		Commit()
+	if err != nil {
+		return AuditRecord{}, fmt.Errorf("ownership: drain %s: %w", id, err)
+	}
+	if !resp.Succeeded {
+		return AuditRecord{}, fmt.Errorf("ownership: drain %s: %w", id, ErrNotMember)
+	}
+	rec.Revision = resp.Header.Revision
+	return rec, nil
+}
+
+// Undrain deletes node id's drain mark and records the action, in one
+// transaction: the ring includes the node again (if it is a member) and it
+// claims its partitions back. a.Reason is optional.
+//
+// Errors wrap ErrNoActor, ErrInvalidNodeID, ErrNotDrained or the etcd
+// error.
+func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecord, error) {
+	if err := a.check(false); err != nil {
+		return AuditRecord{}, err
+	}
+	if err := ValidateNodeID(id); err != nil {
+		return AuditRecord{}, err
+	}
+	rec, ak := o.newRecord(a, ActionUndrain, nodeTarget(id))
+	dk := o.layout.Drained(id)
+	resp, err := o.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(dk), ">", 0)).
+		Then(clientv3.OpDelete(dk), clientv3.OpPut(ak, encodeRecord(rec))).
+		Commit()
+	if err != nil {
+		return AuditRecord{}, fmt.Errorf("ownership: undrain %s: %w", id, err)
+	}
+	if !resp.Succeeded {
+		return AuditRecord{}, fmt.Errorf("ownership: undrain %s: %w", id, ErrNotDrained)
+	}
+	rec.Revision = resp.Header.Revision
+	return rec, nil
+}
+
+// Audit reads the audit records of the actions taken at or after since
+// (the zero time: all), in the order etcd committed them. It fills each
+// force release's NewEpoch from the claim or leader key that holds its
+// target now, if that was created after the release. A record that cannot
+// be decoded is returned with only ID, Revision and Reason (saying so) set.
+func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, error) {
+	resp, err := o.kv.Txn(ctx).Then(
+		clientv3.OpGet(o.layout.Audits(), clientv3.WithPrefix()),
+		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(o.layout.Leaders(), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("ownership: read the audit records: %w", err)
+	}
+	if len(resp.Responses) != 3 {
+		return nil, fmt.Errorf("ownership: read the audit records: %d responses for 3 reads", len(resp.Responses))
+	}
+	holders := make(map[string]int64) // target -> epoch of its holder now
+	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
+		if p, ok := o.layout.ClaimPartition(string(kv.Key)); ok {
+			holders[PartitionTarget(p)] = kv.CreateRevision
+		}
+	}
+	for _, l := range leadersOf(o.layout.Leaders(), resp.Responses[2].GetResponseRange().GetKvs()) {
+		holders[LeaderTarget(l.Election)] = l.Epoch
+	}
+	var out []AuditRecord
+	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
+		var r AuditRecord
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			r = AuditRecord{Reason: "undecodable audit record: " + err.Error()}
+		} else if r.Time.Before(since) {
+			continue
+		}
+		r.ID = strings.TrimPrefix(string(kv.Key), o.layout.Audits())
+		r.Revision = kv.CreateRevision
+		if e := holders[r.Target]; r.Action == ActionForceRelease && e > r.Revision {
+			r.NewEpoch = e
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b AuditRecord) int { return cmp.Compare(a.Revision, b.Revision) })
+	return out, nil
+}

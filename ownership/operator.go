@@ -1,0 +1,326 @@
+package ownership
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/nilness"
+)
+
+// OperatorConfig configures an Operator. Cluster (or Prefix) is required.
+type OperatorConfig struct {
+	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
+	Cluster string
+	// Prefix, if set, is used instead of the prefix derived from Cluster.
+	Prefix string
+	// Clock stamps drain marks and audit records. Nil means clock.Real().
+	Clock clock.Clock
+}
+
+// Validate reports whether c can configure an Operator. Errors wrap
+// ErrInvalidConfig.
+func (c OperatorConfig) Validate() error {
+	switch {
+	case c.Cluster == "" && c.Prefix == "":
+		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
+	case strings.ContainsRune(c.Cluster, 0) || strings.ContainsRune(c.Prefix, 0):
+		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Operator lets a person or a tool outside the fleet see and steer it: list
+// the spec, members, partitions and leaders, summarize the fleet's health,
+// and take the audited actions of the operator protocol (force release,
+// drain, undrain). Every listing is read at one etcd revision and decoded
+// by the same rules as the nodes' own reader; the ring it reports is the one
+// every node computes (members minus drained ones).
+//
+// Every action is one etcd transaction that also writes its audit record
+// (see AuditRecord), so an action is never taken unrecorded. Force release
+// and drain need an actor and a reason.
+//
+// An Operator holds no lease and starts no goroutine; it needs no Close. It
+// is safe for concurrent use by multiple goroutines.
+type Operator struct {
+	kv     clientv3.KV
+	lease  clientv3.Lease // nil if kv is not also a clientv3.Lease
+	layout keys.Layout
+	clock  clock.Clock
+}
+
+// NewOperator returns an Operator of the fleet cfg names, reached through
+// kv. If kv also implements clientv3.Lease (a *clientv3.Client does),
+// Members reports the time left on each member's lease. Errors wrap
+// ErrNilClient or ErrInvalidConfig.
+func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
+	if nilness.Is(kv) {
+		return nil, ErrNilClient
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	o := &Operator{kv: kv, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock}
+	if l, ok := kv.(clientv3.Lease); ok {
+		o.lease = l
+	}
+	return o, nil
+}
+
+// Prefix returns the fleet's key prefix, ending in '/'.
+func (o *Operator) Prefix() string { return o.layout.Prefix() }
+
+// Spec reads the fleet's spec. Errors wrap ErrNoSpec, ErrInvalidSpec or the
+// etcd error.
+func (o *Operator) Spec(ctx context.Context) (Spec, error) {
+	return readSpec(ctx, o.kv, o.layout)
+}
+
+// MemberStatus is one member of the fleet as an Operator sees it.
+type MemberStatus struct {
+	// ID, Addr and Meta are the member's published record.
+	ID   string            `json:"id"`
+	Addr string            `json:"addr"`
+	Meta map[string]string `json:"meta,omitempty"`
+	// Lease is the ID of the member's lease (its Session).
+	Lease int64 `json:"lease"`
+	// TTLLeft is the time left on the lease, -1 if unknown (the Operator's
+	// client is not a clientv3.Lease, or the lease could not be read).
+	TTLLeft time.Duration `json:"ttl_left_ns"`
+	// Drained reports an operator's drain mark on the node; Drain is the
+	// mark (nil if not drained).
+	Drained bool       `json:"drained"`
+	Drain   *DrainMark `json:"drain,omitempty"`
+	// Owned is the number of partitions whose claim the member holds.
+	Owned int `json:"owned"`
+}
+
+// DrainMark is the value of a drain key: who drained the node, why, when.
+type DrainMark struct {
+	Actor  string    `json:"actor"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+}
+
+// PartitionStatus is one partition as an Operator sees it.
+type PartitionStatus struct {
+	// Partition is the partition number.
+	Partition int `json:"partition"`
+	// Owner holds the partition's claim, empty if it is unclaimed.
+	Owner string `json:"owner,omitempty"`
+	// Addr is Owner's advertised address, empty if unknown.
+	Addr string `json:"addr,omitempty"`
+	// Epoch is the claim's epoch (its CreateRevision), 0 if unclaimed.
+	Epoch int64 `json:"epoch,omitempty"`
+	// Since is when Owner created the claim, by its clock; zero if unknown.
+	Since time.Time `json:"since,omitzero"`
+	// Next is the ring's owner of the partition: the node that holds it
+	// when the fleet is settled. Empty if the ring has no members.
+	Next string `json:"next,omitempty"`
+	// Handoff reports a claim held by a node other than Next: a move in
+	// progress (or stuck).
+	Handoff bool `json:"handoff,omitempty"`
+}
+
+// view is the fleet read at one revision: spec, members, drain marks and
+// claims, decoded by the fleet reader's rules, with the ring of the members
+// not drained.
+type view struct {
+	rev    int64
+	spec   Spec
+	fleet  *fleetState
+	drains map[string]DrainMark
+}
+
+// view reads the fleet at one revision.
+func (o *Operator) view(ctx context.Context) (*view, error) {
+	resp, err := o.kv.Txn(ctx).Then(
+		clientv3.OpGet(o.layout.Spec()),
+		clientv3.OpGet(o.layout.Members(), clientv3.WithPrefix()),
+		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix()),
+		clientv3.OpGet(o.layout.DrainedPrefix(), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("ownership: read the fleet: %w", err)
+	}
+	if len(resp.Responses) != 4 {
+		return nil, fmt.Errorf("ownership: read the fleet: %d responses for 4 reads", len(resp.Responses))
+	}
+	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().GetKvs() }
+	if len(kvs(0)) == 0 {
+		return nil, fmt.Errorf("%w at %s", ErrNoSpec, o.layout.Spec())
+	}
+	spec, err := decodeSpec(kvs(0)[0].Value)
+	if err != nil {
+		return nil, err
+	}
+	log := hclog.NewNullLogger()
+	r := &fleetReader{layout: o.layout, partitions: spec.Partitions, log: log}
+	lst := r.listing(resp.Header.Revision, kvs(1), kvs(2), kvs(3))
+	v := &view{rev: lst.rev, spec: spec, fleet: newFleetState(spec.RingConfig(), log), drains: make(map[string]DrainMark)}
+	v.fleet.apply(fleetUpdate{lst: lst})
+	for _, kv := range kvs(3) {
+		if id, ok := r.drainedID(kv.Key); ok {
+			var d DrainMark
+			_ = json.Unmarshal(kv.Value, &d) // an undecodable mark still drains
+			v.drains[id] = d
+		}
+	}
+	return v, nil
+}
+
+// partition returns the status of partition p in v.
+func (v *view) partition(p int) PartitionStatus {
+	f := v.fleet
+	s := PartitionStatus{Partition: p}
+	s.Next, _ = f.ring.Owner(p)
+	if c := f.claims[p]; c.epoch != 0 {
+		s.Owner, s.Addr, s.Epoch, s.Since = c.owner, f.addr(c.owner), c.epoch, c.since
+		s.Handoff = c.owner != s.Next
+	}
+	return s
+}
+
+// partitions returns the status of every partition in v.
+func (v *view) partitions() []PartitionStatus {
+	out := make([]PartitionStatus, len(v.fleet.claims))
+	for p := range out {
+		out[p] = v.partition(p)
+	}
+	return out
+}
+
+// Members reads the fleet's members, sorted by ID, drained ones included.
+func (o *Operator) Members(ctx context.Context) ([]MemberStatus, error) {
+	v, err := o.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	owned := make(map[string]int)
+	for _, c := range v.fleet.claims {
+		if c.epoch != 0 {
+			owned[c.owner]++
+		}
+	}
+	out := make([]MemberStatus, 0, len(v.fleet.all))
+	for _, id := range v.fleet.all {
+		rec := v.fleet.members[id]
+		m := MemberStatus{ID: id, Addr: rec.m.Addr, Meta: rec.m.Meta, Lease: int64(rec.lease), TTLLeft: -1, Owned: owned[id]}
+		if d, ok := v.drains[id]; ok {
+			m.Drained, m.Drain = true, &d
+		}
+		if o.lease != nil && rec.lease != 0 {
+			if resp, err := o.lease.TimeToLive(ctx, rec.lease); err == nil && resp.TTL >= 0 {
+				m.TTLLeft = time.Duration(resp.TTL) * time.Second
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Partitions reads every partition's claim, with the ring's owner of each.
+func (o *Operator) Partitions(ctx context.Context) ([]PartitionStatus, error) {
+	v, err := o.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return v.partitions(), nil
+}
+
+// OwnerOf reads the status of key's partition: the same partition, owner
+// and epoch that the nodes' Lookup reports once the fleet is settled.
+func (o *Operator) OwnerOf(ctx context.Context, key string) (PartitionStatus, error) {
+	v, err := o.view(ctx)
+	if err != nil {
+		return PartitionStatus{}, err
+	}
+	return v.partition(v.fleet.ring.PartitionOf(key)), nil
+}
+
+// LeaderStatus is one election as an Operator sees it.
+type LeaderStatus struct {
+	// Election is the election's name: its keys live under
+	// <prefix><Election>/.
+	Election string `json:"election"`
+	// Holder is the leader's candidate ID; Value its published value.
+	Holder string `json:"holder"`
+	Value  string `json:"value,omitempty"`
+	// Epoch is the CreateRevision of the leader's key: its term's epoch.
+	Epoch int64 `json:"epoch"`
+	// Since is when the leader's term began, if its key records it; zero
+	// otherwise (the election package does not record it today).
+	Since time.Time `json:"since,omitzero"`
+	// Key is the leader's key in etcd; Lease the lease it is bound to.
+	Key   string `json:"key"`
+	Lease int64  `json:"lease"`
+	// Candidates is the number of candidates, the leader included.
+	Candidates int `json:"candidates"`
+}
+
+// Leaders reads the elections under prefix ("" means the fleet's own,
+// <prefix>leader/) and returns each one's leader, sorted by election name.
+// The leader of an election is the candidate key with the lowest
+// CreateRevision, as in the election package.
+func (o *Operator) Leaders(ctx context.Context, prefix string) ([]LeaderStatus, error) {
+	if prefix == "" {
+		prefix = o.layout.Leaders()
+	}
+	resp, err := o.kv.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("ownership: read elections under %s: %w", prefix, err)
+	}
+	return leadersOf(prefix, resp.Kvs), nil
+}
+
+// leadersOf groups the candidate keys kvs under prefix by election and
+// returns each one's leader, sorted by election name.
+func leadersOf(prefix string, kvs []*mvccpb.KeyValue) []LeaderStatus {
+	byName := make(map[string]*LeaderStatus)
+	for _, kv := range kvs {
+		rest, ok := strings.CutPrefix(string(kv.Key), prefix)
+		i := strings.LastIndexByte(rest, '/')
+		if !ok || i <= 0 {
+			continue
+		}
+		name := rest[:i]
+		l := byName[name]
+		if l == nil {
+			l = &LeaderStatus{Election: name}
+			byName[name] = l
+		}
+		l.Candidates++
+		if l.Epoch != 0 && kv.CreateRevision >= l.Epoch {
+			continue
+		}
+		var c struct {
+			ID    string    `json:"id"`
+			Value string    `json:"value"`
+			Since time.Time `json:"since"`
+		}
+		l.Holder, l.Value, l.Since = "", string(kv.Value), time.Time{}
+		if err := json.Unmarshal(kv.Value, &c); err == nil {
+			l.Holder, l.Value, l.Since = c.ID, c.Value, c.Since
+		}
+		l.Epoch, l.Key, l.Lease = kv.CreateRevision, string(kv.Key), kv.Lease
+	}
+	out := make([]LeaderStatus, 0, len(byName))
+	for _, l := range byName {
+		out = append(out, *l)
+	}
+	slices.SortFunc(out, func(a, b LeaderStatus) int { return strings.Compare(a.Election, b.Election) })
+	return out
+}

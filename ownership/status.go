@@ -1,0 +1,75 @@
+package ownership
+
+import (
+	"context"
+	"slices"
+)
+
+// Status summarizes a fleet's health at one etcd revision.
+type Status struct {
+	// Revision is the etcd revision the fleet was read at.
+	Revision int64 `json:"revision"`
+	// Spec is the fleet's spec.
+	Spec Spec `json:"spec"`
+	// RingVersion is the Version of the ring of the members not drained.
+	RingVersion uint64 `json:"ring_version"`
+	// Members and Drained are the IDs of all members and of the drained
+	// ones, sorted.
+	Members []string `json:"members"`
+	Drained []string `json:"drained"`
+	// Unowned lists the partitions nobody claims.
+	Unowned []int `json:"unowned"`
+	// Handoffs lists the partitions claimed by a node other than the ring's
+	// owner: moves in progress (or stuck).
+	Handoffs []PartitionStatus `json:"handoffs"`
+	// Owned counts the partitions each member holds, zero counts included.
+	Owned map[string]int `json:"owned"`
+	// Idle lists the members that hold no partition, sorted.
+	Idle []string `json:"idle"`
+}
+
+// Settled reports whether every partition is claimed by its ring owner.
+func (s Status) Settled() bool { return len(s.Unowned) == 0 && len(s.Handoffs) == 0 }
+
+// Status reads the fleet and summarizes it.
+func (o *Operator) Status(ctx context.Context) (Status, error) {
+	v, err := o.view(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	f := v.fleet
+	s := Status{
+		Revision:    v.rev,
+		Spec:        v.spec,
+		RingVersion: f.ring.Version(),
+		Members:     slices.Clone(f.all),
+		Drained:     []string{},
+		Unowned:     []int{},
+		Handoffs:    []PartitionStatus{},
+		Owned:       make(map[string]int, len(f.all)),
+		Idle:        []string{},
+	}
+	for _, id := range f.all {
+		s.Owned[id] = 0
+		if f.drained[id] {
+			s.Drained = append(s.Drained, id)
+		}
+	}
+	for _, ps := range v.partitions() {
+		switch {
+		case ps.Epoch == 0:
+			s.Unowned = append(s.Unowned, ps.Partition)
+		case ps.Handoff:
+			s.Handoffs = append(s.Handoffs, ps)
+		}
+		if ps.Epoch != 0 {
+			s.Owned[ps.Owner]++
+		}
+	}
+	for _, id := range f.all {
+		if s.Owned[id] == 0 {
+			s.Idle = append(s.Idle, id)
+		}
+	}
+	return s, nil
+}
