@@ -109,33 +109,67 @@ func (r *Router) Close() error {
 // flight (a handoff of the partition waits for it to return, up to the
 // node's drain timeout) and runs under a context that carries the
 // partition's fencing token (fence.FromContext) and ends when either ctx or
-// the partition's tenure ends. Do returns fn's error unchanged.
+// the partition's tenure ends, with the tenure's cause (ownership.ErrMoved,
+// ErrLost or ErrClosed). Do returns fn's error unchanged, except when it
+// says that the tenure ended (see below).
 //
 // If another node owns the partition, Do returns the node's
-// *ownership.WrongOwnerError naming it (errors.Is ErrNotOwner). If the
-// partition is in handoff (this node is releasing it or acquiring it, as the
-// error says, or its owner is unknown), Do first
+// *ownership.WrongOwnerError naming it (errors.Is ErrNotOwner): send the
+// work there. If the partition is in handoff (this node is releasing it or
+// acquiring it, as the error says, or its owner is unknown), Do first
 // waits for the routing table to change, up to Config.HandoffWait and while
-// ctx lasts; when ctx ends first, the error wraps ctx's error as well. If the
-// node or the Router is closed, the error wraps ErrClosed.
+// ctx lasts, and runs fn if the partition is then served here; when ctx
+// ends first, the error wraps ctx's error as well. If the node or the
+// Router is closed, the error wraps ErrClosed.
+//
+// Planned moves are invisible to the caller: if fn returns an error that
+// says its tenure ended (errors.Is(err, fence.ErrStale): the store refused
+// its write; ownership.ErrMoved or ErrLost; or its context's error while
+// the context's cause is the end of the tenure) and ctx has not ended, Do
+// waits as for a handoff and runs fn again if the partition is (again)
+// served here, after a delay of Config.Backoff, or else returns the
+// *ownership.WrongOwnerError naming the new owner, where the caller sends
+// the work next. fn may therefore run more than once: make its side effects
+// idempotent (a write refused as stale did not happen). When every attempt
+// Config.Backoff allows reported the end of a tenure, the error wraps
+// ErrRetriesExhausted and fn's last error.
 func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context, t fence.Token) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: function", ErrNilArgument)
 	}
-	if r.closed.Load() {
-		return ErrClosed
+	for attempt := 1; ; attempt++ {
+		if r.closed.Load() {
+			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h, err := r.hold(ctx, key)
+		if err != nil {
+			return r.holdError(ctx, err)
+		}
+		err, ended := run(ctx, h, fn)
+		if !ended {
+			return err
+		}
+		if attempt >= r.cfg.Backoff.MaxAttempts {
+			return fmt.Errorf("%w: %d attempts for key %q: %w", ErrRetriesExhausted, attempt, key, err)
+		}
+		r.log.Debug("work reports the end of its tenure; routing it again", "key", key, "error", err)
+		if werr := r.cfg.Backoff.Wait(ctx, r.cfg.Clock, attempt); werr != nil {
+			return fmt.Errorf("router: key %q: %w (the work reported: %w)", key, werr, err)
+		}
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	h, err := r.hold(ctx, key)
-	if err != nil {
-		return r.holdError(ctx, err)
-	}
+}
+
+// run runs fn under h, and reports whether fn's error says that its tenure
+// ended while ctx still lasts.
+func run(ctx context.Context, h ownership.Held, fn func(ctx context.Context, t fence.Token) error) (error, bool) {
 	defer h.Release()
 	wctx, cancel := workContext(ctx, h)
 	defer cancel()
-	return fn(wctx, h.Token)
+	err := fn(wctx, h.Token)
+	return err, err != nil && ctx.Err() == nil && tenureEnded(wctx, err)
 }
 
 // hold admits work for key, waiting for handoffs as Do describes. The error
