@@ -74,7 +74,7 @@ func TestClientTracksFleet(t *testing.T) {
 		f.start(id)
 	}
 	f.waitStable()
-	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "track", Partitions: 16})
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "track"})
 	waitClientAgrees(t, c, f)
 	assert.Equal(t, f.list()[0].node.PartitionOf("x"), c.PartitionOf("x"))
 
@@ -105,7 +105,7 @@ func TestClientLookupDoesNotAllocate(t *testing.T) {
 	f := newFleet(t, etcd, "alloc", fleetOptions{})
 	f.start("a")
 	f.waitStable()
-	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "alloc", Partitions: 16})
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "alloc"})
 	waitClientAgrees(t, c, f)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.Lookup("some-key") }))
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.LookupPartition(3) }))
@@ -402,7 +402,7 @@ func TestClientResync(t *testing.T) {
 	f.start("b")
 	f.waitStable()
 	cli, fp := etcd.NewFaultyClient(t)
-	c := newClient(t, cli, router.ClientConfig{Cluster: "resync", Partitions: 16})
+	c := newClient(t, cli, router.ClientConfig{Cluster: "resync"})
 	waitClientAgrees(t, c, f)
 
 	fp.Blackhole()
@@ -431,6 +431,6 @@ func TestClientRingMatchesNodesWithUndecodableMember(t *testing.T) {
 	}
 	f.putMember(t, "z", "not json")
 	f.waitStable("z")
-	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "garbled", Partitions: 16})
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "garbled"})
 	waitClientAgrees(t, c, f)
 }
