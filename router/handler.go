@@ -145,9 +145,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // forwarded reports that the request was forwarded to this node, and
 // ended that its context ended while the router waited.
 func (r *Router) route(key string, err error, forwarded, ended bool) (fwd *ownership.WrongOwnerError, ref *httpfence.Refusal) {
-	if _, ok := errors.AsType[*ownership.WrongOwnerError](err); !ok && errors.Is(err, ownership.ErrClosed) {
-		return nil, hintRefusal(httpfence.RefusalSessionLost, r.id, r.wrongOwner(key, nil), "router: "+err.Error())
-	}
 	we := r.wrongOwner(key, err)
 	elsewhere := we.Owner != "" && we.Addr != "" && we.Owner != r.id
 	switch {
@@ -155,8 +152,8 @@ func (r *Router) route(key string, err error, forwarded, ended bool) (fwd *owner
 		return nil, hintRefusal(httpfence.RefusalHandoff, r.id, we, "router: waiting for handoff: "+we.Error())
 	case !forwarded && elsewhere:
 		return we, nil
-	case errors.Is(err, ownership.ErrLost):
-		return nil, hintRefusal(httpfence.RefusalSessionLost, r.id, we, "")
+	case errors.Is(err, ownership.ErrClosed), errors.Is(err, ownership.ErrLost):
+		return nil, hintRefusal(httpfence.RefusalSessionLost, r.id, we, "router: "+err.Error())
 	case elsewhere && !we.Releasing && !we.Acquiring:
 		return nil, hintRefusal(httpfence.RefusalNotOwner, r.id, we, "")
 	}

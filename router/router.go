@@ -178,7 +178,7 @@ func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
 	changed := r.node.Changed()
 	h, err := r.node.Hold(key)
 	if err == nil || !r.waitable(err) {
-		return h, err
+		return h, r.closedHint(key, err, nil)
 	}
 	timer := r.cfg.Clock.NewTimer(r.cfg.HandoffWait)
 	defer timer.Stop()
@@ -191,11 +191,35 @@ func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
 			return ownership.Held{}, &waitError{ctx: ctx.Err(), last: err}
 		}
 		changed = r.node.Changed()
+		prev := err
 		h, err = r.node.Hold(key)
 		if err == nil || !r.waitable(err) {
-			return h, err
+			return h, r.closedHint(key, err, prev)
 		}
 	}
+}
+
+// closedHint returns err, and when err says that the node is closed, adds
+// the hint of where the work goes instead: the next owner named by prev,
+// the node's answer before it closed, or else by the node's last route of
+// key, when that names another node with an address.
+func (r *Router) closedHint(key string, err, prev error) error {
+	if err == nil || !errors.Is(err, ownership.ErrClosed) {
+		return err
+	}
+	if _, ok := errors.AsType[*ownership.WrongOwnerError](err); ok {
+		return err
+	}
+	we, ok := errors.AsType[*ownership.WrongOwnerError](prev)
+	if !ok {
+		route := r.node.Lookup(key)
+		we = &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr,
+			Epoch: route.Epoch, RingVersion: route.RingVersion}
+	}
+	if we.Owner == "" || we.Addr == "" || we.Owner == r.id {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, we)
 }
 
 // waitable reports whether a Hold error means a handoff that is worth
@@ -224,7 +248,8 @@ func (e *waitError) Unwrap() []error { return []error{e.ctx, e.last} }
 
 // holdError turns a Hold error into the Router's error: the node's
 // *ownership.WrongOwnerError as it is (wrapped with ctx's error if the wait
-// for a handoff ended with ctx), or ErrClosed.
+// for a handoff ended with ctx), or ErrClosed (wrapping the
+// *ownership.WrongOwnerError that names the next owner, when known).
 func (r *Router) holdError(ctx context.Context, err error) error {
 	if errors.Is(err, ownership.ErrClosed) {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
