@@ -213,13 +213,13 @@ func TestRollingRestartWithCrashes(t *testing.T) {
 	restarted := make(chan struct{})
 
 	var (
-		next         atomic.Int64
-		issued       int64
-		reported     atomic.Int64 // failed attempts reported to the caller
-		mu           sync.Mutex
-		acked        = map[string]int64{}
-		ackedIdem    = map[string]bool{}
-		lost         []string // increments that never got a definite answer
+		next      atomic.Int64
+		issued    int64
+		reported  atomic.Int64 // failed attempts reported to the caller
+		mu        sync.Mutex
+		acked     = map[string]int64{}
+		ackedIdem = map[string]bool{}
+		lost      []string // increments that never got a definite answer
 	)
 	increment := func(ctx context.Context, key, idem string) bool {
 		for ctx.Err() == nil {
