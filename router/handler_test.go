@@ -353,3 +353,24 @@ func TestHandlerStreamingAndCancellation(t *testing.T) {
 		require.Error(t, <-ended, "the owner's handler saw the timeout")
 	})
 }
+
+// TestHandlerClosedIsSessionLost: a closed Router answers every request
+// with a retryable session-lost refusal that never names its own node, and
+// a Client sends the request to the node that serves the key.
+func TestHandlerClosedIsSessionLost(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	f := newFleet(t, etcd, "closedrouter", fleetOptions{})
+	a := f.start("a")
+	f.start("b")
+	f.waitStable()
+	key := keyOwnedBy(t, a, "closed")
+	require.NoError(t, a.router.Close())
+	resp, err := newHTTPClient(t).Get("http://" + a.addr + "/k/" + key)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	ref := readRefusal(t, resp)
+	assert.Equal(t, httpfence.RefusalSessionLost, ref.Kind)
+	assert.True(t, ref.Retryable())
+	assert.NotEqual(t, "a", ref.Owner)
+	assert.ErrorIs(t, a.router.Do(context.Background(), key, func(context.Context, fence.Token) error { return nil }), router.ErrClosed)
+}

@@ -54,9 +54,12 @@ type Stats struct {
 	// Forwarded is the number of requests forwarded to their owner (whether
 	// or not the owner answered).
 	Forwarded int64
-	// Refused is the number of requests the router answered itself with
-	// 421 or 503 instead of serving or forwarding them. (A forward that
-	// fails, answered 502, counts as Forwarded.)
+	// Refused is the number of requests the router answered itself with a
+	// refusal (not-owner, handoff, session-lost) instead of serving or
+	// forwarding them, plus the refusals local handlers wrote with
+	// WriteError for work whose tenure ended (those also count as Served).
+	// A forward that fails, answered with a handoff refusal, counts as
+	// Forwarded only.
 	Refused int64
 }
 
