@@ -31,17 +31,24 @@ import (
 // known, the owner to try next (never the answering node), its address,
 // epoch and ring version.
 
-// hintRefusal returns a refusal of kind with the hint of we, which never
-// names node self as the owner.
+// hintRefusal returns a refusal of kind with the hint of we. The hint
+// names node self only in a handoff refusal while self is acquiring the
+// partition (Acquiring: come back shortly); otherwise an owner that is self
+// is left out, so that a refusal never sends the caller back to the node
+// that refused.
 func hintRefusal(kind httpfence.RefusalKind, self string, we *ownership.WrongOwnerError, msg string) *httpfence.Refusal {
 	ref := &httpfence.Refusal{Kind: kind, Message: msg}
 	if we == nil {
 		return ref
 	}
-	ref.Partition, ref.RingVersion = we.Partition, we.RingVersion
-	if we.Owner != self {
-		ref.Owner, ref.Addr, ref.Epoch = we.Owner, we.Addr, we.Epoch
+	if we.Owner == self && !(kind == httpfence.RefusalHandoff && we.Acquiring) {
+		c := *we
+		c.Owner, c.Addr, c.Epoch = "", "", 0
+		we = &c
 	}
+	ref.Partition, ref.RingVersion = we.Partition, we.RingVersion
+	ref.Owner, ref.Addr, ref.Epoch = we.Owner, we.Addr, we.Epoch
+	ref.Acquiring = we.Acquiring && we.Owner == self
 	if msg == "" {
 		ref.Message = we.Error()
 	}
