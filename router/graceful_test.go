@@ -54,6 +54,8 @@ func rollingGraceful(t *testing.T, via rollingVia) {
 	name := "graceful-" + strconv.Itoa(int(via))
 	etcd := cluster.New(t, 1)
 	store := newCounterStore()
+	// Work takes a moment, so that moves find work in flight.
+	store.workTime = 2 * time.Millisecond
 	f := newFleet(t, etcd, name, fleetOptions{
 		Partitions: partitions,
 		Fencers:    []fence.Fencer{store},
@@ -237,6 +239,7 @@ func doIncrement(ctx context.Context, f *fleet, store *counterStore, key, idem s
 			}
 		}
 		err := target.router.Do(ctx, key, func(wctx context.Context, tok fence.Token) error {
+			store.work(wctx)
 			if err := wctx.Err(); err != nil {
 				store.cutShort.Add(1)
 				return err // the tenure ended: Do routes the work again

@@ -39,6 +39,7 @@ type counterStore struct {
 	maxHops         atomic.Int64
 	tokenMismatches atomic.Int64
 	cutShort        atomic.Int64 // work whose context had ended before it wrote
+	workTime        time.Duration // each increment works this long before it writes, unless cut short
 
 	// holdAcks names a node whose handler, after applying an increment,
 	// withholds the answer until the connection drops: the increment is
@@ -65,6 +66,20 @@ func newCounterStore() *counterStore {
 		pausedAt: make(chan struct{}),
 		resume:   make(chan struct{}),
 		paused:   make(chan error, 1),
+	}
+}
+
+// work stands for the work an increment does before it writes: workTime,
+// or less if ctx ends first.
+func (s *counterStore) work(ctx context.Context) {
+	if s.workTime <= 0 {
+		return
+	}
+	t := time.NewTimer(s.workTime)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -133,6 +148,7 @@ func (s *counterStore) handler(m *member) http.Handler {
 			s.paused <- err
 			return
 		}
+		s.work(r.Context())
 		if err := r.Context().Err(); err != nil {
 			// Cut short before writing: if the tenure ended, a retryable
 			// refusal.
