@@ -38,7 +38,7 @@ type counterStore struct {
 	forwarded       atomic.Int64
 	maxHops         atomic.Int64
 	tokenMismatches atomic.Int64
-	cutShort        atomic.Int64 // work whose context had ended before it wrote
+	cutShort        atomic.Int64  // work whose context had ended before it wrote
 	workTime        time.Duration // each increment works this long before it writes, unless cut short
 
 	// holdAcks names a node whose handler, after applying an increment,
