@@ -368,8 +368,8 @@ func (c *Client) resolve(key string, hint *ownership.WrongOwnerError, failed str
 // not retried, resp's body is left whole for the caller: what
 // ReadRefusal read of it is read again first.
 func readRefusal(resp *http.Response) (*httpfence.Refusal, error) {
-	if resp.Header.Get(httpfence.RefusalHeader) == "" {
-		return nil, nil
+	if len(resp.Header.Values(httpfence.RefusalHeader)) == 0 {
+		return nil, nil // fast path: no refusal, nothing to read
 	}
 	body := resp.Body
 	var seen bytes.Buffer

@@ -55,16 +55,21 @@ func hintRefusal(kind httpfence.RefusalKind, self string, we *ownership.WrongOwn
 	return ref
 }
 
-// refusalHint returns the wrong-owner error a router's refusal stands for:
-// the hint of a not-owner, handoff or session-lost refusal, nil for other
-// kinds.
+// refusalHint returns the wrong-owner error a refusal's hint stands for:
+// that of every not-owner, handoff or session-lost refusal, and of a stale
+// refusal that names the owner (as WriteError's do); nil otherwise.
 func refusalHint(ref *httpfence.Refusal) *ownership.WrongOwnerError {
 	switch ref.Kind {
 	case httpfence.RefusalNotOwner, httpfence.RefusalHandoff, httpfence.RefusalSessionLost:
-		return &ownership.WrongOwnerError{Partition: ref.Partition, Owner: ref.Owner, Addr: ref.Addr,
-			Epoch: ref.Epoch, RingVersion: ref.RingVersion, Acquiring: ref.Acquiring}
+	case httpfence.RefusalStale:
+		if ref.Owner == "" {
+			return nil
+		}
+	default:
+		return nil
 	}
-	return nil
+	return &ownership.WrongOwnerError{Partition: ref.Partition, Owner: ref.Owner, Addr: ref.Addr,
+		Epoch: ref.Epoch, RingVersion: ref.RingVersion, Acquiring: ref.Acquiring}
 }
 
 // tenureEnded reports whether err, returned by work admitted under the

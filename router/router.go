@@ -151,7 +151,7 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 		if err != nil {
 			return r.holdError(ctx, err)
 		}
-		err, ended := run(ctx, h, fn)
+		ended, err := run(ctx, h, fn)
 		if !ended {
 			return err
 		}
@@ -165,14 +165,14 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 	}
 }
 
-// run runs fn under h, and reports whether fn's error says that its tenure
-// ended while ctx still lasts.
-func run(ctx context.Context, h ownership.Held, fn func(ctx context.Context, t fence.Token) error) (error, bool) {
+// run runs fn under h and returns its error, reporting whether the error
+// says that fn's tenure ended while ctx still lasts.
+func run(ctx context.Context, h ownership.Held, fn func(ctx context.Context, t fence.Token) error) (ended bool, err error) {
 	defer h.Release()
 	wctx, cancel := workContext(ctx, h)
 	defer cancel()
-	err := fn(wctx, h.Token)
-	return err, err != nil && ctx.Err() == nil && tenureEnded(wctx, err)
+	err = fn(wctx, h.Token)
+	return err != nil && ctx.Err() == nil && tenureEnded(wctx, err), err
 }
 
 // hold admits work for key, waiting for handoffs as Do describes. The error
