@@ -10,11 +10,17 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/clock"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -27,13 +33,13 @@ type ClientConfig struct {
 	Cluster string
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
 	Prefix string
-	// Partitions is the fleet's partition count. It must equal the fleet's
-	// ownership.RingConfig.Partitions, or keys are routed to the wrong
-	// partitions. Zero means the ownership default (1024).
+	// Partitions, if set, asserts the fleet's partition count: NewClient
+	// reads the count from the fleet's spec in etcd and fails with an
+	// *ownership.SpecMismatchError (errors.Is ErrSpecMismatch) if it
+	// differs. Zero (the usual) takes the spec's.
 	Partitions int
-	// LoadFactor is the fleet's ring load factor, used to guess a
-	// partition's next owner while nobody holds its claim. Zero means the
-	// ownership default (1.25).
+	// LoadFactor, if set, asserts the fleet's ring load factor as
+	// Partitions does. Zero takes the spec's.
 	LoadFactor float64
 	// Scheme is the URL scheme of requests to the nodes. Empty means "http".
 	Scheme string
@@ -44,20 +50,15 @@ type ClientConfig struct {
 	HTTPClient *http.Client
 	// Backoff is the retry policy. Zero fields take DefaultBackoff's values.
 	Backoff Backoff
-	// Logger receives the client's diagnostics. Nil discards them.
+	// Logger receives the client's diagnostics, among them why NewClient
+	// is still waiting (etcd does not answer, or the fleet has no spec
+	// yet). Nil discards them.
 	Logger hclog.Logger
 	// Clock times the retry delays. Nil means clock.Real().
 	Clock clock.Clock
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
-	def := ownership.DefaultRingConfig()
-	if c.Partitions == 0 {
-		c.Partitions = def.Partitions
-	}
-	if c.LoadFactor == 0 {
-		c.LoadFactor = def.LoadFactor
-	}
 	if c.Scheme == "" {
 		c.Scheme = "http"
 	}
@@ -72,7 +73,8 @@ func (c ClientConfig) withDefaults() ClientConfig {
 }
 
 // Validate reports whether c, with its defaults applied, can configure a
-// Client. Errors wrap ErrInvalidConfig.
+// Client. Errors wrap ErrInvalidConfig; a Logger or Clock that is a typed
+// nil also wraps ErrNilArgument.
 func (c ClientConfig) Validate() error {
 	d := c.withDefaults()
 	if d.Cluster == "" && d.Prefix == "" {
@@ -81,13 +83,34 @@ func (c ClientConfig) Validate() error {
 	if strings.ContainsRune(d.Cluster, 0) || strings.ContainsRune(d.Prefix, 0) {
 		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
 	}
-	if err := (ownership.RingConfig{Partitions: d.Partitions, LoadFactor: d.LoadFactor}).Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	if d.Partitions != 0 || d.LoadFactor != 0 {
+		// Assertions: check each one that is set.
+		ring := ownership.DefaultRingConfig()
+		if d.Partitions != 0 {
+			ring.Partitions = d.Partitions
+		}
+		if d.LoadFactor != 0 {
+			ring.LoadFactor = d.LoadFactor
+		}
+		if err := ring.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
 	}
 	if d.Scheme != "http" && d.Scheme != "https" {
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
 	}
+	if err := nilFields(nil, c.Logger, c.Clock); err != nil {
+		return err
+	}
 	return validateBackoff(d.Backoff)
+}
+
+// prefix returns the fleet's key prefix.
+func (c ClientConfig) prefix() string {
+	if c.Prefix != "" {
+		return c.Prefix
+	}
+	return ownership.DefaultPrefix(c.Cluster)
 }
 
 // EtcdClient is what a Client needs from etcd: reads and watches, no lease.
@@ -110,22 +133,39 @@ type Client struct {
 	retries  atomic.Int64
 }
 
-// NewClient reads the fleet's members and claims through etcd, bounded by
-// ctx, and returns a Client that keeps watching them until Close. Errors
-// wrap ErrNilArgument, ErrInvalidConfig, ErrPartitionMismatch (a claim for a
-// partition beyond cfg.Partitions exists) or the etcd error.
+// NewClient reads the fleet's spec (its partition count and load factor)
+// and then its members and claims through etcd, bounded by ctx, and returns
+// a Client that keeps watching them until Close.
+//
+// While no node has joined the fleet (ownership.ErrNoSpec), NewClient
+// waits for the spec, watching for it; while etcd does not answer, it
+// tries again. It logs why it waits, and when ctx ends first it returns an
+// error wrapping ErrUnavailable (etcd did not answer; the message names
+// the last cause, such as a refused connection) or ownership.ErrNoSpec,
+// and ctx's error. Other errors wrap ErrNilArgument, ErrInvalidConfig,
+// ownership.ErrSpecMismatch (cfg asserts a partition count or load factor
+// that differs from the spec's; the error is an
+// *ownership.SpecMismatchError), ErrPartitionMismatch or the etcd error.
 func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client, error) {
 	if nilness.Is(etcd) {
-		return nil, fmt.Errorf("%w: etcd client", ErrNilArgument)
+		return nil, fmt.Errorf("%w: etcd client %T", ErrNilArgument, etcd)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	spec, err := waitSpec(ctx, etcd, cfg.prefix(), cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := assertSpec(spec, cfg); err != nil {
+		return nil, err
+	}
+	cfg.Partitions, cfg.LoadFactor = spec.Partitions, spec.LoadFactor
 	obs, err := ownership.Observe(ctx, etcd, ownership.ObserverConfig{
 		Cluster: cfg.Cluster,
 		Prefix:  cfg.Prefix,
-		Ring:    ownership.RingConfig{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor},
+		Ring:    spec.RingConfig(),
 		Logger:  cfg.Logger,
 		Clock:   cfg.Clock,
 	})
@@ -199,24 +239,32 @@ func (c *Client) Stats() ClientStats {
 // carries the same HeaderIdempotencyKey: the request's own, or a random one
 // Do sets.
 //
-// When the answer is 421 Misdirected Request, or another answer produced by
-// a router (HeaderRouteError set), or the request fails without an HTTP
-// answer (connection refused or reset, timeout), Do resolves the owner again
-// (using the answer's hint when it is newer than the Client's view) and
-// retries after a delay, as cfg.Backoff describes. It returns:
+// When the answer is a retryable refusal (httpfence.ReadRefusal reads it
+// and Refusal.Retryable holds: not-owner, handoff, session-lost, stale,
+// unavailable), or the request fails without an HTTP answer (connection
+// refused or reset, timeout), Do resolves the owner again (using the
+// refusal's hint when it is newer than the Client's view) and retries after
+// a delay, as cfg.Backoff describes. A planned move of the key's partition
+// therefore never fails at the caller: the old owner refuses the work it
+// can no longer do, and the request goes to the new owner. It returns:
 //
 //   - the first response that is not retried, with a nil error; application
-//     errors (4xx, 5xx) are responses, not errors;
+//     errors (4xx, 5xx), and refusals that are not retryable (an invalid or
+//     missing token), are responses, not errors;
 //   - an error wrapping ErrRetriesExhausted and the last attempt's error
-//     once every attempt failed;
+//     (a *httpfence.Refusal and, for the router's own refusals, an
+//     *ownership.WrongOwnerError) once every attempt failed;
 //   - an error wrapping ErrNotReplayable if a retry was needed but req's
 //     body cannot be read again (set req.GetBody, as http.NewRequest does
 //     for in-memory bodies);
+//   - an error wrapping httpfence.ErrInvalidRefusal for an answer that
+//     names a refusal that cannot be read;
 //   - an error wrapping ctx's error if ctx ends first.
 //
-// After an error other than a 421 or 503 answer, the request may or may not
-// have been applied: servers that dedupe on HeaderIdempotencyKey make a
-// retry with the same key safe.
+// A refusal says nothing of writes a handler made before it refused, and
+// after a connection error the request may or may not have been applied:
+// servers that dedupe on HeaderIdempotencyKey make a retry with the same
+// key safe.
 func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: request", ErrNilArgument)
@@ -286,16 +334,16 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.R
 			last, hint, failed = err, nil, route.Addr
 			continue
 		}
-		if !retryable(resp) {
+		ref, err := readRefusal(resp)
+		if err != nil {
+			drain(resp.Body)
+			return nil, fmt.Errorf("router: key %q: %s from %s: %w", key, resp.Status, route.Addr, err)
+		}
+		if ref == nil || !ref.Retryable() {
 			return resp, nil
 		}
-		h, ok := ParseHint(resp.Header)
-		if ok {
-			hint = h
-		} else {
-			hint, h = nil, &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr, Epoch: route.Epoch, RingVersion: route.RingVersion}
-		}
-		last = fmt.Errorf("router: %s from %s (%s): %w", resp.Status, route.Addr, resp.Header.Get(HeaderRouteError), h)
+		hint = refusalHint(ref)
+		last = fmt.Errorf("router: %s from %s: %w", resp.Status, route.Addr, &refusedError{Refusal: ref, hint: hint})
 		failed = route.Addr
 		drain(resp.Body)
 	}
@@ -315,9 +363,44 @@ func (c *Client) resolve(key string, hint *ownership.WrongOwnerError, failed str
 	return r
 }
 
-// retryable reports whether resp is an answer Client retries.
-func retryable(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusMisdirectedRequest || resp.Header.Get(HeaderRouteError) != ""
+// readRefusal reads the refusal of resp with httpfence.ReadRefusal, the
+// one decoder of tenure's refusals. When resp is no refusal or one that is
+// not retried, resp's body is left whole for the caller: what
+// ReadRefusal read of it is read again first.
+func readRefusal(resp *http.Response) (*httpfence.Refusal, error) {
+	if len(resp.Header.Values(httpfence.RefusalHeader)) == 0 {
+		return nil, nil // fast path: no refusal, nothing to read
+	}
+	body := resp.Body
+	var seen bytes.Buffer
+	if body != nil {
+		resp.Body = io.NopCloser(io.TeeReader(body, &seen))
+	}
+	ref, err := httpfence.ReadRefusal(resp)
+	if body != nil {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(&seen, body), body}
+	}
+	return ref, err
+}
+
+// refusedError is the error of an attempt that a node refused: the
+// refusal, and the wrong-owner error its hint stands for (nil for a stale
+// or unavailable refusal), so that errors.Is(err, ErrNotOwner) holds for
+// the router's own refusals and errors.Is(err, fence.ErrStale) for stale
+// ones.
+type refusedError struct {
+	*httpfence.Refusal
+	hint *ownership.WrongOwnerError
+}
+
+func (e *refusedError) Unwrap() []error {
+	if e.hint == nil {
+		return []error{e.Refusal}
+	}
+	return []error{e.Refusal, e.hint}
 }
 
 // drain reads a little of body, so that its connection can be reused, and
@@ -365,4 +448,73 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body []byt
 		return nil, fmt.Errorf("router: %w", err)
 	}
 	return req, nil
+}
+
+// reachAttempt bounds each attempt of NewClient's first etcd read, after
+// which it logs that etcd does not answer, and why, and tries again; as
+// ownership.Join does.
+const reachAttempt = time.Second
+
+// waitSpec reads the spec of the fleet under prefix, waiting while etcd
+// does not answer or no node has created the spec yet, until ctx ends.
+func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger) (ownership.Spec, error) {
+	read := func() (ownership.Spec, error) {
+		var spec ownership.Spec
+		err := etcderr.Reach(ctx, log, "read the fleet's spec", etcd, reachAttempt, ErrUnavailable, func(ctx context.Context) error {
+			var err error
+			spec, err = ownership.ReadSpec(ctx, etcd, prefix)
+			return err
+		})
+		return spec, err
+	}
+	spec, err := read()
+	if !errors.Is(err, ownership.ErrNoSpec) {
+		return spec, err
+	}
+	// No node has joined yet. Watch the spec key (the watch is in place
+	// once etcd confirms it), read again, and then read at each change.
+	start := time.Now()
+	log.Warn("the fleet has no spec yet (no node has joined it); waiting for one", "prefix", prefix)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	key := keys.ForPrefix(prefix).Spec()
+	wch := etcd.Watch(wctx, key, clientv3.WithCreatedNotify())
+	for {
+		select {
+		case resp, ok := <-wch:
+			if !ok || resp.Canceled {
+				if ctx.Err() == nil {
+					// The watch failed: start another one and read again.
+					wch = etcd.Watch(wctx, key, clientv3.WithCreatedNotify())
+				}
+				continue
+			}
+		case <-ctx.Done():
+			return ownership.Spec{}, fmt.Errorf("router: %w: waited %v: %w", err, time.Since(start).Round(time.Millisecond), context.Cause(ctx))
+		}
+		var rerr error
+		spec, rerr = read()
+		if !errors.Is(rerr, ownership.ErrNoSpec) {
+			if rerr == nil {
+				log.Info("the fleet's spec appeared", "prefix", prefix, "partitions", spec.Partitions, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return spec, rerr
+		}
+	}
+}
+
+// assertSpec returns an *ownership.SpecMismatchError if cfg asserts a
+// partition count or load factor that differs from the fleet's spec.
+func assertSpec(fleet ownership.Spec, cfg ClientConfig) error {
+	local := fleet
+	field := ""
+	switch {
+	case cfg.Partitions != 0 && cfg.Partitions != fleet.Partitions:
+		field, local.Partitions = "partitions", cfg.Partitions
+	case cfg.LoadFactor != 0 && cfg.LoadFactor != fleet.LoadFactor:
+		field, local.LoadFactor = "load factor", cfg.LoadFactor
+	default:
+		return nil
+	}
+	return fmt.Errorf("router: %w", &ownership.SpecMismatchError{Field: field, Fleet: fleet, Local: local})
 }

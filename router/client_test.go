@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
@@ -72,7 +74,7 @@ func TestClientTracksFleet(t *testing.T) {
 		f.start(id)
 	}
 	f.waitStable()
-	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "track", Partitions: 16})
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "track"})
 	waitClientAgrees(t, c, f)
 	assert.Equal(t, f.list()[0].node.PartitionOf("x"), c.PartitionOf("x"))
 
@@ -103,7 +105,7 @@ func TestClientLookupDoesNotAllocate(t *testing.T) {
 	f := newFleet(t, etcd, "alloc", fleetOptions{})
 	f.start("a")
 	f.waitStable()
-	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "alloc", Partitions: 16})
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "alloc"})
 	waitClientAgrees(t, c, f)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.Lookup("some-key") }))
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.LookupPartition(3) }))
@@ -133,14 +135,19 @@ func TestClientConfig(t *testing.T) {
 	_, err = router.NewClient(ctx, none, router.ClientConfig{Cluster: "x"})
 	assert.ErrorIs(t, err, router.ErrNilArgument, "a nil *clientv3.Client")
 
-	// A claim beyond the configured partition count means the count differs
-	// from the fleet's.
+	// A claim beyond the spec's partition count: the fleet's keys
+	// contradict its spec.
+	ff := fakeFleet{t: t, cli: cli, layout: keys.New("mismatch")}
+	ff.spec(64)
 	_, err = cli.Put(ctx, keys.New("mismatch").Claim(100), "n1")
 	require.NoError(t, err)
-	_, err = router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 64})
+	_, err = router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch"})
 	assert.ErrorIs(t, err, router.ErrPartitionMismatch)
-	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 128})
+	_, err = cli.Delete(ctx, keys.New("mismatch").Claim(100))
 	require.NoError(t, err)
+	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 64})
+	require.NoError(t, err)
+	assert.Equal(t, ownership.PartitionOf("k", 64), c.PartitionOf("k"))
 	require.NoError(t, c.Close())
 	require.NoError(t, c.Close(), "Close is idempotent")
 	_, err = c.Get(ctx, "k", "/")
@@ -153,6 +160,14 @@ type fakeFleet struct {
 	t      *testing.T
 	cli    *clientv3.Client
 	layout keys.Layout
+}
+
+// spec writes the fleet's spec, as the first node to join would.
+func (ff fakeFleet) spec(partitions int) {
+	v, err := json.Marshal(ownership.RingConfig{Partitions: partitions, LoadFactor: 1.25}.Spec())
+	require.NoError(ff.t, err)
+	_, err = ff.cli.Put(context.Background(), ff.layout.Spec(), string(v))
+	require.NoError(ff.t, err)
 }
 
 func (ff fakeFleet) member(id, addr string) {
@@ -234,6 +249,7 @@ func TestClientRetries(t *testing.T) {
 	cli := etcd.NewClient(t)
 	ff := fakeFleet{t: t, cli: cli, layout: keys.New("fake")}
 	const P = 8
+	ff.spec(P)
 	c := newClient(t, cli, router.ClientConfig{Cluster: "fake", Partitions: P,
 		Backoff: router.Backoff{MaxAttempts: 4, Initial: time.Millisecond, Max: 5 * time.Millisecond}})
 	ctx := context.Background()
@@ -244,12 +260,8 @@ func TestClientRetries(t *testing.T) {
 	t.Run("421 with hint", func(t *testing.T) {
 		var hintEpoch int64 = 1 << 40
 		wrongAddr, wrongHits := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set(router.HeaderRouteError, router.RouteErrorNotOwner)
-			w.Header().Set(router.HeaderPartition, strconv.Itoa(0))
-			w.Header().Set(router.HeaderOwner, "ok")
-			w.Header().Set(router.HeaderOwnerAddr, okAddr)
-			w.Header().Set(router.HeaderEpoch, strconv.FormatInt(hintEpoch, 10))
-			w.WriteHeader(http.StatusMisdirectedRequest)
+			_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalNotOwner,
+				Partition: 0, Owner: "ok", Addr: okAddr, Epoch: hintEpoch})
 		})
 		ff.member("wrong", wrongAddr)
 		key := keyInPartition(c, 0)
@@ -303,7 +315,7 @@ func TestClientRetries(t *testing.T) {
 		}
 
 		// The claim moves while the client retries: it follows.
-		patient := newClient(t, cli, router.ClientConfig{Cluster: "fake", Partitions: P,
+		patient := newClient(t, cli, router.ClientConfig{Cluster: "fake",
 			Backoff: router.Backoff{MaxAttempts: 1000, Initial: time.Millisecond, Max: 20 * time.Millisecond}})
 		waitRoute(t, patient, key, deadAddr)
 		done := make(chan error, 1)
@@ -338,7 +350,7 @@ func TestClientRetries(t *testing.T) {
 	})
 
 	t.Run("context ends during backoff", func(t *testing.T) {
-		slow := newClient(t, cli, router.ClientConfig{Cluster: "fake", Partitions: P,
+		slow := newClient(t, cli, router.ClientConfig{Cluster: "fake",
 			Backoff: router.Backoff{Initial: time.Hour, Max: time.Hour}})
 		deadAddr, accepted := crashingNode(t)
 		ff.member("dead2", deadAddr)
@@ -358,7 +370,8 @@ func TestClientRetries(t *testing.T) {
 	})
 
 	t.Run("no owner", func(t *testing.T) {
-		empty := newClient(t, cli, router.ClientConfig{Cluster: "empty", Partitions: P,
+		fakeFleet{t: t, cli: cli, layout: keys.New("empty")}.spec(P)
+		empty := newClient(t, cli, router.ClientConfig{Cluster: "empty",
 			Backoff: router.Backoff{MaxAttempts: 3, Initial: time.Millisecond, Max: time.Millisecond}})
 		_, err := empty.Get(ctx, "k", "/k/k")
 		assert.ErrorIs(t, err, router.ErrRetriesExhausted)
@@ -389,7 +402,7 @@ func TestClientResync(t *testing.T) {
 	f.start("b")
 	f.waitStable()
 	cli, fp := etcd.NewFaultyClient(t)
-	c := newClient(t, cli, router.ClientConfig{Cluster: "resync", Partitions: 16})
+	c := newClient(t, cli, router.ClientConfig{Cluster: "resync"})
 	waitClientAgrees(t, c, f)
 
 	fp.Blackhole()
@@ -418,6 +431,6 @@ func TestClientRingMatchesNodesWithUndecodableMember(t *testing.T) {
 	}
 	f.putMember(t, "z", "not json")
 	f.waitStable("z")
-	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "garbled", Partitions: 16})
+	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "garbled"})
 	waitClientAgrees(t, c, f)
 }

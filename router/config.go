@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -54,6 +55,11 @@ type Config struct {
 	// level). Nil discards them.
 	Logger hclog.Logger
 
+	// Backoff spaces Do's attempts when work reports that its tenure ended
+	// (see Router.Do) and bounds their number. Zero fields take
+	// DefaultBackoff's values.
+	Backoff Backoff
+
 	// Clock times the handoff wait. Nil means clock.Real(); a
 	// simulation passes its virtual clock, as it does to the node.
 	Clock clock.Clock
@@ -77,11 +83,14 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = clock.Real()
 	}
+	c.Backoff = c.Backoff.WithDefaults()
 	return c
 }
 
 // Validate reports whether c, with its defaults applied, can configure a
-// Router. Errors wrap ErrInvalidConfig.
+// Router. Errors wrap ErrInvalidConfig; a Transport, Logger or Clock that
+// is a typed nil (such as a nil *http.Transport) also wraps
+// ErrNilArgument.
 func (c Config) Validate() error {
 	d := c.withDefaults()
 	switch {
@@ -90,7 +99,10 @@ func (c Config) Validate() error {
 	case d.Scheme != "http" && d.Scheme != "https":
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
 	}
-	return nil
+	if err := nilFields(c.Transport, c.Logger, c.Clock); err != nil {
+		return err
+	}
+	return validateBackoff(d.Backoff)
 }
 
 // newTransport returns the pooled transport used when none is configured.
@@ -99,4 +111,19 @@ func newTransport() *http.Transport {
 	t.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	t.MaxIdleConns = 0 // no global limit; the per-host limit bounds it
 	return t
+}
+
+// nilFields reports a Transport, Logger or Clock field that holds a typed
+// nil, on which the first call would panic. (An untyped nil selects the
+// field's default.)
+func nilFields(transport http.RoundTripper, logger hclog.Logger, clk clock.Clock) error {
+	switch {
+	case transport != nil && nilness.Is(transport):
+		return fmt.Errorf("%w: %w: transport is a nil %T", ErrInvalidConfig, ErrNilArgument, transport)
+	case logger != nil && nilness.Is(logger):
+		return fmt.Errorf("%w: %w: logger is a nil %T", ErrInvalidConfig, ErrNilArgument, logger)
+	case clk != nil && nilness.Is(clk):
+		return fmt.Errorf("%w: %w: clock is a nil %T", ErrInvalidConfig, ErrNilArgument, clk)
+	}
+	return nil
 }

@@ -17,29 +17,64 @@
 // say), Do waits for the routing table to change (bounded by
 // Config.HandoffWait and the caller's context) instead of failing at once.
 //
+// # Planned moves are invisible to callers
+//
+// A partition that moves (a node joins, leaves or is drained) stops
+// admitting new work on its old owner, lets the admitted work finish, and
+// only then ends the old tenure. Work that is refused meanwhile, or cut
+// short because its tenure ended, is routed again to the new owner: Do runs
+// the function again (here, if the partition is local again, or returns
+// the *ownership.WrongOwnerError naming the new owner), and Client sends
+// the request again with the same idempotency key. Work reports the end of
+// its tenure by returning an error that is fence.ErrStale (its store
+// refused its write), ownership.ErrMoved or ownership.ErrLost, or its
+// context's error after the context ended with such a cause. An HTTP
+// handler served through Handler answers such an error with WriteError:
+//
+//	func (s *store) incr(w http.ResponseWriter, r *http.Request) {
+//		tok, _ := fence.FromContext(r.Context())
+//		if err := s.db.Incr(r.Context(), tok, r.PathValue("key")); err != nil {
+//			if !router.WriteError(w, r, err) { // a retryable refusal if the tenure ended
+//				http.Error(w, err.Error(), http.StatusInternalServerError)
+//			}
+//			return
+//		}
+//		io.WriteString(w, "ok")
+//	}
+//
+// Nobody has to write a retry loop for a planned move.
+//
 // # HTTP inside the fleet
 //
-// Router.Handler wraps a local http.Handler. A request for a key this node
-// owns is served locally with the token in the request's context
-// (fence.FromContext) and in the Tenure-Fence-Token header. A request for a
-// key another node owns is forwarded once, with httputil.ReverseProxy, marked
-// with the Tenure-Forwarded header (the forwarding node's ID) and the
+// Handler wraps a local http.Handler. A request for a key this node owns is
+// served locally with the token in the request's context (fence.FromContext)
+// and in the Tenure-Fence-Token header. A request for a key another node
+// owns is forwarded once, with httputil.ReverseProxy, marked with the
+// Tenure-Forwarded header (the forwarding node's ID) and the
 // Tenure-Ring-Version header. A forwarded request that lands on a node that
-// does not own the key is never forwarded again: it gets 421 Misdirected
-// Request with hint headers naming the owner (Tenure-Owner,
-// Tenure-Owner-Addr, Tenure-Epoch, Tenure-Partition). Request and response
-// bodies stream through the hop, and cancelling the client's request cancels
-// the forwarded one.
+// does not own the key is never forwarded again. Request and response
+// bodies stream through the hop, and cancelling the client's request
+// cancels the forwarded one.
+//
+// Every request the router does not serve gets a refusal in tenure's one
+// wire format, httpfence.WriteRefusal's (the Tenure-Refusal header and a
+// JSON body), with a hint naming the partition's owner, its address and
+// epoch: not-owner (421) for a forwarded request on a non-owner; handoff
+// (503) while the partition moves or no owner is known; session-lost (503)
+// from a node that lost its session or is closed; stale (409) from
+// WriteError when the local handler's write was refused. All of them are
+// retryable, and httpfence.ReadRefusal is the one function that reads them.
 //
 // # Outside the fleet
 //
-// Client follows the fleet's members and claims in etcd through an
-// ownership.Observer (the reader the nodes use), read-only and
-// without a lease, and sends each request straight to the key's owner. On 421,
-// on the router's own 502 and 503 answers and on connection errors it
-// re-resolves the owner and retries with exponential backoff and jitter,
-// bounded and honouring the context, carrying the same Idempotency-Key header
-// on every attempt so that the server can apply a request at most once.
+// Client reads the fleet's spec (partition count and load factor) from
+// etcd, then follows the fleet's members and claims through an
+// ownership.Observer (the reader the nodes use), read-only and without a
+// lease, and sends each request straight to the key's owner. On every
+// retryable refusal and on connection errors it re-resolves the owner and
+// retries with exponential backoff and jitter, bounded and honouring the
+// context, carrying the same Idempotency-Key header on every attempt so
+// that the server can apply a request at most once.
 //
 // # Lookups
 //

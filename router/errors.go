@@ -37,7 +37,8 @@ var (
 	ErrNilArgument = errors.New("router: nil argument")
 
 	// ErrRetriesExhausted reports that Client.Do made every attempt its
-	// Backoff allows without a definite answer. The last attempt's error is
+	// Backoff allows without a definite answer, or that every attempt of
+	// Router.Do reported the end of its tenure. The last attempt's error is
 	// wrapped as well, so errors.Is and errors.As see it.
 	ErrRetriesExhausted = errors.New("router: retries exhausted")
 
@@ -50,9 +51,21 @@ var (
 	// KeyFunc looked for one.
 	ErrNoKey = errors.New("router: request has no key")
 
+	// ErrUnavailable reports that etcd did not answer NewClient before its
+	// context ended. The error also wraps the context's error and names the
+	// last cause seen (connection refused, no answer, ...). It is
+	// ownership.ErrUnavailable, which Join reports alike.
+	ErrUnavailable = ownership.ErrUnavailable
+
+	// ErrSpecMismatch reports a ClientConfig that asserts a partition count
+	// or load factor other than the fleet's spec. The error is an
+	// *ownership.SpecMismatchError naming both values. It is
+	// ownership.ErrSpecMismatch.
+	ErrSpecMismatch = ownership.ErrSpecMismatch
+
 	// ErrPartitionMismatch reports that the Client saw a claim for a
-	// partition outside [0, Partitions): ClientConfig.Partitions differs from
-	// the fleet's partition count, and routing would be wrong. It is
+	// partition outside [0, P) of the fleet's spec: the fleet's keys in etcd
+	// contradict its spec, and routing would be wrong. It is
 	// ownership.ErrPartitionMismatch, which the fleet's reader reports.
 	ErrPartitionMismatch = ownership.ErrPartitionMismatch
 )

@@ -2,13 +2,16 @@ package router_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -71,14 +74,19 @@ func Example() {
 		t, _ := fence.FromContext(req.Context())
 		fmt.Fprintf(w, "%s served under %s", req.PathValue("id"), t.Scope)
 	})
+	h, err := r.Handler(router.KeyFromPathValue("id"), users)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/users/{id}", r.Handler(router.KeyFromPathValue("id"), users))
+	mux.Handle("/users/{id}", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 
 	// From outside the fleet: straight to the owner.
-	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "example", Partitions: 16})
+	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "example"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -97,18 +105,6 @@ func Example() {
 	// 200 user-42 served under p/1
 }
 
-func ExampleParseHint() {
-	// The headers of a 421 Misdirected Request answer.
-	h := http.Header{}
-	h.Set(router.HeaderPartition, "17")
-	h.Set(router.HeaderOwner, "node-b")
-	h.Set(router.HeaderOwnerAddr, "10.0.0.2:8080")
-	h.Set(router.HeaderEpoch, "4711")
-	hint, ok := router.ParseHint(h)
-	fmt.Println(ok, hint.Partition, hint.Owner, hint.Addr, hint.Epoch)
-	// Output: true 17 node-b 10.0.0.2:8080 4711
-}
-
 func ExampleBackoff_Delay() {
 	b := router.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: 0.5}
 	for retry := 1; retry <= 4; retry++ {
@@ -120,4 +116,38 @@ func ExampleBackoff_Delay() {
 	// 2 20ms 10ms
 	// 3 40ms 20ms
 	// 4 50ms 25ms
+}
+
+// ExampleWriteError shows a local handler answering the failure of its
+// fenced write: a write refused as stale, or work cut short because the
+// partition moved, becomes a retryable refusal that Client sends again to
+// the new owner.
+func ExampleWriteError() {
+	save := func(w http.ResponseWriter, r *http.Request, err error) {
+		if err != nil {
+			if !router.WriteError(w, r, err) {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+			return
+		}
+		io.WriteString(w, "saved")
+	}
+	for _, err := range []error{
+		fmt.Errorf("save: %w", &fence.StaleError{Scope: "p/3", Presented: 7, Current: 9}),
+		fmt.Errorf("save: %w", ownership.ErrMoved),
+		errors.New("disk full"),
+	} {
+		rec := httptest.NewRecorder()
+		save(rec, httptest.NewRequest(http.MethodPost, "/k/x", nil), err)
+		ref, _ := httpfence.ReadRefusal(rec.Result())
+		if ref == nil {
+			fmt.Println(rec.Code, "not a refusal")
+			continue
+		}
+		fmt.Println(rec.Code, ref.Kind, "retryable:", ref.Retryable())
+	}
+	// Output:
+	// 409 stale retryable: true
+	// 503 handoff retryable: true
+	// 500 not a refusal
 }

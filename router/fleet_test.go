@@ -123,9 +123,11 @@ func (f *fleet) start(id string) *member {
 	if f.opts.Handler != nil {
 		local = f.opts.Handler(m)
 	}
+	h, err := m.router.Handler(router.KeyFromPathValue("key"), local)
+	require.NoError(f.tb, err)
 	mux := http.NewServeMux()
-	mux.Handle("/k/{key}/", m.router.Handler(router.KeyFromPathValue("key"), local))
-	mux.Handle("/k/{key}", m.router.Handler(router.KeyFromPathValue("key"), local))
+	mux.Handle("/k/{key}/", h)
+	mux.Handle("/k/{key}", h)
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(m.served)

@@ -8,6 +8,8 @@ import (
 	"net/http/httputil"
 	"strconv"
 
+	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
 
@@ -50,54 +52,71 @@ func KeyFromQuery(name string) KeyFunc {
 	}
 }
 
-// Handler returns an http.Handler that routes each request by the key that
-// key extracts:
+// Handler routes each request by the key that Key extracts, for one
+// node's Router:
 //
-//   - If this node owns the key's partition, local serves the request,
+//   - If this node owns the key's partition, Local serves the request,
 //     counted as in flight like Do's work, with a context that carries the
 //     fencing token (fence.FromContext) and ends when the client goes away
 //     or the tenure ends, and with the token in the HeaderFenceToken
-//     request header. A partition in handoff is waited for as in Do.
-//   - If another node owns it and the request has not been forwarded, the
+//     request header. A partition in handoff is waited for as in Do. Local
+//     answers the failures of its fenced writes with WriteError, so that a
+//     write refused because the tenure ended is retried at the new owner.
+//   - If another node owns it (or is about to, when this node is handing
+//     the partition off) and the request has not been forwarded, the
 //     request is forwarded to the owner once, with HeaderForwarded set to
 //     this node's ID and HeaderRingVersion to this node's ring version.
 //     Bodies stream both ways; the client's cancellation or timeout ends the
-//     forwarded request. If the owner cannot be reached the answer is 502
-//     Bad Gateway with the hint headers.
-//   - If the request was already forwarded (it carries HeaderForwarded), it
-//     is never forwarded again: the answer is 421 Misdirected Request with
-//     the hint headers HeaderOwner, HeaderOwnerAddr, HeaderEpoch,
-//     HeaderPartition and HeaderRingVersion.
-//   - If no owner with an address is known, or the node is closing, the
-//     answer is 503 Service Unavailable with Retry-After and the hint
-//     headers.
+//     forwarded request.
+//   - Otherwise the router answers with a refusal in httpfence's wire format
+//     (httpfence.WriteRefusal) carrying the hint of the partition's owner:
+//     not-owner (421) for a forwarded request that lands on a non-owner,
+//     which is never forwarded again; handoff (503) while the partition
+//     moves, while no owner with an address is known, when the request's
+//     context ends during the handoff wait, or when the owner cannot be
+//     reached; session-lost (503) when this node has lost its session or
+//     is closed. Every one of them is retryable; Client retries them.
 //
-// Every answer the router produces itself carries HeaderRouteError. key and
-// local must not be nil; if one is, every request is answered 500.
-func (r *Router) Handler(key KeyFunc, local http.Handler) http.Handler {
-	return &handler{r: r, key: key, local: local}
+// A Handler is safe for concurrent use. Its fields must not change once it
+// serves; Router.Handler builds one and refuses nil fields. A Handler with a
+// nil field answers every request with httpfence.RefusalUnavailable.
+type Handler struct {
+	// Router routes the requests.
+	Router *Router
+	// Key extracts each request's routing key.
+	Key KeyFunc
+	// Local serves the requests whose partition this node owns.
+	Local http.Handler
 }
 
-type handler struct {
-	r     *Router
-	key   KeyFunc
-	local http.Handler
+// Handler returns the Handler that routes requests by key through r to
+// local on their owner. It returns an error wrapping ErrNilArgument if key
+// or local is nil, a typed nil included.
+func (r *Router) Handler(key KeyFunc, local http.Handler) (*Handler, error) {
+	if key == nil {
+		return nil, fmt.Errorf("%w: key function", ErrNilArgument)
+	}
+	if nilness.Is(local) {
+		return nil, fmt.Errorf("%w: local handler %T", ErrNilArgument, local)
+	}
+	return &Handler{Router: r, Key: key, Local: local}, nil
 }
 
 // ServeHTTP implements http.Handler.
-func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if h.key == nil || h.local == nil {
-		http.Error(w, "router: handler has no key function or local handler", http.StatusInternalServerError)
+func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if h == nil || h.Router == nil || h.Key == nil || nilness.Is(h.Local) {
+		_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalUnavailable,
+			Message: "router: the handler has no router, key function or local handler"})
 		return
 	}
-	key, err := h.key(req)
+	key, err := h.Key(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	r := h.r
+	r := h.Router
 	if r.closed.Load() {
-		r.refuse(w, http.StatusServiceUnavailable, RouteErrorClosed, nil)
+		r.refuse(w, &httpfence.Refusal{Kind: httpfence.RefusalSessionLost, Message: ErrClosed.Error()})
 		return
 	}
 	held, err := r.hold(req.Context(), key)
@@ -105,36 +124,47 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		defer held.Release()
 		ctx, cancel := workContext(req.Context(), held)
 		defer cancel()
-		req = req.WithContext(ctx)
+		req = req.WithContext(context.WithValue(ctx, routedKey{}, &routed{r: r, key: key}))
 		req.Header.Set(HeaderFenceToken, held.Token.String())
 		r.served.Add(1)
-		h.local.ServeHTTP(w, req)
+		h.Local.ServeHTTP(w, req)
 		return
 	}
-	if errors.Is(err, ownership.ErrClosed) {
-		r.refuse(w, http.StatusServiceUnavailable, RouteErrorClosed, nil)
+	fwd, ref := r.route(key, err, len(req.Header.Values(HeaderForwarded)) > 0, req.Context().Err() != nil)
+	if ref != nil {
+		r.refuse(w, ref)
 		return
 	}
+	r.forwarded.Add(1)
+	ctx := context.WithValue(req.Context(), forwardKey{}, fwd)
+	r.proxy.ServeHTTP(w, req.WithContext(ctx))
+}
+
+// route decides what becomes of a request for key that this node does not
+// serve, given the error of the hold: forward it to fwd, or answer ref.
+// forwarded reports that the request was forwarded to this node, and
+// ended that its context ended while the router waited.
+func (r *Router) route(key string, err error, forwarded, ended bool) (fwd *ownership.WrongOwnerError, ref *httpfence.Refusal) {
 	we := r.wrongOwner(key, err)
+	elsewhere := we.Owner != "" && we.Addr != "" && we.Owner != r.id
 	switch {
-	case req.Context().Err() != nil:
-		r.refuse(w, http.StatusServiceUnavailable, RouteErrorTimeout, we)
-	case len(req.Header.Values(HeaderForwarded)) > 0:
-		r.refuse(w, http.StatusMisdirectedRequest, RouteErrorNotOwner, we)
-	case we.Owner == "" || we.Addr == "" || we.Owner == r.id:
-		r.refuse(w, http.StatusServiceUnavailable, RouteErrorNoOwner, we)
-	default:
-		r.forwarded.Add(1)
-		ctx := context.WithValue(req.Context(), forwardKey{}, we)
-		r.proxy.ServeHTTP(w, req.WithContext(ctx))
+	case ended:
+		return nil, hintRefusal(httpfence.RefusalHandoff, r.id, we, "router: waiting for handoff: "+we.Error())
+	case !forwarded && elsewhere:
+		return we, nil
+	case errors.Is(err, ownership.ErrClosed), errors.Is(err, ownership.ErrLost):
+		return nil, hintRefusal(httpfence.RefusalSessionLost, r.id, we, "router: "+err.Error())
+	case elsewhere && !we.Releasing && !we.Acquiring:
+		return nil, hintRefusal(httpfence.RefusalNotOwner, r.id, we, "")
 	}
+	return nil, hintRefusal(httpfence.RefusalHandoff, r.id, we, "")
 }
 
 // refuse answers a request the router does not serve or forward, and
 // counts it.
-func (r *Router) refuse(w http.ResponseWriter, status int, kind string, we *ownership.WrongOwnerError) {
+func (r *Router) refuse(w http.ResponseWriter, ref *httpfence.Refusal) {
 	r.refused.Add(1)
-	writeRouteError(w, status, kind, we)
+	_ = httpfence.WriteRefusal(w, ref)
 }
 
 // forwardKey is the context key of the *ownership.WrongOwnerError naming the target
@@ -155,13 +185,15 @@ func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Set(HeaderRingVersion, strconv.FormatUint(we.RingVersion, 10))
 }
 
-// forwardError answers a request whose forwarding failed.
+// forwardError answers a request whose forwarding failed: the owner could
+// not be reached (it may or may not have received the request), which the
+// caller sees as a handoff naming that owner.
 func (r *Router) forwardError(w http.ResponseWriter, req *http.Request, err error) {
 	we, _ := req.Context().Value(forwardKey{}).(*ownership.WrongOwnerError)
 	if req.Context().Err() == nil {
 		r.log.Debug("forward failed", "owner", ownerOf(we), "error", err)
 	}
-	writeRouteError(w, http.StatusBadGateway, RouteErrorForward, we)
+	_ = httpfence.WriteRefusal(w, hintRefusal(httpfence.RefusalHandoff, r.id, we, "router: forward to the owner failed: "+err.Error()))
 }
 
 func ownerOf(we *ownership.WrongOwnerError) string {
@@ -169,24 +201,4 @@ func ownerOf(we *ownership.WrongOwnerError) string {
 		return ""
 	}
 	return we.Owner
-}
-
-// writeRouteError writes an answer produced by the router itself.
-func writeRouteError(w http.ResponseWriter, status int, kind string, we *ownership.WrongOwnerError) {
-	h := w.Header()
-	if we != nil {
-		writeHint(h, we)
-	}
-	h.Set(HeaderRouteError, kind)
-	if status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
-	}
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	msg := "router: " + kind
-	if we != nil {
-		msg = we.Error()
-	}
-	_, _ = fmt.Fprintln(w, msg)
 }

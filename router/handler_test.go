@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -45,6 +45,16 @@ func recorder(m *member, ch chan<- seen) http.Handler {
 		}
 		fmt.Fprintf(w, "served by %s", m.id)
 	})
+}
+
+// readRefusal reads and closes the body of resp, which must be a refusal.
+func readRefusal(t *testing.T, resp *http.Response) *httpfence.Refusal {
+	t.Helper()
+	defer resp.Body.Close()
+	ref, err := httpfence.ReadRefusal(resp)
+	require.NoError(t, err)
+	require.NotNil(t, ref, "status %d is no refusal", resp.StatusCode)
+	return ref
 }
 
 func newHTTPClient(t *testing.T) *http.Client {
@@ -123,18 +133,15 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 			req.Header.Set(router.HeaderForwarded, "elsewhere")
 			resp, err := hc.Do(req)
 			require.NoError(t, err)
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
 			require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
-			assert.Equal(t, router.RouteErrorNotOwner, resp.Header.Get(router.HeaderRouteError))
-			assert.Equal(t, owner.id, resp.Header.Get(router.HeaderOwner))
-			assert.Equal(t, owner.addr, resp.Header.Get(router.HeaderOwnerAddr))
-			assert.Equal(t, strconv.FormatInt(route.Epoch, 10), resp.Header.Get(router.HeaderEpoch))
-			assert.Equal(t, strconv.Itoa(route.Partition), resp.Header.Get(router.HeaderPartition))
-			hint, ok := router.ParseHint(resp.Header)
-			require.True(t, ok)
-			assert.Equal(t, &ownership.WrongOwnerError{Partition: route.Partition, Owner: owner.id, Addr: owner.addr,
-				Epoch: route.Epoch, RingVersion: other.node.Lookup(key).RingVersion}, hint)
+			ref := readRefusal(t, resp)
+			assert.Equal(t, httpfence.RefusalNotOwner, ref.Kind)
+			assert.True(t, ref.Retryable())
+			assert.Equal(t, route.Partition, ref.Partition)
+			assert.Equal(t, owner.id, ref.Owner)
+			assert.Equal(t, owner.addr, ref.Addr)
+			assert.Equal(t, route.Epoch, ref.Epoch)
+			assert.Equal(t, other.node.Lookup(key).RingVersion, ref.RingVersion)
 			select {
 			case s := <-reqs:
 				t.Fatalf("misdirected request was served by %s", s.node)
@@ -153,7 +160,8 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 
 	t.Run("bad key", func(t *testing.T) {
 		m := f.list()[0]
-		h := m.router.Handler(router.KeyFromHeader("X-Key"), http.NotFoundHandler())
+		h, err := m.router.Handler(router.KeyFromHeader("X-Key"), http.NotFoundHandler())
+		require.NoError(t, err)
 		srv := &http.Server{Handler: h}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -196,11 +204,12 @@ func TestHandlerNoOwnerAndForwardFailure(t *testing.T) {
 		key := ghost(t, f, "ghost-noaddr", "")
 		resp, err := hc.Get("http://" + a.addr + "/k/" + key)
 		require.NoError(t, err)
-		resp.Body.Close()
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		assert.Equal(t, router.RouteErrorNoOwner, resp.Header.Get(router.HeaderRouteError))
-		assert.Equal(t, "ghost-noaddr", resp.Header.Get(router.HeaderOwner))
 		assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+		ref := readRefusal(t, resp)
+		assert.Equal(t, httpfence.RefusalHandoff, ref.Kind)
+		assert.Equal(t, "ghost-noaddr", ref.Owner)
+		assert.Empty(t, ref.Addr)
 
 		err = a.router.Do(context.Background(), key, func(context.Context, fence.Token) error { return nil })
 		assert.ErrorIs(t, err, router.ErrNoOwner)
@@ -215,10 +224,11 @@ func TestHandlerNoOwnerAndForwardFailure(t *testing.T) {
 		key := ghost(t, f, "ghost-dead", dead)
 		resp, err := hc.Get("http://" + a.addr + "/k/" + key)
 		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
-		assert.Equal(t, router.RouteErrorForward, resp.Header.Get(router.HeaderRouteError))
-		assert.Equal(t, dead, resp.Header.Get(router.HeaderOwnerAddr))
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		ref := readRefusal(t, resp)
+		assert.Equal(t, httpfence.RefusalHandoff, ref.Kind)
+		assert.Equal(t, dead, ref.Addr)
+		assert.Contains(t, ref.Message, "forward")
 	})
 }
 
@@ -342,4 +352,25 @@ func TestHandlerStreamingAndCancellation(t *testing.T) {
 		<-started
 		require.Error(t, <-ended, "the owner's handler saw the timeout")
 	})
+}
+
+// TestHandlerClosedIsSessionLost: a closed Router answers every request
+// with a retryable session-lost refusal that never names its own node, and
+// a Client sends the request to the node that serves the key.
+func TestHandlerClosedIsSessionLost(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	f := newFleet(t, etcd, "closedrouter", fleetOptions{})
+	a := f.start("a")
+	f.start("b")
+	f.waitStable()
+	key := keyOwnedBy(t, a, "closed")
+	require.NoError(t, a.router.Close())
+	resp, err := newHTTPClient(t).Get("http://" + a.addr + "/k/" + key)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	ref := readRefusal(t, resp)
+	assert.Equal(t, httpfence.RefusalSessionLost, ref.Kind)
+	assert.True(t, ref.Retryable())
+	assert.NotEqual(t, "a", ref.Owner)
+	assert.ErrorIs(t, a.router.Do(context.Background(), key, func(context.Context, fence.Token) error { return nil }), router.ErrClosed)
 }

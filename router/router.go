@@ -54,9 +54,12 @@ type Stats struct {
 	// Forwarded is the number of requests forwarded to their owner (whether
 	// or not the owner answered).
 	Forwarded int64
-	// Refused is the number of requests the router answered itself with
-	// 421 or 503 instead of serving or forwarding them. (A forward that
-	// fails, answered 502, counts as Forwarded.)
+	// Refused is the number of requests the router answered itself with a
+	// refusal (not-owner, handoff, session-lost) instead of serving or
+	// forwarding them, plus the refusals local handlers wrote with
+	// WriteError for work whose tenure ended (those also count as Served).
+	// A forward that fails, answered with a handoff refusal, counts as
+	// Forwarded only.
 	Refused int64
 }
 
@@ -109,33 +112,67 @@ func (r *Router) Close() error {
 // flight (a handoff of the partition waits for it to return, up to the
 // node's drain timeout) and runs under a context that carries the
 // partition's fencing token (fence.FromContext) and ends when either ctx or
-// the partition's tenure ends. Do returns fn's error unchanged.
+// the partition's tenure ends, with the tenure's cause (ownership.ErrMoved,
+// ErrLost or ErrClosed). Do returns fn's error unchanged, except when it
+// says that the tenure ended (see below).
 //
 // If another node owns the partition, Do returns the node's
-// *ownership.WrongOwnerError naming it (errors.Is ErrNotOwner). If the
-// partition is in handoff (this node is releasing it or acquiring it, as the
-// error says, or its owner is unknown), Do first
+// *ownership.WrongOwnerError naming it (errors.Is ErrNotOwner): send the
+// work there. If the partition is in handoff (this node is releasing it or
+// acquiring it, as the error says, or its owner is unknown), Do first
 // waits for the routing table to change, up to Config.HandoffWait and while
-// ctx lasts; when ctx ends first, the error wraps ctx's error as well. If the
-// node or the Router is closed, the error wraps ErrClosed.
+// ctx lasts, and runs fn if the partition is then served here; when ctx
+// ends first, the error wraps ctx's error as well. If the node or the
+// Router is closed, the error wraps ErrClosed.
+//
+// Planned moves are invisible to the caller: if fn returns an error that
+// says its tenure ended (errors.Is(err, fence.ErrStale): the store refused
+// its write; ownership.ErrMoved or ErrLost; or its context's error while
+// the context's cause is the end of the tenure) and ctx has not ended, Do
+// waits as for a handoff and runs fn again if the partition is (again)
+// served here, after a delay of Config.Backoff, or else returns the
+// *ownership.WrongOwnerError naming the new owner, where the caller sends
+// the work next. fn may therefore run more than once: make its side effects
+// idempotent (a write refused as stale did not happen). When every attempt
+// Config.Backoff allows reported the end of a tenure, the error wraps
+// ErrRetriesExhausted and fn's last error.
 func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context, t fence.Token) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: function", ErrNilArgument)
 	}
-	if r.closed.Load() {
-		return ErrClosed
+	for attempt := 1; ; attempt++ {
+		if r.closed.Load() {
+			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h, err := r.hold(ctx, key)
+		if err != nil {
+			return r.holdError(ctx, err)
+		}
+		ended, err := run(ctx, h, fn)
+		if !ended {
+			return err
+		}
+		if attempt >= r.cfg.Backoff.MaxAttempts {
+			return fmt.Errorf("%w: %d attempts for key %q: %w", ErrRetriesExhausted, attempt, key, err)
+		}
+		r.log.Debug("work reports the end of its tenure; routing it again", "key", key, "error", err)
+		if werr := r.cfg.Backoff.Wait(ctx, r.cfg.Clock, attempt); werr != nil {
+			return fmt.Errorf("router: key %q: %w (the work reported: %w)", key, werr, err)
+		}
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	h, err := r.hold(ctx, key)
-	if err != nil {
-		return r.holdError(ctx, err)
-	}
+}
+
+// run runs fn under h and returns its error, reporting whether the error
+// says that fn's tenure ended while ctx still lasts.
+func run(ctx context.Context, h ownership.Held, fn func(ctx context.Context, t fence.Token) error) (ended bool, err error) {
 	defer h.Release()
 	wctx, cancel := workContext(ctx, h)
 	defer cancel()
-	return fn(wctx, h.Token)
+	err = fn(wctx, h.Token)
+	return err != nil && ctx.Err() == nil && tenureEnded(wctx, err), err
 }
 
 // hold admits work for key, waiting for handoffs as Do describes. The error
@@ -144,7 +181,7 @@ func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
 	changed := r.node.Changed()
 	h, err := r.node.Hold(key)
 	if err == nil || !r.waitable(err) {
-		return h, err
+		return h, r.closedHint(key, err, nil)
 	}
 	timer := r.cfg.Clock.NewTimer(r.cfg.HandoffWait)
 	defer timer.Stop()
@@ -157,11 +194,35 @@ func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
 			return ownership.Held{}, &waitError{ctx: ctx.Err(), last: err}
 		}
 		changed = r.node.Changed()
+		prev := err
 		h, err = r.node.Hold(key)
 		if err == nil || !r.waitable(err) {
-			return h, err
+			return h, r.closedHint(key, err, prev)
 		}
 	}
+}
+
+// closedHint returns err, and when err says that the node is closed, adds
+// the hint of where the work goes instead: the next owner named by prev,
+// the node's answer before it closed, or else by the node's last route of
+// key, when that names another node with an address.
+func (r *Router) closedHint(key string, err, prev error) error {
+	if err == nil || !errors.Is(err, ownership.ErrClosed) {
+		return err
+	}
+	if _, ok := errors.AsType[*ownership.WrongOwnerError](err); ok {
+		return err
+	}
+	we, ok := errors.AsType[*ownership.WrongOwnerError](prev)
+	if !ok {
+		route := r.node.Lookup(key)
+		we = &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr,
+			Epoch: route.Epoch, RingVersion: route.RingVersion}
+	}
+	if we.Owner == "" || we.Addr == "" || we.Owner == r.id {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, we)
 }
 
 // waitable reports whether a Hold error means a handoff that is worth
@@ -190,7 +251,8 @@ func (e *waitError) Unwrap() []error { return []error{e.ctx, e.last} }
 
 // holdError turns a Hold error into the Router's error: the node's
 // *ownership.WrongOwnerError as it is (wrapped with ctx's error if the wait
-// for a handoff ended with ctx), or ErrClosed.
+// for a handoff ended with ctx), or ErrClosed (wrapping the
+// *ownership.WrongOwnerError that names the next owner, when known).
 func (r *Router) holdError(ctx context.Context, err error) error {
 	if errors.Is(err, ownership.ErrClosed) {
 		return fmt.Errorf("%w: %w", ErrClosed, err)

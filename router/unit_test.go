@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"testing"
 	"time"
 
@@ -32,37 +31,6 @@ func TestWrongOwnerError(t *testing.T) {
 	assert.ErrorIs(t, unknown, router.ErrNotOwner)
 	assert.Equal(t, "ownership: not the owner: partition 7, owner unknown", unknown.Error())
 	assert.ErrorIs(t, &ownership.WrongOwnerError{Owner: "x"}, router.ErrNoOwner, "an owner without an address cannot be reached")
-}
-
-func TestParseHint(t *testing.T) {
-	h := http.Header{}
-	h.Set(router.HeaderPartition, "12")
-	h.Set(router.HeaderOwner, "node-b")
-	h.Set(router.HeaderOwnerAddr, "127.0.0.1:9000")
-	h.Set(router.HeaderEpoch, "77")
-	h.Set(router.HeaderRingVersion, "18446744073709551615")
-	got, ok := router.ParseHint(h)
-	require.True(t, ok)
-	assert.Equal(t, &ownership.WrongOwnerError{Partition: 12, Owner: "node-b", Addr: "127.0.0.1:9000", Epoch: 77, RingVersion: math.MaxUint64}, got)
-
-	for name, mutate := range map[string]func(http.Header){
-		"no partition":       func(h http.Header) { h.Del(router.HeaderPartition) },
-		"bad partition":      func(h http.Header) { h.Set(router.HeaderPartition, "x") },
-		"negative partition": func(h http.Header) { h.Set(router.HeaderPartition, "-1") },
-		"bad epoch":          func(h http.Header) { h.Set(router.HeaderEpoch, "1e3") },
-		"negative epoch":     func(h http.Header) { h.Set(router.HeaderEpoch, "-5") },
-		"bad ring version":   func(h http.Header) { h.Set(router.HeaderRingVersion, "-1") },
-	} {
-		c := h.Clone()
-		mutate(c)
-		_, ok := router.ParseHint(c)
-		assert.False(t, ok, name)
-	}
-	minimal := http.Header{}
-	minimal.Set(router.HeaderPartition, "0")
-	got, ok = router.ParseHint(minimal)
-	require.True(t, ok)
-	assert.Equal(t, &ownership.WrongOwnerError{}, got)
 }
 
 func TestBackoff(t *testing.T) {

@@ -88,8 +88,14 @@ func (f *fleet) start(ctx context.Context, id string) (*node, error) {
 		_ = n.node.Close(ctx)
 		return fail(err)
 	}
+	h, err := n.router.Handler(router.KeyFromPathValue("key"), f.app.handler(id))
+	if err != nil {
+		_ = n.router.Close()
+		_ = n.node.Close(ctx)
+		return fail(err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /incr/{key}", n.router.Handler(router.KeyFromPathValue("key"), f.app.handler(id)))
+	mux.Handle("POST /incr/{key}", h)
 	n.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(n.served)
