@@ -21,11 +21,16 @@ import (
 // fails the test, it never decides an outcome.
 const wait = 30 * time.Second
 
-// buildBinary builds the scheduler into a temporary directory.
+// buildBinary builds the scheduler into a temporary directory, with -race
+// when the test runs with it.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "scheduler")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"syscall"
@@ -225,4 +226,46 @@ func checkExactlyOnce(t *testing.T, rows []closedRow, procs []*proc) {
 		}
 		t.Logf("tenant %s: %d contiguous periods %s .. %s", tn, len(rs), stamp(fromMillis(rs[0].start)), stamp(fromMillis(rs[len(rs)-1].end)))
 	}
+}
+
+// TestEmbeddedEtcd runs one process that serves etcd (--embedded-etcd) and
+// one that uses it, as the README's three terminals do with two.
+func TestEmbeddedEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes")
+	}
+	bin := buildBinary(t)
+	spec, db, dialect := testDB(t)
+	ports := freePorts(t, 2)
+	common := []string{"--db", spec, "--cluster", "sched-embedded", "--period", "500ms", "--ttl", testTTL.String(), "--tenants", testTenants}
+	a := startProc(t, bin, "a", append([]string{"--embedded-etcd", t.TempDir(), "--embedded-etcd-listen", ports[0], "--embedded-etcd-peer", ports[1]}, common...)...)
+	b := startProc(t, bin, "b", append([]string{"--etcd", "http://" + ports[0]}, common...)...)
+	procs := []*proc{a, b}
+	waitFor(t, "both ready", func() bool { return a.ready() && b.ready() }, procs...)
+	leader := waitLeader(t, procs, procs)
+	waitFor(t, "two periods closed", func() bool {
+		n, err := leader.metric("scheduler_runs_total")
+		return err == nil && n >= 6
+	}, procs...)
+	b.stop(t) // the one without etcd first
+	if leader == b {
+		waitLeader(t, []*proc{a}, []*proc{a})
+	}
+	a.stop(t)
+	checkExactlyOnce(t, closedRows(t, db, dialect, testJob), procs)
+}
+
+// freePorts returns n loopback addresses whose ports were free a moment ago.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
+	}
+	return out
 }
