@@ -57,6 +57,7 @@ type config struct {
 	listen         string
 	logLevel       string
 	logJSON        bool
+	candidate      bool
 }
 
 func defaultID() string {
@@ -87,6 +88,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address for /metrics, /healthz and /readyz (port 0: any)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
+	fs.BoolVar(&c.candidate, "candidate", true, "run for leader; false with --embedded-etcd: only serve etcd to the others (a demo's etcd host, which can then be left alone while the candidates are paused)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -178,6 +180,28 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		log.Info("serving embedded etcd", "endpoint", endpoints[0], "dir", cfg.embeddedEtcd)
 	}
 
+	m := newMetrics()
+	st := &status{}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	srv := &http.Server{Handler: handler(m, st), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-served
+	}()
+	if !cfg.candidate {
+		st.set(true, "not a candidate")
+		log.Info("serving HTTP; not a candidate (--candidate=false)", "addr", ln.Addr().String(), "pid", os.Getpid())
+		<-ctx.Done()
+		return nil
+	}
+
 	db, dialect, err := openDB(cfg.db, cfg.ttl)
 	if err != nil {
 		return err
@@ -190,30 +214,14 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	if err := createSchema(ctx, ledger, log); err != nil {
 		return err
 	}
-
-	m := newMetrics()
-	st := &status{}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	srv := &http.Server{Handler: handler(m, st), ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving HTTP", "addr", ln.Addr().String(), "db", dialect.String(), "period", cfg.period, "tenants", strings.Join(cfg.tenants, ","), "ttl", cfg.ttl)
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-served
-	}()
+	log.Info("serving HTTP", "addr", ln.Addr().String(), "pid", os.Getpid(), "db", dialect.String(),
+		"period", cfg.period, "tenants", strings.Join(cfg.tenants, ","), "ttl", cfg.ttl)
 
 	cli, err := newClient(endpoints)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-
 	c := &candidate{
 		cli: cli, cluster: cfg.cluster, id: cfg.id, addr: ln.Addr().String(), ttl: cfg.ttl,
 		fencer: ledger.fencer(), status: st, log: log, metrics: m,

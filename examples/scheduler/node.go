@@ -19,28 +19,24 @@ const closeTimeout = 5 * time.Second
 
 // status is what /readyz reports. It is safe for concurrent use.
 type status struct {
-	mu     sync.Mutex
-	ready  bool
-	leader bool
-	epoch  int64
+	mu    sync.Mutex
+	ready bool
+	role  string
 }
 
-func (s *status) set(ready, leader bool, epoch int64) {
+func (s *status) set(ready bool, role string) {
 	s.mu.Lock()
-	s.ready, s.leader, s.epoch = ready, leader, epoch
+	s.ready, s.role = ready, role
 	s.mu.Unlock()
 }
 
 func (s *status) get() (ready bool, role string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case !s.ready:
-		return false, "not ready: no etcd session"
-	case s.leader:
-		return true, fmt.Sprintf("ready: leader, epoch %d", s.epoch)
+	if s.role == "" {
+		return s.ready, "starting"
 	}
-	return true, "ready: follower"
+	return s.ready, s.role
 }
 
 // candidate is one process in the job's election.
@@ -107,12 +103,12 @@ func (c *candidate) session(ctx context.Context) error {
 			OnElected: func(t fence.Token) {
 				c.metrics.terms.Inc()
 				c.metrics.isLeader.Set(1)
-				c.status.set(true, true, t.Epoch)
+				c.status.set(true, fmt.Sprintf("leader, epoch %d", t.Epoch))
 				c.log.Info("elected", "epoch", t.Epoch, "scope", t.Scope)
 			},
 			OnEnded: func(t fence.Token, reason error) {
 				c.metrics.isLeader.Set(0)
-				c.status.set(s.Err() == nil, false, 0)
+				c.status.set(s.Err() == nil, "follower")
 				c.log.Info("term ended", "epoch", t.Epoch, "reason", reason)
 			},
 		},
@@ -121,8 +117,8 @@ func (c *candidate) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.status.set(true, false, 0)
-	defer c.status.set(false, false, 0)
+	c.status.set(true, "follower")
+	defer c.status.set(false, "no etcd session")
 	c.log.Debug("campaigning", "lease", fmt.Sprintf("%x", int64(s.Lease())))
 	return e.Run(ctx, c.job.lead)
 }

@@ -117,7 +117,7 @@ func (p *proc) read(r io.Reader) {
 		p.mu.Lock()
 		p.raw = append(p.raw, raw)
 		p.lines = append(p.lines, l)
-		if l.msg() == "serving HTTP" {
+		if strings.HasPrefix(l.msg(), "serving HTTP") {
 			p.addr = l.str("addr")
 		}
 		hook := p.hook
