@@ -63,6 +63,9 @@ func (j *job) lead(ctx context.Context, t fence.Token) error {
 // catchUp closes, for each tenant, every period that has ended, and
 // returns when the next one ends.
 func (j *job) catchUp(ctx context.Context, t fence.Token) (next time.Time, err error) {
+	// A tenant without any closed period starts at the period that ended
+	// last when the pass began, so that tenants new together start together.
+	began := time.Now()
 	for _, tenant := range j.tenants {
 		for {
 			// Stopping here when the term has ended saves work, but it is
@@ -71,11 +74,11 @@ func (j *job) catchUp(ctx context.Context, t fence.Token) (next time.Time, err e
 			if ctx.Err() != nil {
 				return time.Time{}, nil
 			}
-			now := time.Now()
-			start, err := j.ledger.nextPeriod(ctx, tenant, j.period, now)
+			start, err := j.ledger.nextPeriod(ctx, tenant, j.period, began)
 			if err != nil {
 				return time.Time{}, err
 			}
+			now := time.Now()
 			if !due(start, j.period, now) {
 				if next.IsZero() || start.Add(j.period).Before(next) {
 					next = start.Add(j.period)

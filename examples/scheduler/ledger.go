@@ -87,7 +87,7 @@ func (l *ledger) createSchema(ctx context.Context) error {
 }
 
 // nextPeriod returns the start of the first period of tenant not closed
-// yet: the end of the last closed one, or, if none is, the period that
+// yet: the end of the last closed one, or, if none is, the period that had
 // ended last at now.
 func (l *ledger) nextPeriod(ctx context.Context, tenant string, length time.Duration, now time.Time) (time.Time, error) {
 	var end sql.NullInt64
