@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -21,18 +22,35 @@ import (
 // fails the test, it never decides an outcome.
 const wait = 30 * time.Second
 
-// buildBinary builds the scheduler into a temporary directory, with -race
-// when the test runs with it.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "scheduler")
+// binDir holds the binary that buildBinary builds once per test process;
+// TestMain removes it.
+var binDir string
+
+var build = sync.OnceValues(func() (string, error) {
+	var err error
+	binDir, err = os.MkdirTemp("", "scheduler-test-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(binDir, "scheduler")
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
 	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// buildBinary builds the scheduler (with -race when the test runs with
+// it), once per test process, and returns its path.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := build()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,7 +14,21 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+// TestMain is leakcheck.VerifyTestMain, removing the test binary's
+// directory too.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", leakcheck.Grace, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 const (
 	testJob     = "close-billing-period"
