@@ -45,6 +45,8 @@ func (j *job) lead(ctx context.Context, t fence.Token) error {
 		switch {
 		case errors.Is(err, errStale):
 			return nil // Run gives the term up and campaigns again
+		case ctx.Err() != nil:
+			return nil // the term ended (a read was cut short, say)
 		case err != nil:
 			j.metrics.failures.Inc()
 			j.log.Warn("run failed; retrying", "error", err, "retry_in", retryAfter)

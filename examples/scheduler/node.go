@@ -59,23 +59,25 @@ type candidate struct {
 // done it resigns (the next candidate takes over at once), revokes the
 // lease and returns nil.
 func (c *candidate) run(ctx context.Context) error {
-	delay := 100 * time.Millisecond
+	const first, most = 100 * time.Millisecond, 5 * time.Second
+	delay := first
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := c.session(ctx)
 		if ctx.Err() != nil {
 			break
 		}
-		c.log.Warn("session ended; starting a new one", "error", err, "in", delay)
+		if time.Since(began) > c.ttl {
+			delay = first // a session that lived is no failure streak
+		}
+		c.log.Warn("no etcd session; starting a new one", "error", err, "in", delay)
 		timer := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 		case <-timer.C:
 		}
-		delay = min(2*delay, 5*time.Second)
-		if err == nil {
-			delay = 100 * time.Millisecond
-		}
+		delay = min(2*delay, most)
 	}
 	return nil
 }
