@@ -110,6 +110,9 @@ func TestPausedLeader(t *testing.T) {
 	successor := waitLeader(t, others, others)
 	t.Logf("%s elected %v after the pause", successor.id, time.Since(stopAt).Round(time.Millisecond))
 	waitFor(t, successor.id+" closing the held period", func() bool {
+		if len(leader.find("period closed", matches(tenant, period))) != 0 {
+			t.Fatalf("the SIGSTOP missed the hold window: %s closed %s %s before it stopped", leader.id, tenant, period)
+		}
 		return len(successor.find("period closed", matches(tenant, period))) == 1
 	}, others...)
 	waitFor(t, "a pause longer than the TTL", func() bool { return time.Since(stopAt) > testTTL }, others...)
