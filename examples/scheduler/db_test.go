@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/tenure-go/tenure/fence/sqlfence"
+)
+
+// envPG names a PostgreSQL server (a URL) on which the tests create a
+// database of their own; unset, they use SQLite.
+const envPG = "TENURE_PG_DSN"
+
+// testDB returns the --db of a fresh database, and the database opened for
+// the test's own checks: SQLite in a temporary directory, or a new database
+// on the PostgreSQL server of TENURE_PG_DSN.
+func testDB(t *testing.T) (spec string, db *sql.DB, dialect sqlfence.Dialect) {
+	t.Helper()
+	dsn := os.Getenv(envPG)
+	if dsn == "" {
+		spec = "sqlite:" + filepath.Join(t.TempDir(), "scheduler.db")
+		db, dialect, err := openDB(spec, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return spec, db, dialect
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("%s: %v", envPG, err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("%s must be a postgres:// URL", envPG)
+	}
+	admin := stdlib.OpenDB(*cfg)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "scheduler_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		_ = admin.Close()
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+		_ = admin.Close()
+	})
+	u.Path = "/" + name
+	spec = u.String()
+	db, dialect, err = openDB(spec, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	t.Logf("PostgreSQL database %s on %s", name, u.Redacted())
+	return spec, db, dialect
+}
+
+// closedRow is one row of period_closes.
+type closedRow struct {
+	tenant     string
+	start, end int64
+	closedBy   string
+	epoch      int64
+}
+
+// closedRows returns the job's rows, by tenant and period.
+func closedRows(t *testing.T, db *sql.DB, dialect sqlfence.Dialect, job string) []closedRow {
+	t.Helper()
+	q := "SELECT tenant, period_start, period_end, closed_by, epoch FROM " + closesTable +
+		" WHERE job = " + dialect.Placeholder(1) + " ORDER BY tenant, period_start"
+	rows, err := db.Query(q, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []closedRow
+	for rows.Next() {
+		var r closedRow
+		if err := rows.Scan(&r.tenant, &r.start, &r.end, &r.closedBy, &r.epoch); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
