@@ -49,3 +49,30 @@ func TestSessionDeadlineOnInjectedClock(t *testing.T) {
 	assert.Equal(t, start.Add(11*time.Second), s.SafeDeadline())
 	fp.Heal()
 }
+
+// TestErrReadsTheClock: past the safe deadline, Err reports the session
+// expired at once, without waiting for the goroutine that watches the
+// deadline (a process resumed after a pause runs its own code first), and
+// a Term of that session is over too.
+func TestErrReadsTheClock(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli, fp := c.NewFaultyClient(t)
+	clk := clockwork.NewFakeClockAt(time.Unix(1_000_000, 0))
+	s, err := election.NewSession(testCtx(t), cli, election.SessionConfig{
+		TTL: 9 * time.Second, RenewInterval: 3 * time.Second, SafetyMargin: time.Second, Clock: clk,
+	})
+	require.NoError(t, err)
+	defer s.Close(testCtx(t))
+	e, err := election.NewElection(s, cli, cli, election.ElectionConfig{Cluster: "errclock", Name: "job"})
+	require.NoError(t, err)
+	term, err := e.Campaign(testCtx(t))
+	require.NoError(t, err)
+	require.NoError(t, term.Err())
+
+	fp.Blackhole() // renewals go unanswered from now on
+	defer fp.Heal()
+	clk.Advance(s.SafeDeadline().Sub(clk.Now()))
+	require.ErrorIs(t, s.Err(), election.ErrSessionExpired, "Err read the clock")
+	require.ErrorIs(t, term.Err(), election.ErrNotLeader)
+	require.ErrorIs(t, term.Err(), election.ErrSessionExpired)
+}

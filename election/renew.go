@@ -1,7 +1,6 @@
 package election
 
 import (
-	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -60,7 +59,7 @@ func (s *Session) run(sent time.Time) {
 				expiry.Reset(d)
 				continue
 			}
-			s.end(fmt.Errorf("%w: lease %x: no renewal acknowledged within TTL %v - margin %v of its sending", ErrSessionExpired, int64(s.id), s.ttl, s.margin))
+			s.expire()
 			return
 		case <-next.Chan():
 			due = true

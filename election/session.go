@@ -156,11 +156,23 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 // without an acknowledged renewal), ErrLeaseLost (etcd revoked the lease or
 // reported it missing) or ErrSessionClosed (Close was called). All three wrap
 // ErrSessionDone.
+//
+// Err reads the clock: once the safe deadline has passed it ends the
+// session on the spot, even if the goroutine that watches the deadline has
+// not run yet (a process resumed after a pause runs its own code first).
 func (s *Session) Err() error {
 	if s.ctx.Err() == nil {
-		return nil
+		if s.untilEnd(s.clock.Now()) > 0 {
+			return nil
+		}
+		s.expire()
 	}
 	return context.Cause(s.ctx)
+}
+
+// expire ends the session because its safe deadline passed.
+func (s *Session) expire() {
+	s.end(fmt.Errorf("%w: lease %x: no renewal acknowledged within TTL %v - margin %v of its sending", ErrSessionExpired, int64(s.id), s.ttl, s.margin))
 }
 
 // Context returns a context that is cancelled when the session ends, with

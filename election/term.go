@@ -83,7 +83,10 @@ func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
 // session's error).
 func (t *Term) Err() error {
 	if t.ctx.Err() == nil {
-		return nil
+		if s := t.e.session; s == nil || s.Err() == nil {
+			return nil
+		}
+		<-t.ctx.Done() // the session's end cancels the term's context
 	}
 	cause := context.Cause(t.ctx)
 	if errors.Is(cause, ErrNotLeader) {
