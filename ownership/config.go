@@ -19,8 +19,9 @@ import (
 
 const (
 	// DefaultDrainTimeout bounds how long a handoff waits for in-flight work
-	// when Config.DrainTimeout is zero. Work that takes longer keeps running
-	// after the claim is deleted, fenced off by the next owner's epoch.
+	// when Config.DrainTimeout is zero. Work that takes longer has its
+	// context cancelled when the timeout passes; if it runs on, it is fenced
+	// off by the next owner's epoch.
 	DefaultDrainTimeout = 5 * time.Second
 
 	// DefaultMaxTxnOps is etcd's default limit of operations per transaction
@@ -70,8 +71,10 @@ type Config struct {
 	// Config.Clock and a nil Logger means Config.Logger.
 	Session election.SessionConfig
 	// DrainTimeout bounds how long a handoff waits for the partition's
-	// in-flight work (and its OnReleased callback) before the claim is
-	// deleted. Zero means DefaultDrainTimeout (5s); negative is invalid.
+	// in-flight work, whose context stays live meanwhile, and then for its
+	// OnReleased callback, before the claim is deleted. When it passes with
+	// work still in flight, that work's context is cancelled and the handoff
+	// goes on. Zero means DefaultDrainTimeout (5s); negative is invalid.
 	DrainTimeout time.Duration
 	// MaxTxnOps is the etcd server's limit of operations per transaction.
 	// Claims and releases are batched into transactions within this limit.

@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
@@ -73,10 +75,9 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	want := slices.DeleteFunc(ring.Owned("c"), func(q int) bool { return q == p })
 	servesAll(t, c3, want)
 
-	// The work's context is cancelled: the tenure is over, work must wind
-	// down.
-	<-held.Context.Done()
-	require.ErrorIs(t, context.Cause(held.Context), ErrMoved)
+	// The work's context is still live: a planned move lets admitted work
+	// finish before it cancels anything.
+	require.NoError(t, held.Context.Err())
 
 	// New work for p is refused, naming the next owner.
 	_, err = a.HoldPartition(p)
@@ -107,8 +108,12 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 		}
 	}
 
-	// Finishing the work completes the handoff.
+	// Finishing the work completes the handoff; only then is the tenure's
+	// context cancelled.
+	require.NoError(t, held.Context.Err())
 	held.Release()
+	<-held.Context.Done()
+	require.ErrorIs(t, context.Cause(held.Context), ErrMoved)
 	servesAll(t, c3, ring.Owned("c"))
 	r = c3.LookupPartition(p)
 	require.Greater(t, r.Epoch, oldEpoch)
@@ -130,12 +135,17 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 }
 
 // TestDrainTimeout shows that work that does not finish within the drain
-// timeout does not hold the partition hostage.
+// timeout does not hold the partition hostage: its context stays live for
+// the drain timeout, is then cancelled (ErrMoved), and the handoff goes on
+// with a warning that counts the work still in flight.
 func TestDrainTimeout(t *testing.T) {
 	c := cluster.New(t, 3)
 	const name, parts = "drain-timeout", 32
+	const timeout = 500 * time.Millisecond
 	cfgA := testConfig(t, name, "a", parts)
-	cfgA.DrainTimeout = 300 * time.Millisecond
+	cfgA.DrainTimeout = timeout
+	var logs syncBuffer
+	cfgA.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
 	a := join(t, c.NewClient(t), cfgA)
 	waitStable(t, 30*time.Second, a)
 	p := movingPartition(t, parts, []string{"a"}, "a", "b")
@@ -144,9 +154,110 @@ func TestDrainTimeout(t *testing.T) {
 	defer held.Release() // never, during the handoff
 
 	b := join(t, c.NewClient(t), testConfig(t, name, "b", parts))
+	// a stops admitting work for p, and the work's context stays live.
+	require.NoError(t, waitFor(30*time.Second, func() error {
+		if _, err := a.HoldPartition(p); !errors.Is(err, ErrReleasing) {
+			return fmt.Errorf("hold: %v", err)
+		}
+		return nil
+	}, a))
+	stopped := time.Now()
+	require.NoError(t, held.Context.Err())
+	<-held.Context.Done()
+	waited := time.Since(stopped)
+	require.ErrorIs(t, context.Cause(held.Context), ErrMoved)
+	require.Greater(t, waited, timeout/2, "cancelled before the drain timeout")
 	waitStable(t, 30*time.Second, a, b)
 	require.Greater(t, b.LookupPartition(p).Epoch, held.Token.Epoch)
-	require.Error(t, held.Context.Err())
+	require.Contains(t, logs.String(), "drain timeout")
+	require.Contains(t, logs.String(), "in_flight=1")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use, for logs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestCloseDrainsInFlightWork: a graceful Close with 20 pieces of work in
+// flight on its partitions cancels none of their contexts before they are
+// released, keeps each partition's claim until its last work is released,
+// and only then cancels the context (ErrClosed) and hands the partition
+// off.
+func TestCloseDrainsInFlightWork(t *testing.T) {
+	c := cluster.New(t, 3)
+	const name, parts, inFlight = "close-drain", 32, 20
+	a := join(t, c.NewClient(t), testConfig(t, name, "a", parts))
+	cfgB := testConfig(t, name, "b", parts)
+	cfgB.DrainTimeout = time.Minute // the test releases the work itself
+	var releasedEarly atomic.Int64
+	remaining := make([]atomic.Int64, parts)
+	cfgB.Callbacks.OnReleased = func(p int, _ fence.Token, _ Reason) {
+		if remaining[p].Load() != 0 {
+			releasedEarly.Add(1)
+		}
+	}
+	b := join(t, c.NewClient(t), cfgB)
+	waitStable(t, 30*time.Second, a, b)
+
+	owned := b.Owned()
+	require.NotEmpty(t, owned)
+	holds := make([]Held, inFlight)
+	for i := range holds {
+		h, err := b.HoldPartition(owned[i%len(owned)])
+		require.NoError(t, err)
+		holds[i] = h
+		remaining[h.Partition].Add(1)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		closed <- b.Close(ctx)
+	}()
+	// b admits no more work on the partitions with work in flight.
+	require.NoError(t, waitFor(30*time.Second, func() error {
+		for _, h := range holds {
+			extra, err := b.HoldPartition(h.Partition)
+			extra.Release()
+			var wo *WrongOwnerError
+			if !errors.As(err, &wo) || !wo.Releasing || wo.Owner != "a" {
+				return fmt.Errorf("partition %d: hold: %v", h.Partition, err)
+			}
+		}
+		return nil
+	}, b))
+
+	obs := c.NewClient(t)
+	for i, h := range holds {
+		require.NoError(t, h.Context.Err(), "work %d cancelled before its Release", i)
+		claims := etcdClaims(t, obs, name)
+		for p := range parts {
+			if remaining[p].Load() > 0 {
+				require.Equal(t, "b", claims[p].owner, "partition %d: claim gone with work in flight", p)
+			}
+		}
+		remaining[h.Partition].Add(-1)
+		h.Release()
+	}
+	require.NoError(t, <-closed)
+	for _, h := range holds {
+		require.ErrorIs(t, context.Cause(h.Context), ErrClosed)
+	}
+	require.Zero(t, releasedEarly.Load(), "OnReleased with work in flight")
+	waitStable(t, 30*time.Second, a)
 }
 
 // TestSessionLoss cuts a node off from etcd: every partition is lost at

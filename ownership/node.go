@@ -233,8 +233,10 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Close leaves the cluster gracefully: it deletes the member key, so that
 // every node's ring moves this node's partitions elsewhere, hands each
-// partition off as in a move (stop admitting, cancel, drain, OnReleased with
-// ReasonClosed, delete the claim), then revokes the lease. If ctx ends
+// partition off as in a move (stop admitting, let the work in flight finish
+// within Config.DrainTimeout, then cancel the partition's context, call
+// OnReleased with ReasonClosed and delete the claim), then revokes the
+// lease. If ctx ends
 // first, Close stops waiting: it cancels what remains, lets the lease go and
 // returns an error wrapping ctx's error; the remaining partitions become
 // free when the lease expires or is revoked.
