@@ -285,6 +285,8 @@ func TestSessionLoss(t *testing.T) {
 	fp.Blackhole()
 	// All of a's contexts are cancelled with ErrLost, work in flight or
 	// not, and OnReleased(lost) reports each.
+	<-held[owned[0]].Context.Done()
+	requireSessionLost(t, a) // at once, before the event loop has caught up
 	for _, h := range held {
 		<-h.Context.Done()
 		require.ErrorIs(t, context.Cause(h.Context), ErrLost)
@@ -298,11 +300,13 @@ func TestSessionLoss(t *testing.T) {
 			lost[e.Partition] = true
 		}
 	}
-	_, err := a.HoldPartition(owned[0])
-	require.ErrorIs(t, err, ErrNotOwner)
+	// Until it has rejoined, a says that its session is lost, and never
+	// names itself as an owner.
+	requireSessionLost(t, a)
 
 	// b takes over once a's lease expires in etcd.
 	servesAll(t, b, seq(parts))
+	requireSessionLost(t, a)
 
 	fp.Heal()
 	waitStable(t, 30*time.Second, a, b)
@@ -311,6 +315,29 @@ func TestSessionLoss(t *testing.T) {
 			require.Greater(t, a.LookupPartition(p).Epoch, e)
 		}
 	}
+}
+
+// requireSessionLost checks the answers of n, whose session ended: Hold
+// refuses every partition with a *WrongOwnerError that says so
+// (SessionLost, errors.Is ErrLost) and never names n, and Lookup never
+// reports n as the owner of a partition, nor any partition Local.
+func requireSessionLost(t *testing.T, n *Node) {
+	t.Helper()
+	for p := range n.Ring().Partitions() {
+		_, err := n.HoldPartition(p)
+		require.ErrorIs(t, err, ErrNotOwner)
+		require.ErrorIs(t, err, ErrLost)
+		var wo *WrongOwnerError
+		require.ErrorAs(t, err, &wo)
+		require.True(t, wo.SessionLost, "partition %d: %v", p, err)
+		require.False(t, wo.Acquiring || wo.Releasing, "partition %d: %v", p, err)
+		require.NotEqual(t, n.ID(), wo.Owner, "partition %d: %v", p, err)
+		require.Contains(t, err.Error(), "session lost")
+		r := n.LookupPartition(p)
+		require.False(t, r.Local, "partition %d: %+v", p, r)
+		require.NotEqual(t, n.ID(), r.Owner, "partition %d: %+v", p, r)
+	}
+	require.Empty(t, n.Owned())
 }
 
 // TestClaimDeletedExternally shows that a node whose claim disappears (an
@@ -418,11 +445,14 @@ func TestWrongOwnerErrorMessages(t *testing.T) {
 		{&WrongOwnerError{Partition: 3}, "ownership: not the owner: partition 3, owner unknown"},
 		{&WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}, `ownership: not the owner: partition 3, owner "b" at h:1 epoch 7`},
 		{&WrongOwnerError{Partition: 3, Owner: "c", Releasing: true}, `ownership: partition is being released: partition 3, next owner "c"`},
+		{&WrongOwnerError{Partition: 3, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner unknown`},
+		{&WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner "b" at h:1 epoch 7`},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, tt.err.Error())
 		require.True(t, errors.Is(tt.err, ErrNotOwner))
 		require.Equal(t, tt.err.Releasing, errors.Is(tt.err, ErrReleasing))
+		require.Equal(t, tt.err.SessionLost, errors.Is(tt.err, ErrLost))
 	}
 }
 

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -149,7 +150,7 @@ func (n *Node) PartitionOf(key string) int { return n.snap.Load().ring.Partition
 // not allocate.
 func (n *Node) Lookup(key string) Route {
 	s := n.snap.Load()
-	return s.routes[s.ring.PartitionOf(key)].route
+	return s.route(s.ring.PartitionOf(key))
 }
 
 // LookupPartition returns the route of partition p. For p outside [0, P)
@@ -159,16 +160,25 @@ func (n *Node) LookupPartition(p int) Route {
 	if uint(p) >= uint(len(s.routes)) {
 		return Route{Partition: p, RingVersion: s.ring.Version()}
 	}
-	return s.routes[p].route
+	return s.route(p)
 }
 
 // Hold admits local work for key: if this node serves key's partition, the
 // work is counted as in flight until Held.Release and runs under the
-// returned token and context. Otherwise Hold returns a *WrongOwnerError
-// (errors.Is ErrNotOwner, and ErrReleasing during a handoff, in which case
-// it names the next owner when known; Acquiring is set when this node is
-// the next owner and still acquiring the partition), or ErrClosed once the
-// node is closed.
+// returned token and context (see Held for how a tenure ends under it).
+// Otherwise Hold returns ErrClosed once the node is closed, or a
+// *WrongOwnerError (errors.Is ErrNotOwner) that says why:
+//
+//   - SessionLost (errors.Is ErrLost): this node's session ended and the
+//     node is rejoining; Owner names the partition's other known holder,
+//     never this node, or is empty.
+//   - Releasing (errors.Is ErrReleasing): this node is handing the
+//     partition off; Owner names the next owner when known.
+//   - Acquiring: this node is the partition's next owner and is still
+//     acquiring it; Owner is the previous owner while it hands the
+//     partition off, else this node.
+//   - otherwise: another node owns the partition, or nobody does yet; Owner
+//     names it when known.
 func (n *Node) Hold(key string) (Held, error) {
 	s := n.snap.Load()
 	return n.hold(s, s.ring.PartitionOf(key))
@@ -193,6 +203,15 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 		return Held{}, ErrClosed
 	}
 	err := &WrongOwnerError{Partition: p, RingVersion: s.ring.Version()}
+	if s.sessionEnded() {
+		if !errors.Is(context.Cause(s.gen), ErrLost) {
+			return Held{}, ErrClosed
+		}
+		r := s.route(p)
+		err.SessionLost = true
+		err.Owner, err.Addr, err.Epoch = r.Owner, r.Addr, r.Epoch
+		return Held{}, err
+	}
 	if n.slots[p].load().releasing() {
 		err.Releasing = true
 		if e.next != n.id {
@@ -201,7 +220,12 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 		return Held{}, err
 	}
 	err.Owner, err.Addr, err.Epoch = e.route.Owner, e.route.Addr, e.route.Epoch
-	err.Acquiring = e.next == n.id
+	if e.next == n.id {
+		err.Acquiring = true
+		if err.Owner == "" { // unclaimed, or claimed by this node
+			err.Owner, err.Addr = n.id, e.nextAddr
+		}
+	}
 	return Held{}, err
 }
 
@@ -210,8 +234,15 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 // fires for the next change.
 func (n *Node) Changed() <-chan struct{} { return n.snap.Load().changed }
 
-// Owned returns, in ascending order, the partitions this node serves.
-func (n *Node) Owned() []int { return slices.Clone(n.snap.Load().owned) }
+// Owned returns, in ascending order, the partitions this node serves:
+// none once its session has ended, until it has rejoined.
+func (n *Node) Owned() []int {
+	s := n.snap.Load()
+	if s.sessionEnded() {
+		return nil
+	}
+	return slices.Clone(s.owned)
+}
 
 // Members returns the registered members, sorted by ID.
 func (n *Node) Members() []Member {
