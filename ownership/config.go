@@ -86,7 +86,15 @@ type Config struct {
 	// Callbacks are told when partitions are acquired and released.
 	Callbacks Callbacks
 	// Fencers are advanced, in order, to every new epoch before work runs
-	// under it. Nil entries are invalid.
+	// under it. A fencer that also has the method
+	//
+	//	AdvanceAll(ctx context.Context, ts []fence.Token) error
+	//
+	// (such as sqlfence.Fencer) is called once with the tokens of all the
+	// partitions acquired together, instead of Advance per partition; an
+	// error of it that wraps *fence.StaleErrors fails only the partitions
+	// of those tokens, and any other error all of them. Nil entries are
+	// invalid.
 	Fencers []fence.Fencer
 	// Clock is the time source for timers and backoff, and for the Session
 	// unless Session.Clock is set. Nil means clock.Real().

@@ -38,6 +38,10 @@ type Node struct {
 	clock     clock.Clock
 	id        string
 
+	// batchFencing is set if a fencer has AdvanceAll: the tenures
+	// acquired together are fenced together.
+	batchFencing bool
+
 	reader *fleetReader
 	slots  []slot // by partition: each one's state, written by the event loop
 	snap   atomic.Pointer[snapshot]
@@ -87,6 +91,11 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		msgs:      make(chan message, 256),
 		loopDone:  make(chan struct{}),
 		done:      make(chan struct{}),
+	}
+	for _, f := range cfg.Fencers {
+		if _, ok := f.(advanceAller); ok {
+			n.batchFencing = true
+		}
 	}
 	n.reader = &fleetReader{kv: cli, watcher: cli, layout: n.layout, partitions: cfg.Ring.Partitions, log: n.log, clock: n.clock}
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
