@@ -15,8 +15,13 @@ var (
 	// Config.Validate.
 	ErrInvalidConfig = errors.New("ownership: invalid config")
 
-	// ErrNilClient reports a nil etcd client passed to Join.
+	// ErrNilClient reports a nil etcd client passed to Join, or an
+	// interface holding a nil pointer (such as a nil *clientv3.Client).
 	ErrNilClient = errors.New("ownership: nil etcd client")
+
+	// ErrNilArgument reports another nil argument, such as a nil context
+	// passed to Join or Close.
+	ErrNilArgument = errors.New("ownership: nil argument")
 
 	// ErrDuplicateMember reports that another live process is registered
 	// under the same node ID. The error is a *DuplicateMemberError.

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/errs"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -71,6 +72,9 @@ type Node struct {
 // A node ID held by a process that died stays taken until its lease expires
 // (at most the session TTL).
 func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
+	if nilness.Is(ctx) {
+		return nil, errs.New(ErrNilArgument, "context")
+	}
 	if nilness.Is(cli) {
 		return nil, ErrNilClient
 	}
@@ -283,8 +287,11 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 //
 // Close returns once every goroutine of the node has ended and every
 // callback has returned. It is idempotent. It must not be called from a
-// callback.
+// callback. A nil ctx is refused (ErrNilArgument) and closes nothing.
 func (n *Node) Close(ctx context.Context) error {
+	if nilness.Is(ctx) {
+		return errs.New(ErrNilArgument, "context")
+	}
 	n.closeReq()
 	select {
 	case <-n.done:
