@@ -83,7 +83,7 @@ func TestTypedNil(t *testing.T) {
 	}
 	var (
 		nilCli    *clientv3.Client
-		nilLogger hclog.Logger = (*logger)(nil)
+		nilLogger hclog.Logger    = (*logger)(nil)
 		nilClock  clockwork.Clock = (*clockwork.FakeClock)(nil)
 		nilCtx    context.Context
 	)
