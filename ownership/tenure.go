@@ -15,7 +15,7 @@ import (
 //
 // Admission and drain are race-free without a lock. enter increments
 // inflight and then re-reads the partition's state; the event loop
-// publishes a state that is not serving and then reads inflight (end,
+// publishes a state that is not serving and then reads inflight (stop,
 // finish). Go's atomics are sequentially consistent, so at least one of them
 // sees the other: either enter sees that the tenure no longer serves and
 // backs out, or finish sees the work and the drain waits for it.
