@@ -70,7 +70,8 @@ type Callbacks struct {
 	OnAcquired func(ctx context.Context, partition int, t fence.Token)
 	// OnReleased is called when the tenure under t ended, for reason r. For
 	// a handoff (ReasonMoved, ReasonClosed) it is called once in-flight work
-	// has drained (or the drain timed out) and, unless it takes longer than
+	// has drained (or the drain timed out) and the partition's context has
+	// been cancelled, and, unless it takes longer than
 	// what remains of the drain timeout, it returns before the claim is
 	// deleted and the next owner can take over.
 	OnReleased func(partition int, t fence.Token, r Reason)

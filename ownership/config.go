@@ -1,13 +1,13 @@
 package ownership
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/errs"
 	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,8 +19,9 @@ import (
 
 const (
 	// DefaultDrainTimeout bounds how long a handoff waits for in-flight work
-	// when Config.DrainTimeout is zero. Work that takes longer keeps running
-	// after the claim is deleted, fenced off by the next owner's epoch.
+	// when Config.DrainTimeout is zero. Work that takes longer has its
+	// context cancelled when the timeout passes; if it runs on, it is fenced
+	// off by the next owner's epoch.
 	DefaultDrainTimeout = 5 * time.Second
 
 	// DefaultMaxTxnOps is etcd's default limit of operations per transaction
@@ -70,8 +71,10 @@ type Config struct {
 	// Config.Clock and a nil Logger means Config.Logger.
 	Session election.SessionConfig
 	// DrainTimeout bounds how long a handoff waits for the partition's
-	// in-flight work (and its OnReleased callback) before the claim is
-	// deleted. Zero means DefaultDrainTimeout (5s); negative is invalid.
+	// in-flight work, whose context stays live meanwhile, and then for its
+	// OnReleased callback, before the claim is deleted. When it passes with
+	// work still in flight, that work's context is cancelled and the handoff
+	// goes on. Zero means DefaultDrainTimeout (5s); negative is invalid.
 	DrainTimeout time.Duration
 	// MaxTxnOps is the etcd server's limit of operations per transaction.
 	// Claims and releases are batched into transactions within this limit.
@@ -83,7 +86,15 @@ type Config struct {
 	// Callbacks are told when partitions are acquired and released.
 	Callbacks Callbacks
 	// Fencers are advanced, in order, to every new epoch before work runs
-	// under it. Nil entries are invalid.
+	// under it. A fencer that also has the method
+	//
+	//	AdvanceAll(ctx context.Context, ts []fence.Token) error
+	//
+	// (such as sqlfence.Fencer) is called once with the tokens of all the
+	// partitions acquired together, instead of Advance per partition; an
+	// error of it that wraps *fence.StaleErrors fails only the partitions
+	// of those tokens, and any other error all of them. Nil entries are
+	// invalid.
 	Fencers []fence.Fencer
 	// Clock is the time source for timers and backoff, and for the Session
 	// unless Session.Clock is set. Nil means clock.Real().
@@ -105,45 +116,57 @@ func DefaultConfig() Config {
 }
 
 // Validate reports whether c can configure a Node. Errors wrap
-// ErrInvalidConfig; an invalid node ID, partition count or load factor also
-// wraps ErrInvalidNodeID, ErrInvalidPartitions or ErrInvalidLoadFactor.
+// ErrInvalidConfig and say each package's prefix once ("ownership: invalid
+// config: session: TTL 1s must be at least 2s"); an invalid node ID,
+// partition count, load factor or session also wraps ErrInvalidNodeID,
+// ErrInvalidPartitions, ErrInvalidLoadFactor or the election package's
+// error. An interface-typed field (a Fencer, Logger, Clock, Session.Clock
+// or Session.Logger) that holds a nil pointer is refused, not left to
+// panic later.
 func (c Config) Validate() error {
 	switch {
 	case c.Cluster == "" && c.Prefix == "":
-		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
+		return errs.New(ErrInvalidConfig, "Cluster or Prefix must be set")
 	case strings.ContainsAny(c.Cluster, "/\x00"):
-		return fmt.Errorf("%w: cluster %q must not contain '/' or NUL", ErrInvalidConfig, c.Cluster)
+		return errs.New(ErrInvalidConfig, "cluster %q must not contain '/' or NUL", c.Cluster)
 	case strings.ContainsRune(c.Prefix, 0):
-		return fmt.Errorf("%w: prefix %q must not contain NUL", ErrInvalidConfig, c.Prefix)
+		return errs.New(ErrInvalidConfig, "prefix %q must not contain NUL", c.Prefix)
 	}
 	if err := ValidateNodeID(c.NodeID); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return errs.Nest(ErrInvalidConfig, "node ID", err)
 	}
 	if len(c.Addr) > maxAddrLen {
-		return fmt.Errorf("%w: address of %d bytes exceeds %d", ErrInvalidConfig, len(c.Addr), maxAddrLen)
+		return errs.New(ErrInvalidConfig, "address of %d bytes exceeds %d", len(c.Addr), maxAddrLen)
 	}
-	if err := c.Ring.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	if kind, field, detail := c.Ring.check(); kind != nil {
+		return errs.Nest(ErrInvalidConfig, "ring", errs.New(kind, "%s %s", field, detail))
 	}
 	if err := c.Session.Validate(); err != nil {
-		return fmt.Errorf("%w: session: %w", ErrInvalidConfig, err)
+		return errs.Nest(ErrInvalidConfig, "session", err)
 	}
 	switch {
 	case c.DrainTimeout < 0:
-		return fmt.Errorf("%w: drain timeout %v must not be negative", ErrInvalidConfig, c.DrainTimeout)
+		return errs.New(ErrInvalidConfig, "drain timeout %v must not be negative", c.DrainTimeout)
 	case c.MaxTxnOps < 0 || c.MaxTxnOps == 1:
-		return fmt.Errorf("%w: max txn ops %d must be 0 (default %d) or at least 2", ErrInvalidConfig, c.MaxTxnOps, DefaultMaxTxnOps)
+		return errs.New(ErrInvalidConfig, "max txn ops %d must be 0 (default %d) or at least 2", c.MaxTxnOps, DefaultMaxTxnOps)
 	}
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {
-			return fmt.Errorf("%w: fencer %d is nil (%T)", ErrInvalidConfig, i, f)
+			return errs.New(ErrInvalidConfig, "fencer %d is nil (%T)", i, f)
 		}
 	}
-	switch {
-	case c.Logger != nil && nilness.Is(c.Logger):
-		return fmt.Errorf("%w: logger is a nil %T", ErrInvalidConfig, c.Logger)
-	case c.Clock != nil && nilness.Is(c.Clock):
-		return fmt.Errorf("%w: clock is a nil %T", ErrInvalidConfig, c.Clock)
+	for _, v := range []struct {
+		name string
+		v    any
+	}{
+		{"logger", c.Logger},
+		{"clock", c.Clock},
+		{"session clock", c.Session.Clock},
+		{"session logger", c.Session.Logger},
+	} {
+		if v.v != nil && nilness.Is(v.v) {
+			return errs.New(ErrInvalidConfig, "%s is a nil %T", v.name, v.v)
+		}
 	}
 	return nil
 }

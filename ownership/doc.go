@@ -26,19 +26,41 @@
 // and the callbacks derive from it. While the node is still acquiring a
 // partition the ring gives it, Hold's *WrongOwnerError says so (Acquiring).
 //
-// When the ring moves a partition away, its owner stops admitting work for
-// it (Hold returns ErrReleasing naming the next owner), cancels the
-// partition's context, waits for in-flight work (up to DrainTimeout), fires
-// OnReleased and deletes its claim with If(CreateRevision == epoch). The next
-// owner sees the deletion on its watch and claims at once: a planned move
-// costs a few etcd round trips, not a lease TTL.
+// When the ring moves a partition away (or the node leaves with Close, or
+// an operator drains it), its owner hands it off in this order:
 //
-// When the Session ends (the lease is lost, or its safe deadline passes
-// without an acknowledged renewal), every partition context is cancelled at
-// once, OnReleased fires with ReasonLost, and the node rejoins with a new
-// Session, hence new claims and new epochs. The old claims vanish with the
-// old lease. Close leaves gracefully: it deletes the member key, hands every
-// partition off as above, and revokes the lease.
+//  1. It stops admitting work for the partition: Hold returns a
+//     *WrongOwnerError with Releasing set (errors.Is ErrReleasing) naming
+//     the next owner, which the router retries there.
+//  2. It lets the work already admitted finish, with the partition's
+//     context still live, until every Held has been released or
+//     Config.DrainTimeout has passed (then it logs a warning with the work
+//     still in flight).
+//  3. Only then it cancels the partition's context (context.Cause ErrMoved
+//     or ErrClosed), calls OnReleased, and deletes its claim with
+//     If(CreateRevision == epoch).
+//
+// The next owner sees the deletion on its watch and claims at once: a
+// planned move costs a few etcd round trips, not a lease TTL, and the work
+// in flight finishes where it started.
+//
+// A loss is not a handoff. When the Session ends (the lease is lost, or its
+// safe deadline passes without an acknowledged renewal), every partition
+// context is cancelled at once (ErrLost), OnReleased fires with ReasonLost,
+// and the node rejoins with a new Session, hence new claims and new epochs.
+// The old claims vanish with the old lease. A claim deleted by someone else
+// (an operator's force release) ends that tenure the same way. Until the
+// node has rejoined, Hold answers with a *WrongOwnerError whose SessionLost
+// is set (errors.Is ErrLost), and Lookup never names this node as an owner.
+//
+// Work whose tenure ended under it (its context is done, or a store
+// refused its token) should return an error that says so: the context's
+// cause, which wraps ErrMoved, ErrLost or ErrClosed, or the store's error,
+// which wraps fence.ErrStale. The router turns those into an answer that
+// the caller retries at the next owner.
+//
+// Close leaves gracefully: it deletes the member key, hands every partition
+// off as above, and revokes the lease.
 //
 // # Routing
 //

@@ -12,9 +12,10 @@ func (l *loop) flushReleases() {
 	n.spawn(func() { n.drain(gen, ts) })
 }
 
-// drain runs on its own goroutine for tenures that ended by handoff: it
-// waits for each one's in-flight work, within the drain timeout, and then
-// tells the event loop, which queues OnReleased and, once that has
+// drain runs on its own goroutine for tenures that are being handed off:
+// admitting no work, their contexts still live. It waits for each one's
+// in-flight work, within the drain timeout, and then tells the event loop,
+// which cancels the tenure's context, queues OnReleased and, once that has
 // returned (within what remains of the timeout), deletes the claim.
 // Tenures without work in flight go together, so that a large handoff costs
 // a few messages and transactions; each busy tenure gets its own goroutine,
@@ -35,7 +36,9 @@ func (n *Node) drain(gen *generation, ts []*tenure) {
 	}
 }
 
-// drainOne is drain for one tenure with work in flight.
+// drainOne is drain for one tenure with work in flight. It gives up if
+// the tenure's context is cancelled first: the tenure was lost, and the
+// event loop has ended it.
 func (n *Node) drainOne(gen *generation, t *tenure, deadline time.Time) {
 	timer := n.clock.NewTimer(deadline.Sub(n.clock.Now()))
 	defer timer.Stop()
@@ -44,9 +47,9 @@ func (n *Node) drainOne(gen *generation, t *tenure, deadline time.Time) {
 	case <-t.drained:
 	case <-timer.Chan():
 		expired = true
-		n.log.Warn("drain timeout: deleting the claim with work still in flight",
+		n.log.Warn("drain timeout: cancelling the work still in flight and handing the partition off",
 			"partition", t.p, "epoch", t.token.Epoch, "in_flight", t.inflight.Load(), "timeout", n.cfg.DrainTimeout)
-	case <-gen.ctx.Done():
+	case <-t.ctx.Done():
 		return
 	}
 	n.post(gen, func(l *loop) { l.drained([]*tenure{t}, deadline, expired) })

@@ -15,8 +15,13 @@ var (
 	// Config.Validate.
 	ErrInvalidConfig = errors.New("ownership: invalid config")
 
-	// ErrNilClient reports a nil etcd client passed to Join.
+	// ErrNilClient reports a nil etcd client passed to Join, or an
+	// interface holding a nil pointer (such as a nil *clientv3.Client).
 	ErrNilClient = errors.New("ownership: nil etcd client")
+
+	// ErrNilArgument reports another nil argument, such as a nil context
+	// passed to Join or Close.
+	ErrNilArgument = errors.New("ownership: nil argument")
 
 	// ErrDuplicateMember reports that another live process is registered
 	// under the same node ID. The error is a *DuplicateMemberError.
@@ -47,7 +52,8 @@ var (
 
 	// ErrLost is the cause (context.Cause) of a partition's context when its
 	// tenure ended without a handoff: the node's Session ended, its safe
-	// deadline passed, or its claim disappeared from etcd.
+	// deadline passed, or its claim disappeared from etcd. A
+	// *WrongOwnerError from Hold whose SessionLost is set matches it too.
 	ErrLost = errors.New("ownership: partition lost")
 
 	// ErrClientClosed reports that the node's etcd client was closed while
@@ -114,7 +120,8 @@ func (e *DuplicateMemberError) Is(target error) bool { return target == ErrDupli
 // router for work it neither runs nor forwards, and decoded from a router's
 // wrong-owner answer. It carries what a caller needs next: where to send the
 // work, and whether waiting here is worth it. errors.Is(err, ErrNotOwner)
-// always holds; errors.Is(err, ErrReleasing) holds when Releasing is set, and
+// always holds; errors.Is(err, ErrReleasing) holds when Releasing is set,
+// errors.Is(err, ErrLost) when SessionLost is set, and
 // errors.Is(err, ErrNoOwner) when Owner or Addr is empty.
 type WrongOwnerError struct {
 	// Partition is the partition asked for.
@@ -133,6 +140,11 @@ type WrongOwnerError struct {
 	RingVersion uint64
 	// Releasing reports that this node is handing the partition off.
 	Releasing bool
+	// SessionLost reports that the answering node's session ended (its
+	// lease was lost or its safe deadline passed) and that it is rejoining:
+	// it serves nothing until it has, and Owner names the partition's other
+	// known holder, never the answering node. errors.Is(err, ErrLost) holds.
+	SessionLost bool
 	// Acquiring reports that this node is the partition's next owner on the
 	// ring and is still acquiring it: claiming it, advancing its fencers, or
 	// waiting for the previous owner's handoff. Work for the partition will
@@ -143,9 +155,12 @@ type WrongOwnerError struct {
 // Error implements error.
 func (e *WrongOwnerError) Error() string {
 	var b []byte
-	if e.Releasing {
+	switch {
+	case e.SessionLost:
+		b = append(b, "ownership: session lost, rejoining: partition "...)
+	case e.Releasing:
 		b = append(b, "ownership: partition is being released: partition "...)
-	} else {
+	default:
 		b = append(b, "ownership: not the owner: partition "...)
 	}
 	b = strconv.AppendInt(b, int64(e.Partition), 10)
@@ -175,14 +190,16 @@ func (e *WrongOwnerError) Error() string {
 }
 
 // Is reports whether target is ErrNotOwner, ErrReleasing for an error
-// raised during a handoff, or ErrNoOwner when the owner or its address is
-// unknown.
+// raised during a handoff, ErrLost for one raised while the session is
+// lost, or ErrNoOwner when the owner or its address is unknown.
 func (e *WrongOwnerError) Is(target error) bool {
 	switch target {
 	case ErrNotOwner:
 		return true
 	case ErrReleasing:
 		return e.Releasing
+	case ErrLost:
+		return e.SessionLost
 	case ErrNoOwner:
 		return e.Owner == "" || e.Addr == ""
 	}

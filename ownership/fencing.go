@@ -2,47 +2,168 @@ package ownership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/tenure-go/tenure/fence"
 )
 
 // fenceParallelism bounds the partitions whose fencers run at once.
 const fenceParallelism = 16
 
-// flushFences advances the fencers of the queued tenures, on goroutines of
-// the generation, and reports each result to the event loop (fenced).
+// advanceAller is a fencer that raises many floors in one call, such as
+// sqlfence.Fencer. If some of the tokens are stale, the others are
+// advanced, and the error wraps a *fence.StaleError for each stale one
+// (errors.Is fence.ErrStale); any other error fails every token.
+type advanceAller interface {
+	AdvanceAll(ctx context.Context, ts []fence.Token) error
+}
+
+// flushFences advances the fencers of the queued tenures, on a goroutine of
+// the generation, and reports the results to the event loop (fenced). The
+// queued tenures are those acquired together (one or more claim batches,
+// and retries): a fencer with AdvanceAll advances them all in one call.
 func (l *loop) flushFences() {
 	if len(l.pendingFences) == 0 {
 		return
 	}
 	n, gen, ts := l.n, l.gen, l.pendingFences
 	l.pendingFences = nil
+	if !n.batchFencing {
+		n.spawn(func() { n.advanceEach(gen, ts) })
+		return
+	}
 	n.spawn(func() {
-		sem := make(chan struct{}, fenceParallelism)
-		var wg sync.WaitGroup
-		for _, t := range ts {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				err := n.advance(t)
-				n.post(gen, func(l *loop) { l.fenced(t, err) })
-			})
-		}
-		wg.Wait()
+		errs := n.advanceTogether(gen.ctx, ts)
+		n.post(gen, func(l *loop) {
+			for i, t := range ts {
+				l.fenced(t, errs[i])
+			}
+		})
 	})
 }
 
-// advance runs every fencer for t, in order.
-func (n *Node) advance(t *tenure) error {
-	for i, f := range n.cfg.Fencers {
-		if err := t.ctx.Err(); err != nil {
-			return context.Cause(t.ctx)
-		}
-		if err := f.Advance(t.ctx, t.token); err != nil {
-			return fmt.Errorf("fencer %d: %w", i, err)
-		}
+// advanceEach runs every fencer for each tenure of ts, in order, tenures in
+// parallel, and reports each tenure's result as soon as it has it, so that
+// a slow partition delays no other.
+func (n *Node) advanceEach(gen *generation, ts []*tenure) {
+	sem := make(chan struct{}, fenceParallelism)
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var err error
+			for i, f := range n.cfg.Fencers {
+				if err = n.advanceOne(i, f, t); err != nil {
+					break
+				}
+			}
+			n.post(gen, func(l *loop) { l.fenced(t, err) })
+		})
+	}
+	wg.Wait()
+}
+
+// advanceOne advances fencer number i, f, to t's token.
+func (n *Node) advanceOne(i int, f fence.Fencer, t *tenure) error {
+	if t.ctx.Err() != nil {
+		return context.Cause(t.ctx)
+	}
+	if err := f.Advance(t.ctx, t.token); err != nil {
+		return fmt.Errorf("fencer %d: %w", i, err)
 	}
 	return nil
+}
+
+// advanceTogether runs the fencers, in order, for the tenures ts, and
+// returns each one's error. A fencer with AdvanceAll is called once for all
+// the tenures still to fence (those whose earlier fencers succeeded and
+// whose tenure has not ended); a stale token fails only its tenure. The
+// other fencers are advanced per token, tenures in parallel.
+func (n *Node) advanceTogether(ctx context.Context, ts []*tenure) []error {
+	errs := make([]error, len(ts))
+	for i, f := range n.cfg.Fencers {
+		var todo []int
+		for j, t := range ts {
+			switch {
+			case errs[j] != nil:
+			case t.ctx.Err() != nil:
+				errs[j] = context.Cause(t.ctx)
+			default:
+				todo = append(todo, j)
+			}
+		}
+		if len(todo) == 0 {
+			break
+		}
+		all, ok := f.(advanceAller)
+		if !ok {
+			n.advanceParallel(i, f, ts, todo, errs)
+			continue
+		}
+		toks := make([]fence.Token, len(todo))
+		for k, j := range todo {
+			toks[k] = ts[j].token
+		}
+		err := all.AdvanceAll(ctx, toks)
+		if err == nil {
+			continue
+		}
+		stale := staleTokens(err)
+		for _, j := range todo {
+			if se, ok := stale[ts[j].token]; ok {
+				errs[j] = fmt.Errorf("fencer %d: %w", i, se)
+			} else if len(stale) == 0 {
+				errs[j] = fmt.Errorf("fencer %d: advance %d tokens: %w", i, len(toks), err)
+			}
+		}
+	}
+	return errs
+}
+
+// advanceParallel advances fencer number i, f, to the tokens of ts[j] for j
+// in todo, in parallel, and records each error in errs[j].
+func (n *Node) advanceParallel(i int, f fence.Fencer, ts []*tenure, todo []int, errs []error) {
+	sem := make(chan struct{}, fenceParallelism)
+	var wg sync.WaitGroup
+	for _, j := range todo {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[j] = n.advanceOne(i, f, ts[j])
+		})
+	}
+	wg.Wait()
+}
+
+// staleTokens returns the stale tokens that err names: every
+// *fence.StaleError it wraps, by token. It is empty if err is not a stale
+// error or names no token.
+func staleTokens(err error) map[fence.Token]*fence.StaleError {
+	if !errors.Is(err, fence.ErrStale) {
+		return nil
+	}
+	out := map[fence.Token]*fence.StaleError{}
+	var walk func(error)
+	walk = func(err error) {
+		if se, ok := err.(*fence.StaleError); ok {
+			out[fence.Token{Scope: se.Scope, Epoch: se.Presented}] = se
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			if e := u.Unwrap(); e != nil {
+				walk(e)
+			}
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
 }
 
 // fenced handles the result of advancing t's fencers: serve, retry after a

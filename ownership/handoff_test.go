@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
@@ -73,10 +75,9 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	want := slices.DeleteFunc(ring.Owned("c"), func(q int) bool { return q == p })
 	servesAll(t, c3, want)
 
-	// The work's context is cancelled: the tenure is over, work must wind
-	// down.
-	<-held.Context.Done()
-	require.ErrorIs(t, context.Cause(held.Context), ErrMoved)
+	// The work's context is still live: a planned move lets admitted work
+	// finish before it cancels anything.
+	require.NoError(t, held.Context.Err())
 
 	// New work for p is refused, naming the next owner.
 	_, err = a.HoldPartition(p)
@@ -107,8 +108,12 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 		}
 	}
 
-	// Finishing the work completes the handoff.
+	// Finishing the work completes the handoff; only then is the tenure's
+	// context cancelled.
+	require.NoError(t, held.Context.Err())
 	held.Release()
+	<-held.Context.Done()
+	require.ErrorIs(t, context.Cause(held.Context), ErrMoved)
 	servesAll(t, c3, ring.Owned("c"))
 	r = c3.LookupPartition(p)
 	require.Greater(t, r.Epoch, oldEpoch)
@@ -130,12 +135,17 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 }
 
 // TestDrainTimeout shows that work that does not finish within the drain
-// timeout does not hold the partition hostage.
+// timeout does not hold the partition hostage: its context stays live for
+// the drain timeout, is then cancelled (ErrMoved), and the handoff goes on
+// with a warning that counts the work still in flight.
 func TestDrainTimeout(t *testing.T) {
 	c := cluster.New(t, 3)
 	const name, parts = "drain-timeout", 32
+	const timeout = 500 * time.Millisecond
 	cfgA := testConfig(t, name, "a", parts)
-	cfgA.DrainTimeout = 300 * time.Millisecond
+	cfgA.DrainTimeout = timeout
+	var logs syncBuffer
+	cfgA.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
 	a := join(t, c.NewClient(t), cfgA)
 	waitStable(t, 30*time.Second, a)
 	p := movingPartition(t, parts, []string{"a"}, "a", "b")
@@ -144,9 +154,110 @@ func TestDrainTimeout(t *testing.T) {
 	defer held.Release() // never, during the handoff
 
 	b := join(t, c.NewClient(t), testConfig(t, name, "b", parts))
+	// a stops admitting work for p, and the work's context stays live.
+	require.NoError(t, waitFor(30*time.Second, func() error {
+		if _, err := a.HoldPartition(p); !errors.Is(err, ErrReleasing) {
+			return fmt.Errorf("hold: %v", err)
+		}
+		return nil
+	}, a))
+	stopped := time.Now()
+	require.NoError(t, held.Context.Err())
+	<-held.Context.Done()
+	waited := time.Since(stopped)
+	require.ErrorIs(t, context.Cause(held.Context), ErrMoved)
+	require.Greater(t, waited, timeout/2, "cancelled before the drain timeout")
 	waitStable(t, 30*time.Second, a, b)
 	require.Greater(t, b.LookupPartition(p).Epoch, held.Token.Epoch)
-	require.Error(t, held.Context.Err())
+	require.Contains(t, logs.String(), "drain timeout")
+	require.Contains(t, logs.String(), "in_flight=1")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use, for logs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestCloseDrainsInFlightWork: a graceful Close with 20 pieces of work in
+// flight on its partitions cancels none of their contexts before they are
+// released, keeps each partition's claim until its last work is released,
+// and only then cancels the context (ErrClosed) and hands the partition
+// off.
+func TestCloseDrainsInFlightWork(t *testing.T) {
+	c := cluster.New(t, 3)
+	const name, parts, inFlight = "close-drain", 32, 20
+	a := join(t, c.NewClient(t), testConfig(t, name, "a", parts))
+	cfgB := testConfig(t, name, "b", parts)
+	cfgB.DrainTimeout = time.Minute // the test releases the work itself
+	var releasedEarly atomic.Int64
+	remaining := make([]atomic.Int64, parts)
+	cfgB.Callbacks.OnReleased = func(p int, _ fence.Token, _ Reason) {
+		if remaining[p].Load() != 0 {
+			releasedEarly.Add(1)
+		}
+	}
+	b := join(t, c.NewClient(t), cfgB)
+	waitStable(t, 30*time.Second, a, b)
+
+	owned := b.Owned()
+	require.NotEmpty(t, owned)
+	holds := make([]Held, inFlight)
+	for i := range holds {
+		h, err := b.HoldPartition(owned[i%len(owned)])
+		require.NoError(t, err)
+		holds[i] = h
+		remaining[h.Partition].Add(1)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		closed <- b.Close(ctx)
+	}()
+	// b admits no more work on the partitions with work in flight.
+	require.NoError(t, waitFor(30*time.Second, func() error {
+		for _, h := range holds {
+			extra, err := b.HoldPartition(h.Partition)
+			extra.Release()
+			var wo *WrongOwnerError
+			if !errors.As(err, &wo) || !wo.Releasing || wo.Owner != "a" {
+				return fmt.Errorf("partition %d: hold: %v", h.Partition, err)
+			}
+		}
+		return nil
+	}, b))
+
+	obs := c.NewClient(t)
+	for i, h := range holds {
+		require.NoError(t, h.Context.Err(), "work %d cancelled before its Release", i)
+		claims := etcdClaims(t, obs, name)
+		for p := range parts {
+			if remaining[p].Load() > 0 {
+				require.Equal(t, "b", claims[p].owner, "partition %d: claim gone with work in flight", p)
+			}
+		}
+		remaining[h.Partition].Add(-1)
+		h.Release()
+	}
+	require.NoError(t, <-closed)
+	for _, h := range holds {
+		require.ErrorIs(t, context.Cause(h.Context), ErrClosed)
+	}
+	require.Zero(t, releasedEarly.Load(), "OnReleased with work in flight")
+	waitStable(t, 30*time.Second, a)
 }
 
 // TestSessionLoss cuts a node off from etcd: every partition is lost at
@@ -174,6 +285,8 @@ func TestSessionLoss(t *testing.T) {
 	fp.Blackhole()
 	// All of a's contexts are cancelled with ErrLost, work in flight or
 	// not, and OnReleased(lost) reports each.
+	<-held[owned[0]].Context.Done()
+	requireSessionLost(t, a) // at once, before the event loop has caught up
 	for _, h := range held {
 		<-h.Context.Done()
 		require.ErrorIs(t, context.Cause(h.Context), ErrLost)
@@ -187,11 +300,13 @@ func TestSessionLoss(t *testing.T) {
 			lost[e.Partition] = true
 		}
 	}
-	_, err := a.HoldPartition(owned[0])
-	require.ErrorIs(t, err, ErrNotOwner)
+	// Until it has rejoined, a says that its session is lost, and never
+	// names itself as an owner.
+	requireSessionLost(t, a)
 
 	// b takes over once a's lease expires in etcd.
 	servesAll(t, b, seq(parts))
+	requireSessionLost(t, a)
 
 	fp.Heal()
 	waitStable(t, 30*time.Second, a, b)
@@ -200,6 +315,29 @@ func TestSessionLoss(t *testing.T) {
 			require.Greater(t, a.LookupPartition(p).Epoch, e)
 		}
 	}
+}
+
+// requireSessionLost checks the answers of n, whose session ended: Hold
+// refuses every partition with a *WrongOwnerError that says so
+// (SessionLost, errors.Is ErrLost) and never names n, and Lookup never
+// reports n as the owner of a partition, nor any partition Local.
+func requireSessionLost(t *testing.T, n *Node) {
+	t.Helper()
+	for p := range n.Ring().Partitions() {
+		_, err := n.HoldPartition(p)
+		require.ErrorIs(t, err, ErrNotOwner)
+		require.ErrorIs(t, err, ErrLost)
+		var wo *WrongOwnerError
+		require.ErrorAs(t, err, &wo)
+		require.True(t, wo.SessionLost, "partition %d: %v", p, err)
+		require.False(t, wo.Acquiring || wo.Releasing, "partition %d: %v", p, err)
+		require.NotEqual(t, n.ID(), wo.Owner, "partition %d: %v", p, err)
+		require.Contains(t, err.Error(), "session lost")
+		r := n.LookupPartition(p)
+		require.False(t, r.Local, "partition %d: %+v", p, r)
+		require.NotEqual(t, n.ID(), r.Owner, "partition %d: %+v", p, r)
+	}
+	require.Empty(t, n.Owned())
 }
 
 // TestClaimDeletedExternally shows that a node whose claim disappears (an
@@ -307,11 +445,14 @@ func TestWrongOwnerErrorMessages(t *testing.T) {
 		{&WrongOwnerError{Partition: 3}, "ownership: not the owner: partition 3, owner unknown"},
 		{&WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}, `ownership: not the owner: partition 3, owner "b" at h:1 epoch 7`},
 		{&WrongOwnerError{Partition: 3, Owner: "c", Releasing: true}, `ownership: partition is being released: partition 3, next owner "c"`},
+		{&WrongOwnerError{Partition: 3, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner unknown`},
+		{&WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner "b" at h:1 epoch 7`},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, tt.err.Error())
 		require.True(t, errors.Is(tt.err, ErrNotOwner))
 		require.Equal(t, tt.err.Releasing, errors.Is(tt.err, ErrReleasing))
+		require.Equal(t, tt.err.SessionLost, errors.Is(tt.err, ErrLost))
 	}
 }
 

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/errs"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -36,6 +38,10 @@ type Node struct {
 	log       hclog.Logger
 	clock     clock.Clock
 	id        string
+
+	// batchFencing is set if a fencer has AdvanceAll: the tenures
+	// acquired together are fenced together.
+	batchFencing bool
 
 	reader *fleetReader
 	slots  []slot // by partition: each one's state, written by the event loop
@@ -66,6 +72,9 @@ type Node struct {
 // A node ID held by a process that died stays taken until its lease expires
 // (at most the session TTL).
 func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
+	if nilness.Is(ctx) {
+		return nil, errs.New(ErrNilArgument, "context")
+	}
 	if nilness.Is(cli) {
 		return nil, ErrNilClient
 	}
@@ -86,6 +95,11 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		msgs:      make(chan message, 256),
 		loopDone:  make(chan struct{}),
 		done:      make(chan struct{}),
+	}
+	for _, f := range cfg.Fencers {
+		if _, ok := f.(advanceAller); ok {
+			n.batchFencing = true
+		}
 	}
 	n.reader = &fleetReader{kv: cli, watcher: cli, layout: n.layout, partitions: cfg.Ring.Partitions, log: n.log, clock: n.clock}
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
@@ -149,7 +163,7 @@ func (n *Node) PartitionOf(key string) int { return n.snap.Load().ring.Partition
 // not allocate.
 func (n *Node) Lookup(key string) Route {
 	s := n.snap.Load()
-	return s.routes[s.ring.PartitionOf(key)].route
+	return s.route(s.ring.PartitionOf(key))
 }
 
 // LookupPartition returns the route of partition p. For p outside [0, P)
@@ -159,16 +173,25 @@ func (n *Node) LookupPartition(p int) Route {
 	if uint(p) >= uint(len(s.routes)) {
 		return Route{Partition: p, RingVersion: s.ring.Version()}
 	}
-	return s.routes[p].route
+	return s.route(p)
 }
 
 // Hold admits local work for key: if this node serves key's partition, the
 // work is counted as in flight until Held.Release and runs under the
-// returned token and context. Otherwise Hold returns a *WrongOwnerError
-// (errors.Is ErrNotOwner, and ErrReleasing during a handoff, in which case
-// it names the next owner when known; Acquiring is set when this node is
-// the next owner and still acquiring the partition), or ErrClosed once the
-// node is closed.
+// returned token and context (see Held for how a tenure ends under it).
+// Otherwise Hold returns ErrClosed once the node is closed, or a
+// *WrongOwnerError (errors.Is ErrNotOwner) that says why:
+//
+//   - SessionLost (errors.Is ErrLost): this node's session ended and the
+//     node is rejoining; Owner names the partition's other known holder,
+//     never this node, or is empty.
+//   - Releasing (errors.Is ErrReleasing): this node is handing the
+//     partition off; Owner names the next owner when known.
+//   - Acquiring: this node is the partition's next owner and is still
+//     acquiring it; Owner is the previous owner while it hands the
+//     partition off, else this node.
+//   - otherwise: another node owns the partition, or nobody does yet; Owner
+//     names it when known.
 func (n *Node) Hold(key string) (Held, error) {
 	s := n.snap.Load()
 	return n.hold(s, s.ring.PartitionOf(key))
@@ -193,6 +216,15 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 		return Held{}, ErrClosed
 	}
 	err := &WrongOwnerError{Partition: p, RingVersion: s.ring.Version()}
+	if s.sessionEnded() {
+		if !errors.Is(context.Cause(s.gen), ErrLost) {
+			return Held{}, ErrClosed
+		}
+		r := s.route(p)
+		err.SessionLost = true
+		err.Owner, err.Addr, err.Epoch = r.Owner, r.Addr, r.Epoch
+		return Held{}, err
+	}
 	if n.slots[p].load().releasing() {
 		err.Releasing = true
 		if e.next != n.id {
@@ -201,7 +233,12 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 		return Held{}, err
 	}
 	err.Owner, err.Addr, err.Epoch = e.route.Owner, e.route.Addr, e.route.Epoch
-	err.Acquiring = e.next == n.id
+	if e.next == n.id {
+		err.Acquiring = true
+		if err.Owner == "" { // unclaimed, or claimed by this node
+			err.Owner, err.Addr = n.id, e.nextAddr
+		}
+	}
 	return Held{}, err
 }
 
@@ -210,8 +247,15 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 // fires for the next change.
 func (n *Node) Changed() <-chan struct{} { return n.snap.Load().changed }
 
-// Owned returns, in ascending order, the partitions this node serves.
-func (n *Node) Owned() []int { return slices.Clone(n.snap.Load().owned) }
+// Owned returns, in ascending order, the partitions this node serves:
+// none once its session has ended, until it has rejoined.
+func (n *Node) Owned() []int {
+	s := n.snap.Load()
+	if s.sessionEnded() {
+		return nil
+	}
+	return slices.Clone(s.owned)
+}
 
 // Members returns the registered members, sorted by ID.
 func (n *Node) Members() []Member {
@@ -233,16 +277,21 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Close leaves the cluster gracefully: it deletes the member key, so that
 // every node's ring moves this node's partitions elsewhere, hands each
-// partition off as in a move (stop admitting, cancel, drain, OnReleased with
-// ReasonClosed, delete the claim), then revokes the lease. If ctx ends
+// partition off as in a move (stop admitting, let the work in flight finish
+// within Config.DrainTimeout, then cancel the partition's context, call
+// OnReleased with ReasonClosed and delete the claim), then revokes the
+// lease. If ctx ends
 // first, Close stops waiting: it cancels what remains, lets the lease go and
 // returns an error wrapping ctx's error; the remaining partitions become
 // free when the lease expires or is revoked.
 //
 // Close returns once every goroutine of the node has ended and every
 // callback has returned. It is idempotent. It must not be called from a
-// callback.
+// callback. A nil ctx is refused (ErrNilArgument) and closes nothing.
 func (n *Node) Close(ctx context.Context) error {
+	if nilness.Is(ctx) {
+		return errs.New(ErrNilArgument, "context")
+	}
 	n.closeReq()
 	select {
 	case <-n.done:

@@ -310,14 +310,18 @@ func TestFencersRunBeforeWork(t *testing.T) {
 		return nil
 	}, a))
 	require.False(t, slices.Contains(a.Owned(), blocked))
+	// Claimed, not yet served: Lookup does not name a as the owner of a
+	// partition it does not serve; Hold says that a is acquiring it.
 	r := a.LookupPartition(blocked)
 	require.False(t, r.Local)
-	require.Equal(t, "a", r.Owner)
-	require.NotZero(t, r.Epoch, "claimed, not yet served")
+	require.Empty(t, r.Owner)
+	require.Zero(t, r.Epoch)
+	require.NotZero(t, etcdClaims(t, c.NewClient(t), "fence")[blocked].epoch, "claimed")
 	_, err := a.HoldPartition(blocked)
 	var wo *WrongOwnerError
 	require.ErrorAs(t, err, &wo)
 	require.Equal(t, "a", wo.Owner)
+	require.True(t, wo.Acquiring)
 	require.False(t, wo.Releasing)
 
 	close(block)

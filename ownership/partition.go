@@ -7,10 +7,11 @@ import "sync/atomic"
 //	idle -> claiming -> fencing (-> fenceWait -> fencing ...) -> serving
 //	claiming -> idle (the claim failed, or another node holds it)
 //	idle -> deleting (a claim left by an earlier session of this node)
-//	serving -> draining -> releasing (OnReleased) -> deleting (-> deleteWait ...) -> idle
+//	serving -> draining (admits nothing; work in flight finishes) ->
+//	  releasing (context cancelled, OnReleased) -> deleting (-> deleteWait ...) -> idle
 //	fencing, when the tenure ends -> aborting -> deleting (or idle if the claim is gone)
 //	fenceWait, when the tenure ends -> deleting (or idle if the claim is gone)
-//	serving, when the claim disappears -> idle
+//	serving or draining, when the claim disappears -> idle (cancelled at once)
 //	any, on loss -> idle (the claims go with the lease)
 type phase uint8
 
@@ -21,8 +22,8 @@ const (
 	phaseFenceWait               // fencers failed; waiting to retry
 	phaseAborting                // the tenure ended while its fencers ran; delete the claim when they return
 	phaseServing                 // admitting work
-	phaseDraining                // handed off: admitting no work; waiting for the work in flight
-	phaseReleasing               // handed off: OnReleased queued; waiting for it to return
+	phaseDraining                // handing off: admitting no work; waiting for the work in flight, its context still live
+	phaseReleasing               // handed off: context cancelled, OnReleased queued; waiting for it to return
 	phaseDeleting                // claim deletion queued or in flight
 	phaseDeleteWait              // claim deletion failed; waiting to retry
 )
@@ -35,6 +36,7 @@ type pstate struct {
 	t        *tenure // fencing to releasing: the tenure; nil otherwise
 	epoch    int64   // deleting, deleteWait: the epoch of the claim to delete
 	attempts int     // failed fencing or deletion attempts in a row
+	reason   Reason  // draining: why the tenure is ending (moved or closed)
 }
 
 var idle = &pstate{}
@@ -81,10 +83,20 @@ func (l *loop) set(p int, st *pstate) {
 	l.dirty = true
 }
 
+// stopAdmitting publishes st (draining) as partition p's state: p's
+// tenure admits no more work, but its context stays live until the work
+// already admitted has finished (see drain). The order matters: the
+// tenure's admission (tenure.enter) re-reads the state after it counts the
+// work, so once st is published, no new work is admitted and the drain sees
+// all work admitted before.
+func (l *loop) stopAdmitting(p int, st *pstate) {
+	l.set(p, st)
+	st.t.stop()
+}
+
 // end publishes st as partition p's state and then ends p's current tenure
-// for reason r. The order matters: the tenure's admission (tenure.enter)
-// re-reads the state after it counts the work, so once end has published
-// st, no new work is admitted and the drain sees all work admitted before.
+// for reason r, cancelling its context at once (as stopAdmitting, then the
+// cancellation).
 func (l *loop) end(p int, st *pstate, r Reason) {
 	t := l.state(p).t
 	l.set(p, st)

@@ -94,8 +94,10 @@ func (l *loop) checkTenure(p int) {
 		l.end(p, &pstate{phase: phaseAborting, t: t}, ReasonLost)
 	case phaseFenceWait:
 		l.end(p, idle, ReasonLost)
-	case phaseServing:
-		l.n.log.Warn("claim lost", "partition", p, "epoch", t.token.Epoch)
+	case phaseServing, phaseDraining:
+		// A loss, even in the middle of a handoff: the work in flight is
+		// cancelled at once, the next owner may be serving already.
+		l.n.log.Warn("claim lost", "partition", p, "epoch", t.token.Epoch, "in_flight", t.inflight.Load())
 		l.end(p, idle, ReasonLost)
 		l.flushAcquired()
 		l.n.fireReleased(t)
@@ -128,30 +130,34 @@ func (l *loop) flushAcquired() {
 	}
 }
 
-// release hands p off: no new work, cancel, then drain on another
-// goroutine.
+// release hands p off: it stops admitting work for p, and the drain (on
+// another goroutine) waits for the work in flight; drained then cancels
+// the tenure's context.
 func (l *loop) release(p int) {
 	l.flushAcquired()
-	t := l.state(p).t
 	r := ReasonMoved
 	if l.closing {
 		r = ReasonClosed
 	}
-	l.end(p, &pstate{phase: phaseDraining, t: t}, r)
+	t := l.state(p).t
+	l.stopAdmitting(p, &pstate{phase: phaseDraining, t: t, reason: r})
 	l.releaseQ = append(l.releaseQ, t)
 }
 
-// drained handles the end of the drains of ts: each tenure still draining
-// gets its OnReleased; its claim is deleted once that has returned (see
-// Node.awaitReleased), or at once if the drain timed out.
+// drained handles the end of the drains of ts (expired: the drain timeout
+// passed with work still in flight): each tenure still draining has its
+// context cancelled and gets its OnReleased; its claim is deleted once that
+// has returned (see Node.awaitReleased), or at once if the drain timed
+// out.
 func (l *loop) drained(ts []*tenure, deadline time.Time, expired bool) {
 	var done []*tenure
 	var last <-chan struct{}
 	for _, t := range ts {
-		if st := l.state(t.p); st.t != t || st.phase != phaseDraining {
-			continue
+		st := l.state(t.p)
+		if st.t != t || st.phase != phaseDraining {
+			continue // lost meanwhile
 		}
-		l.set(t.p, &pstate{phase: phaseReleasing, t: t})
+		l.end(t.p, &pstate{phase: phaseReleasing, t: t}, st.reason)
 		if ack := l.n.fireReleased(t); ack != nil {
 			last = ack // callbacks run in order: the last one returns last
 		}

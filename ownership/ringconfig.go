@@ -5,6 +5,8 @@ import (
 	"math"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tenure-go/tenure/internal/errs"
 )
 
 const (
@@ -48,16 +50,24 @@ func DefaultRingConfig() RingConfig {
 // Validate reports whether c is usable. Errors wrap ErrInvalidPartitions or
 // ErrInvalidLoadFactor.
 func (c RingConfig) Validate() error {
-	if c.Partitions <= 0 {
-		return fmt.Errorf("%w: %d (must be > 0)", ErrInvalidPartitions, c.Partitions)
-	}
-	if c.Partitions > MaxPartitions {
-		return fmt.Errorf("%w: %d (must be <= %d)", ErrInvalidPartitions, c.Partitions, MaxPartitions)
-	}
-	if math.IsNaN(c.LoadFactor) || math.IsInf(c.LoadFactor, 0) || c.LoadFactor < 1 {
-		return fmt.Errorf("%w: %v (must be a finite number >= 1)", ErrInvalidLoadFactor, c.LoadFactor)
+	if kind, field, detail := c.check(); kind != nil {
+		return errs.New(kind, "%s %s", field, detail)
 	}
 	return nil
+}
+
+// check returns, for an invalid c, the sentinel, the field's name and what
+// is wrong with its value; nil for a valid c.
+func (c RingConfig) check() (kind error, field, detail string) {
+	switch {
+	case c.Partitions <= 0:
+		return ErrInvalidPartitions, "partition count", fmt.Sprintf("%d must be > 0", c.Partitions)
+	case c.Partitions > MaxPartitions:
+		return ErrInvalidPartitions, "partition count", fmt.Sprintf("%d must be <= %d", c.Partitions, MaxPartitions)
+	case math.IsNaN(c.LoadFactor) || math.IsInf(c.LoadFactor, 0) || c.LoadFactor < 1:
+		return ErrInvalidLoadFactor, "load factor", fmt.Sprintf("%v must be a finite number >= 1", c.LoadFactor)
+	}
+	return nil, "", ""
 }
 
 // ValidateNodeID reports whether id can name a node: it must be 1 to
@@ -66,17 +76,17 @@ func (c RingConfig) Validate() error {
 // ErrInvalidNodeID and quote the ID.
 func ValidateNodeID(id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty", ErrInvalidNodeID)
+		return errs.New(ErrInvalidNodeID, "empty")
 	}
 	if len(id) > MaxNodeIDLen {
-		return fmt.Errorf("%w: %q... is %d bytes (must be <= %d)", ErrInvalidNodeID, id[:32], len(id), MaxNodeIDLen)
+		return errs.New(ErrInvalidNodeID, "%q... is %d bytes (must be <= %d)", id[:32], len(id), MaxNodeIDLen)
 	}
 	if !utf8.ValidString(id) {
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidNodeID, id)
+		return errs.New(ErrInvalidNodeID, "%q is not valid UTF-8", id)
 	}
 	for i, r := range id {
 		if r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return fmt.Errorf("%w: %q has forbidden character %q at byte %d", ErrInvalidNodeID, id, r, i)
+			return errs.New(ErrInvalidNodeID, "%q has forbidden character %q at byte %d", id, r, i)
 		}
 	}
 	return nil

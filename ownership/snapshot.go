@@ -1,6 +1,9 @@
 package ownership
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Member is a node registered in the cluster, as published in its member
 // key.
@@ -34,6 +37,11 @@ type Route struct {
 	// partition: its fencers have been advanced and no handoff has begun.
 	// Hold may still refuse a Local partition if its tenure ends in between.
 	// Always false in an Observer's routes.
+	//
+	// A Node's route names the node itself as Owner only when Local: a
+	// partition it is still acquiring, is handing off, or held before its
+	// session was lost is routed to its next owner on the ring if that is
+	// another node, else to no owner (Owner empty, Epoch 0).
 	Local bool
 	// RingVersion is the Version of the ring the route was computed from.
 	RingVersion uint64
@@ -41,12 +49,50 @@ type Route struct {
 
 // snapshot is an immutable routing table, published by the event loop.
 type snapshot struct {
+	self    string          // this node's ID
+	gen     context.Context // the context of the generation the snapshot was built in
+	session <-chan struct{} // gen.Done()
 	ring    *Ring
 	routes  []entry
 	members []Member
 	owned   []int
 	closed  bool
 	changed chan struct{} // closed when the next snapshot is published
+}
+
+// sessionEnded reports whether the generation the snapshot was built in
+// has ended (its session lost, or the node stopping); its Local routes are
+// then served no more.
+func (s *snapshot) sessionEnded() bool {
+	select {
+	case <-s.session:
+		return true
+	default:
+		return false
+	}
+}
+
+// route returns partition p's route, for p in [0, P). It does not
+// allocate.
+func (s *snapshot) route(p int) Route {
+	e := &s.routes[p]
+	if e.route.Local && s.sessionEnded() {
+		return e.unserved(s.self)
+	}
+	return e.route
+}
+
+// unserved returns the entry's route for a partition this node does not
+// serve although it may hold (or have held) its claim: routed to the next
+// owner on the ring if that is another node, else to no owner.
+func (e *entry) unserved(self string) Route {
+	r := e.route
+	r.Local = false
+	r.Owner, r.Addr, r.Epoch = "", "", 0
+	if e.next != self {
+		r.Owner, r.Addr = e.next, e.nextAddr
+	}
+	return r
 }
 
 type entry struct {
@@ -80,6 +126,9 @@ func (l *loop) store(s *snapshot) {
 func (l *loop) build(closed bool) *snapshot {
 	f := l.fleet
 	s := &snapshot{
+		self:    l.n.id,
+		gen:     l.gen.ctx,
+		session: l.gen.ctx.Done(),
 		ring:    f.ring,
 		routes:  make([]entry, len(f.claims)),
 		closed:  closed,
@@ -99,12 +148,11 @@ func (l *loop) build(closed bool) *snapshot {
 		if c := f.claims[p]; c.epoch != 0 {
 			e.route.Owner, e.route.Addr, e.route.Epoch, e.route.Since = c.owner, f.addr(c.owner), c.epoch, c.since
 		}
-		if closed {
-			continue
-		}
-		if st := l.state(p); st.phase == phaseServing {
+		if st := l.state(p); !closed && st.phase == phaseServing {
 			e.serving, e.t, e.route.Local = st, st.t, true
 			s.owned = append(s.owned, p)
+		} else if e.route.Owner == s.self {
+			e.route = e.unserved(s.self)
 		}
 	}
 	s.members = make([]Member, 0, len(f.all))

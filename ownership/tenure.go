@@ -15,7 +15,7 @@ import (
 //
 // Admission and drain are race-free without a lock. enter increments
 // inflight and then re-reads the partition's state; the event loop
-// publishes a state that is not serving and then reads inflight (end,
+// publishes a state that is not serving and then reads inflight (stop,
 // finish). Go's atomics are sequentially consistent, so at least one of them
 // sees the other: either enter sees that the tenure no longer serves and
 // backs out, or finish sees the work and the drain waits for it.
@@ -64,9 +64,19 @@ func (t *tenure) exit() {
 
 func (t *tenure) signalDrained() { t.drainedOnce.Do(func() { close(t.drained) }) }
 
+// stop is called once the partition's state has left serving (see
+// loop.stopAdmitting): no more work is admitted, and drained is closed
+// once the work already admitted has called Release. The context stays
+// live.
+func (t *tenure) stop() {
+	if t.inflight.Load() == 0 {
+		t.signalDrained()
+	}
+}
+
 // finish ends the tenure after its partition's state has left serving (see
 // loop.end): it records r, unless a reason was recorded before, and cancels
-// the tenure's context with r's cause. Work already admitted keeps running
+// the tenure's context with r's cause. Work still admitted keeps running
 // until it calls Release; drained is closed when it has.
 func (t *tenure) finish(r Reason) {
 	if t.reason == 0 {
@@ -81,8 +91,25 @@ func (t *tenure) finish(r Reason) {
 // Held is work admitted by Hold: it runs under Token, and Context is the
 // partition's context, cancelled (with context.Cause ErrMoved, ErrLost or
 // ErrClosed) when the tenure ends. The work counts as in flight until
-// Release is called; a handoff waits for it, up to Config.DrainTimeout, before
-// the partition's claim is deleted.
+// Release is called.
+//
+// A planned end of tenure (the ring moved the partition away, a graceful
+// Close, an operator's drain of the node) goes in this order: Hold stops
+// admitting work for the partition (it answers with a *WrongOwnerError,
+// Releasing, naming the next owner); the work already admitted runs on
+// with its Context live until every Held has been released, or until
+// Config.DrainTimeout has passed; only then is Context cancelled (ErrMoved
+// or ErrClosed), OnReleased called and the claim deleted, so that the next
+// owner can claim the partition. Work admitted before a planned move thus
+// finishes normally. A loss (the Session ended or its safe deadline
+// passed, or the claim was deleted by someone else) cancels Context at
+// once, with ErrLost: the next owner may already be serving.
+//
+// Work whose tenure ended under it (Context is done, or a store refused
+// its token) should stop and return an error that says so:
+// context.Cause(Context), which wraps ErrMoved, ErrLost or ErrClosed, or
+// the store's error, which wraps fence.ErrStale. The router turns those
+// into an answer that the caller retries at the next owner.
 //
 // Held is a small value; copies share the same admission. Release must be
 // called once the work is done, from any goroutine; calling it more than
