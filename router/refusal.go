@@ -69,7 +69,8 @@ func refusalHint(ref *httpfence.Refusal) *ownership.WrongOwnerError {
 		return nil
 	}
 	return &ownership.WrongOwnerError{Partition: ref.Partition, Owner: ref.Owner, Addr: ref.Addr,
-		Epoch: ref.Epoch, RingVersion: ref.RingVersion, Acquiring: ref.Acquiring}
+		Epoch: ref.Epoch, RingVersion: ref.RingVersion, Acquiring: ref.Acquiring,
+		SessionLost: ref.Kind == httpfence.RefusalSessionLost}
 }
 
 // tenureEnded reports whether err, returned by work admitted under the
