@@ -66,13 +66,14 @@ type driver struct {
 	fc    *clockwork.FakeClock
 	step  time.Duration
 	yield time.Duration
+	spins int
 	stop  chan struct{}
 	done  chan struct{}
 	once  sync.Once
 }
 
-func startDriver(fc *clockwork.FakeClock, step, yield time.Duration) *driver {
-	d := &driver{fc: fc, step: step, yield: yield, stop: make(chan struct{}), done: make(chan struct{})}
+func startDriver(fc *clockwork.FakeClock, step, yield time.Duration, spins int) *driver {
+	d := &driver{fc: fc, step: step, yield: yield, spins: spins, stop: make(chan struct{}), done: make(chan struct{})}
 	go d.run()
 	return d
 }
@@ -87,7 +88,7 @@ func (d *driver) run() {
 		}
 		// Let the goroutines woken by the last step run before time moves
 		// on: a few scheduler yields, then a short real sleep.
-		for range 4 {
+		for range d.spins {
 			runtime.Gosched()
 		}
 		if d.yield > 0 {

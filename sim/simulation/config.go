@@ -58,8 +58,12 @@ type Config struct {
 	// Faults is how many faults the schedule holds.
 	Faults int
 	// Step is how far the driver moves the virtual clock at a time and
-	// Yield the real time it sleeps between steps.
+	// Yield the real time it sleeps between steps (zero: none; the
+	// scheduler yields of Spins suffice on an idle machine).
 	Step, Yield time.Duration
+	// Spins is how many times the driver yields the processor
+	// (runtime.Gosched) between steps, before it sleeps Yield.
+	Spins int
 	// MaxSkew bounds each node's clock rate error (0.05: 5% fast or slow).
 	MaxSkew float64
 	// LivenessSlack is what the liveness bound allows beyond the TTL: see
@@ -79,8 +83,9 @@ func DefaultConfig() Config {
 		Duration:      20 * time.Second,
 		FaultFraction: 0.7,
 		Faults:        8,
-		Step:          5 * time.Millisecond,
-		Yield:         20 * time.Microsecond,
+		Step:          10 * time.Millisecond,
+		Yield:         50 * time.Microsecond,
+		Spins:         8,
 		MaxSkew:       0.05,
 		LivenessSlack: 3 * time.Second,
 	}
@@ -118,8 +123,8 @@ func (c Config) withDefaults() Config {
 	if c.Step == 0 {
 		c.Step = d.Step
 	}
-	if c.Yield == 0 {
-		c.Yield = d.Yield
+	if c.Spins == 0 {
+		c.Spins = d.Spins
 	}
 	if c.MaxSkew == 0 {
 		c.MaxSkew = d.MaxSkew

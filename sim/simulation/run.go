@@ -60,13 +60,13 @@ func Run(cfg Config) (*Result, error) {
 	}
 	cfg = cfg.withDefaults()
 	wallStart := time.Now()
-	fc := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fc := newFakeClock()
 	srv, err := memetcd.New(memetcd.Config{Clock: fc})
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	drv := startDriver(fc, cfg.Step, cfg.Yield)
+	drv := startDriver(fc, cfg.Step, cfg.Yield, cfg.Spins)
 	defer drv.Stop()
 
 	workCtx, stopWork := context.WithCancel(context.Background())
@@ -153,4 +153,9 @@ func waitOwned(w *world, ex *tenureEx, limit time.Duration) {
 		}
 		sleep(context.Background(), w.fc, 50*time.Millisecond)
 	}
+}
+
+// newFakeClock returns the virtual clock of a run, at a fixed instant.
+func newFakeClock() *clockwork.FakeClock {
+	return clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }

@@ -38,4 +38,3 @@ func decodeCounter(s string) counter {
 	}
 	return c
 }
-

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -32,10 +33,23 @@ type tenureEx struct {
 	nodes   []*ownership.Node
 	stores  []*etcdfence.Store
 	fencePf string
+
+	mu   sync.Mutex
+	revs map[int64]time.Duration // revision -> when it was committed
+}
+
+// revTime is when revision rev was committed (now if unknown).
+func (ex *tenureEx) revTime(rev int64) time.Duration {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if d, ok := ex.revs[rev]; ok {
+		return d
+	}
+	return ex.w.now()
 }
 
 func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
-	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: etcdfence.FencePrefixFor(cluster)}
+	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: etcdfence.FencePrefixFor(cluster), revs: map[int64]time.Duration{}}
 	ex.observe()
 	for _, n := range w.nodes {
 		store, err := etcdfence.New(n.cli, etcdfence.Config{Prefix: dataPrefix, FencePrefix: ex.fencePf})
@@ -56,7 +70,9 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 		sn := n
 		cfg.Callbacks = ownership.Callbacks{
 			OnAcquired: func(_ context.Context, _ int, t fence.Token) {
-				w.rec.BeginTenure(t.Scope, t.Epoch, sn.id, w.now())
+				// The tenure began when its claim was created (its epoch's
+				// revision), however late the callback runs.
+				w.rec.BeginTenure(t.Scope, t.Epoch, sn.id, ex.revTime(t.Epoch))
 			},
 			OnReleased: func(_ int, t fence.Token, _ ownership.Reason) {
 				w.rec.EndTenure(t.Scope, t.Epoch, sn.id, w.now())
@@ -80,6 +96,9 @@ func (ex *tenureEx) observe() {
 	w := ex.w
 	w.srv.OnCommit(func(at time.Time, evs []*mvccpb.Event) {
 		d := at.Sub(w.start)
+		ex.mu.Lock()
+		ex.revs[evs[0].Kv.ModRevision] = d
+		ex.mu.Unlock()
 		for _, ev := range evs {
 			if ev.Type != mvccpb.PUT {
 				continue

@@ -1,0 +1,138 @@
+// Command sim runs tenure's simulation under virtual time: the strategies
+// (tenure and the unfenced baselines) through one seeded fault schedule and
+// workload each, checked by sim/check, and prints a table per strategy.
+//
+//	go run ./sim                              # 100 seeds of every strategy
+//	go run ./sim -seeds 500 -out sim.md -svg sim.svg
+//	go run ./sim -seed 42 -strategy tenure -v # replay one seed, with its schedule and violations
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tenure-go/tenure/sim/simulation"
+)
+
+func main() {
+	var (
+		seed     = flag.Int64("seed", -1, "run this one seed (with -v: print its schedule and violations)")
+		seeds    = flag.Int("seeds", 100, "number of seeds per strategy")
+		first    = flag.Uint64("first", 1, "first seed")
+		strategy = flag.String("strategy", "tenure,redislock,etcdmutex", "comma-separated strategies (tenure, redislock, etcdmutex, tenure-unfenced) or all")
+		nodes    = flag.Int("nodes", 0, "nodes (0: default)")
+		faults   = flag.Int("faults", 0, "faults per run (0: default)")
+		duration = flag.Duration("duration", 0, "virtual duration of a run (0: default)")
+		parallel = flag.Int("parallel", 0, "runs at once (0: GOMAXPROCS)")
+		out      = flag.String("out", "", "also write the markdown table to this file")
+		svg      = flag.String("svg", "", "write an SVG plot of violations and unavailability to this file")
+		verbose  = flag.Bool("v", false, "print every failing run's schedule and violations")
+		yield    = flag.Duration("yield", 0, "real time the driver sleeps per step (0: default; negative: none)")
+		spins    = flag.Int("spins", 0, "scheduler yields per step (0: default)")
+	)
+	flag.Parse()
+	if err := run(*seed, *seeds, *first, *strategy, *nodes, *faults, *duration, *parallel, *out, *svg, *verbose, *yield, *spins); err != nil {
+		fmt.Fprintln(os.Stderr, "sim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int, duration time.Duration, parallel int, out, svg string, verbose bool, yield time.Duration, spins int) error {
+	var strategies []simulation.Strategy
+	if strategy == "all" {
+		strategies = simulation.Strategies()
+	} else {
+		for _, s := range strings.Split(strategy, ",") {
+			st, err := simulation.ParseStrategy(strings.TrimSpace(s))
+			if err != nil {
+				return err
+			}
+			strategies = append(strategies, st)
+		}
+	}
+	cfg := simulation.DefaultConfig()
+	if spins > 0 {
+		cfg.Spins = spins
+	}
+	if yield != 0 {
+		cfg.Yield = yield
+	}
+	if nodes > 0 {
+		cfg.Nodes = nodes
+	}
+	if faults > 0 {
+		cfg.Faults = faults
+	}
+	if duration > 0 {
+		cfg.Duration = duration
+	}
+	if seed >= 0 {
+		first, seeds = uint64(seed), 1
+		verbose = true
+	}
+	start := time.Now()
+	progress := func(r *simulation.Result) {
+		if r.OK() {
+			return
+		}
+		fmt.Printf("FAIL seed %d %s: %s\n  replay: %s\n", r.Config.Seed, r.Config.Strategy, r.Report.Summary(), r.Command())
+		if verbose {
+			fmt.Print(indent(r.Schedule.String()))
+			vs := r.Report.Violations()
+			for i, v := range vs {
+				if i == 20 {
+					fmt.Printf("  ... %d more\n", len(vs)-i)
+					break
+				}
+				fmt.Println("  " + v)
+			}
+		}
+	}
+	totals, err := simulation.RunSeeds(cfg, strategies, first, seeds, parallel, progress)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "Seeds %d..%d, %d nodes, %d partitions, %d keys, %d clients, TTL %v, %v of virtual time and %d faults per run; liveness bound %v after the last fault heals.\n\n",
+		first, first+uint64(seeds)-1, cfg.Nodes, cfg.Partitions, cfg.Keys, cfg.Clients, cfg.TTL, cfg.Duration, cfg.Faults, cfg.LivenessBound())
+	if err := simulation.WriteMarkdown(&md, totals); err != nil {
+		return err
+	}
+	runs := 0
+	var virtual time.Duration
+	for _, t := range totals {
+		runs += t.Runs
+		virtual += t.Virtual
+	}
+	fmt.Fprintf(&md, "\n%d runs in %v of wall time (%.0f runs/minute), %v of virtual time.\n", runs, wall.Round(time.Millisecond),
+		float64(runs)/wall.Minutes(), virtual.Round(time.Second))
+	fmt.Print("\n" + md.String())
+	if out != "" {
+		if err := os.WriteFile(out, md.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if svg != "" {
+		f, err := os.Create(svg)
+		if err != nil {
+			return err
+		}
+		if err := simulation.WriteSVG(f, totals); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}
