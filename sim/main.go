@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/sim/scenario"
 	"github.com/tenure-go/tenure/sim/simulation"
 )
 
@@ -31,17 +32,18 @@ func main() {
 		out      = flag.String("out", "", "also write the markdown table to this file")
 		svg      = flag.String("svg", "", "write an SVG plot of violations and unavailability to this file")
 		verbose  = flag.Bool("v", false, "print every failing run's schedule and violations")
+		corpus   = flag.Bool("corpus", false, "also replay the regression corpus (sim/scenario) and print its table")
 		yield    = flag.Duration("yield", 0, "real time the driver sleeps per step (0: default; negative: none)")
 		spins    = flag.Int("spins", 0, "scheduler yields per step (0: default)")
 	)
 	flag.Parse()
-	if err := run(*seed, *seeds, *first, *strategy, *nodes, *faults, *duration, *parallel, *out, *svg, *verbose, *yield, *spins); err != nil {
+	if err := run(*seed, *seeds, *first, *strategy, *nodes, *faults, *duration, *parallel, *out, *svg, *verbose, *yield, *spins, *corpus); err != nil {
 		fmt.Fprintln(os.Stderr, "sim:", err)
 		os.Exit(1)
 	}
 }
 
-func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int, duration time.Duration, parallel int, out, svg string, verbose bool, yield time.Duration, spins int) error {
+func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int, duration time.Duration, parallel int, out, svg string, verbose bool, yield time.Duration, spins int, corpus bool) error {
 	var strategies []simulation.Strategy
 	if strategy == "all" {
 		strategies = simulation.Strategies()
@@ -108,9 +110,21 @@ func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int
 	for _, t := range totals {
 		runs += t.Runs
 		virtual += t.Virtual
+		fmt.Fprintf(&md, "\n%s: %d process pauses between check and write, %d hung release callbacks.", t.Strategy, t.Pauses, t.Hangs)
 	}
+	md.WriteString("\n")
 	fmt.Fprintf(&md, "\n%d runs in %v of wall time (%.0f runs/minute), %v of virtual time.\n", runs, wall.Round(time.Millisecond),
 		float64(runs)/wall.Minutes(), virtual.Round(time.Second))
+	if corpus {
+		md.WriteString("\nRegression corpus:\n\n")
+		ok, err := scenario.WriteMarkdown(&md)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			defer fmt.Fprintln(os.Stderr, "sim: a corpus scenario failed")
+		}
+	}
 	fmt.Print("\n" + md.String())
 	if out != "" {
 		if err := os.WriteFile(out, md.Bytes(), 0o644); err != nil {

@@ -22,8 +22,9 @@ type Result struct {
 	// Virtual is the virtual time the run covered, Wall the real time it
 	// took.
 	Virtual, Wall time.Duration
-	// Pauses counts the process pauses that happened.
-	Pauses int
+	// Pauses and Hangs count the process pauses and hung release
+	// callbacks that happened.
+	Pauses, Hangs int
 	// HealedAt is when the last fault was over.
 	HealedAt time.Duration
 }
@@ -118,8 +119,9 @@ func Run(cfg Config) (*Result, error) {
 	ex.close()
 	drv.Stop()
 
-	res := &Result{Config: cfg, Schedule: w.sched, Virtual: until, Pauses: w.pauses}
+	res := &Result{Config: cfg, Schedule: w.sched, Virtual: until}
 	w.mu.Lock()
+	res.Pauses, res.Hangs = w.pauses, w.hangs
 	res.HealedAt = max(w.healedAt, w.sched.HealedAt)
 	w.mu.Unlock()
 	ccfg := check.Config{Linear: check.LinearConfig{Timeout: 5 * time.Second, Parallelism: 1}}

@@ -24,8 +24,14 @@ type Totals struct {
 	NotLinearizable     int
 	LivenessViolations  int
 	UnownedSeconds      float64
+	// MaxUnownedAfterHeal is the longest a partition stayed unowned after
+	// the last fault healed, over every run.
+	MaxUnownedAfterHeal time.Duration
 	Failovers           []time.Duration
 	Virtual, Wall       time.Duration
+	// Pauses and Hangs count the process pauses and hung release
+	// callbacks that happened.
+	Pauses, Hangs int
 	// Failed lists the replay commands of failing runs.
 	Failed []string
 	// liveness checked
@@ -49,8 +55,11 @@ func (t *Totals) Add(r *Result) {
 		t.LivenessViolations += len(r.Report.Liveness.Violations)
 	}
 	t.UnownedSeconds += s.UnownedPartitionSeconds
+	t.MaxUnownedAfterHeal = max(t.MaxUnownedAfterHeal, s.MaxUnownedAfterHeal)
 	t.Failovers = append(t.Failovers, r.Report.Failovers...)
 	t.Virtual += r.Virtual
+	t.Pauses += r.Pauses
+	t.Hangs += r.Hangs
 	t.Wall += r.Wall
 	if !r.OK() {
 		t.FailedRuns++
@@ -125,19 +134,20 @@ func cmpErr(a, b error) error {
 // WriteMarkdown writes the per-strategy table.
 func WriteMarkdown(w io.Writer, totals []*Totals) error {
 	var b strings.Builder
-	b.WriteString("| strategy | runs | operations | stale writes accepted | lost updates | double executions | epoch regressions | runs not linearizable | partition-seconds unowned | liveness violations | failover p50 | failover p99 | failing runs |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| strategy | runs | operations | stale writes accepted | lost updates | double executions | epoch regressions | runs not linearizable | partition-seconds unowned | max unowned after heal | liveness violations | failover p50 | failover p99 | failing runs |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range totals {
-		unowned, live, p50, p99 := "n/a", "n/a", "n/a", "n/a"
+		unowned, maxGap, live, p50, p99 := "n/a", "n/a", "n/a", "n/a", "n/a"
 		if t.live {
 			unowned = fmt.Sprintf("%.1f", t.UnownedSeconds)
+			maxGap = t.MaxUnownedAfterHeal.String()
 			live = fmt.Sprint(t.LivenessViolations)
 			p50 = check.Percentile(t.Failovers, 50).String()
 			p99 = check.Percentile(t.Failovers, 99).String()
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s | %d |\n",
 			t.Strategy, t.Runs, t.Operations, t.StaleWritesAccepted, t.LostUpdates, t.DoubleExecutions,
-			t.EpochRegressions, t.NotLinearizable, unowned, live, p50, p99, t.FailedRuns)
+			t.EpochRegressions, t.NotLinearizable, unowned, maxGap, live, p50, p99, t.FailedRuns)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

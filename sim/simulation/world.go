@@ -29,7 +29,8 @@ type world struct {
 
 	mu       sync.Mutex
 	healedAt time.Duration // the last fault's actual end
-	pauses   int
+	pauses   int           // process pauses that happened
+	hangs    int           // release callbacks that hung
 }
 
 func (w *world) now() time.Duration { return w.fc.Now().Sub(w.start) }
@@ -122,6 +123,9 @@ func (n *simNode) maybeHang() {
 	if !ok {
 		return
 	}
+	n.w.mu.Lock()
+	n.w.hangs++
+	n.w.mu.Unlock()
 	sleep(n.w.ctx, n.w.fc, f.Dur)
 	n.w.healed(n.w.now())
 }
