@@ -3,7 +3,9 @@ package simulation
 import (
 	"context"
 	"runtime"
+	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -61,6 +63,28 @@ type skewTicker struct {
 
 func (t skewTicker) Reset(d time.Duration) { t.Ticker.Reset(t.c.real(d)) }
 
+// drivers counts the drivers running in the process: other runs' drivers
+// are always runnable and do not count as pending work.
+var drivers atomic.Int64
+
+// maxSpins bounds the scheduler yields between two steps.
+const maxSpins = 256
+
+var runnableSample = []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+var runnableMu sync.Mutex
+
+// runnable is the process's count of goroutines ready to run but not
+// running (0 if the runtime does not report it).
+func runnable() uint64 {
+	runnableMu.Lock()
+	defer runnableMu.Unlock()
+	metrics.Read(runnableSample)
+	if runnableSample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return runnableSample[0].Value.Uint64()
+}
+
 // driver advances a fake clock in steps until stopped.
 type driver struct {
 	fc    *clockwork.FakeClock
@@ -79,6 +103,8 @@ func startDriver(fc *clockwork.FakeClock, step, yield time.Duration, spins int) 
 }
 
 func (d *driver) run() {
+	drivers.Add(1)
+	defer drivers.Add(-1)
 	defer close(d.done)
 	for {
 		select {
@@ -87,9 +113,15 @@ func (d *driver) run() {
 		default:
 		}
 		// Let the goroutines woken by the last step run before time moves
-		// on: a few scheduler yields, then a short real sleep.
-		for range d.spins {
+		// on: at least spins scheduler yields, more (up to maxSpins) while
+		// the process has runnable goroutines, then a short real sleep.
+		// On a loaded machine the clock thereby slows down instead of
+		// running ahead of the code it times.
+		for i := 0; i < maxSpins; i++ {
 			runtime.Gosched()
+			if i+1 >= d.spins && runnable() <= uint64(drivers.Load()) {
+				break
+			}
 		}
 		if d.yield > 0 {
 			time.Sleep(d.yield)

@@ -8,9 +8,12 @@
 // Every component reads time from one *clockwork.FakeClock (through
 // tenure's injectable Config.Clock fields; a node may see it through a
 // skewed wrapper that runs a few percent fast or slow). A driver goroutine
-// advances the clock by Config.Step and then yields real time for the
-// goroutines it woke to run, so that a pause of minutes costs microseconds
-// of real time. The injectable clock was chosen over testing/synctest
+// advances the clock by Config.Step (10ms) and then lets the goroutines it
+// woke run: it yields the processor at least Config.Spins times and, while
+// the runtime reports runnable goroutines beyond the other runs' drivers,
+// up to 256 times, then sleeps Config.Yield (50µs) of real time. A pause
+// of minutes costs microseconds, and on a loaded machine virtual time
+// slows down rather than running ahead of the code it times. The injectable clock was chosen over testing/synctest
 // because synctest bubbles exist only inside `go test`: the simulator must
 // also run as `go run ./sim`, and tenure's packages already take a clock.
 //
