@@ -110,7 +110,8 @@ func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int
 	for _, t := range totals {
 		runs += t.Runs
 		virtual += t.Virtual
-		fmt.Fprintf(&md, "\n%s: %d process pauses between check and write, %d hung release callbacks.", t.Strategy, t.Pauses, t.Hangs)
+		fmt.Fprintf(&md, "\n%s: %d process pauses between check and write, %d hung release callbacks, %d writes refused as stale.",
+			t.Strategy, t.Pauses, t.Hangs, t.Refused)
 	}
 	md.WriteString("\n")
 	fmt.Fprintf(&md, "\n%d runs in %v of wall time (%.0f runs/minute), %v of virtual time.\n", runs, wall.Round(time.Millisecond),

@@ -83,7 +83,7 @@ type lockEx struct {
 	store *memStore
 	redis *redis // nil for the etcd mutex
 	mu    sync.Mutex
-	sess  map[int]*concurrency.Session
+	sess  map[sessKey]*concurrency.Session
 	seq   int
 	epoch map[string]int64
 }
@@ -96,12 +96,17 @@ func (ex *lockEx) nextEpoch(scope string) int64 {
 }
 
 func newLockEx(w *world, useRedis bool) *lockEx {
-	ex := &lockEx{w: w, store: &memStore{w: w, data: map[string]string{}}, sess: map[int]*concurrency.Session{}, epoch: map[string]int64{}}
+	ex := &lockEx{w: w, store: &memStore{w: w, data: map[string]string{}}, sess: map[sessKey]*concurrency.Session{}, epoch: map[string]int64{}}
 	if useRedis {
 		ex.redis = &redis{w: w, keys: map[string]redisEntry{}, seq: map[string]int64{}}
 	}
 	return ex
 }
+
+// sessKey names one worker's etcd session: each client has its own
+// session on each node, since etcd's Mutex keys a waiter by its lease and
+// two goroutines sharing a session would both "hold" the lock.
+type sessKey struct{ node, client int }
 
 // held is one acquisition of a key's lock.
 type held struct {
@@ -133,7 +138,7 @@ func (ex *lockEx) lock(ctx context.Context, c *client, sn *simNode, key string) 
 		}
 		return held{}, false
 	}
-	sess, err := ex.session(ctx, sn)
+	sess, err := ex.session(ctx, sn, c)
 	if err != nil {
 		return held{}, false
 	}
@@ -154,11 +159,12 @@ func (ex *lockEx) lock(ctx context.Context, c *client, sn *simNode, key string) 
 	return h, true
 }
 
-// session returns node sn's etcd concurrency.Session, opening a new one if
-// the last has ended.
-func (ex *lockEx) session(ctx context.Context, sn *simNode) (*concurrency.Session, error) {
+// session returns client c's etcd concurrency.Session on node sn, opening
+// a new one if the last has ended.
+func (ex *lockEx) session(ctx context.Context, sn *simNode, c *client) (*concurrency.Session, error) {
+	k := sessKey{sn.idx, c.idx}
 	ex.mu.Lock()
-	s := ex.sess[sn.idx]
+	s := ex.sess[k]
 	ex.mu.Unlock()
 	if s != nil {
 		select {
@@ -182,7 +188,7 @@ func (ex *lockEx) session(ctx context.Context, sn *simNode) (*concurrency.Sessio
 		return nil, err
 	}
 	ex.mu.Lock()
-	ex.sess[sn.idx] = s
+	ex.sess[k] = s
 	ex.mu.Unlock()
 	return s, nil
 }
@@ -229,8 +235,8 @@ func (ex *lockEx) final(key string) string {
 func (ex *lockEx) close() {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	for i, s := range ex.sess {
-		if ex.w.nodes[i].crashed.Load() {
+	for k, s := range ex.sess {
+		if ex.w.nodes[k.node].crashed.Load() {
 			continue
 		}
 		_ = s.Close() // its context (the workload's) has ended: revocation is not awaited

@@ -25,6 +25,9 @@ type Result struct {
 	// Pauses and Hangs count the process pauses and hung release
 	// callbacks that happened.
 	Pauses, Hangs int
+	// Refused counts the writes the store refused as stale: the fence at
+	// work.
+	Refused int
 	// HealedAt is when the last fault was over.
 	HealedAt time.Duration
 }
@@ -133,7 +136,13 @@ func Run(cfg Config) (*Result, error) {
 		ccfg.Liveness = &check.LivenessSpec{Scopes: scopes, From: from, Until: until,
 			HealedAt: min(res.HealedAt, until), Bound: cfg.LivenessBound()}
 	}
-	report, err := check.All(w.rec.History(), ccfg)
+	h := w.rec.History()
+	for _, wr := range h.Writes {
+		if wr.Outcome == check.Rejected {
+			res.Refused++
+		}
+	}
+	report, err := check.All(h, ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("simulation: seed %d: %w", cfg.Seed, err)
 	}

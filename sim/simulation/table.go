@@ -32,9 +32,11 @@ type Totals struct {
 	// Pauses and Hangs count the process pauses and hung release
 	// callbacks that happened.
 	Pauses, Hangs int
+	// Refused counts the writes refused as stale.
+	Refused int
 	// Failed lists the replay commands of failing runs.
 	Failed []string
-	// liveness checked
+	// live: the strategy's runs were checked for liveness.
 	live bool
 }
 
@@ -60,6 +62,7 @@ func (t *Totals) Add(r *Result) {
 	t.Virtual += r.Virtual
 	t.Pauses += r.Pauses
 	t.Hangs += r.Hangs
+	t.Refused += r.Refused
 	t.Wall += r.Wall
 	if !r.OK() {
 		t.FailedRuns++
