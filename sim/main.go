@@ -19,36 +19,48 @@ import (
 	"github.com/tenure-go/tenure/sim/simulation"
 )
 
+// options are the command line's settings.
+type options struct {
+	seed                 int64
+	seeds, parallel      int
+	first                uint64
+	strategy             string
+	out, svg             string
+	verbose, corpus      bool
+	nodes, faults, spins int
+	duration, yield      time.Duration
+}
+
 func main() {
-	var (
-		seed     = flag.Int64("seed", -1, "run this one seed (with -v: print its schedule and violations)")
-		seeds    = flag.Int("seeds", 100, "number of seeds per strategy")
-		first    = flag.Uint64("first", 1, "first seed")
-		strategy = flag.String("strategy", "tenure,redislock,etcdmutex", "comma-separated strategies (tenure, redislock, etcdmutex, tenure-unfenced) or all")
-		nodes    = flag.Int("nodes", 0, "nodes (0: default)")
-		faults   = flag.Int("faults", 0, "faults per run (0: default)")
-		duration = flag.Duration("duration", 0, "virtual duration of a run (0: default)")
-		parallel = flag.Int("parallel", 0, "runs at once (0: GOMAXPROCS)")
-		out      = flag.String("out", "", "also write the markdown table to this file")
-		svg      = flag.String("svg", "", "write an SVG plot of violations and unavailability to this file")
-		verbose  = flag.Bool("v", false, "print every failing run's schedule and violations")
-		corpus   = flag.Bool("corpus", false, "also replay the regression corpus (sim/scenario) and print its table")
-		yield    = flag.Duration("yield", 0, "real time the driver sleeps per step (0: default; negative: none)")
-		spins    = flag.Int("spins", 0, "scheduler yields per step (0: default)")
-	)
+	var o options
+	flag.Int64Var(&o.seed, "seed", -1, "run this one seed (with -v: print its schedule and violations)")
+	flag.IntVar(&o.seeds, "seeds", 100, "number of seeds per strategy")
+	flag.Uint64Var(&o.first, "first", 1, "first seed")
+	flag.StringVar(&o.strategy, "strategy", "tenure,redislock,etcdmutex", "comma-separated strategies (tenure, redislock, etcdmutex, tenure-unfenced) or all")
+	flag.IntVar(&o.nodes, "nodes", 0, "nodes (0: default)")
+	flag.IntVar(&o.faults, "faults", 0, "faults per run (0: default)")
+	flag.DurationVar(&o.duration, "duration", 0, "virtual duration of a run (0: default)")
+	flag.IntVar(&o.parallel, "parallel", 0, "runs at once (0: GOMAXPROCS)")
+	flag.StringVar(&o.out, "out", "", "also write the markdown table to this file")
+	flag.StringVar(&o.svg, "svg", "", "write an SVG plot of violations and unavailability to this file")
+	flag.BoolVar(&o.verbose, "v", false, "print every failing run's schedule and violations")
+	flag.BoolVar(&o.corpus, "corpus", false, "also replay the regression corpus (sim/scenario) and print its table")
+	flag.DurationVar(&o.yield, "yield", 0, "real time the driver sleeps per step (0: default; negative: none)")
+	flag.IntVar(&o.spins, "spins", 0, "least scheduler yields per step (0: default)")
 	flag.Parse()
-	if err := run(*seed, *seeds, *first, *strategy, *nodes, *faults, *duration, *parallel, *out, *svg, *verbose, *yield, *spins, *corpus); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "sim:", err)
 		os.Exit(1)
 	}
 }
 
-func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int, duration time.Duration, parallel int, out, svg string, verbose bool, yield time.Duration, spins int, corpus bool) error {
+func run(o options) error {
+	seed, seeds, first, parallel, verbose := o.seed, o.seeds, o.first, o.parallel, o.verbose
 	var strategies []simulation.Strategy
-	if strategy == "all" {
+	if o.strategy == "all" {
 		strategies = simulation.Strategies()
 	} else {
-		for _, s := range strings.Split(strategy, ",") {
+		for _, s := range strings.Split(o.strategy, ",") {
 			st, err := simulation.ParseStrategy(strings.TrimSpace(s))
 			if err != nil {
 				return err
@@ -57,20 +69,20 @@ func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int
 		}
 	}
 	cfg := simulation.DefaultConfig()
-	if spins > 0 {
-		cfg.Spins = spins
+	if o.spins > 0 {
+		cfg.Spins = o.spins
 	}
-	if yield != 0 {
-		cfg.Yield = yield
+	if o.yield != 0 {
+		cfg.Yield = o.yield
 	}
-	if nodes > 0 {
-		cfg.Nodes = nodes
+	if o.nodes > 0 {
+		cfg.Nodes = o.nodes
 	}
-	if faults > 0 {
-		cfg.Faults = faults
+	if o.faults > 0 {
+		cfg.Faults = o.faults
 	}
-	if duration > 0 {
-		cfg.Duration = duration
+	if o.duration > 0 {
+		cfg.Duration = o.duration
 	}
 	if seed >= 0 {
 		first, seeds = uint64(seed), 1
@@ -116,7 +128,7 @@ func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int
 	md.WriteString("\n")
 	fmt.Fprintf(&md, "\n%d runs in %v of wall time (%.0f runs/minute), %v of virtual time.\n", runs, wall.Round(time.Millisecond),
 		float64(runs)/wall.Minutes(), virtual.Round(time.Second))
-	if corpus {
+	if o.corpus {
 		md.WriteString("\nRegression corpus:\n\n")
 		ok, err := scenario.WriteMarkdown(&md)
 		if err != nil {
@@ -127,13 +139,13 @@ func run(seed int64, seeds int, first uint64, strategy string, nodes, faults int
 		}
 	}
 	fmt.Print("\n" + md.String())
-	if out != "" {
-		if err := os.WriteFile(out, md.Bytes(), 0o644); err != nil {
+	if o.out != "" {
+		if err := os.WriteFile(o.out, md.Bytes(), 0o644); err != nil {
 			return err
 		}
 	}
-	if svg != "" {
-		f, err := os.Create(svg)
+	if o.svg != "" {
+		f, err := os.Create(o.svg)
 		if err != nil {
 			return err
 		}

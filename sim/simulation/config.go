@@ -1,7 +1,6 @@
 package simulation
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -38,9 +37,6 @@ func ParseStrategy(s string) (Strategy, error) {
 	}
 	return "", fmt.Errorf("%w: unknown strategy %q", ErrInvalidConfig, s)
 }
-
-// ErrInvalidConfig reports a Config that cannot run.
-var ErrInvalidConfig = errors.New("simulation: invalid config")
 
 // Config configures one run. Zero fields take the defaults of
 // DefaultConfig.

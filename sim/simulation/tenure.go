@@ -244,4 +244,5 @@ func (ex *tenureEx) close() {
 		cancel()
 	}
 	ex.w.srv.OnCommit(nil)
+	_ = ex.admin.Close()
 }
