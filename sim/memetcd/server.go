@@ -106,6 +106,7 @@ type Server struct {
 	streams    []*watchStream
 	changed    chan struct{} // closed and replaced when fault state changes
 	closed     bool
+	onCommit   CommitFunc
 }
 
 // lease is one granted lease.
@@ -183,6 +184,9 @@ func (s *Server) fill(h *pb.ResponseHeader) {
 // commitLocked ends the write in progress and notifies the watchers.
 func (s *Server) commitLocked() {
 	if evs := s.st.commit(); evs != nil {
+		if s.onCommit != nil {
+			s.onCommit(s.clock.Now(), evs)
+		}
 		s.notifyLocked(evs)
 	}
 }

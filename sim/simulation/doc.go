@@ -1,0 +1,89 @@
+// Package simulation runs tenure's own election, ownership and fence code
+// against the in-memory etcd of sim/memetcd under virtual time, injects a
+// seeded schedule of faults, drives a keyed read-modify-write workload
+// through it, records the run into a sim/check Recorder and checks it.
+//
+// # Virtual time
+//
+// Every component reads time from one *clockwork.FakeClock (through
+// tenure's injectable Config.Clock fields; a node may see it through a
+// skewed wrapper that runs a few percent fast or slow). A driver goroutine
+// advances the clock by Config.Step (10ms) and then lets the goroutines it
+// woke run: it yields the processor at least Config.Spins times and, while
+// the runtime reports runnable goroutines beyond the other runs' drivers,
+// up to 256 times, then sleeps Config.Yield (50µs) of real time. A pause
+// of minutes costs microseconds, and on a loaded machine virtual time
+// slows down rather than running ahead of the code it times. The injectable clock was chosen over testing/synctest
+// because synctest bubbles exist only inside `go test`: the simulator must
+// also run as `go run ./sim`, and tenure's packages already take a clock.
+//
+// # Determinism
+//
+// A seed fixes the fault schedule (times, nodes, durations), each node's
+// clock rate and each client's sequence of keys and operations: the same
+// seed replays the same schedule and workload. The interleaving of
+// goroutines within one step of virtual time is the Go scheduler's, so two
+// runs of one seed may differ in detail; every failing seed is reported
+// with the command that replays its schedule.
+//
+// # Faults
+//
+// NewSchedule draws, from the seed, each node's clock rate (within
+// MaxSkew, 5%, well inside the session's safety margin of 500ms at TTL 2s)
+// and Faults faults at times between one TTL and FaultFraction of the run:
+// process pauses of 0 to 5 TTLs between a worker's check (its Hold and
+// read) and its write, during which the node's etcd client is cut off and
+// the worker waits on virtual time without looking at its tenure; one crash
+// at most (the client cut forever, the node abandoned and closed with a
+// cancelled context); client-etcd partitions; slow requests (SetLatency)
+// and lost responses (LoseResponses: applied, the caller cannot know, so
+// writes of unknown outcome and lost renewals); an etcd leader loss of up to
+// 1s followed by a leader change (every lease countdown restarts); a
+// release callback that hangs for 1 to 3 TTLs; broken watch streams; and
+// compactions.
+//
+// # Workload
+//
+// Clients increment counters (read-modify-write with an idempotency key
+// kept in the stored value, retried until acknowledged or four TTLs have
+// passed) and read them. Under Tenure an increment goes to the key's owner
+// as a random live node's Lookup names it, is admitted by that owner's Hold,
+// serialized per key on the owner, read with Store.Get and written with
+// Store.Put under the partition's token, on a context of its own (the
+// worker never consults its tenure: only the store stops it). The Recorder
+// gets tenures from OnAcquired (begun at the claim's revision) and
+// OnReleased, the store's log from memetcd's OnCommit hook (every fence
+// floor raised and every data write applied, in revision order, lost
+// responses included), write attempts and client operations; then every
+// checker of sim/check runs.
+//
+// # Liveness
+//
+// After the last fault heals, every partition must be owned again within
+// Config.LivenessBound: TTL plus 3s. A lease outlives the fault that
+// killed its holder by at most a TTL (its last renewal may land just
+// before the heal); a leader change restarts lease countdowns and adds
+// etcd's 1s election timeout; a planned handoff waits for in-flight work
+// and a hung release callback up to the drain timeout (1s here); the claim
+// itself costs a few round trips, at most a few hundred milliseconds of
+// injected latency.
+//
+// # Not simulated
+//
+// etcd's own replication (memetcd is one linearizable keyspace: a leader
+// change is its lease-countdown effect and a leaderless interval, not a
+// raft log), message reordering within a client connection, disk faults,
+// wall-clock jumps (tenure reads only the monotonic clock; skew is a rate
+// difference), network partitions between nodes (nodes only talk to
+// etcd), and the HTTP router (work is routed in process).
+//
+// # Strategies
+//
+// Tenure runs ownership.Join nodes with an etcdfence.Store as their
+// Fencer: a key's increment is routed to its owner, admitted by Hold, read
+// and written through the Store under the partition's token. The
+// baselines run the same workload and checkers without fencing: RedisLock
+// takes a per-operation lock (SET NX PX, compare-and-delete unlock) on a
+// simulated Redis on the same virtual clock, EtcdMutex takes etcd's
+// concurrency.Mutex on memetcd; both write an unfenced store.
+package simulation

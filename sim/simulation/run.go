@@ -1,0 +1,172 @@
+package simulation
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/sim/check"
+	"github.com/tenure-go/tenure/sim/memetcd"
+)
+
+// Result is one run's outcome.
+type Result struct {
+	Config   Config
+	Schedule Schedule
+	Report   *check.Report
+	// Virtual is the virtual time the run covered, Wall the real time it
+	// took.
+	Virtual, Wall time.Duration
+	// Pauses and Hangs count the process pauses and hung release
+	// callbacks that happened.
+	Pauses, Hangs int
+	// Refused counts the writes the store refused as stale: the fence at
+	// work.
+	Refused int
+	// HealedAt is when the last fault was over.
+	HealedAt time.Duration
+}
+
+// OK reports whether the run broke no checked property.
+func (r *Result) OK() bool { return r.Report.OK() }
+
+// Command is the command line that replays the run's schedule and
+// workload.
+func (r *Result) Command() string { return ReplayCommand(r.Config) }
+
+// ReplayCommand is the command line that replays cfg.
+func ReplayCommand(cfg Config) string {
+	cfg = cfg.withDefaults()
+	d := DefaultConfig()
+	s := fmt.Sprintf("go run ./sim -seed %d -strategy %s", cfg.Seed, cfg.Strategy)
+	if cfg.Nodes != d.Nodes {
+		s += fmt.Sprintf(" -nodes %d", cfg.Nodes)
+	}
+	if cfg.Faults != d.Faults {
+		s += fmt.Sprintf(" -faults %d", cfg.Faults)
+	}
+	if cfg.Duration != d.Duration {
+		s += fmt.Sprintf(" -duration %v", cfg.Duration)
+	}
+	return s + " -v"
+}
+
+// Run runs one seeded simulation and checks it. The error is for a run
+// that could not be set up or checked; violations are in the Result.
+func Run(cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	wallStart := time.Now()
+	fc := newFakeClock()
+	srv, err := memetcd.New(memetcd.Config{Clock: fc})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	drv := startDriver(fc, cfg.Step, cfg.Yield, cfg.Spins)
+	defer drv.Stop()
+
+	workCtx, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	w := &world{cfg: cfg, sched: NewSchedule(cfg), fc: fc, srv: srv, ctx: workCtx}
+	w.start = fc.Now()
+	for i := range cfg.Nodes {
+		cli := srv.NewClient()
+		defer cli.Close()
+		w.nodes = append(w.nodes, &simNode{w: w, idx: i, id: nodeID(i), cli: cli, clock: newSkewClock(fc, w.sched.Rates[i])})
+	}
+	var ex executor
+	switch cfg.Strategy {
+	case Tenure, TenureUnfenced:
+		t, err := newTenure(workCtx, w, cfg.Strategy == Tenure)
+		if err != nil {
+			return nil, fmt.Errorf("simulation: seed %d: %w", cfg.Seed, err)
+		}
+		ex = t
+	case RedisLock, EtcdMutex:
+		ex = newLockEx(w, cfg.Strategy == RedisLock)
+	}
+	for i := range cfg.Keys {
+		w.rec.SetInitial(keyName(i), "0")
+	}
+
+	// The schedule's times count from the start of the run; faults begin
+	// after a TTL, by which the fleet has claimed every partition.
+	if cfg.Strategy == Tenure || cfg.Strategy == TenureUnfenced {
+		waitOwned(w, ex.(*tenureEx), cfg.TTL*5)
+	}
+	from := w.now()
+	admin := srv.NewClient()
+	defer admin.Close()
+	var wg sync.WaitGroup
+	wg.Go(func() { w.inject(workCtx, admin) })
+	for i := range cfg.Clients {
+		c := &client{w: w, idx: i, name: fmt.Sprintf("c%d", i+1), ex: ex,
+			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1))}
+		wg.Go(func() { c.run(workCtx) })
+	}
+	sleep(context.Background(), fc, cfg.Duration)
+	until := w.now()
+	stopWork()
+	wg.Wait()
+	for i := range cfg.Keys {
+		w.rec.SetFinal(keyName(i), ex.final(keyName(i)))
+	}
+	ex.close()
+	drv.Stop()
+
+	res := &Result{Config: cfg, Schedule: w.sched, Virtual: until}
+	w.mu.Lock()
+	res.Pauses, res.Hangs = w.pauses, w.hangs
+	res.HealedAt = max(w.healedAt, w.sched.HealedAt)
+	w.mu.Unlock()
+	ccfg := check.Config{Linear: check.LinearConfig{Timeout: 5 * time.Second, Parallelism: 1}}
+	if cfg.Strategy == Tenure || cfg.Strategy == TenureUnfenced {
+		scopes := make([]string, cfg.Partitions)
+		for p := range scopes {
+			scopes[p] = fence.PartitionScope(p)
+		}
+		ccfg.Liveness = &check.LivenessSpec{Scopes: scopes, From: from, Until: until,
+			HealedAt: min(res.HealedAt, until), Bound: cfg.LivenessBound()}
+	}
+	h := w.rec.History()
+	for _, wr := range h.Writes {
+		if wr.Outcome == check.Rejected {
+			res.Refused++
+		}
+	}
+	report, err := check.All(h, ccfg)
+	if err != nil {
+		return nil, fmt.Errorf("simulation: seed %d: %w", cfg.Seed, err)
+	}
+	res.Report = report
+	res.Wall = time.Since(wallStart)
+	return res, nil
+}
+
+// waitOwned waits, on virtual time, until every partition has an owner.
+func waitOwned(w *world, ex *tenureEx, limit time.Duration) {
+	deadline := w.now() + limit
+	for w.now() < deadline {
+		owned := 0
+		for _, n := range ex.nodes {
+			owned += len(n.Owned())
+		}
+		if owned == w.cfg.Partitions {
+			return
+		}
+		sleep(context.Background(), w.fc, 50*time.Millisecond)
+	}
+}
+
+// newFakeClock returns the virtual clock of a run, at a fixed instant.
+func newFakeClock() *clockwork.FakeClock {
+	return clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+}

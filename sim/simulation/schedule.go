@@ -1,0 +1,161 @@
+package simulation
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// FaultKind is the kind of a Fault.
+type FaultKind uint8
+
+// The faults.
+const (
+	// Pause: the next operation node Node runs after At holds its token,
+	// reads, then its process stalls for Dur (its etcd client is cut off
+	// meanwhile, renewals included) before it writes.
+	Pause FaultKind = iota + 1
+	// Crash: node Node's etcd client is cut forever at At; its goroutines
+	// are abandoned.
+	Crash
+	// Partition: node Node's etcd client is cut off for Dur.
+	Partition
+	// Latency: every request of node Node takes Latency each way for Dur.
+	Latency
+	// LoseResponses: the next N responses to node Node are lost (applied,
+	// but the caller cannot know).
+	LoseResponses
+	// LeaderChange: etcd has no leader for Dur, then elects one (every lease
+	// countdown restarts).
+	LeaderChange
+	// HangRelease: node Node's next release callback after At hangs for
+	// Dur.
+	HangRelease
+	// DropWatches: node Node's watch streams break at At.
+	DropWatches
+	// Compact: etcd compacts its history up to its current revision at At.
+	Compact
+)
+
+var faultNames = map[FaultKind]string{
+	Pause: "pause", Crash: "crash", Partition: "partition", Latency: "latency",
+	LoseResponses: "lose-responses", LeaderChange: "leader-change", HangRelease: "hang-release",
+	DropWatches: "drop-watches", Compact: "compact",
+}
+
+func (k FaultKind) String() string {
+	if s, ok := faultNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("fault(%d)", uint8(k))
+}
+
+// Fault is one entry of a fault schedule.
+type Fault struct {
+	Kind    FaultKind
+	At, Dur time.Duration
+	Node    int
+	Latency time.Duration
+	N       int
+}
+
+// End is when the fault is over (for a crash: when it happened).
+func (f Fault) End() time.Duration { return f.At + f.Dur }
+
+func (f Fault) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v %s", f.At, f.Kind)
+	switch f.Kind {
+	case LeaderChange, Compact:
+	default:
+		fmt.Fprintf(&b, " n%d", f.Node+1)
+	}
+	if f.Dur > 0 {
+		fmt.Fprintf(&b, " for %v", f.Dur)
+	}
+	if f.Latency > 0 {
+		fmt.Fprintf(&b, " latency %v", f.Latency)
+	}
+	if f.N > 0 {
+		fmt.Fprintf(&b, " n=%d", f.N)
+	}
+	return b.String()
+}
+
+// Schedule is a run's seeded fault schedule and clock rates.
+type Schedule struct {
+	Faults []Fault
+	// Rates are the nodes' clock rates (1.03: 3% fast).
+	Rates []float64
+	// HealedAt is when the last fault is over.
+	HealedAt time.Duration
+}
+
+func (s Schedule) String() string {
+	var b strings.Builder
+	for i, r := range s.Rates {
+		fmt.Fprintf(&b, "n%d clock rate %.3f\n", i+1, r)
+	}
+	for _, f := range s.Faults {
+		b.WriteString(f.String())
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "healed at %v\n", s.HealedAt)
+	return b.String()
+}
+
+// NewSchedule derives the fault schedule of cfg.Seed. Faults start after
+// one TTL of warm-up and end by FaultFraction of the run; at most one node
+// crashes, so that a majority of the fleet survives.
+func NewSchedule(cfg Config) Schedule {
+	cfg = cfg.withDefaults()
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	s := Schedule{Rates: make([]float64, cfg.Nodes)}
+	for i := range s.Rates {
+		s.Rates[i] = 1 + (rng.Float64()*2-1)*cfg.MaxSkew
+	}
+	window := time.Duration(float64(cfg.Duration) * cfg.FaultFraction)
+	ttl := cfg.TTL
+	dur := func(lo, hi time.Duration) time.Duration {
+		return (lo + time.Duration(rng.Int64N(int64(hi-lo)+1))).Round(time.Millisecond)
+	}
+	crashed := false
+	kinds := []FaultKind{Pause, Pause, Pause, Crash, Partition, Partition, Latency, LoseResponses, LoseResponses,
+		LeaderChange, HangRelease, DropWatches, Compact}
+	for range cfg.Faults {
+		k := kinds[rng.IntN(len(kinds))]
+		if k == Crash && crashed {
+			k = Pause
+		}
+		f := Fault{Kind: k, Node: rng.IntN(cfg.Nodes), At: dur(ttl, window-ttl)}
+		switch k {
+		case Pause:
+			f.Dur = dur(0, 5*ttl)
+		case Crash:
+			crashed = true
+		case Partition:
+			f.Dur = dur(ttl/10, 3*ttl)
+		case Latency:
+			f.Dur = dur(ttl/2, 2*ttl)
+			f.Latency = dur(5*time.Millisecond, ttl/5)
+		case LoseResponses:
+			f.N = 1 + rng.IntN(3)
+		case LeaderChange:
+			f.Dur = dur(0, time.Second)
+		case HangRelease:
+			f.Dur = dur(ttl, 3*ttl)
+		}
+		// Everything ends inside the fault window.
+		if f.End() > window {
+			f.Dur = max(0, window-f.At)
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+	for _, f := range s.Faults {
+		s.HealedAt = max(s.HealedAt, f.End())
+	}
+	return s
+}

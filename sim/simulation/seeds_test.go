@@ -1,0 +1,113 @@
+package simulation
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// seedCounts is how many seeds TestSeeds runs of tenure and of each
+// baseline: 500 and 40, or 60 and 8 under the race detector (which costs
+// several times as much per run and shares CI's 20 minutes with every other
+// package).
+func seedCounts() (tenure, baseline int) {
+	if raceEnabled {
+		return 60, 8
+	}
+	if testing.Short() {
+		return 50, 10
+	}
+	return 500, 40
+}
+
+// testConfig is the configuration of the seed tests: the default, with
+// 15s of virtual time per run.
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Duration = 15 * time.Second
+	return cfg
+}
+
+// TestSeeds runs the seeds of every strategy: tenure must never break a
+// checked property, and each unfenced baseline (tenure's own nodes without
+// fencing among them) must be caught breaking one, which shows that the
+// checkers can see what tenure prevents.
+func TestSeeds(t *testing.T) {
+	nTenure, nBase := seedCounts()
+	start := time.Now()
+	var failed []string
+	progress := func(r *Result) {
+		if !r.OK() && r.Config.Strategy == Tenure {
+			vs := r.Report.Violations()
+			failed = append(failed, r.Command()+"\n    "+strings.Join(vs[:min(len(vs), 5)], "\n    "))
+		}
+	}
+	tenure, err := RunSeeds(testConfig(), []Strategy{Tenure}, 1, nTenure, 8, progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := RunSeeds(testConfig(), []Strategy{RedisLock, EtcdMutex, TenureUnfenced}, 1, nBase, 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(tenure, base...)
+	var md strings.Builder
+	if err := WriteMarkdown(&md, all); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d tenure seeds and %d of each baseline in %v (race detector %v):\n%s", nTenure, nBase,
+		time.Since(start).Round(time.Millisecond), raceEnabled, md.String())
+	if dir := os.Getenv("SIM_OUT"); dir != "" {
+		_ = os.WriteFile(dir+"/sim-test.md", []byte(md.String()), 0o644)
+	}
+
+	tt := tenure[0]
+	if tt.Runs != nTenure {
+		t.Errorf("tenure: %d runs, want %d", tt.Runs, nTenure)
+	}
+	if tt.FailedRuns > 0 {
+		t.Errorf("tenure failed %d of %d seeds:\n  %s", tt.FailedRuns, tt.Runs, strings.Join(failed, "\n  "))
+	}
+	for _, b := range base {
+		if b.Violations() == 0 {
+			t.Errorf("%s: no violation in %d seeds: the checkers should see what it lacks", b.Strategy, b.Runs)
+		}
+	}
+}
+
+// TestSameSeedSameSchedule: a seed fixes the fault schedule and the clock
+// rates.
+func TestSameSeedSameSchedule(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Seed = 7
+	a, b := NewSchedule(cfg), NewSchedule(cfg)
+	if a.String() != b.String() {
+		t.Fatalf("seed 7 gave two schedules:\n%s\n%s", a, b)
+	}
+	cfg.Seed = 8
+	if c := NewSchedule(cfg); c.String() == a.String() {
+		t.Fatal("seeds 7 and 8 gave the same schedule")
+	}
+	if !strings.Contains(ReplayCommand(cfg), "-seed 8 -strategy tenure") {
+		t.Fatalf("replay command %q", ReplayCommand(cfg))
+	}
+}
+
+// TestSkewClock: a clock running 5% fast reports 5% more elapsed time and
+// fires its timers 5% sooner.
+func TestSkewClock(t *testing.T) {
+	fc := newFakeClock()
+	c := newSkewClock(fc, 1.05)
+	t0 := c.Now()
+	timer := c.NewTimer(105 * time.Millisecond)
+	fc.Advance(100 * time.Millisecond)
+	select {
+	case <-timer.Chan():
+	case <-time.After(10 * time.Second):
+		t.Fatal("timer of 105ms local did not fire after 100ms at rate 1.05")
+	}
+	if got := c.Since(t0); got != 105*time.Millisecond {
+		t.Fatalf("elapsed %v, want 105ms", got)
+	}
+}

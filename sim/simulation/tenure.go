@@ -1,0 +1,248 @@
+package simulation
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/sim/check"
+	"github.com/tenure-go/tenure/sim/memetcd"
+)
+
+const (
+	cluster    = "sim"
+	dataPrefix = "data/"
+)
+
+// tenureEx runs the workload on ownership nodes: route to the owner, Hold,
+// read and write through an etcdfence.Store under the partition's token.
+// Unfenced, the nodes have no Fencers and write with plain puts.
+type tenureEx struct {
+	w       *world
+	fenced  bool
+	admin   *memetcd.Client
+	nodes   []*ownership.Node
+	stores  []*etcdfence.Store
+	fencePf string
+
+	mu   sync.Mutex
+	revs map[int64]time.Duration // revision -> when it was committed
+}
+
+// revTime is when revision rev was committed (now if unknown).
+func (ex *tenureEx) revTime(rev int64) time.Duration {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if d, ok := ex.revs[rev]; ok {
+		return d
+	}
+	return ex.w.now()
+}
+
+func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
+	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: etcdfence.FencePrefixFor(cluster), revs: map[int64]time.Duration{}}
+	ex.observe()
+	for _, n := range w.nodes {
+		store, err := etcdfence.New(n.cli, etcdfence.Config{Prefix: dataPrefix, FencePrefix: ex.fencePf})
+		if err != nil {
+			return nil, err
+		}
+		ex.stores = append(ex.stores, store)
+		cfg := ownership.DefaultConfig()
+		cfg.Cluster = cluster
+		cfg.NodeID = n.id
+		cfg.Ring.Partitions = w.cfg.Partitions
+		cfg.Session.TTL = w.cfg.TTL
+		cfg.Clock = n.clock
+		cfg.DrainTimeout = time.Second
+		if fenced {
+			cfg.Fencers = []fence.Fencer{store}
+		}
+		sn := n
+		cfg.Callbacks = ownership.Callbacks{
+			OnAcquired: func(_ context.Context, _ int, t fence.Token) {
+				// The tenure began when its claim was created (its epoch's
+				// revision), however late the callback runs.
+				w.rec.BeginTenure(t.Scope, t.Epoch, sn.id, ex.revTime(t.Epoch))
+			},
+			OnReleased: func(_ int, t fence.Token, _ ownership.Reason) {
+				w.rec.EndTenure(t.Scope, t.Epoch, sn.id, w.now())
+				sn.maybeHang()
+			},
+		}
+		jctx, cancel := clock.WithTimeout(ctx, w.fc, time.Minute)
+		node, err := ownership.Join(jctx, n.cli, cfg)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		ex.nodes = append(ex.nodes, node)
+	}
+	return ex, nil
+}
+
+// observe logs etcd's commits into the recorder in the store's order: the
+// data writes (each value names its write) and the fence floors.
+func (ex *tenureEx) observe() {
+	w := ex.w
+	w.srv.OnCommit(func(at time.Time, evs []*mvccpb.Event) {
+		d := at.Sub(w.start)
+		ex.mu.Lock()
+		ex.revs[evs[0].Kv.ModRevision] = d
+		ex.mu.Unlock()
+		for _, ev := range evs {
+			if ev.Type != mvccpb.PUT {
+				continue
+			}
+			k := string(ev.Kv.Key)
+			switch {
+			case strings.HasPrefix(k, dataPrefix):
+				if id := decodeCounter(string(ev.Kv.Value)).Write; id != 0 {
+					w.rec.Applied(id, d)
+				}
+			case strings.HasPrefix(k, ex.fencePf):
+				if e, err := strconv.ParseInt(strings.TrimLeft(string(ev.Kv.Value), "0"), 10, 64); err == nil {
+					w.rec.RaiseFloor(strings.TrimPrefix(k, ex.fencePf), e, d)
+				}
+			}
+		}
+	})
+}
+
+// requestTimeout bounds one etcd request of the workload.
+func (ex *tenureEx) requestTimeout() time.Duration { return ex.w.cfg.TTL / 2 }
+
+// owner finds key's owner as a random live node sees it, and admits the
+// work there.
+func (ex *tenureEx) owner(c *client, key string) (*simNode, ownership.Held, bool) {
+	entry := ex.w.liveNode(c.rng)
+	if entry == nil {
+		return nil, ownership.Held{}, false
+	}
+	r := ex.nodes[entry.idx].Lookup(key)
+	sn := ex.w.nodeByID(r.Owner)
+	if sn == nil || sn.crashed.Load() {
+		return nil, ownership.Held{}, false
+	}
+	held, err := ex.nodes[sn.idx].Hold(key)
+	if err != nil {
+		return nil, ownership.Held{}, false
+	}
+	return sn, held, true
+}
+
+func (ex *tenureEx) read(sn *simNode, t fence.Token, key string) (counter, error) {
+	ctx, cancel := clock.WithTimeout(context.Background(), ex.w.fc, ex.requestTimeout())
+	defer cancel()
+	if ex.fenced {
+		it, err := ex.stores[sn.idx].Get(ctx, t, key)
+		if err != nil {
+			return counter{}, err
+		}
+		return decodeCounter(string(it.Value)), nil
+	}
+	resp, err := sn.cli.Get(ctx, dataPrefix+key)
+	if err != nil {
+		return counter{}, err
+	}
+	if len(resp.Kvs) == 0 {
+		return counter{}, nil
+	}
+	return decodeCounter(string(resp.Kvs[0].Value)), nil
+}
+
+func (ex *tenureEx) incr(ctx context.Context, c *client, key, idem string) (attempt, int64, bool) {
+	sn, held, ok := ex.owner(c, key)
+	if !ok {
+		return retry, 0, false
+	}
+	defer held.Release()
+	unlock, err := sn.lockKey(held.Context, key)
+	if err != nil {
+		return retry, 0, false
+	}
+	defer unlock()
+	cur, err := ex.read(sn, held.Token, key)
+	if err != nil {
+		return retry, 0, false
+	}
+	if cur.has(idem) {
+		return done, 0, false
+	}
+	// The check is done; a stall here is the classic one. The process
+	// does not look at its tenure's context again before it writes.
+	sn.maybePause(ctx, true)
+	next := counter{N: cur.N + 1, Idem: append(cur.Idem, idem)}
+	w := ex.w
+	next.Write = w.invokeWrite(key, held.Token.Scope, held.Token.Epoch, sn.id, cur.N, next.N)
+	wctx, cancel := clock.WithTimeout(context.Background(), w.fc, ex.requestTimeout())
+	defer cancel()
+	if ex.fenced {
+		_, err = ex.stores[sn.idx].Put(wctx, held.Token, key, []byte(next.encode()))
+	} else {
+		_, err = sn.cli.Put(wctx, dataPrefix+key, next.encode())
+	}
+	switch {
+	case err == nil:
+		w.rec.ReturnWrite(next.Write, check.Accepted, w.now())
+		return done, next.N, true
+	case errors.Is(err, fence.ErrStale):
+		w.rec.ReturnWrite(next.Write, check.Rejected, w.now())
+		return retry, 0, false
+	default:
+		w.rec.ReturnWrite(next.Write, check.Unknown, w.now())
+		return maybe, 0, false
+	}
+}
+
+func (ex *tenureEx) count(ctx context.Context, c *client, key string) (attempt, int64) {
+	sn, held, ok := ex.owner(c, key)
+	if !ok {
+		return retry, 0
+	}
+	defer held.Release()
+	cur, err := ex.read(sn, held.Token, key)
+	if err != nil {
+		return retry, 0
+	}
+	return done, cur.N
+}
+
+func (ex *tenureEx) final(key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := ex.admin.Get(ctx, dataPrefix+key)
+	if err != nil || len(resp.Kvs) == 0 {
+		return ""
+	}
+	return strconv.FormatInt(decodeCounter(string(resp.Kvs[0].Value)).N, 10)
+}
+
+func (ex *tenureEx) close() {
+	var live []*ownership.Node
+	for i, n := range ex.nodes {
+		if ex.w.nodes[i].crashed.Load() {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = n.Close(ctx)
+			continue
+		}
+		live = append(live, n)
+	}
+	for _, n := range live {
+		ctx, cancel := clock.WithTimeout(context.Background(), ex.w.fc, time.Minute)
+		_ = n.Close(ctx)
+		cancel()
+	}
+	ex.w.srv.OnCommit(nil)
+	_ = ex.admin.Close()
+}
