@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
@@ -88,6 +89,13 @@ type Config struct {
 	// Clock is the time source for timers and backoff, and for the Session
 	// unless Session.Clock is set. Nil means clock.Real().
 	Clock clock.Clock
+	// Metrics, if not nil, receives the node's Prometheus metrics, under
+	// the const label node=<NodeID> (so that several nodes can share one
+	// registry), and those of its sessions unless Session.Metrics is set.
+	// Join registers them and fails with an error wrapping ErrMetrics if it
+	// cannot; they are unregistered when the node stops. See the package
+	// documentation, "Operability".
+	Metrics prometheus.Registerer
 }
 
 // DefaultConfig returns a Config with the documented defaults: 1024
@@ -144,6 +152,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: logger is a nil %T", ErrInvalidConfig, c.Logger)
 	case c.Clock != nil && nilness.Is(c.Clock):
 		return fmt.Errorf("%w: clock is a nil %T", ErrInvalidConfig, c.Clock)
+	case c.Metrics != nil && nilness.Is(c.Metrics):
+		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, c.Metrics)
 	}
 	return nil
 }
@@ -167,7 +177,7 @@ func (c Config) withDefaults() Config {
 		c.Session.Clock = c.Clock
 	}
 	if c.Session.Logger == nil {
-		c.Session.Logger = c.Logger.Named("session")
+		c.Session.Logger = c.Logger.With("node", c.NodeID).Named("session")
 	}
 	c.Meta = maps.Clone(c.Meta)
 	c.Fencers = slices.Clone(c.Fencers)
