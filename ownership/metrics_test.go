@@ -413,6 +413,7 @@ func TestNodeHealth(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	lines := logLines(t, buf)
 	assert.NotNil(t, findLog(lines, "session lost", map[string]any{"node": "a", "lease": nil, "cause": nil}))
+	assert.NotNil(t, findLog(lines, "renewal attempt failed", map[string]any{"node": "a", "lease": nil}))
 	assert.NotNil(t, findLog(lines, "released 4 partitions", map[string]any{"node": "a", "reason": "lost"}))
 
 	fp.Heal()

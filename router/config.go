@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tenure-go/tenure/internal/clock"
 
 	"github.com/hashicorp/go-hclog"
@@ -57,6 +58,11 @@ type Config struct {
 	// Clock times the handoff wait. Nil means clock.Real(); a
 	// simulation passes its virtual clock, as it does to the node.
 	Clock clock.Clock
+
+	// Metrics, if not nil, receives the Router's Prometheus metrics, under
+	// the const label node=<node ID> (see metrics.go); New registers them
+	// and Close unregisters them.
+	Metrics prometheus.Registerer
 }
 
 // DefaultConfig returns the default configuration: a 2s handoff wait,
