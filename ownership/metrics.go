@@ -100,7 +100,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	}, n.oldestHeld)
 	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Name: "callback_queue_length",
-		Help: "OnAcquired and OnReleased callbacks queued and not yet started.",
+		Help: "OnAcquired and OnReleased callbacks queued and not yet taken by the node's dispatcher: how far the callbacks lag behind.",
 	}, func() float64 { return float64(n.disp.pending()) })
 
 	if n.cfg.Session.Metrics == nil {

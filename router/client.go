@@ -92,6 +92,9 @@ func (c ClientConfig) Validate() error {
 	if d.Scheme != "http" && d.Scheme != "https" {
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
 	}
+	if d.Metrics != nil && nilness.Is(d.Metrics) {
+		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, d.Metrics)
+	}
 	return validateBackoff(d.Backoff)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -95,6 +96,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: handoff wait %v must not be negative", ErrInvalidConfig, d.HandoffWait)
 	case d.Scheme != "http" && d.Scheme != "https":
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
+	case d.Metrics != nil && nilness.Is(d.Metrics):
+		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, d.Metrics)
 	}
 	return nil
 }

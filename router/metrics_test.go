@@ -118,6 +118,10 @@ func TestRouterAndClientMetrics(t *testing.T) {
 
 	require.NoError(t, c.Close())
 	assert.Equal(t, 0, testutil.CollectAndCount(creg), "Close unregisters the client's metrics")
+
+	// A typed nil registerer is refused.
+	require.ErrorIs(t, router.Config{Metrics: (*prometheus.Registry)(nil)}.Validate(), router.ErrInvalidConfig)
+	require.ErrorIs(t, router.ClientConfig{Cluster: "x", Metrics: (*prometheus.Registry)(nil)}.Validate(), router.ErrInvalidConfig)
 }
 
 func routerClientConfig(cluster string, reg prometheus.Registerer) router.ClientConfig {
