@@ -2,15 +2,19 @@ package router_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -126,4 +130,34 @@ func TestRouterAndClientMetrics(t *testing.T) {
 
 func routerClientConfig(cluster string, reg prometheus.Registerer) router.ClientConfig {
 	return router.ClientConfig{Cluster: cluster, Partitions: 16, Metrics: reg}
+}
+
+// A request answered after a retry counts as retried, and its retry in
+// tenure_client_retries_total.
+func TestClientMetricsRetried(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	cli := etcd.NewClient(t)
+	ff := fakeFleet{t: t, cli: cli, layout: keys.New("fakemetrics")}
+	creg := prometheus.NewPedanticRegistry()
+	c := newClient(t, cli, router.ClientConfig{Cluster: "fakemetrics", Partitions: 8, Metrics: creg,
+		Backoff: router.Backoff{MaxAttempts: 4, Initial: time.Millisecond, Max: 5 * time.Millisecond}})
+	var calls atomic.Int64
+	addr, _ := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set(router.HeaderRouteError, router.RouteErrorNotOwner)
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			return
+		}
+		_, _ = io.WriteString(w, "done")
+	})
+	ff.member("n", addr)
+	key := keyInPartition(c, 0)
+	ff.claim(0, "n")
+	waitRoute(t, c, key, addr)
+	resp, err := c.Get(context.Background(), key, "/k/"+key)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 1.0, counterValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "retried"}))
+	assert.Equal(t, 0.0, counterValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "ok"}))
+	assert.Equal(t, 1.0, counterValue(t, creg, "tenure_client_retries_total", nil))
 }
