@@ -22,6 +22,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -425,4 +426,78 @@ func TestNodeHealth(t *testing.T) {
 	}, a))
 	code, _ = get("/readyz")
 	assert.Equal(t, http.StatusOK, code)
+}
+
+// conflictingClient writes a foreign claim of partition victim just before
+// the first transaction that claims it commits, as another node racing for
+// it would.
+type conflictingClient struct {
+	*clientv3.Client
+	claimKey string
+	once     sync.Once
+}
+
+func (c *conflictingClient) Txn(ctx context.Context) clientv3.Txn {
+	return &conflictingTxn{Txn: c.Client.Txn(ctx), c: c, ctx: ctx}
+}
+
+type conflictingTxn struct {
+	clientv3.Txn
+	c      *conflictingClient
+	ctx    context.Context
+	claims bool
+}
+
+func (t *conflictingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		if !op.IsTxn() {
+			continue
+		}
+		_, then, _ := op.Txn()
+		for _, o := range then {
+			if o.IsPut() && string(o.KeyBytes()) == t.c.claimKey {
+				t.claims = true
+			}
+		}
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *conflictingTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.claims {
+		var err error
+		t.c.once.Do(func() { _, err = t.c.Client.Put(t.ctx, t.c.claimKey, "other") })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return t.Txn.Commit()
+}
+
+// A claim beaten by another node's is counted as a conflict.
+func TestNodeMetricsClaimConflict(t *testing.T) {
+	c := cluster.New(t, 1)
+	raw := c.NewClient(t)
+	const P = 4
+	cfg := testConfig(t, "conflict", "a", P)
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Metrics = reg
+	claimKey := keys.New("conflict").Claim(0)
+	a := join(t, &conflictingClient{Client: raw, claimKey: claimKey}, cfg)
+	waitMetric(t, reg, 1, "tenure_partition_claim_conflicts_total", "a")
+	waitMetric(t, reg, P-1, "tenure_partition_acquisitions_total", "a")
+	assert.False(t, a.Ready(), "partition 0 is held by another")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := raw.Delete(ctx, claimKey)
+	require.NoError(t, err)
+	waitMetric(t, reg, P, "tenure_partition_acquisitions_total", "a")
+	require.NoError(t, waitFor(10*time.Second, func() error {
+		if !a.Ready() {
+			return errors.New("not ready")
+		}
+		return nil
+	}, a))
+	assert.Equal(t, 1.0, metricOf(t, reg, "tenure_partition_claim_conflicts_total", "a"))
 }
