@@ -43,6 +43,7 @@ func (l *loop) claimed(batch []int, w claimWrite, rev int64, out []outcome, err 
 	l.claimAttempt = 0
 	for i, p := range batch {
 		if !out[i].ok {
+			l.n.ops.claimConflict(p)
 			l.fleet.setClaim(p, rev, claimOf(out[i].kv))
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
@@ -99,6 +100,13 @@ type Config struct {
 	// Clock is the time source for timers and backoff, and for the Session
 	// unless Session.Clock is set. Nil means clock.Real().
 	Clock clock.Clock
+	// Metrics, if not nil, receives the node's Prometheus metrics, under
+	// the const label node=<NodeID> (so that several nodes can share one
+	// registry), and those of its sessions unless Session.Metrics is set.
+	// Join registers them and fails with an error wrapping ErrMetrics if it
+	// cannot; they are unregistered when the node stops. See the package
+	// documentation, "Operability".
+	Metrics prometheus.Registerer
 }
 
 // DefaultConfig returns a Config with the documented defaults: 1024
@@ -163,6 +171,7 @@ func (c Config) Validate() error {
 		{"clock", c.Clock},
 		{"session clock", c.Session.Clock},
 		{"session logger", c.Session.Logger},
+		{"metrics registerer", c.Metrics},
 	} {
 		if v.v != nil && nilness.Is(v.v) {
 			return errs.New(ErrInvalidConfig, "%s is a nil %T", v.name, v.v)
@@ -190,7 +199,7 @@ func (c Config) withDefaults() Config {
 		c.Session.Clock = c.Clock
 	}
 	if c.Session.Logger == nil {
-		c.Session.Logger = c.Logger.Named("session")
+		c.Session.Logger = c.Logger.With("node", c.NodeID).Named("session")
 	}
 	c.Meta = maps.Clone(c.Meta)
 	c.Fencers = slices.Clone(c.Fencers)

@@ -92,6 +92,54 @@
 // operator action writes an audit record audit/<id> in its own transaction.
 // Operator is the API of all of this (examples/tenurectl is its CLI).
 //
+// # Operability
+//
+// Metrics are registered with the prometheus.Registerer of Config.Metrics
+// (nil: none; never the global registry) under the const label node=<NodeID>,
+// so that several nodes of one process share a registry. Join registers
+// them, together with the election.SessionMetrics that every Session of the
+// node shares (unless Config.Session.Metrics is set), and fails with
+// ErrMetrics if it cannot; they are unregistered when the node stops, so a
+// node re-created in the process registers again. No label is per key,
+// partition or lease.
+//
+//	name                                        type       labels  meaning
+//	tenure_partition_acquisitions_total         counter            partitions acquired (claimed, fenced, serving)
+//	tenure_partition_releases_total             counter    reason  tenures ended: moved, lost or closed
+//	tenure_partition_claim_conflicts_total      counter            claims beaten by another node's claim (contention)
+//	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission to the claim's deletion
+//	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: how long this node saw the partition assigned to it and not served by it
+//	tenure_partitions_owned                     gauge              partitions served
+//	tenure_partition_oldest_held_seconds        gauge              age of the oldest tenure served, from its claim's creation
+//	tenure_fencer_failures_total                counter            failed fencer advances (retried)
+//	tenure_forced_releases_total                counter            claims deleted by someone else while the session lived
+//	tenure_drains_total                         counter            times this node saw itself drained
+//	tenure_callback_queue_length                gauge              callbacks queued for the dispatcher
+//	tenure_session_*                            (see the election package's Operability section)
+//
+// A ChanCallbacks adapter counts its drops itself (its third result); the
+// node cannot see them, so it exports the length of its own callback queue.
+//
+// Events go to Config.Logger with the field node, and partition, epoch and
+// lease where they apply: joined, rejoined, left the cluster; partition
+// acquired (epoch, unowned_for) and partition released (reason) at Info,
+// aggregated per snapshot when several partitions change at once ("acquired
+// 37 partitions" at Info with the count, the epoch range and the longest
+// unowned time; the list of partitions and epochs at Debug); forced release
+// observed (Warn); drain and undrain observed; fence rejection (a fencer's
+// fence.ErrStale: scope, presented, current; Warn); claim conflict (Debug).
+// The node's sessions log with the node's logger and its node field:
+// session opened, lost (cause) or closed, renewal attempts failed (Debug)
+// and failing (Warn). Nothing the node logs carries a credential: it never
+// sees a DSN, and an etcd client's username and password stay in the client.
+//
+// Node.Status is a snapshot for dashboards (session statistics, the lease,
+// the served partitions with their epochs and acquire times, the ring
+// version, the member count); Node.Live (the session is valid) and
+// Node.Ready (live, and serving every partition the ring gives the node)
+// back Node.HealthHandler, which answers /livez and /readyz probes with
+// 200 or 503 and a short JSON body.
+//
 // # Simulation
 //
 // A Node reaches etcd only through the Client interface (clientv3.KV,

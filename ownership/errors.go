@@ -248,4 +248,9 @@ var (
 
 	// ErrNotDrained reports an undrain of a node that is not drained.
 	ErrNotDrained = errors.New("ownership: node not drained")
+
+	// ErrMetrics reports that a Node's metrics could not be registered with
+	// Config.Metrics (a prometheus.AlreadyRegisteredError, wrapped, if a
+	// node with the same ID registered there already).
+	ErrMetrics = errors.New("ownership: register metrics")
 )

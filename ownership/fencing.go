@@ -184,6 +184,7 @@ func (l *loop) fenced(t *tenure, err error) {
 			l.set(t.p, idle)
 		}
 	case err != nil:
+		l.n.ops.fencerFailed(t, err)
 		wait := &pstate{phase: phaseFenceWait, t: t, attempts: st.attempts + 1}
 		l.set(t.p, wait)
 		l.n.log.Warn("advance fencers; the partition stays unserved until they succeed",

@@ -47,6 +47,7 @@ type Node struct {
 	slots  []slot // by partition: each one's state, written by the event loop
 	snap   atomic.Pointer[snapshot]
 	disp   *dispatcher
+	ops    *ops // events, metrics and health (events.go, metrics.go, health.go)
 
 	rootCtx    context.Context // cancelled when the node stops for good
 	rootCancel context.CancelCauseFunc
@@ -113,8 +114,14 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		n.closeReq()
 		return nil, err
 	}
+	if n.ops, err = newOps(n); err != nil {
+		n.rootCancel(ErrClosed)
+		n.closeReq()
+		return nil, err
+	}
 	gen, lst, err := n.connect(ctx, 0)
 	if err != nil {
+		n.ops.close()
 		n.rootCancel(ErrClosed)
 		n.closeReq()
 		return nil, err
@@ -149,6 +156,7 @@ func (n *Node) run(l *loop) {
 	n.wg.Wait()
 	n.disp.close()
 	<-n.disp.done
+	n.ops.close()
 	n.closeErr = err
 	close(n.done)
 }

@@ -116,9 +116,11 @@ func (l *loop) publishClosed() {
 }
 
 func (l *loop) store(s *snapshot) {
-	if old := l.n.snap.Swap(s); old != nil {
+	old := l.n.snap.Swap(s)
+	if old != nil {
 		close(old.changed)
 	}
+	l.n.ops.published(l, old, s)
 }
 
 // build derives the routing table from the fleet and the partitions'

@@ -14,7 +14,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/metrics"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -56,6 +58,9 @@ type ClientConfig struct {
 	Logger hclog.Logger
 	// Clock times the retry delays. Nil means clock.Real().
 	Clock clock.Clock
+	// Metrics, if not nil, receives the Client's Prometheus metrics (see
+	// metrics.go); NewClient registers them and Close unregisters them.
+	Metrics prometheus.Registerer
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -102,6 +107,9 @@ func (c ClientConfig) Validate() error {
 	if err := nilFields(nil, c.Logger, c.Clock); err != nil {
 		return err
 	}
+	if d.Metrics != nil && nilness.Is(d.Metrics) {
+		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, d.Metrics)
+	}
 	return validateBackoff(d.Backoff)
 }
 
@@ -131,6 +139,8 @@ type Client struct {
 
 	attempts atomic.Int64
 	retries  atomic.Int64
+	results  clientResults
+	metrics  *metrics.Set // nil without ClientConfig.Metrics
 }
 
 // NewClient reads the fleet's spec (its partition count and load factor)
@@ -173,6 +183,10 @@ func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 		return nil, err
 	}
 	c := &Client{cfg: cfg, obs: obs, httpc: cfg.HTTPClient}
+	if c.metrics, err = registerClientMetrics(cfg.Metrics, c); err != nil {
+		obs.Close()
+		return nil, err
+	}
 	if c.httpc == nil {
 		c.transport = newTransport()
 		c.httpc = &http.Client{Transport: c.transport}
@@ -185,6 +199,7 @@ func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 // later ones fail with ErrClosed. Close is idempotent and returns nil.
 func (c *Client) Close() error {
 	c.closed.Store(true)
+	c.metrics.Unregister()
 	c.obs.Close()
 	if c.transport != nil {
 		c.transport.CloseIdleConnections()
@@ -226,11 +241,15 @@ type ClientStats struct {
 	// Resyncs is the number of times the Client read the fleet again after
 	// its watch failed.
 	Resyncs int64
+	// OK, Retried and Failed count the calls of Do that were answered at
+	// the first attempt, answered after retries, and failed with an error.
+	OK, Retried, Failed int64
 }
 
 // Stats returns the Client's counters.
 func (c *Client) Stats() ClientStats {
-	return ClientStats{Attempts: c.attempts.Load(), Retries: c.retries.Load(), Resyncs: c.obs.Resyncs()}
+	return ClientStats{Attempts: c.attempts.Load(), Retries: c.retries.Load(), Resyncs: c.obs.Resyncs(),
+		OK: c.results.ok.Load(), Retried: c.results.retried.Load(), Failed: c.results.failed.Load()}
 }
 
 // Do sends req to the owner of key and returns its response, which the
@@ -265,7 +284,9 @@ func (c *Client) Stats() ClientStats {
 // after a connection error the request may or may not have been applied:
 // servers that dedupe on HeaderIdempotencyKey make a retry with the same
 // key safe.
-func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.Response, error) {
+func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http.Response, err error) {
+	attempts := 0
+	defer func() { c.results.record(attempts, err) }()
 	if req == nil {
 		return nil, fmt.Errorf("%w: request", ErrNilArgument)
 	}
@@ -323,6 +344,7 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (*http.R
 		}
 		out.Header.Set(HeaderIdempotencyKey, idem)
 		c.attempts.Add(1)
+		attempts = attempt
 		resp, err := c.httpc.Do(out)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/nilness"
 
@@ -63,6 +64,11 @@ type Config struct {
 	// Clock times the handoff wait. Nil means clock.Real(); a
 	// simulation passes its virtual clock, as it does to the node.
 	Clock clock.Clock
+
+	// Metrics, if not nil, receives the Router's Prometheus metrics, under
+	// the const label node=<node ID> (see metrics.go); New registers them
+	// and Close unregisters them.
+	Metrics prometheus.Registerer
 }
 
 // DefaultConfig returns the default configuration: a 2s handoff wait,
@@ -98,6 +104,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: handoff wait %v must not be negative", ErrInvalidConfig, d.HandoffWait)
 	case d.Scheme != "http" && d.Scheme != "https":
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
+	case d.Metrics != nil && nilness.Is(d.Metrics):
+		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, d.Metrics)
 	}
 	if err := nilFields(c.Transport, c.Logger, c.Clock); err != nil {
 		return err

@@ -76,6 +76,15 @@
 // context, carrying the same Idempotency-Key header on every attempt so
 // that the server can apply a request at most once.
 //
+// # Metrics
+//
+// Config.Metrics and ClientConfig.Metrics take an optional
+// prometheus.Registerer: tenure_router_requests_total{result="served|forwarded|refused"}
+// (const label node) for a Router, tenure_client_requests_total{result="ok|retried|failed"}
+// and tenure_client_retries_total for a Client. They read the Stats
+// counters when scraped. New and NewClient fail with ErrMetrics if the
+// metrics cannot be registered; Close unregisters them.
+//
 // # Lookups
 //
 // Ownership lookups read immutable snapshots through atomic pointers: they

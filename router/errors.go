@@ -68,4 +68,10 @@ var (
 	// contradict its spec, and routing would be wrong. It is
 	// ownership.ErrPartitionMismatch, which the fleet's reader reports.
 	ErrPartitionMismatch = ownership.ErrPartitionMismatch
+
+	// ErrMetrics reports that a Router's or Client's metrics could not be
+	// registered with Config.Metrics or ClientConfig.Metrics (a
+	// prometheus.AlreadyRegisteredError, wrapped, if the same metrics are
+	// registered there already).
+	ErrMetrics = errors.New("router: register metrics")
 )

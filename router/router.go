@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -44,6 +45,7 @@ type Router struct {
 	closed    atomic.Bool
 
 	served, forwarded, refused atomic.Int64
+	metrics                    *metrics.Set // nil without Config.Metrics
 }
 
 // Stats counts what a Router's HTTP handlers did with the requests they
@@ -94,6 +96,10 @@ func New(node Node, cfg Config) (*Router, error) {
 		ErrorHandler:  r.forwardError,
 		ErrorLog:      cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
+	var err error
+	if r.metrics, err = registerRouterMetrics(cfg.Metrics, r); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -102,6 +108,7 @@ func New(node Node, cfg Config) (*Router, error) {
 // built. Work in progress is not interrupted. Close is idempotent.
 func (r *Router) Close() error {
 	r.closed.Store(true)
+	r.metrics.Unregister()
 	if r.transport != nil {
 		r.transport.CloseIdleConnections()
 	}

@@ -1,0 +1,153 @@
+package ownership
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/metrics"
+	"github.com/tenure-go/tenure/internal/nilness"
+)
+
+// LabelNode is the const label that tells the metrics of the nodes of one
+// process apart: every metric a Node registers (its sessions' included)
+// carries node=<NodeID>, so that several nodes can share one registry.
+const LabelNode = "node"
+
+// The values of the reason label of tenure_partition_releases_total: the
+// strings of ReasonMoved, ReasonLost and ReasonClosed.
+var releaseReasons = []Reason{ReasonMoved, ReasonLost, ReasonClosed}
+
+// handoffBuckets is the bucket layout, in seconds, of handoffs and of the
+// time partitions stay unowned: a planned move takes milliseconds, a
+// failover about a TTL (10s by default) plus a second.
+var handoffBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60}
+
+// nodeMetrics are a Node's Prometheus metrics (see the package
+// documentation, "Operability"). A nil *nodeMetrics records nothing.
+type nodeMetrics struct {
+	set     *metrics.Set
+	session *election.SessionMetrics // created by the Node, nil if the user passed one
+
+	acquisitions   prometheus.Counter
+	releases       *prometheus.CounterVec
+	conflicts      prometheus.Counter
+	handoff        prometheus.Histogram
+	unowned        prometheus.Histogram
+	fencerFailures prometheus.Counter
+	forced         prometheus.Counter
+	drains         prometheus.Counter
+}
+
+// newNodeMetrics creates the metrics of node n and registers them with
+// cfg.Metrics under the const label node, together with the session metrics
+// (unless cfg.Session.Metrics is set), which it stores into n.cfg. It
+// returns nil, nil without a registerer, and an error wrapping ErrMetrics and
+// the registry's error if the metrics cannot be registered (none is then).
+func newNodeMetrics(n *Node) (*nodeMetrics, error) {
+	if nilness.Is(n.cfg.Metrics) {
+		return nil, nil
+	}
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{LabelNode: n.id}, n.cfg.Metrics)
+	const sub = "partition"
+	m := &nodeMetrics{
+		acquisitions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "acquisitions_total",
+			Help: "Partitions this node acquired (claimed, fenced and started serving).",
+		}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "releases_total",
+			Help: "Tenures of this node that ended, by reason: moved (the ring moved the partition away), lost (session lost or claim deleted by someone else), closed (the node left).",
+		}, []string{"reason"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "claim_conflicts_total",
+			Help: "Claims this node attempted that another node's claim beat (contention).",
+		}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "handoff_duration_seconds",
+			Help:    "Planned releases (moved or closed): time from the end of admission to the deletion of the claim.",
+			Buckets: handoffBuckets,
+		}),
+		unowned: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "unowned_duration_seconds",
+			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition was assigned to it by the ring without being served by it (unowned or in handoff).",
+			Buckets: handoffBuckets,
+		}),
+		fencerFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "fencer_failures_total",
+			Help: "Failed advances of this node's fencers to a new epoch (each is retried).",
+		}),
+		forced: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "forced_releases_total",
+			Help: "Tenures that ended because someone else deleted this node's claim while its session lived (an operator's force release).",
+		}),
+		drains: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "drains_total",
+			Help: "Times this node observed itself drained by an operator.",
+		}),
+	}
+	for _, r := range releaseReasons {
+		m.releases.WithLabelValues(r.String())
+	}
+	owned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "partitions_owned",
+		Help: "Partitions this node serves.",
+	}, func() float64 { return float64(len(n.snap.Load().owned)) })
+	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Subsystem: sub, Name: "oldest_held_seconds",
+		Help: "Age of the oldest tenure this node serves (from its claim's creation); 0 when it serves none.",
+	}, n.oldestHeld)
+	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "callback_queue_length",
+		Help: "OnAcquired and OnReleased callbacks queued and not yet taken by the node's dispatcher: how far the callbacks lag behind.",
+	}, func() float64 { return float64(n.disp.pending()) })
+
+	if n.cfg.Session.Metrics == nil {
+		sm, err := election.NewSessionMetrics(reg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
+		}
+		m.session = sm
+		n.cfg.Session.Metrics = sm
+	}
+	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.unowned,
+		m.fencerFailures, m.forced, m.drains, owned, oldest, queue)
+	if err != nil {
+		m.session.Unregister()
+		if m.session != nil {
+			n.cfg.Session.Metrics = nil
+		}
+		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
+	}
+	m.set = set
+	return m, nil
+}
+
+// unregister unregisters every metric the node registered.
+func (m *nodeMetrics) unregister() {
+	if m != nil {
+		m.set.Unregister()
+		m.session.Unregister()
+	}
+}
+
+// oldestHeld is the value of tenure_partition_oldest_held_seconds.
+func (n *Node) oldestHeld() float64 {
+	s := n.snap.Load()
+	now := n.clock.Now()
+	var oldest float64
+	for _, p := range s.owned {
+		if since := s.routes[p].route.Since; !since.IsZero() {
+			oldest = max(oldest, now.Sub(since).Seconds())
+		}
+	}
+	return oldest
+}
+
+// pending returns the number of callbacks queued and not yet started.
+func (d *dispatcher) pending() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.queue)
+}

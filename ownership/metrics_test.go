@@ -1,0 +1,485 @@
+package ownership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// staleOnce is a fencer that refuses the first token of partition p as
+// stale, as a store that a newer owner had fenced would, and admits
+// everything else.
+type staleOnce struct {
+	p    int
+	mu   sync.Mutex
+	done bool
+}
+
+func (f *staleOnce) Advance(_ context.Context, t fence.Token) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t.Scope == fence.PartitionScope(f.p) && !f.done {
+		f.done = true
+		return fence.NewStaleError(t, t.Epoch+1000)
+	}
+	return nil
+}
+
+// scrape returns the value of the metric name with labels (a counter's or
+// a gauge's value, a histogram's sample count), and whether it exists.
+func scrape(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				return m.GetCounter().GetValue(), true
+			case dto.MetricType_GAUGE:
+				return m.GetGauge().GetValue(), true
+			case dto.MetricType_HISTOGRAM:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func metricOf(t testing.TB, g prometheus.Gatherer, name, node string, kv ...string) float64 {
+	t.Helper()
+	labels := map[string]string{LabelNode: node}
+	for i := 0; i+1 < len(kv); i += 2 {
+		labels[kv[i]] = kv[i+1]
+	}
+	v, ok := scrape(t, g, name, labels)
+	require.True(t, ok, "%s%v not found", name, labels)
+	return v
+}
+
+// waitMetric waits until the metric has the value want.
+func waitMetric(t testing.TB, g prometheus.Gatherer, want float64, name, node string, kv ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := metricOf(t, g, name, node, kv...)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.Equal(t, want, got, "%s node=%s %v", name, node, kv)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Two nodes in one registry: join, a planned move, a forced release, a
+// drain and a fencer that rejects a stale token, each counted exactly.
+func TestNodeMetrics(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	const P = 8
+	reg := prometheus.NewPedanticRegistry()
+
+	cfgA := testConfig(t, "metrics", "a", P)
+	cfgA.Metrics = reg
+	cfgA.Fencers = []fence.Fencer{&staleOnce{p: 3}}
+	a := join(t, cli, cfgA)
+	waitStable(t, 20*time.Second, a)
+
+	waitMetric(t, reg, P, "tenure_partition_acquisitions_total", "a")
+	waitMetric(t, reg, P, "tenure_partitions_owned", "a")
+	assert.Equal(t, float64(P), metricOf(t, reg, "tenure_partition_unowned_duration_seconds", "a"))
+	assert.Equal(t, 1.0, metricOf(t, reg, "tenure_fencer_failures_total", "a"))
+	assert.Equal(t, 1.0, metricOf(t, reg, "tenure_session_opened_total", "a"))
+	assert.Equal(t, 0.0, metricOf(t, reg, "tenure_partition_claim_conflicts_total", "a"))
+	assert.Equal(t, 0.0, metricOf(t, reg, "tenure_callback_queue_length", "a"))
+	for _, r := range []string{"moved", "lost", "closed"} {
+		assert.Equal(t, 0.0, metricOf(t, reg, "tenure_partition_releases_total", "a", "reason", r))
+	}
+	st := a.Status()
+	require.Len(t, st.Partitions, P)
+	time.Sleep(20 * time.Millisecond)
+	assert.Greater(t, metricOf(t, reg, "tenure_partition_oldest_held_seconds", "a"), 0.0)
+
+	// A planned move: b joins the same registry and takes its share.
+	cfgB := testConfig(t, "metrics", "b", P)
+	cfgB.Metrics = reg
+	b := join(t, cli, cfgB)
+	waitStable(t, 20*time.Second, a, b)
+	moved := float64(len(b.Owned()))
+	require.Positive(t, moved)
+	waitMetric(t, reg, moved, "tenure_partition_releases_total", "a", "reason", "moved")
+	waitMetric(t, reg, moved, "tenure_partition_handoff_duration_seconds", "a")
+	waitMetric(t, reg, moved, "tenure_partition_acquisitions_total", "b")
+	assert.Equal(t, moved, metricOf(t, reg, "tenure_partition_unowned_duration_seconds", "b"))
+	assert.Equal(t, float64(P)-moved, metricOf(t, reg, "tenure_partitions_owned", "a"))
+	assert.Equal(t, 0.0, metricOf(t, reg, "tenure_forced_releases_total", "a"))
+
+	// A forced release of one of a's partitions: a sees its claim deleted
+	// while its session lives, and claims the partition back.
+	op, err := NewOperator(cli, OperatorConfig{Cluster: "metrics"})
+	require.NoError(t, err)
+	victim := a.Owned()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = op.ForceRelease(ctx, victim, Action{Actor: "tester", Reason: "test"})
+	require.NoError(t, err)
+	waitMetric(t, reg, 1, "tenure_forced_releases_total", "a")
+	waitMetric(t, reg, 1, "tenure_partition_releases_total", "a", "reason", "lost")
+	waitMetric(t, reg, float64(P)+1, "tenure_partition_acquisitions_total", "a")
+	waitStable(t, 20*time.Second, a, b)
+
+	// A drain of b: b observes it and hands everything back.
+	_, err = op.Drain(ctx, "b", Action{Actor: "tester", Reason: "test"})
+	require.NoError(t, err)
+	waitMetric(t, reg, 1, "tenure_drains_total", "b")
+	waitMetric(t, reg, moved, "tenure_partition_releases_total", "b", "reason", "moved")
+	waitMetric(t, reg, moved, "tenure_partition_handoff_duration_seconds", "b")
+	waitMetric(t, reg, P, "tenure_partitions_owned", "a")
+	assert.Equal(t, 0.0, metricOf(t, reg, "tenure_drains_total", "a"))
+	assert.True(t, b.Status().Drained)
+	assert.True(t, b.Ready(), "a drained node that is live is ready")
+
+	// Close unregisters; the same node ID registers again when it rejoins.
+	closeNode(t, b)
+	_, ok := scrape(t, reg, "tenure_partition_acquisitions_total", map[string]string{LabelNode: "b"})
+	assert.False(t, ok, "b's metrics unregistered by Close")
+	_, ok = scrape(t, reg, "tenure_session_opened_total", map[string]string{LabelNode: "b"})
+	assert.False(t, ok, "b's session metrics unregistered by Close")
+	_, err = op.Undrain(ctx, "b", Action{Actor: "tester"})
+	require.NoError(t, err)
+	b2 := join(t, cli, cfgB)
+	waitStable(t, 20*time.Second, a, b2)
+	waitMetric(t, reg, moved, "tenure_partition_acquisitions_total", "b")
+	assert.Equal(t, 1.0, metricOf(t, reg, "tenure_session_opened_total", "b"))
+}
+
+// A second node with the same ID in one registry (another cluster) cannot
+// register its metrics: Join fails with ErrMetrics and registers nothing.
+func TestNodeMetricsConflict(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	reg := prometheus.NewPedanticRegistry()
+	cfg := testConfig(t, "m1", "a", 4)
+	cfg.Metrics = reg
+	join(t, cli, cfg)
+	before, err := reg.Gather()
+	require.NoError(t, err)
+
+	cfg2 := testConfig(t, "m2", "a", 4)
+	cfg2.Metrics = reg
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = Join(ctx, cli, cfg2)
+	require.ErrorIs(t, err, ErrMetrics)
+	var are prometheus.AlreadyRegisteredError
+	require.ErrorAs(t, err, &are)
+	after, err := reg.Gather()
+	require.NoError(t, err)
+	assert.Len(t, after, len(before))
+	assert.Empty(t, etcdMembers(t, cli, "m2"))
+
+	// A typed nil registerer is refused.
+	cfg2.Metrics = (*prometheus.Registry)(nil)
+	require.ErrorIs(t, cfg2.Validate(), ErrInvalidConfig)
+}
+
+// logLines decodes hclog's JSON lines.
+func logLines(t testing.TB, buf *syncBuffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		out = append(out, m)
+	}
+	return out
+}
+
+// findLog returns the first line whose message starts with msg and has
+// every field of want (with the value when not nil).
+func findLog(lines []map[string]any, msg string, want map[string]any) map[string]any {
+next:
+	for _, l := range lines {
+		if m, _ := l["@message"].(string); !strings.HasPrefix(m, msg) {
+			continue
+		}
+		for k, v := range want {
+			got, ok := l[k]
+			if !ok || v != nil && fmt.Sprint(got) != fmt.Sprint(v) {
+				continue next
+			}
+		}
+		return l
+	}
+	return nil
+}
+
+// Every event is logged with its fields, and no credential is: the node
+// reaches etcd through a client authenticated with a password.
+func TestNodeEvents(t *testing.T) {
+	c := cluster.New(t, 1)
+	admin := c.NewClient(t)
+	const user, password = "root", "s3cret-etcd-pa55word"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := admin.UserAdd(ctx, user, password)
+	require.NoError(t, err)
+	_, err = admin.UserGrantRole(ctx, user, "root")
+	require.NoError(t, err)
+	_, err = admin.AuthEnable(ctx)
+	require.NoError(t, err)
+	ccfg := cluster.ClientConfig(c.Endpoints())
+	ccfg.Username, ccfg.Password = user, password
+	cli, err := clientv3.New(ccfg)
+	require.NoError(t, err)
+	defer cli.Close()
+
+	buf := &syncBuffer{}
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: buf, JSONFormat: true})
+	const P = 8
+	cfgA := testConfig(t, "events", "a", P)
+	cfgA.Logger = logger
+	cfgA.Session.TTL = 10 * time.Second // an etcd with auth enabled answers slower
+	cfgA.Fencers = []fence.Fencer{&staleOnce{p: 3}}
+	a := join(t, cli, cfgA)
+	waitStable(t, 20*time.Second, a)
+	cfgB := testConfig(t, "events", "b", P)
+	cfgB.Logger = logger
+	cfgB.Session.TTL = 10 * time.Second // an etcd with auth enabled answers slower
+	b := join(t, cli, cfgB)
+	defer func() {
+		if t.Failed() {
+			t.Log(buf.String())
+		}
+	}()
+	waitStable(t, 20*time.Second, a, b)
+
+	op, err := NewOperator(cli, OperatorConfig{Cluster: "events"})
+	require.NoError(t, err)
+	victim := a.Owned()[0]
+	_, err = op.ForceRelease(ctx, victim, Action{Actor: "tester", Reason: "test"})
+	require.NoError(t, err)
+	require.NoError(t, waitFor(10*time.Second, func() error {
+		if findLog(logLines(t, buf), "forced release observed", nil) == nil {
+			return errors.New("no forced release logged")
+		}
+		return nil
+	}, a))
+	waitStable(t, 20*time.Second, a, b)
+	_, err = op.Drain(ctx, "b", Action{Actor: "tester", Reason: "test"})
+	require.NoError(t, err)
+	require.NoError(t, waitFor(10*time.Second, func() error {
+		if len(b.Owned()) != 0 || len(a.Owned()) != P {
+			return errors.New("drain not done")
+		}
+		return nil
+	}, a, b))
+	closeNode(t, b)
+	closeNode(t, a)
+
+	lines := logLines(t, buf)
+	for _, e := range []struct {
+		msg    string
+		fields map[string]any
+	}{
+		{"joined", map[string]any{"node": "a", "lease": nil}},
+		{"session opened", map[string]any{"node": "a", "lease": nil}},
+		{"acquired ", map[string]any{"node": "a", "lease": nil, "epochs": nil, "longest_unowned_for": nil}},
+		{"partitions acquired", map[string]any{"node": "a", "partition": nil, "epoch": nil}},
+		{"partition acquired", map[string]any{"node": "a", "partition": victim, "epoch": nil, "unowned_for": nil}},
+		{"released ", map[string]any{"node": "a", "reason": "moved", "lease": nil}},
+		{"partition released", map[string]any{"node": "a", "partition": victim, "reason": "lost"}},
+		{"forced release observed", map[string]any{"node": "a", "partition": victim, "epoch": nil, "lease": nil}},
+		{"fence rejection", map[string]any{"node": "a", "partition": 3, "scope": "p/3", "presented": nil, "current": nil}},
+		{"drain observed", map[string]any{"node": "b", "lease": nil}},
+		{"left the cluster", map[string]any{"node": "a"}},
+		{"session closed", map[string]any{"node": "b", "lease": nil}},
+	} {
+		assert.NotNil(t, findLog(lines, e.msg, e.fields), "event %q with %v", e.msg, e.fields)
+	}
+	assert.NotContains(t, buf.String(), password)
+}
+
+// Live and Ready, and the health handler's answers, before and after the
+// node's session is lost to a blackholed etcd.
+func TestNodeHealth(t *testing.T) {
+	c := cluster.New(t, 1)
+	faulty, fp := c.NewFaultyClient(t)
+	buf := &syncBuffer{}
+	cfg := testConfig(t, "health", "a", 4)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: buf, JSONFormat: true})
+	cfg.Metrics = prometheus.NewPedanticRegistry()
+	a := join(t, faulty, cfg)
+	waitStable(t, 20*time.Second, a)
+
+	srv := httptest.NewServer(a.HealthHandler())
+	defer srv.Close()
+	get := func(path string) (int, healthAnswer) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		var a healthAnswer
+		require.NoError(t, json.Unmarshal(body, &a), string(body))
+		return resp.StatusCode, a
+	}
+	assert.True(t, a.Live())
+	assert.True(t, a.Ready())
+	code, ans := get("/livez")
+	assert.Equal(t, http.StatusOK, code)
+	assert.True(t, ans.OK)
+	code, ans = get("/healthz/readyz?verbose=1")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "readyz", ans.Check)
+	require.NotNil(t, ans.Status)
+	assert.Len(t, ans.Status.Partitions, 4)
+	assert.Equal(t, 1, ans.Status.Members)
+	assert.NotEmpty(t, ans.Status.Lease)
+	assert.Positive(t, ans.Status.Session.Remaining)
+	resp, err := http.Get(srv.URL + "/other")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+	fp.Blackhole()
+	require.NoError(t, waitFor(20*time.Second, func() error {
+		if a.Live() {
+			return errors.New("still live")
+		}
+		return nil
+	}, a))
+	assert.False(t, a.Ready())
+	code, ans = get("/livez")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.False(t, ans.OK)
+	assert.Equal(t, "no live session", ans.Reason)
+	code, _ = get("/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	lines := logLines(t, buf)
+	assert.NotNil(t, findLog(lines, "session lost", map[string]any{"node": "a", "lease": nil, "cause": nil}))
+	assert.NotNil(t, findLog(lines, "renewal attempt failed", map[string]any{"node": "a", "lease": nil}))
+	assert.NotNil(t, findLog(lines, "released 4 partitions", map[string]any{"node": "a", "reason": "lost"}))
+
+	fp.Heal()
+	require.NoError(t, waitFor(30*time.Second, func() error {
+		if !a.Ready() {
+			return errors.New("not ready")
+		}
+		return nil
+	}, a))
+	code, _ = get("/readyz")
+	assert.Equal(t, http.StatusOK, code)
+}
+
+// conflictingClient writes a foreign claim of partition victim just before
+// the first transaction that claims it commits, as another node racing for
+// it would.
+type conflictingClient struct {
+	*clientv3.Client
+	claimKey string
+	once     sync.Once
+}
+
+func (c *conflictingClient) Txn(ctx context.Context) clientv3.Txn {
+	return &conflictingTxn{Txn: c.Client.Txn(ctx), c: c, ctx: ctx}
+}
+
+type conflictingTxn struct {
+	clientv3.Txn
+	c      *conflictingClient
+	ctx    context.Context
+	claims bool
+}
+
+func (t *conflictingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		if !op.IsTxn() {
+			continue
+		}
+		_, then, _ := op.Txn()
+		for _, o := range then {
+			if o.IsPut() && string(o.KeyBytes()) == t.c.claimKey {
+				t.claims = true
+			}
+		}
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *conflictingTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.claims {
+		var err error
+		t.c.once.Do(func() { _, err = t.c.Client.Put(t.ctx, t.c.claimKey, "other") })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return t.Txn.Commit()
+}
+
+// A claim beaten by another node's is counted as a conflict.
+func TestNodeMetricsClaimConflict(t *testing.T) {
+	c := cluster.New(t, 1)
+	raw := c.NewClient(t)
+	const P = 4
+	cfg := testConfig(t, "conflict", "a", P)
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Metrics = reg
+	claimKey := keys.New("conflict").Claim(0)
+	a := join(t, &conflictingClient{Client: raw, claimKey: claimKey}, cfg)
+	waitMetric(t, reg, 1, "tenure_partition_claim_conflicts_total", "a")
+	waitMetric(t, reg, P-1, "tenure_partition_acquisitions_total", "a")
+	assert.False(t, a.Ready(), "partition 0 is held by another")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := raw.Delete(ctx, claimKey)
+	require.NoError(t, err)
+	waitMetric(t, reg, P, "tenure_partition_acquisitions_total", "a")
+	require.NoError(t, waitFor(10*time.Second, func() error {
+		if !a.Ready() {
+			return errors.New("not ready")
+		}
+		return nil
+	}, a))
+	assert.Equal(t, 1.0, metricOf(t, reg, "tenure_partition_claim_conflicts_total", "a"))
+}
