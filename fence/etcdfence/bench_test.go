@@ -73,6 +73,9 @@ func benchPut(b *testing.B, cli *clientv3.Client) {
 // through a Batcher ("grouped"). ns/op is wall time per write: the inverse
 // of throughput. "unfenced-txn16" bounds what any grouping can reach on this
 // etcd: one goroutine writing plain Puts, 16 to a transaction, no fence.
+// "hotkey/single" and "hotkey/grouped" are the same 16 writers putting
+// one key under one owner's token, the worst case for batching: writes to
+// one key never share a transaction.
 func BenchmarkWriters16(b *testing.B) { benchMembers(b, benchWriters16) }
 
 func benchWriters16(b *testing.B, cli *clientv3.Client) {
@@ -80,7 +83,9 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 	ctx := context.Background()
 	s := newStore(b, cli, "bench-writers")
 	value := []byte("a value of some thirty-two bytes")
-	run := func(b *testing.B, put func(fence.Token, string) error) {
+	// run runs b.N puts on writers goroutines; writer w puts key(w, i)
+	// under token(w).
+	run := func(b *testing.B, token func(w int) fence.Token, key func(w, i int) string, put func(fence.Token, string) error) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		var wg sync.WaitGroup
@@ -90,9 +95,9 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 				n++
 			}
 			wg.Go(func() {
-				tok := fence.Token{Scope: fence.PartitionScope(w), Epoch: 1}
+				tok := token(w)
 				for i := range n {
-					if err := put(tok, fmt.Sprintf("w%d/k%d", w, i%256)); err != nil {
+					if err := put(tok, key(w, i)); err != nil {
 						b.Error(err)
 						return
 					}
@@ -101,12 +106,30 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 		}
 		wg.Wait()
 	}
-	b.Run("single", func(b *testing.B) {
-		run(b, func(t fence.Token, key string) error {
-			_, err := s.Put(ctx, t, key, value)
+	ownScope := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
+	ownKeys := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
+	hotScope := func(int) fence.Token { return fence.Token{Scope: fence.PartitionScope(writers), Epoch: 1} }
+	hotKey := func(int, int) string { return "hot" }
+	single := func(t fence.Token, key string) error {
+		_, err := s.Put(ctx, t, key, value)
+		return err
+	}
+	grouped := func(b *testing.B, token func(int) fence.Token, key func(w, i int) string) {
+		bt, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer bt.Close()
+		run(b, token, key, func(t fence.Token, key string) error {
+			_, err := bt.Put(ctx, t, key, value)
 			return err
 		})
-	})
+		b.StopTimer()
+		if st := bt.Stats(); st.Commits > 0 {
+			b.ReportMetric(float64(st.Writes)/float64(st.Commits), "writes/commit")
+		}
+	}
+	b.Run("single", func(b *testing.B) { run(b, ownScope, ownKeys, single) })
 	b.Run("unfenced-txn16", func(b *testing.B) {
 		b.ReportAllocs()
 		ops := make([]clientv3.Op, writers)
@@ -120,19 +143,7 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 			}
 		}
 	})
-	b.Run("grouped", func(b *testing.B) {
-		bt, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer bt.Close()
-		run(b, func(t fence.Token, key string) error {
-			_, err := bt.Put(ctx, t, key, value)
-			return err
-		})
-		b.StopTimer()
-		if st := bt.Stats(); st.Commits > 0 {
-			b.ReportMetric(float64(st.Writes)/float64(st.Commits), "writes/commit")
-		}
-	})
+	b.Run("grouped", func(b *testing.B) { grouped(b, ownScope, ownKeys) })
+	b.Run("hotkey/single", func(b *testing.B) { run(b, hotScope, hotKey, single) })
+	b.Run("hotkey/grouped", func(b *testing.B) { grouped(b, hotScope, hotKey) })
 }
