@@ -340,7 +340,9 @@ type group struct {
 }
 
 // committer takes batches from the queue and commits them while a commit
-// slot is free, until Close.
+// slot is free, until Close. It keeps its slot from one batch to the next
+// as long as writes keep coming: writers answered by a commit then join
+// the next batch instead of committing alone.
 func (b *Batcher) committer() {
 	defer b.committers.Done()
 	var (
@@ -366,39 +368,58 @@ func (b *Batcher) committer() {
 			return
 		}
 		b.inFlight++ // the slot is this committer's from here
-		b.mu.Unlock()
-		switch {
-		case b.cfg.Linger > 0:
-			linger = b.linger(linger)
-		default:
-			// Let writers answered by the last commit, runnable now, submit
-			// again before the batch closes: under steady load this joins
-			// them to this batch instead of the next one.
-			runtime.Gosched()
-		}
-		b.mu.Lock()
-		groups = b.take(groups[:0])
-		if len(groups) == 0 {
-			b.stalled = len(b.queue) > 0
-			b.inFlight--
-			continue
-		}
-		if b.ready() && b.parked > 0 {
-			b.signal()
-		}
-		b.mu.Unlock()
-
-		items, results = b.commit(groups, items, results)
-
-		b.mu.Lock()
-		b.inFlight--
-		if b.busy != nil {
-			for _, g := range groups {
-				b.markBusy(g.p.full, -1)
+		last := 0    // writes answered by this committer's last commit
+		for !b.closed {
+			b.mu.Unlock()
+			if b.cfg.Linger > 0 {
+				linger = b.linger(linger)
+			} else {
+				b.gather(last)
 			}
-			b.stalled = false
+			b.mu.Lock()
+			groups = b.take(groups[:0])
+			if len(groups) == 0 {
+				break
+			}
+			if b.ready() && b.parked > 0 {
+				b.signal()
+			}
+			b.mu.Unlock()
+
+			items, results, last = b.commit(groups, items, results)
+
+			b.mu.Lock()
+			if b.busy != nil {
+				for _, g := range groups {
+					b.markBusy(g.p.full, -1)
+				}
+				b.stalled = false
+			}
+			clear(groups) // drop the requests
 		}
-		clear(groups) // drop the requests
+		b.inFlight--
+		b.stalled = len(b.queue) > 0 // what is left waits for keys in flight
+	}
+}
+
+// maxYields bounds how many times a committer yields the processor while
+// it gathers a batch.
+const maxYields = 4
+
+// gather lets writers queue before a batch closes, holding a commit slot:
+// it yields the processor once, and again while fewer writes are queued
+// than the last commit answered (up to maxYields), because those writers,
+// runnable now, are likely to submit again at once. A scheduler round trip
+// costs far less than the commit they would otherwise wait for.
+func (b *Batcher) gather(last int) {
+	for i := 0; i < maxYields; i++ {
+		runtime.Gosched()
+		b.mu.Lock()
+		n := len(b.queue)
+		b.mu.Unlock()
+		if n >= min(last, b.cfg.MaxBatch) {
+			return
+		}
 	}
 }
 
@@ -482,7 +503,7 @@ func (b *Batcher) coalesces(last, next prepared) bool {
 // commit commits groups, whose writes hold a commit slot, and answers every
 // request of them. items and results are scratch space, returned for
 // reuse.
-func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item, []Result) {
+func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item, []Result, int) {
 	items = items[:0]
 	for i := range groups {
 		items = append(items, item{idx: i, p: groups[i].p})
@@ -505,5 +526,5 @@ func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item
 	}
 	b.writes.Add(uint64(n))
 	clear(items) // drop the values
-	return items, results
+	return items, results, n
 }

@@ -127,6 +127,7 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 		b.StopTimer()
 		if st := bt.Stats(); st.Commits > 0 {
 			b.ReportMetric(float64(st.Writes)/float64(st.Commits), "writes/commit")
+			b.ReportMetric(float64(st.Alone)/float64(st.Commits), "alone/commit")
 		}
 	}
 	b.Run("single", func(b *testing.B) { run(b, ownScope, ownKeys, single) })
