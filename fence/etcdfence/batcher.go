@@ -511,7 +511,7 @@ func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item
 	results = slices.Grow(results[:0], len(groups))[:len(groups)]
 	clear(results)
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.CommitTimeout)
-	_ = b.s.commitItems(ctx, items, results) // failures are in results
+	_ = b.s.commitItems(ctx, items, results, true) // failures are in results
 	cancel()
 	b.commits.Add(1)
 	n := 0

@@ -73,6 +73,8 @@ func benchPut(b *testing.B, cli *clientv3.Client) {
 // through a Batcher ("grouped"). ns/op is wall time per write: the inverse
 // of throughput. "unfenced-txn16" bounds what any grouping can reach on this
 // etcd: one goroutine writing plain Puts, 16 to a transaction, no fence.
+// "commit16" is the same goroutine writing the same 16 fenced writes with
+// Store.Commit: what grouping reaches without the gathering.
 // "hotkey/single" and "hotkey/grouped" are the same 16 writers putting
 // one key under one owner's token, the worst case for batching: writes to
 // one key never share a transaction.
@@ -140,6 +142,18 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 				ops[w] = clientv3.OpPut(fmt.Sprintf("%sw%d/k%d", prefix, w, (i/writers)%256), string(value))
 			}
 			if _, err := cli.Txn(ctx).Then(ops[:min(writers, b.N-i)]...).Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("commit16", func(b *testing.B) {
+		b.ReportAllocs()
+		writes := make([]etcdfence.Write, writers)
+		for i := 0; i < b.N; i += writers {
+			for w := range writes {
+				writes[w] = etcdfence.PutWrite(ownScope(w), ownKeys(w, i/writers), value)
+			}
+			if _, err := s.Commit(ctx, writes[:min(writers, b.N-i)]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -58,7 +58,40 @@ func decodeEpoch(v []byte) (int64, error) {
 // epoch (which differs at an earlier byte), so Value(floor) <
 // admitBound(encodeEpoch(e)) holds iff floor <= e, even for e = MaxInt64,
 // which has no successor.
-func admitBound(enc string) string { return enc + "\x00" }
+func admitBound(enc string) []byte {
+	b := make([]byte, len(enc)+1)
+	copy(b, enc)
+	return b
+}
+
+// valueCmp, createCmp and versionCmp are clientv3.Compare on a key's
+// Value, CreateRevision or Version without the deep copy that Compare makes
+// of the comparison it builds (a reflective proto.Clone, the costliest
+// step of building a transaction's checks).
+func valueCmp(key string, result pb.Compare_CompareResult, value []byte) clientv3.Cmp {
+	c, pc := newCmp(key, result, pb.Compare_VALUE)
+	pc.TargetUnion = &pb.Compare_Value{Value: value}
+	return c
+}
+
+func createCmp(key string, result pb.Compare_CompareResult, rev int64) clientv3.Cmp {
+	c, pc := newCmp(key, result, pb.Compare_CREATE)
+	pc.TargetUnion = &pb.Compare_CreateRevision{CreateRevision: rev}
+	return c
+}
+
+func versionCmp(key string, result pb.Compare_CompareResult, version int64) clientv3.Cmp {
+	c, pc := newCmp(key, result, pb.Compare_VERSION)
+	pc.TargetUnion = &pb.Compare_Version{Version: version}
+	return c
+}
+
+func newCmp(key string, result pb.Compare_CompareResult, target pb.Compare_CompareTarget) (clientv3.Cmp, *pb.Compare) {
+	var c clientv3.Cmp
+	pc := c.GetCompare()
+	pc.Key, pc.Result, pc.Target = []byte(key), result, target
+	return c, pc
+}
 
 // FloorKey returns the etcd key that holds scope's floor.
 func (s *Store) FloorKey(scope string) string { return s.cfg.FencePrefix + scope }
@@ -67,7 +100,7 @@ func (s *Store) FloorKey(scope string) string { return s.cfg.FencePrefix + scope
 // of epoch (encoded) is older than the floor. It fails on a missing floor,
 // so the Else branch, which admits, also covers a scope never written.
 func staleCmp(floorKey, epoch string) clientv3.Cmp {
-	return clientv3.Compare(clientv3.Value(floorKey), ">", epoch)
+	return valueCmp(floorKey, pb.Compare_GREATER, []byte(epoch))
 }
 
 // steadyCmp is the comparison of the steady form for the writes of one
@@ -82,9 +115,9 @@ func staleCmp(floorKey, epoch string) clientv3.Cmp {
 func (s *Store) steadyCmp(scope, floorKey string, loEnc string, hi int64) (cmp clientv3.Cmp, raise bool) {
 	c, known := s.cache.get(scope)
 	if known && c == 0 {
-		return clientv3.Compare(clientv3.CreateRevision(floorKey), "=", 0), true
+		return createCmp(floorKey, pb.Compare_EQUAL, 0), true
 	}
-	return clientv3.Compare(clientv3.Value(floorKey), "<", admitBound(loEnc)), !(known && hi == c)
+	return valueCmp(floorKey, pb.Compare_LESS, admitBound(loEnc)), !(known && hi == c)
 }
 
 // guarded runs the transaction of the single-write form

@@ -74,7 +74,7 @@ func (p prepared) flatOp() clientv3.Op {
 }
 
 func (p prepared) versionCmp() clientv3.Cmp {
-	return clientv3.Compare(clientv3.Version(p.full), "=", p.w.Version)
+	return versionCmp(p.full, pb.Compare_EQUAL, p.w.Version)
 }
 
 // size estimates the bytes the write adds to a transaction request.
