@@ -368,13 +368,13 @@ func (b *Batcher) committer() {
 			return
 		}
 		b.inFlight++ // the slot is this committer's from here
-		last := 0    // writes answered by this committer's last commit
+		expect := 0  // writes likely to be queued soon
 		for !b.closed {
 			b.mu.Unlock()
 			if b.cfg.Linger > 0 {
 				linger = b.linger(linger)
 			} else {
-				b.gather(last)
+				b.gather(expect)
 			}
 			b.mu.Lock()
 			groups = b.take(groups[:0])
@@ -386,9 +386,13 @@ func (b *Batcher) committer() {
 			}
 			b.mu.Unlock()
 
-			items, results, last = b.commit(groups, items, results)
+			var answered int
+			items, results, answered = b.commit(groups, items, results)
 
 			b.mu.Lock()
+			// The writers just answered are likely to submit again at
+			// once, next to those that queued during the commit.
+			expect = answered + len(b.queue)
 			if b.busy != nil {
 				for _, g := range groups {
 					b.markBusy(g.p.full, -1)
@@ -407,17 +411,17 @@ func (b *Batcher) committer() {
 const maxYields = 4
 
 // gather lets writers queue before a batch closes, holding a commit slot:
-// it yields the processor once, and again while fewer writes are queued
-// than the last commit answered (up to maxYields), because those writers,
-// runnable now, are likely to submit again at once. A scheduler round trip
-// costs far less than the commit they would otherwise wait for.
-func (b *Batcher) gather(last int) {
+// it yields the processor once, and again while fewer than expect writes
+// are queued (up to maxYields times). A scheduler round trip costs far
+// less than the commit a writer that just missed the batch would wait
+// for.
+func (b *Batcher) gather(expect int) {
 	for i := 0; i < maxYields; i++ {
 		runtime.Gosched()
 		b.mu.Lock()
 		n := len(b.queue)
 		b.mu.Unlock()
-		if n >= min(last, b.cfg.MaxBatch) {
+		if n >= min(expect, b.cfg.MaxBatch) {
 			return
 		}
 	}

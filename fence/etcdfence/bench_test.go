@@ -116,8 +116,8 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 		_, err := s.Put(ctx, t, key, value)
 		return err
 	}
-	grouped := func(b *testing.B, token func(int) fence.Token, key func(w, i int) string) {
-		bt, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
+	grouped := func(b *testing.B, token func(int) fence.Token, key func(w, i int) string, cfg etcdfence.BatcherConfig) {
+		bt, err := etcdfence.NewBatcher(s, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 			}
 		}
 	})
-	b.Run("grouped", func(b *testing.B) { grouped(b, ownScope, ownKeys) })
+	b.Run("grouped", func(b *testing.B) { grouped(b, ownScope, ownKeys, etcdfence.BatcherConfig{}) })
 	b.Run("hotkey/single", func(b *testing.B) { run(b, hotScope, hotKey, single) })
-	b.Run("hotkey/grouped", func(b *testing.B) { grouped(b, hotScope, hotKey) })
+	b.Run("hotkey/grouped", func(b *testing.B) { grouped(b, hotScope, hotKey, etcdfence.BatcherConfig{}) })
 }

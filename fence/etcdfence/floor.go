@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -252,39 +253,51 @@ const maxCachedScopes = 1 << 16
 // bound of the real floor, so a token older than it is certainly stale.
 //
 // A scope is unknown (absent from the map), known to have no floor (0), or
-// known to have a floor of at least the cached value (> 0).
+// known to have a floor of at least the cached value (> 0). Every write
+// reads it, so reads take no lock: a scope's entry is created once and
+// then only raised, atomically.
 type floorCache struct {
-	mu sync.RWMutex
-	m  map[string]int64
+	m sync.Map     // scope -> *atomic.Int64
+	n atomic.Int64 // entries created since the map was last cleared
 }
 
 func (c *floorCache) get(scope string) (int64, bool) {
-	c.mu.RLock()
-	v, ok := c.m[scope]
-	c.mu.RUnlock()
-	return v, ok
+	v, ok := c.m.Load(scope)
+	if !ok {
+		return 0, false
+	}
+	return v.(*atomic.Int64).Load(), true
 }
 
 // raise records that scope's floor is at least e (> 0).
 func (c *floorCache) raise(scope string, e int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cur, ok := c.m[scope]; ok && cur >= e {
-		return
+	a := c.entry(scope, e)
+	for {
+		cur := a.Load()
+		if cur >= e || a.CompareAndSwap(cur, e) {
+			return
+		}
 	}
-	c.put(scope, e)
 }
 
 // absent records that scope had no floor when last read.
-func (c *floorCache) absent(scope string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.put(scope, 0)
-}
+func (c *floorCache) absent(scope string) { c.entry(scope, 0).Store(0) }
 
-func (c *floorCache) put(scope string, e int64) {
-	if c.m == nil || len(c.m) >= maxCachedScopes {
-		c.m = make(map[string]int64)
+// entry returns scope's entry, created with value init if there is none.
+// Past maxCachedScopes entries, the cache starts over.
+func (c *floorCache) entry(scope string, init int64) *atomic.Int64 {
+	if v, ok := c.m.Load(scope); ok {
+		return v.(*atomic.Int64)
 	}
-	c.m[scope] = e
+	if c.n.Add(1) > maxCachedScopes {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	a := new(atomic.Int64)
+	a.Store(init)
+	v, loaded := c.m.LoadOrStore(scope, a)
+	if loaded {
+		c.n.Add(-1)
+	}
+	return v.(*atomic.Int64)
 }
