@@ -368,13 +368,12 @@ func (b *Batcher) committer() {
 			return
 		}
 		b.inFlight++ // the slot is this committer's from here
-		expect := 0  // writes likely to be queued soon
 		for !b.closed {
 			b.mu.Unlock()
 			if b.cfg.Linger > 0 {
 				linger = b.linger(linger)
 			} else {
-				b.gather(expect)
+				b.gather()
 			}
 			b.mu.Lock()
 			groups = b.take(groups[:0])
@@ -386,13 +385,9 @@ func (b *Batcher) committer() {
 			}
 			b.mu.Unlock()
 
-			var answered int
-			items, results, answered = b.commit(groups, items, results)
+			items, results = b.commit(groups, items, results)
 
 			b.mu.Lock()
-			// The writers just answered are likely to submit again at
-			// once, next to those that queued during the commit.
-			expect = answered + len(b.queue)
 			if b.busy != nil {
 				for _, g := range groups {
 					b.markBusy(g.p.full, -1)
@@ -408,20 +403,26 @@ func (b *Batcher) committer() {
 
 // maxYields bounds how many times a committer yields the processor while
 // it gathers a batch.
-const maxYields = 4
+const maxYields = 8
 
 // gather lets writers queue before a batch closes, holding a commit slot:
-// it yields the processor once, and again while fewer than expect writes
-// are queued (up to maxYields times). A scheduler round trip costs far
-// less than the commit a writer that just missed the batch would wait
-// for.
-func (b *Batcher) gather(expect int) {
-	for i := 0; i < maxYields; i++ {
+// it yields the processor, and yields again as long as the last yield let
+// at least one more write queue (up to maxYields times, or until MaxBatch
+// are queued). Writers just answered by a commit, runnable now, join this
+// batch instead of the next one; a scheduler round trip costs far less
+// than the commit they would wait for, and once a yield brings nobody,
+// nobody is coming.
+func (b *Batcher) gather() {
+	b.mu.Lock()
+	n := len(b.queue)
+	b.mu.Unlock()
+	for range maxYields {
 		runtime.Gosched()
 		b.mu.Lock()
-		n := len(b.queue)
+		prev := n
+		n = len(b.queue)
 		b.mu.Unlock()
-		if n >= min(expect, b.cfg.MaxBatch) {
+		if n == prev || n >= b.cfg.MaxBatch {
 			return
 		}
 	}
@@ -507,7 +508,7 @@ func (b *Batcher) coalesces(last, next prepared) bool {
 // commit commits groups, whose writes hold a commit slot, and answers every
 // request of them. items and results are scratch space, returned for
 // reuse.
-func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item, []Result, int) {
+func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item, []Result) {
 	items = items[:0]
 	for i := range groups {
 		items = append(items, item{idx: i, p: groups[i].p})
@@ -530,5 +531,5 @@ func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item
 	}
 	b.writes.Add(uint64(n))
 	clear(items) // drop the values
-	return items, results, n
+	return items, results
 }
