@@ -114,7 +114,7 @@ func (s *Store) commitChunk(ctx context.Context, chunk []item, results []Result)
 // Refusals come back in Result.Err; the error is reserved for etcd
 // failures.
 func (s *Store) single(ctx context.Context, p prepared) (Result, error) {
-	resp, stale, err := s.guarded(ctx, p.w.Token, p.floor, p.epoch, p.singleOps()...)
+	resp, stale, err := s.guarded(ctx, p.w.Token, p.floor, encodeEpoch(p.w.Token.Epoch), p.singleOps()...)
 	if err != nil {
 		return Result{}, fmt.Errorf("etcdfence: %s %q: %w", p.w.Kind, p.w.Key, err)
 	}

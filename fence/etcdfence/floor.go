@@ -25,11 +25,16 @@ const epochWidth = 19
 // so that byte-wise comparison of encodings orders epochs numerically.
 func encodeEpoch(e int64) string {
 	var b [epochWidth]byte
+	putEpoch(b[:], e)
+	return string(b[:])
+}
+
+// putEpoch writes encodeEpoch(e) into b, of length epochWidth.
+func putEpoch(b []byte, e int64) {
 	for i := epochWidth - 1; i >= 0; i-- {
 		b[i] = byte('0' + e%10)
 		e /= 10
 	}
-	return string(b[:])
 }
 
 // decodeEpoch reads a value written by encodeEpoch.
@@ -54,14 +59,13 @@ func decodeEpoch(v []byte) (int64, error) {
 	return e, nil
 }
 
-// admitBound returns an encoded epoch followed by a NUL byte. It sorts after
+// admitBound returns e's encoding followed by a NUL byte. It sorts after
 // that encoding (it extends it) and before the encoding of every larger
-// epoch (which differs at an earlier byte), so Value(floor) <
-// admitBound(encodeEpoch(e)) holds iff floor <= e, even for e = MaxInt64,
-// which has no successor.
-func admitBound(enc string) []byte {
-	b := make([]byte, len(enc)+1)
-	copy(b, enc)
+// epoch (which differs at an earlier byte), so Value(floor) < admitBound(e)
+// holds iff floor <= e, even for e = MaxInt64, which has no successor.
+func admitBound(e int64) []byte {
+	b := make([]byte, epochWidth+1)
+	putEpoch(b[:epochWidth], e)
 	return b
 }
 
@@ -105,7 +109,7 @@ func staleCmp(floorKey, epoch string) clientv3.Cmp {
 }
 
 // steadyCmp is the comparison of the steady form for the writes of one
-// scope whose epochs run from lo to hi (loEnc encodes lo), and whether the
+// scope whose epochs run from lo to hi, and whether the
 // transaction must write hi as the new floor:
 //
 //   - a floor this Store saw absent: CreateRevision(floor) = 0, and the
@@ -113,12 +117,12 @@ func staleCmp(floorKey, epoch string) clientv3.Cmp {
 //   - otherwise Value(floor) < admitBound(lo), which holds iff floor <= lo.
 //     With a cached floor c <= lo, it proves c <= floor <= lo <= hi, so the
 //     floor need not be written if hi == c.
-func (s *Store) steadyCmp(scope, floorKey string, loEnc string, hi int64) (cmp clientv3.Cmp, raise bool) {
+func (s *Store) steadyCmp(scope, floorKey string, lo, hi int64) (cmp clientv3.Cmp, raise bool) {
 	c, known := s.cache.get(scope)
 	if known && c == 0 {
 		return createCmp(floorKey, pb.Compare_EQUAL, 0), true
 	}
-	return valueCmp(floorKey, pb.Compare_LESS, admitBound(loEnc)), !(known && hi == c)
+	return valueCmp(floorKey, pb.Compare_LESS, admitBound(lo)), !(known && hi == c)
 }
 
 // guarded runs the transaction of the single-write form
