@@ -22,8 +22,8 @@ const (
 // on it.
 type BatcherConfig struct {
 	// MaxBatch is the most writes gathered into one Commit (which may still
-	// split them at the store's transaction limits); coalesced writes count
-	// one each. Zero means DefaultMaxBatch (64).
+	// split them at the store's transaction limits), each coalesced write
+	// counted. Zero means DefaultMaxBatch (64).
 	MaxBatch int
 
 	// Linger is how long a committer waits for more writes once it holds
