@@ -518,18 +518,24 @@ func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.CommitTimeout)
 	_ = b.s.commitItems(ctx, items, results, true) // failures are in results
 	cancel()
-	b.commits.Add(1)
 	n := 0
+	for i := range groups {
+		for r := groups[i].head; r != nil; r = r.next {
+			n++
+		}
+	}
+	// Counted before the answers, so that a caller answered sees its
+	// write in Stats.
+	b.commits.Add(1)
+	b.writes.Add(uint64(n))
 	for i := range groups {
 		for r := groups[i].head; r != nil; {
 			next := r.next
 			r.next = nil
 			r.answer(results[i])
 			r = next
-			n++
 		}
 	}
-	b.writes.Add(uint64(n))
 	clear(items) // drop the values
 	return items, results
 }

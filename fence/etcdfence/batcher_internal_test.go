@@ -13,7 +13,8 @@ import (
 )
 
 // TestBatchForming queues writes in a known order (each is submitted once
-// the one before it waits in the queue) and checks how batches form from
+// the one before it waits in the queue, behind a commit slot the test
+// holds) and checks how batches form from
 // them: Puts to one key under one token are coalesced, a stale coalesced
 // group is refused while its neighbours commit, a Delete of the same key
 // waits for the next transaction and the Put after it for the one after
@@ -66,8 +67,13 @@ func testBatchForming(t *testing.T, noCoalesce bool) {
 		want[i] = single.apply(ctx, w)
 	}
 
-	b, err := NewBatcher(grouped, BatcherConfig{MaxBatch: len(writes), Linger: 500 * time.Millisecond, NoCoalesce: noCoalesce})
+	b, err := NewBatcher(grouped, BatcherConfig{NoCoalesce: noCoalesce})
 	require.NoError(t, err)
+	// Take the only commit slot, as a commit in flight would: every write
+	// queues, in the order submitted.
+	b.mu.Lock()
+	b.inFlight++
+	b.mu.Unlock()
 	got := make([]Result, len(writes))
 	done := make(chan int, len(writes))
 	for i, w := range writes {
@@ -75,15 +81,17 @@ func testBatchForming(t *testing.T, noCoalesce bool) {
 			got[i] = b.Do(ctx, w)
 			done <- i
 		}()
-		if i == len(writes)-1 {
-			break // the batch is full: the committer takes it at once
-		}
 		require.Eventually(t, func() bool {
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			return len(b.queue) == i+1
 		}, 10*time.Second, time.Millisecond, "write %d queued", i)
 	}
+	// The commit "ends": the committer takes the queue.
+	b.mu.Lock()
+	b.inFlight--
+	b.signal()
+	b.mu.Unlock()
 	for range writes {
 		<-done
 	}
