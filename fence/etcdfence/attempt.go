@@ -54,7 +54,7 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result) ([]
 		g := &groups[gi]
 		lo, hi := g.items[0].p, g.items[len(g.items)-1].p
 		var c clientv3.Cmp
-		c, g.raise = s.steadyCmp(g.scope, g.floor, lo.epoch, hi.w.Token.Epoch)
+		c, g.raise = s.steadyCmp(g.scope, g.floor, lo.w.Token.Epoch, hi.w.Token.Epoch)
 		cmps = append(cmps, c)
 		for _, it := range g.items {
 			then = append(then, it.p.flatOp())
@@ -63,7 +63,7 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result) ([]
 			}
 		}
 		if g.raise {
-			then = append(then, clientv3.OpPut(g.floor, hi.epoch))
+			then = append(then, clientv3.OpPut(g.floor, encodeEpoch(hi.w.Token.Epoch)))
 		}
 	}
 	for _, it := range cas {

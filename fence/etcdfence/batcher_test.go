@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
@@ -95,4 +96,97 @@ func TestBatcherContext(t *testing.T) {
 	it, err := s.Get(fencetest.Context(t), fence.Token{Scope: "p/1", Epoch: 1}, "k")
 	require.NoError(t, err)
 	require.False(t, it.Exists(), "a write whose context ended before submission is not applied")
+}
+
+// TestBatcherAlone: a writer alone with the Batcher never waits for a
+// batch: each of its writes commits at once, on its own goroutine.
+func TestBatcherAlone(t *testing.T) {
+	ctx, _, s := setup(t, "alone")
+	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
+	require.NoError(t, err)
+	defer b.Close()
+	tok := fence.Token{Scope: "p/1", Epoch: 1}
+	var last int64
+	for i := range 5 {
+		rev, err := b.Put(ctx, tok, "k", []byte(fmt.Sprint(i)))
+		require.NoError(t, err)
+		require.Greater(t, rev, last)
+		last = rev
+	}
+	require.Equal(t, etcdfence.BatcherStats{Commits: 5, Writes: 5, Alone: 5}, b.Stats())
+}
+
+// TestBatcherHotKey: 16 writers put one key under one token. Every Put is
+// answered; each writer's revisions rise; a watch sees each writer's values
+// in the order it wrote them; Puts coalesced into one write share its
+// revision, so the key's version is the number of distinct revisions
+// answered; and the key holds a value written at the last of them.
+func TestBatcherHotKey(t *testing.T) {
+	ctx, cli, s := setup(t, "hotkey")
+	tok := fence.Token{Scope: "p/1", Epoch: 1}
+	require.NoError(t, s.Advance(ctx, tok))
+	b, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
+	require.NoError(t, err)
+	defer b.Close()
+	start, err := cli.Get(ctx, "/")
+	require.NoError(t, err)
+
+	const writers, puts = 16, 40
+	revs := make([][]int64, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range puts {
+				rev, err := b.Put(ctx, tok, "hot", []byte(fmt.Sprintf("%d %d", w, i)))
+				if err != nil {
+					t.Errorf("writer %d: %v", w, err)
+					return
+				}
+				if i > 0 && rev <= revs[w][i-1] {
+					t.Errorf("writer %d: revision %d after %d", w, rev, revs[w][i-1])
+				}
+				revs[w] = append(revs[w], rev)
+			}
+		})
+	}
+	wg.Wait()
+	st := b.Stats()
+	t.Logf("batcher: %+v", st)
+	require.Equal(t, uint64(writers*puts), st.Writes)
+	require.Positive(t, st.Coalesced, "16 writers on one key never coalesced")
+
+	distinct := map[int64]bool{}
+	var last int64
+	for _, rs := range revs {
+		for _, r := range rs {
+			distinct[r] = true
+			last = max(last, r)
+		}
+	}
+	it, err := s.Get(ctx, tok, "hot")
+	require.NoError(t, err)
+	require.Equal(t, int64(len(distinct)), it.Version, "one version per write that reached etcd")
+	require.Equal(t, last, it.ModRevision)
+
+	// The watch sees one event per distinct revision, and each writer's
+	// values in its order.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := cli.Watch(wctx, s.Config().Prefix+"hot", clientv3.WithRev(start.Header.Revision+1))
+	next := make([]int, writers) // the least index writer w may show next
+	for seen := 0; seen < len(distinct); {
+		wr, ok := <-wch
+		require.True(t, ok)
+		require.NoError(t, wr.Err())
+		for _, ev := range wr.Events {
+			require.True(t, distinct[ev.Kv.ModRevision], "revision %d answered to no one", ev.Kv.ModRevision)
+			var w, i int
+			_, err := fmt.Sscanf(string(ev.Kv.Value), "%d %d", &w, &i)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, i, next[w], "writer %d's put %d applied after a later one", w, i)
+			require.Equal(t, revs[w][i], ev.Kv.ModRevision, "writer %d's put %d answered with its revision", w, i)
+			next[w] = i + 1
+			seen++
+		}
+	}
 }

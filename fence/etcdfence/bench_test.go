@@ -2,9 +2,11 @@ package etcdfence_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -73,6 +75,11 @@ func benchPut(b *testing.B, cli *clientv3.Client) {
 // through a Batcher ("grouped"). ns/op is wall time per write: the inverse
 // of throughput. "unfenced-txn16" bounds what any grouping can reach on this
 // etcd: one goroutine writing plain Puts, 16 to a transaction, no fence.
+// "commit16" is the same goroutine writing the same 16 fenced writes with
+// Store.Commit: what grouping reaches without the gathering.
+// "hotkey/single" and "hotkey/grouped" are the same 16 writers putting
+// one key under one owner's token, the worst case for batching: writes to
+// one key never share a transaction.
 func BenchmarkWriters16(b *testing.B) { benchMembers(b, benchWriters16) }
 
 func benchWriters16(b *testing.B, cli *clientv3.Client) {
@@ -80,7 +87,9 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 	ctx := context.Background()
 	s := newStore(b, cli, "bench-writers")
 	value := []byte("a value of some thirty-two bytes")
-	run := func(b *testing.B, put func(fence.Token, string) error) {
+	// run runs b.N puts on writers goroutines; writer w puts key(w, i)
+	// under token(w).
+	run := func(b *testing.B, token func(w int) fence.Token, key func(w, i int) string, put func(fence.Token, string) error) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		var wg sync.WaitGroup
@@ -90,9 +99,9 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 				n++
 			}
 			wg.Go(func() {
-				tok := fence.Token{Scope: fence.PartitionScope(w), Epoch: 1}
+				tok := token(w)
 				for i := range n {
-					if err := put(tok, fmt.Sprintf("w%d/k%d", w, i%256)); err != nil {
+					if err := put(tok, key(w, i)); err != nil {
 						b.Error(err)
 						return
 					}
@@ -101,12 +110,31 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 		}
 		wg.Wait()
 	}
-	b.Run("single", func(b *testing.B) {
-		run(b, func(t fence.Token, key string) error {
-			_, err := s.Put(ctx, t, key, value)
+	ownScope := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
+	ownKeys := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
+	hotScope := func(int) fence.Token { return fence.Token{Scope: fence.PartitionScope(writers), Epoch: 1} }
+	hotKey := func(int, int) string { return "hot" }
+	single := func(t fence.Token, key string) error {
+		_, err := s.Put(ctx, t, key, value)
+		return err
+	}
+	grouped := func(b *testing.B, token func(int) fence.Token, key func(w, i int) string, cfg etcdfence.BatcherConfig) {
+		bt, err := etcdfence.NewBatcher(s, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer bt.Close()
+		run(b, token, key, func(t fence.Token, key string) error {
+			_, err := bt.Put(ctx, t, key, value)
 			return err
 		})
-	})
+		b.StopTimer()
+		if st := bt.Stats(); st.Commits > 0 {
+			b.ReportMetric(float64(st.Writes)/float64(st.Commits), "writes/commit")
+			b.ReportMetric(float64(st.Alone)/float64(st.Commits), "alone/commit")
+		}
+	}
+	b.Run("single", func(b *testing.B) { run(b, ownScope, ownKeys, single) })
 	b.Run("unfenced-txn16", func(b *testing.B) {
 		b.ReportAllocs()
 		ops := make([]clientv3.Op, writers)
@@ -120,19 +148,111 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 			}
 		}
 	})
-	b.Run("grouped", func(b *testing.B) {
-		bt, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer bt.Close()
-		run(b, func(t fence.Token, key string) error {
-			_, err := bt.Put(ctx, t, key, value)
-			return err
-		})
-		b.StopTimer()
-		if st := bt.Stats(); st.Commits > 0 {
-			b.ReportMetric(float64(st.Writes)/float64(st.Commits), "writes/commit")
+	b.Run("commit16", func(b *testing.B) {
+		b.ReportAllocs()
+		writes := make([]etcdfence.Write, writers)
+		for i := 0; i < b.N; i += writers {
+			for w := range writes {
+				writes[w] = etcdfence.PutWrite(ownScope(w), ownKeys(w, i/writers), value)
+			}
+			if _, err := s.Commit(ctx, writes[:min(writers, b.N-i)]); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
+	b.Run("grouped", func(b *testing.B) { grouped(b, ownScope, ownKeys, etcdfence.BatcherConfig{}) })
+	b.Run("hotkey/single", func(b *testing.B) { run(b, hotScope, hotKey, single) })
+	b.Run("hotkey/grouped", func(b *testing.B) { grouped(b, hotScope, hotKey, etcdfence.BatcherConfig{}) })
+}
+
+// BenchmarkCeiling16 runs three ways of writing 16 writers' Puts in
+// alternating rounds of 1024 writes each, so that a noisy machine slows all
+// three alike, and reports their time per write and the ratios of their
+// throughputs:
+//
+//   - unfenced: one goroutine, plain Puts 16 to a transaction (the ceiling
+//     of any grouping on this etcd);
+//   - commit16: one goroutine, the same 16 Puts fenced, with Store.Commit
+//     (the ceiling of fenced grouping: the fence's own cost);
+//   - grouped: 16 writers, each in its own partition, through a Batcher.
+//
+// One op is one round of all three.
+func BenchmarkCeiling16(b *testing.B) { benchMembers(b, benchCeiling16) }
+
+func benchCeiling16(b *testing.B, cli *clientv3.Client) {
+	const writers, round = 16, 1024
+	ctx := context.Background()
+	s := newStore(b, cli, "bench-ceiling")
+	bt, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bt.Close()
+	value := []byte("a value of some thirty-two bytes")
+	prefix := s.Config().Prefix
+	token := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
+	key := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
+	methods := []struct {
+		name string
+		run  func() error
+	}{
+		{"unfenced", func() error {
+			ops := make([]clientv3.Op, writers)
+			for i := range round / writers {
+				for w := range ops {
+					ops[w] = clientv3.OpPut(prefix+key(w, i), string(value))
+				}
+				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"commit16", func() error {
+			writes := make([]etcdfence.Write, writers)
+			for i := range round / writers {
+				for w := range writes {
+					writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
+				}
+				if _, err := s.Commit(ctx, writes); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"grouped", func() error {
+			var wg sync.WaitGroup
+			errs := make([]error, writers)
+			for w := range writers {
+				wg.Go(func() {
+					for i := range round / writers {
+						if _, err := bt.Put(ctx, token(w), key(w, i), value); err != nil {
+							errs[w] = err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		}},
+	}
+	spent := make([]time.Duration, len(methods))
+	for n := 0; b.Loop(); n++ {
+		for j := range methods {
+			m := (n + j) % len(methods) // rotate who goes first
+			start := time.Now()
+			if err := methods[m].run(); err != nil {
+				b.Fatal(err)
+			}
+			spent[m] += time.Since(start)
+		}
+	}
+	rounds := float64(b.N)
+	for m, meth := range methods {
+		b.ReportMetric(float64(spent[m].Nanoseconds())/rounds/round, meth.name+"-ns/write")
+	}
+	b.ReportMetric(float64(spent[0])/float64(spent[2]), "grouped/unfenced")
+	b.ReportMetric(float64(spent[1])/float64(spent[2]), "grouped/commit16")
+	b.ReportMetric(float64(spent[0])/float64(spent[1]), "commit16/unfenced")
 }

@@ -35,13 +35,14 @@ func (s *Store) Commit(ctx context.Context, writes []Write) ([]Result, error) {
 		}
 		items = append(items, item{idx: i, p: p})
 	}
-	return results, s.commitItems(ctx, items, results)
+	return results, s.commitItems(ctx, items, results, false)
 }
 
 // commitItems commits prepared items, each answered in results[item.idx].
-func (s *Store) commitItems(ctx context.Context, items []item, results []Result) error {
+// distinct says that no two items write the same key.
+func (s *Store) commitItems(ctx context.Context, items []item, results []Result, distinct bool) error {
 	var failed error
-	for _, chunk := range s.plan(items) {
+	for _, chunk := range s.plan(items, distinct) {
 		if failed != nil {
 			for _, it := range chunk {
 				results[it.idx].Err = failed
@@ -113,7 +114,7 @@ func (s *Store) commitChunk(ctx context.Context, chunk []item, results []Result)
 // Refusals come back in Result.Err; the error is reserved for etcd
 // failures.
 func (s *Store) single(ctx context.Context, p prepared) (Result, error) {
-	resp, stale, err := s.guarded(ctx, p.w.Token, p.floor, p.epoch, p.singleOps()...)
+	resp, stale, err := s.guarded(ctx, p.w.Token, p.floor, encodeEpoch(p.w.Token.Epoch), p.singleOps()...)
 	if err != nil {
 		return Result{}, fmt.Errorf("etcdfence: %s %q: %w", p.w.Kind, p.w.Key, err)
 	}

@@ -1,6 +1,7 @@
 package etcdfence_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
@@ -217,8 +219,14 @@ func TestCommitExactLimit(t *testing.T) {
 }
 
 // TestGroupCommitMatchesSingles: 16 writers run the same scripts once with
-// single fenced writes and once through a Batcher; every result and the
-// final contents are identical, and the batcher did batch.
+// single fenced writes and once through a Batcher (coalescing or not);
+// every result and the final contents are identical, and the batcher did
+// batch. Besides its own keys, every writer puts a hot key that all share,
+// under one of three tokens of two other scopes, one of them stale: Puts
+// under one token are coalesced, the others wait their turn, and a stale
+// group is refused next to its neighbours. Only the hot key's final value
+// (whichever writer came last) and version (coalesced Puts count once) may
+// differ.
 func TestGroupCommitMatchesSingles(t *testing.T) {
 	cli := startCluster(t)
 	ctx := fencetest.Context(t)
@@ -229,37 +237,85 @@ func TestGroupCommitMatchesSingles(t *testing.T) {
 	}
 
 	single := newStore(t, cli, "singles")
+	advanceHot(t, single)
 	got1 := runScripts(ctx, single, single, scripts)
+	hot1 := hotKey(t, cli, single)
 
-	grouped := newStore(t, cli, "grouped")
-	b, err := etcdfence.NewBatcher(grouped, etcdfence.BatcherConfig{})
-	require.NoError(t, err)
-	got2 := runScripts(ctx, grouped, b, scripts)
-	require.NoError(t, b.Close())
-	st := b.Stats()
-	t.Logf("batcher: %d writes in %d commits", st.Writes, st.Commits)
-	require.Less(t, st.Commits, st.Writes, "no batch held more than one write")
-
-	var stale, conflicts int
-	for w := range writers {
-		for i := range got1[w] {
-			require.Equal(t, got1[w][i], got2[w][i], "writer %d step %d (%+v)", w, i, scripts[w][i])
-			switch {
-			case got1[w][i].stale:
-				stale++
-			case got1[w][i].conflict:
-				conflicts++
+	for _, noCoalesce := range []bool{false, true} {
+		name := fmt.Sprint("grouped-nocoalesce=", noCoalesce)
+		t.Run(name, func(t *testing.T) {
+			grouped := newStore(t, cli, name)
+			advanceHot(t, grouped)
+			b, err := etcdfence.NewBatcher(grouped, etcdfence.BatcherConfig{NoCoalesce: noCoalesce})
+			require.NoError(t, err)
+			got2 := runScripts(ctx, grouped, b, scripts)
+			require.NoError(t, b.Close())
+			st := b.Stats()
+			t.Logf("batcher: %+v", st)
+			require.Less(t, st.Commits, st.Writes, "no batch held more than one write")
+			if noCoalesce {
+				require.Zero(t, st.Coalesced)
 			}
-		}
+
+			var stale, conflicts, hot int
+			for w := range writers {
+				for i := range got1[w] {
+					require.Equal(t, got1[w][i], got2[w][i], "writer %d step %d (%+v)", w, i, scripts[w][i])
+					switch {
+					case got1[w][i].stale:
+						stale++
+					case got1[w][i].conflict:
+						conflicts++
+					}
+					if scripts[w][i].scope != "" && got1[w][i].ok {
+						hot++
+					}
+				}
+			}
+			require.Positive(t, stale)
+			require.Positive(t, conflicts)
+			require.Positive(t, hot)
+			hot2 := hotKey(t, cli, grouped)
+			require.Equal(t, dump(t, cli, single.Config().Prefix), dump(t, cli, grouped.Config().Prefix))
+			require.Equal(t, dump(t, cli, single.Config().FencePrefix), dump(t, cli, grouped.Config().FencePrefix))
+			require.Equal(t, int64(hot), hot1.Version, "every admitted Put to the hot key counts alone")
+			require.LessOrEqual(t, hot2.Version, hot1.Version)
+			if noCoalesce {
+				require.Equal(t, hot1.Version, hot2.Version)
+			}
+			require.Regexp(t, `^\d+/\d+@(10|3)$`, string(hot2.Value), "an admitted Put wrote the hot key last")
+		})
 	}
-	require.Positive(t, stale)
-	require.Positive(t, conflicts)
-	require.Equal(t, dump(t, cli, single.Config().Prefix), dump(t, cli, grouped.Config().Prefix))
-	require.Equal(t, dump(t, cli, single.Config().FencePrefix), dump(t, cli, grouped.Config().FencePrefix))
+}
+
+// hotScopes are the scopes of the hot key's writes: the first at epoch 10
+// (and a stale 8), the second at epoch 3.
+var hotScopes = [2]string{fence.PartitionScope(100), fence.PartitionScope(101)}
+
+// advanceHot advances the hot scopes of s, as their owners would.
+func advanceHot(t *testing.T, s *etcdfence.Store) {
+	t.Helper()
+	ctx := fencetest.Context(t)
+	require.NoError(t, s.Advance(ctx, fence.Token{Scope: hotScopes[0], Epoch: 10}))
+	require.NoError(t, s.Advance(ctx, fence.Token{Scope: hotScopes[1], Epoch: 3}))
+}
+
+// hotKey returns the hot key of s and deletes it, so that the dumps of two
+// runs compare equal.
+func hotKey(t *testing.T, cli *clientv3.Client, s *etcdfence.Store) etcdfence.Item {
+	t.Helper()
+	ctx := fencetest.Context(t)
+	it, err := s.Get(ctx, fence.Token{Scope: hotScopes[0], Epoch: 10}, "hot")
+	require.NoError(t, err)
+	require.True(t, it.Exists())
+	_, err = cli.Delete(ctx, s.Config().Prefix+"hot")
+	require.NoError(t, err)
+	return it
 }
 
 type step struct {
 	kind    etcdfence.WriteKind // 0: Advance
+	scope   string              // "": the writer's own
 	epoch   int64
 	key     string
 	version int64
@@ -287,7 +343,16 @@ func script(w, n int) []step {
 			e = epoch - 1 - int64(rng.IntN(3)) // a stale owner's write
 		}
 		key := fmt.Sprintf("w%d/k%d", w, rng.IntN(4))
-		switch r := rng.IntN(10); {
+		switch r := rng.IntN(13); {
+		case r >= 10: // the shared hot key
+			hot := step{kind: etcdfence.KindPut, scope: hotScopes[0], epoch: 10, key: "hot"}
+			switch r {
+			case 11:
+				hot.epoch = 8 // stale
+			case 12:
+				hot.scope, hot.epoch = hotScopes[1], 3
+			}
+			steps = append(steps, hot)
 		case r == 0:
 			epoch += int64(1 + rng.IntN(2))
 			steps = append(steps, step{epoch: epoch})
@@ -307,9 +372,8 @@ func runScripts(ctx context.Context, s *etcdfence.Store, w writer, scripts [][]s
 	var wg sync.WaitGroup
 	for i, sc := range scripts {
 		wg.Go(func() {
-			scope := fence.PartitionScope(i)
 			for j, st := range sc {
-				tok := fence.Token{Scope: scope, Epoch: st.epoch}
+				tok := fence.Token{Scope: cmp.Or(st.scope, fence.PartitionScope(i)), Epoch: st.epoch}
 				val := []byte(fmt.Sprintf("%d/%d@%d", i, j, st.epoch))
 				var err error
 				var o outcome

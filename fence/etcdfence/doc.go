@@ -53,5 +53,7 @@
 // with one floor comparison per scope; if a check fails, the writes it
 // refuses are answered alone and the others commit in a retry, so a stale
 // write never takes its neighbours down with it. Batcher gathers writes from
-// many goroutines into such commits.
+// many goroutines into such commits when they pay: a write that finds it
+// idle commits at once, writes to one key keep their order, and
+// consecutive Puts to one key under one token may be coalesced into one.
 package etcdfence

@@ -23,7 +23,8 @@ func TestEpochEncoding(t *testing.T) {
 }
 
 // FuzzEpochOrder: for positive epochs, byte order of the encodings is
-// numeric order, and decoding inverts encoding.
+// numeric order, decoding inverts encoding, and admitBound(a) sorts after
+// exactly the encodings of epochs <= a.
 func FuzzEpochOrder(f *testing.F) {
 	f.Add(int64(1), int64(2))
 	f.Add(int64(9), int64(10))
@@ -39,6 +40,10 @@ func FuzzEpochOrder(f *testing.F) {
 		got, err := decodeEpoch([]byte(ea))
 		if err != nil || got != a {
 			t.Fatalf("decode(%q) = %d, %v", ea, got, err)
+		}
+		// The steady form's check: Value(floor) < admitBound(a) iff floor <= a.
+		if lt := bytes.Compare([]byte(eb), admitBound(a)) < 0; lt != (b <= a) {
+			t.Fatalf("floor %d < admitBound(%d) is %v", b, a, lt)
 		}
 	})
 }

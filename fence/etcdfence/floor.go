@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -24,11 +25,16 @@ const epochWidth = 19
 // so that byte-wise comparison of encodings orders epochs numerically.
 func encodeEpoch(e int64) string {
 	var b [epochWidth]byte
+	putEpoch(b[:], e)
+	return string(b[:])
+}
+
+// putEpoch writes encodeEpoch(e) into b, of length epochWidth.
+func putEpoch(b []byte, e int64) {
 	for i := epochWidth - 1; i >= 0; i-- {
 		b[i] = byte('0' + e%10)
 		e /= 10
 	}
-	return string(b[:])
 }
 
 // decodeEpoch reads a value written by encodeEpoch.
@@ -53,12 +59,44 @@ func decodeEpoch(v []byte) (int64, error) {
 	return e, nil
 }
 
-// admitBound returns an encoded epoch followed by a NUL byte. It sorts after
+// admitBound returns e's encoding followed by a NUL byte. It sorts after
 // that encoding (it extends it) and before the encoding of every larger
-// epoch (which differs at an earlier byte), so Value(floor) <
-// admitBound(encodeEpoch(e)) holds iff floor <= e, even for e = MaxInt64,
-// which has no successor.
-func admitBound(enc string) string { return enc + "\x00" }
+// epoch (which differs at an earlier byte), so Value(floor) < admitBound(e)
+// holds iff floor <= e, even for e = MaxInt64, which has no successor.
+func admitBound(e int64) []byte {
+	b := make([]byte, epochWidth+1)
+	putEpoch(b[:epochWidth], e)
+	return b
+}
+
+// valueCmp, createCmp and versionCmp are clientv3.Compare on a key's
+// Value, CreateRevision or Version without the deep copy that Compare makes
+// of the comparison it builds (a reflective proto.Clone, the costliest
+// step of building a transaction's checks).
+func valueCmp(key string, result pb.Compare_CompareResult, value []byte) clientv3.Cmp {
+	c, pc := newCmp(key, result, pb.Compare_VALUE)
+	pc.TargetUnion = &pb.Compare_Value{Value: value}
+	return c
+}
+
+func createCmp(key string, result pb.Compare_CompareResult, rev int64) clientv3.Cmp {
+	c, pc := newCmp(key, result, pb.Compare_CREATE)
+	pc.TargetUnion = &pb.Compare_CreateRevision{CreateRevision: rev}
+	return c
+}
+
+func versionCmp(key string, result pb.Compare_CompareResult, version int64) clientv3.Cmp {
+	c, pc := newCmp(key, result, pb.Compare_VERSION)
+	pc.TargetUnion = &pb.Compare_Version{Version: version}
+	return c
+}
+
+func newCmp(key string, result pb.Compare_CompareResult, target pb.Compare_CompareTarget) (clientv3.Cmp, *pb.Compare) {
+	var c clientv3.Cmp
+	pc := c.GetCompare()
+	pc.Key, pc.Result, pc.Target = []byte(key), result, target
+	return c, pc
+}
 
 // FloorKey returns the etcd key that holds scope's floor.
 func (s *Store) FloorKey(scope string) string { return s.cfg.FencePrefix + scope }
@@ -67,11 +105,11 @@ func (s *Store) FloorKey(scope string) string { return s.cfg.FencePrefix + scope
 // of epoch (encoded) is older than the floor. It fails on a missing floor,
 // so the Else branch, which admits, also covers a scope never written.
 func staleCmp(floorKey, epoch string) clientv3.Cmp {
-	return clientv3.Compare(clientv3.Value(floorKey), ">", epoch)
+	return valueCmp(floorKey, pb.Compare_GREATER, []byte(epoch))
 }
 
 // steadyCmp is the comparison of the steady form for the writes of one
-// scope whose epochs run from lo to hi (loEnc encodes lo), and whether the
+// scope whose epochs run from lo to hi, and whether the
 // transaction must write hi as the new floor:
 //
 //   - a floor this Store saw absent: CreateRevision(floor) = 0, and the
@@ -79,12 +117,12 @@ func staleCmp(floorKey, epoch string) clientv3.Cmp {
 //   - otherwise Value(floor) < admitBound(lo), which holds iff floor <= lo.
 //     With a cached floor c <= lo, it proves c <= floor <= lo <= hi, so the
 //     floor need not be written if hi == c.
-func (s *Store) steadyCmp(scope, floorKey string, loEnc string, hi int64) (cmp clientv3.Cmp, raise bool) {
+func (s *Store) steadyCmp(scope, floorKey string, lo, hi int64) (cmp clientv3.Cmp, raise bool) {
 	c, known := s.cache.get(scope)
 	if known && c == 0 {
-		return clientv3.Compare(clientv3.CreateRevision(floorKey), "=", 0), true
+		return createCmp(floorKey, pb.Compare_EQUAL, 0), true
 	}
-	return clientv3.Compare(clientv3.Value(floorKey), "<", admitBound(loEnc)), !(known && hi == c)
+	return valueCmp(floorKey, pb.Compare_LESS, admitBound(lo)), !(known && hi == c)
 }
 
 // guarded runs the transaction of the single-write form
@@ -219,39 +257,51 @@ const maxCachedScopes = 1 << 16
 // bound of the real floor, so a token older than it is certainly stale.
 //
 // A scope is unknown (absent from the map), known to have no floor (0), or
-// known to have a floor of at least the cached value (> 0).
+// known to have a floor of at least the cached value (> 0). Every write
+// reads it, so reads take no lock: a scope's entry is created once and
+// then only raised, atomically.
 type floorCache struct {
-	mu sync.RWMutex
-	m  map[string]int64
+	m sync.Map     // scope -> *atomic.Int64
+	n atomic.Int64 // entries created since the map was last cleared
 }
 
 func (c *floorCache) get(scope string) (int64, bool) {
-	c.mu.RLock()
-	v, ok := c.m[scope]
-	c.mu.RUnlock()
-	return v, ok
+	v, ok := c.m.Load(scope)
+	if !ok {
+		return 0, false
+	}
+	return v.(*atomic.Int64).Load(), true
 }
 
 // raise records that scope's floor is at least e (> 0).
 func (c *floorCache) raise(scope string, e int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cur, ok := c.m[scope]; ok && cur >= e {
-		return
+	a := c.entry(scope, e)
+	for {
+		cur := a.Load()
+		if cur >= e || a.CompareAndSwap(cur, e) {
+			return
+		}
 	}
-	c.put(scope, e)
 }
 
 // absent records that scope had no floor when last read.
-func (c *floorCache) absent(scope string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.put(scope, 0)
-}
+func (c *floorCache) absent(scope string) { c.entry(scope, 0).Store(0) }
 
-func (c *floorCache) put(scope string, e int64) {
-	if c.m == nil || len(c.m) >= maxCachedScopes {
-		c.m = make(map[string]int64)
+// entry returns scope's entry, created with value init if there is none.
+// Past maxCachedScopes entries, the cache starts over.
+func (c *floorCache) entry(scope string, init int64) *atomic.Int64 {
+	if v, ok := c.m.Load(scope); ok {
+		return v.(*atomic.Int64)
 	}
-	c.m[scope] = e
+	if c.n.Add(1) > maxCachedScopes {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	a := new(atomic.Int64)
+	a.Store(init)
+	v, loaded := c.m.LoadOrStore(scope, a)
+	if loaded {
+		c.n.Add(-1)
+	}
+	return v.(*atomic.Int64)
 }

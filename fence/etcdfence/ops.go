@@ -17,7 +17,6 @@ type prepared struct {
 	w     Write
 	full  string // data key with prefix
 	floor string // floor key of the token's scope
-	epoch string // encoded epoch
 }
 
 func (s *Store) prepare(w Write) (prepared, error) {
@@ -46,14 +45,14 @@ func (s *Store) prepare(w Write) (prepared, error) {
 	if err != nil {
 		return prepared{}, err
 	}
-	return prepared{w: w, full: full, floor: s.FloorKey(w.Token.Scope), epoch: encodeEpoch(w.Token.Epoch)}, nil
+	return prepared{w: w, full: full, floor: s.FloorKey(w.Token.Scope)}, nil
 }
 
 // singleOps are the Else operations of the single-write form: record the
 // epoch and write. A compare-and-swap nests its version check, so that a
 // refused swap records nothing, as in a flat transaction.
 func (p prepared) singleOps() []clientv3.Op {
-	put := clientv3.OpPut(p.floor, p.epoch)
+	put := clientv3.OpPut(p.floor, encodeEpoch(p.w.Token.Epoch))
 	if p.w.Kind == KindCompareAndSwap {
 		return []clientv3.Op{clientv3.OpTxn(
 			[]clientv3.Cmp{p.versionCmp()},
@@ -74,12 +73,12 @@ func (p prepared) flatOp() clientv3.Op {
 }
 
 func (p prepared) versionCmp() clientv3.Cmp {
-	return clientv3.Compare(clientv3.Version(p.full), "=", p.w.Version)
+	return versionCmp(p.full, pb.Compare_EQUAL, p.w.Version)
 }
 
 // size estimates the bytes the write adds to a transaction request.
 func (p prepared) size() int {
-	return len(p.full) + len(p.w.Value) + 3*len(p.floor) + 2*len(p.epoch) + 64
+	return len(p.full) + len(p.w.Value) + 3*len(p.floor) + 2*epochWidth + 64
 }
 
 // writeSizeBound is the largest size of one write under c.

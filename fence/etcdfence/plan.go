@@ -5,8 +5,20 @@ package etcdfence
 // plan splits items, in order, into chunks that each fit one transaction:
 // at most MaxTxnOps operations as etcd counts them (a data operation per
 // write plus a floor operation per scope in the largest branch), at most
-// MaxTxnBytes, and no key written twice.
-func (s *Store) plan(items []item) [][]item {
+// MaxTxnBytes, and no key written twice. distinct says that no two items
+// write the same key (as in a Batcher's batch); then items that fit one
+// transaction even with a scope each are one chunk, found without
+// counting keys and scopes.
+func (s *Store) plan(items []item, distinct bool) [][]item {
+	if distinct && 2*len(items) <= s.cfg.MaxTxnOps {
+		bytes := 0
+		for _, it := range items {
+			bytes += it.p.size()
+		}
+		if bytes <= s.cfg.MaxTxnBytes {
+			return [][]item{items}
+		}
+	}
 	var chunks [][]item
 	var cur []item
 	keys := make(map[string]struct{})

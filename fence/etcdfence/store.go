@@ -139,7 +139,12 @@ func (s *Store) write(ctx context.Context, w Write) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	results := make([]Result, 1)
-	_ = s.commitChunk(ctx, []item{{idx: 0, p: p}}, results) // failures are in results
+	return s.writePrepared(ctx, p)
+}
+
+// writePrepared commits one prepared write alone.
+func (s *Store) writePrepared(ctx context.Context, p prepared) Result {
+	var results [1]Result
+	_ = s.commitChunk(ctx, []item{{idx: 0, p: p}}, results[:]) // failures are in results
 	return results[0]
 }
