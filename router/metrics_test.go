@@ -139,6 +139,7 @@ func TestClientMetricsRetried(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	cli := etcd.NewClient(t)
 	ff := fakeFleet{t: t, cli: cli, layout: keys.New("fakemetrics")}
+	ff.spec(8)
 	creg := prometheus.NewPedanticRegistry()
 	c := newClient(t, cli, router.ClientConfig{Cluster: "fakemetrics", Partitions: 8, Metrics: creg,
 		Backoff: router.Backoff{MaxAttempts: 4, Initial: time.Millisecond, Max: 5 * time.Millisecond}})
