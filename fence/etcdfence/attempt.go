@@ -75,6 +75,7 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result) ([]
 	}
 	if resp.Succeeded {
 		rev, op := resp.Header.Revision, 0
+		s.cfg.Metrics.Admitted(len(items))
 		for _, g := range groups {
 			for _, it := range g.items {
 				results[it.idx] = it.p.admitted(rev, resp.Responses[op])
@@ -116,7 +117,7 @@ func (s *Store) refused(ctx context.Context, items []item, groups []scopeGroup, 
 		for _, it := range g.items {
 			refusal := err // a corrupt floor refuses every write of its scope
 			if refusal == nil {
-				refusal = belowFloor(it.p.w.Token, f)
+				refusal = s.belowFloor(it.p.w.Token, f)
 			}
 			if refusal != nil {
 				results[it.idx].Err = refusal

@@ -121,6 +121,7 @@ func (s *Store) single(ctx context.Context, p prepared) (Result, error) {
 	if stale != nil {
 		return Result{Err: stale}, nil
 	}
+	s.cfg.Metrics.Admitted(1)
 	r := p.singleResult(resp.Header.Revision, resp.Responses)
 	if r.Err == nil {
 		s.cache.raise(p.w.Token.Scope, p.w.Token.Epoch)

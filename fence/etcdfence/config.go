@@ -48,6 +48,10 @@ type Config struct {
 	// Commit. It must stay below the server's --max-request-bytes. Zero
 	// means DefaultMaxTxnBytes (1.25 MiB).
 	MaxTxnBytes int
+
+	// Metrics, if not nil, counts the tokens the Store admits and refuses
+	// (see Metrics); several Stores may share one. Nil means no metrics.
+	Metrics *Metrics
 }
 
 // FencePrefixFor returns the fence prefix of the named cluster in tenure's

@@ -14,6 +14,11 @@ var (
 	// nil *Store). It wraps ErrInvalidConfig.
 	ErrNilArgument = fmt.Errorf("%w: nil argument", ErrInvalidConfig)
 
+	// ErrMetrics reports metrics that NewMetrics could not register; the
+	// registry's error (such as a prometheus.AlreadyRegisteredError) is
+	// wrapped as well.
+	ErrMetrics = errors.New("etcdfence: cannot register metrics")
+
 	// ErrInvalidKey reports a data key the store cannot accept: empty, too
 	// long, or inside the fence prefix where the floors live.
 	ErrInvalidKey = errors.New("etcdfence: invalid key")

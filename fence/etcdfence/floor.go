@@ -141,6 +141,7 @@ func (s *Store) guarded(ctx context.Context, t fence.Token, floor, epoch string,
 
 // staleFrom builds the error for t from the floor read in a refused txn.
 func (s *Store) staleFrom(t fence.Token, r *pb.ResponseOp) error {
+	s.cfg.Metrics.Rejected(t.Scope)
 	rr := r.GetResponseRange()
 	if rr == nil || len(rr.Kvs) == 0 {
 		// The floor vanished between compare and read: impossible inside
@@ -174,15 +175,16 @@ func (s *Store) floorOf(scope string, kvs []*mvccpb.KeyValue) (int64, error) {
 // nil if not.
 func (s *Store) cachedStale(t fence.Token) error {
 	if c, ok := s.cache.get(t.Scope); ok {
-		return belowFloor(t, c)
+		return s.belowFloor(t, c)
 	}
 	return nil
 }
 
 // belowFloor is the fencing rule: a *fence.StaleError if t is older than
-// floor, nil if it may be admitted.
-func belowFloor(t fence.Token, floor int64) error {
+// floor (counted as a rejection), nil if it may be admitted.
+func (s *Store) belowFloor(t fence.Token, floor int64) error {
 	if t.Epoch < floor {
+		s.cfg.Metrics.Rejected(t.Scope)
 		return fence.NewStaleError(t, floor)
 	}
 	return nil
@@ -229,6 +231,7 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 		return stale
 	}
 	s.cache.raise(t.Scope, t.Epoch)
+	s.cfg.Metrics.Admitted(1)
 	return nil
 }
 

@@ -124,6 +124,7 @@ func (s *Store) Get(ctx context.Context, t fence.Token, key string) (Item, error
 	if stale != nil {
 		return Item{}, stale
 	}
+	s.cfg.Metrics.Admitted(1)
 	it := Item{Key: key}
 	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		kv := kvs[0]

@@ -9,8 +9,8 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// Store is the value of the store label of the metrics of this package.
-const Store = "http"
+// StoreLabel is the value of the store label of the metrics of this package.
+const StoreLabel = "http"
 
 // Metrics counts what Handlers admit and refuse:
 //
@@ -24,7 +24,7 @@ const Store = "http"
 // same two metrics with their own store label, so they share a registry
 // with these. A Metrics is safe for concurrent use and may serve several
 // Handlers; methods on a nil *Metrics do nothing.
-type Metrics struct{ f *metrics.Fence }
+type Metrics = metrics.Fence
 
 // NewMetrics creates the metrics and registers them with reg. It returns an
 // error wrapping ErrNilArgument for a nil reg (a typed nil included), and
@@ -35,26 +35,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if nilness.Is(reg) {
 		return nil, fmt.Errorf("%w: prometheus.Registerer %T", ErrNilArgument, reg)
 	}
-	f, err := metrics.NewFence(reg, Store)
+	m, err := metrics.NewFence(reg, StoreLabel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
 	}
-	return &Metrics{f: f}, nil
+	return m, nil
 }
-
-// Unregister unregisters the metrics, so that NewMetrics can register them
-// again; Handlers still using them count to no effect. It is idempotent.
-func (m *Metrics) Unregister() { m.fence().Unregister() }
-
-// fence returns the metrics, nil for a nil m.
-func (m *Metrics) fence() *metrics.Fence {
-	if m == nil {
-		return nil
-	}
-	return m.f
-}
-
-func (m *Metrics) admitted() { m.fence().Admitted(1) }
-
-// rejected counts a refusal of a token of scope ("" when none was read).
-func (m *Metrics) rejected(scope string) { m.fence().Rejected(scope) }

@@ -50,7 +50,7 @@ func Middleware(f fence.Fencer, next http.Handler) (*Handler, error) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h == nil || nilness.Is(h.Fencer) || nilness.Is(h.Next) {
 		if h != nil {
-			h.Metrics.rejected("")
+			h.Metrics.Rejected("")
 		}
 		_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable, Message: "httpfence: the handler has no fencer or no next handler"})
 		return
@@ -58,26 +58,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, present, err := FromHeader(r.Header)
 	switch {
 	case err != nil:
-		h.Metrics.rejected("")
+		h.Metrics.Rejected("")
 		WriteError(w, err)
 		return
 	case !present && h.Optional:
 		h.Next.ServeHTTP(w, r)
 		return
 	case !present:
-		h.Metrics.rejected("")
+		h.Metrics.Rejected("")
 		WriteError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
 		return
 	}
 	if err := h.Fencer.Advance(r.Context(), tok); err != nil {
-		h.Metrics.rejected(tok.Scope)
+		h.Metrics.Rejected(tok.Scope)
 		if !WriteError(w, err) {
 			_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable,
 				Message: fmt.Sprintf("httpfence: the fence could not advance to %s: %v", tok, err)})
 		}
 		return
 	}
-	h.Metrics.admitted()
+	h.Metrics.Admitted(1)
 	h.Next.ServeHTTP(w, r.WithContext(fence.NewContext(r.Context(), tok)))
 }
 

@@ -139,14 +139,14 @@ func (f *Fences) advanceValid(ctx context.Context, tx Queryer, t fence.Token) er
 		return fmt.Errorf("sqlfence: advance %s: rows affected: %w", t, err)
 	}
 	if n > 0 {
-		f.cfg.Metrics.fence().Admitted(1)
+		f.cfg.Metrics.Admitted(1)
 		return nil
 	}
 	cur, err := f.floorOf(ctx, tx, t.Scope)
 	if err != nil {
 		return fmt.Errorf("sqlfence: advance %s refused; reading the current epoch: %w", t, err)
 	}
-	f.cfg.Metrics.fence().Rejected(t.Scope)
+	f.cfg.Metrics.Rejected(t.Scope)
 	return fence.NewStaleError(t, cur)
 }
 

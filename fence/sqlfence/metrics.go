@@ -9,8 +9,8 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// Store is the value of the store label of the metrics of this package.
-const Store = "sql"
+// StoreLabel is the value of the store label of the metrics of this package.
+const StoreLabel = "sql"
 
 // Metrics counts the tokens Fences admit and refuse:
 //
@@ -22,7 +22,7 @@ const Store = "sql"
 // label, so they share a registry. A rising rejection rate is the alarm
 // for stale holders. A Metrics is safe for concurrent use and may serve
 // several Fences; methods on a nil *Metrics do nothing.
-type Metrics struct{ f *metrics.Fence }
+type Metrics = metrics.Fence
 
 // NewMetrics creates the metrics and registers them with reg. It returns an
 // error wrapping ErrNilArgument for a nil reg (a typed nil included), and
@@ -33,21 +33,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if nilness.Is(reg) {
 		return nil, fmt.Errorf("%w: prometheus.Registerer %T", ErrNilArgument, reg)
 	}
-	f, err := metrics.NewFence(reg, Store)
+	m, err := metrics.NewFence(reg, StoreLabel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
 	}
-	return &Metrics{f: f}, nil
-}
-
-// Unregister unregisters the metrics, so that NewMetrics can register them
-// again; Fences still using them count to no effect. It is idempotent.
-func (m *Metrics) Unregister() { m.fence().Unregister() }
-
-// fence returns the metrics, nil for a nil m.
-func (m *Metrics) fence() *metrics.Fence {
-	if m == nil {
-		return nil
-	}
-	return m.f
+	return m, nil
 }

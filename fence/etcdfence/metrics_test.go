@@ -1,0 +1,63 @@
+package etcdfence_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/internal/fencetest"
+)
+
+// TestMetrics counts admitted and refused tokens through a write, Advance,
+// Get, a refusal by etcd and a refusal from the Store's floor cache.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := etcdfence.NewMetrics(reg)
+	require.NoError(t, err)
+	_, err = etcdfence.NewMetrics(reg)
+	require.ErrorIs(t, err, etcdfence.ErrMetrics)
+	_, err = etcdfence.NewMetrics((*prometheus.Registry)(nil))
+	require.ErrorIs(t, err, etcdfence.ErrNilArgument)
+
+	cli := startCluster(t)
+	cfg := etcdfence.DefaultConfig()
+	cfg.Metrics = m
+	s, err := etcdfence.New(cli, cfg)
+	require.NoError(t, err)
+	other, err := etcdfence.New(cli, etcdfence.DefaultConfig()) // no metrics
+	require.NoError(t, err)
+	ctx := fencetest.Context(t)
+
+	old, cur := fence.Token{Scope: "p/1", Epoch: 3}, fence.Token{Scope: "p/1", Epoch: 5}
+	_, err = s.Put(ctx, old, "k", []byte("a")) // admitted 1
+	require.NoError(t, err)
+	require.NoError(t, other.Advance(ctx, cur)) // not counted: another Store
+	_, err = s.Put(ctx, old, "k", []byte("b")) // refused by etcd: partition 1
+	require.ErrorIs(t, err, fence.ErrStale)
+	_, err = s.Get(ctx, old, "k") // refused by the cached floor: partition 2
+	require.ErrorIs(t, err, fence.ErrStale)
+	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "leader/job", Epoch: 9})) // admitted 2
+	_, err = s.Get(ctx, cur, "k") // admitted 3
+	require.NoError(t, err)
+
+	want := `
+# HELP tenure_fence_admitted_total Tokens the fence admitted, by store kind.
+# TYPE tenure_fence_admitted_total counter
+tenure_fence_admitted_total{store="etcd"} 3
+# HELP tenure_fence_rejections_total Tokens or requests the fence refused (stale, invalid or missing token, or the fence could not decide), by store kind and the kind of the token's scope.
+# TYPE tenure_fence_rejections_total counter
+tenure_fence_rejections_total{scope_kind="leader",store="etcd"} 0
+tenure_fence_rejections_total{scope_kind="other",store="etcd"} 0
+tenure_fence_rejections_total{scope_kind="partition",store="etcd"} 2
+`
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
+	m.Unregister()
+	_, err = etcdfence.NewMetrics(reg)
+	require.NoError(t, err)
+}
