@@ -40,6 +40,7 @@ type Client struct {
 	lose        int
 	closed      bool
 	streams     []*watchStream
+	stats       Stats
 }
 
 var _ interface {
@@ -131,7 +132,7 @@ func requiresLeader(ctx context.Context) bool {
 // out a partition or a leaderless server and the latency, then apply runs
 // under the server's lock (after due leases expired); the response waits
 // out the latency and may be lost.
-func unary[T proto.Message](ctx context.Context, c *Client, apply func(s *Server) (T, error)) (T, error) {
+func unary[T proto.Message](ctx context.Context, c *Client, kind requestKind, apply func(s *Server) (T, error)) (T, error) {
 	var zero T
 	s := c.s
 	if err := c.gate(ctx); err != nil {
@@ -148,7 +149,9 @@ func unary[T proto.Message](ctx context.Context, c *Client, apply func(s *Server
 	}
 	s.mu.Lock()
 	s.expireLocked()
+	before := s.st.rev
 	resp, err := apply(s)
+	s.countLocked(c, kind, s.st.rev-before)
 	lost := false
 	if c.lose > 0 {
 		c.lose--
@@ -270,7 +273,7 @@ func (r kvRemote) Range(ctx context.Context, in *pb.RangeRequest, _ ...grpcCallO
 	if err := checkRangeRequest(in); err != nil {
 		return nil, err
 	}
-	return unary(ctx, r.c, func(s *Server) (*pb.RangeResponse, error) {
+	return unary(ctx, r.c, kindRead, func(s *Server) (*pb.RangeResponse, error) {
 		resp, err := s.rangeLocked(in, s.st.rev)
 		if err != nil {
 			return nil, err
@@ -284,7 +287,7 @@ func (r kvRemote) Put(ctx context.Context, in *pb.PutRequest, _ ...grpcCallOptio
 	if err := checkPutRequest(in); err != nil {
 		return nil, err
 	}
-	return unary(ctx, r.c, func(s *Server) (*pb.PutResponse, error) {
+	return unary(ctx, r.c, kindWrite, func(s *Server) (*pb.PutResponse, error) {
 		if err := s.checkPut(in); err != nil {
 			return nil, err
 		}
@@ -299,7 +302,7 @@ func (r kvRemote) DeleteRange(ctx context.Context, in *pb.DeleteRangeRequest, _ 
 	if err := checkDeleteRequest(in); err != nil {
 		return nil, err
 	}
-	return unary(ctx, r.c, func(s *Server) (*pb.DeleteRangeResponse, error) {
+	return unary(ctx, r.c, kindWrite, func(s *Server) (*pb.DeleteRangeResponse, error) {
 		resp := s.deleteLocked(in)
 		s.commitLocked()
 		s.fill(resp.Header)
@@ -308,7 +311,7 @@ func (r kvRemote) DeleteRange(ctx context.Context, in *pb.DeleteRangeRequest, _ 
 }
 
 func (r kvRemote) Txn(ctx context.Context, in *pb.TxnRequest, _ ...grpcCallOption) (*pb.TxnResponse, error) {
-	return unary(ctx, r.c, func(s *Server) (*pb.TxnResponse, error) {
+	return unary(ctx, r.c, txnKind(in), func(s *Server) (*pb.TxnResponse, error) {
 		resp, err := s.txnLocked(in)
 		if err != nil {
 			return nil, err
@@ -320,7 +323,7 @@ func (r kvRemote) Txn(ctx context.Context, in *pb.TxnRequest, _ ...grpcCallOptio
 }
 
 func (r kvRemote) Compact(ctx context.Context, in *pb.CompactionRequest, _ ...grpcCallOption) (*pb.CompactionResponse, error) {
-	return unary(ctx, r.c, func(s *Server) (*pb.CompactionResponse, error) {
+	return unary(ctx, r.c, kindWrite, func(s *Server) (*pb.CompactionResponse, error) {
 		resp, err := s.compactLocked(in.Revision)
 		if err != nil {
 			return nil, err

@@ -106,6 +106,7 @@ type Server struct {
 	streams    []*watchStream
 	changed    chan struct{} // closed and replaced when fault state changes
 	closed     bool
+	stats      Stats
 }
 
 // lease is one granted lease.
