@@ -43,12 +43,12 @@ type member struct {
 	id      string
 	cli     *memetcd.Client
 	node    *ownership.Node
-	live    bool             // counted in the expected ring
-	crashed bool             // cut off for good; must serve nothing
-	seen    <-chan struct{}  // the node's Changed when last polled
-	closing chan error       // Close's result, while it runs
-	joining chan joinResult  // Join's result, while it runs
-	gen     int              // incarnations so far
+	live    bool            // counted in the expected ring
+	crashed bool            // cut off for good; must serve nothing
+	seen    <-chan struct{} // the node's Changed when last polled
+	closing chan error      // Close's result, while it runs
+	joining chan joinResult // Join's result, while it runs
+	gen     int             // incarnations so far
 }
 
 type joinResult struct {
