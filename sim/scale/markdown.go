@@ -27,7 +27,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(&b, "\nHeap in use after GC: %s before the first node (memetcd, parked claims), %s with the fleet up: **%s per node**; %.1f goroutines per node.\n",
-			bytes(l.HeapBefore), bytes(l.HeapFleet), bytes(l.HeapPerNode), l.GoroutinesPerNode)
+			byteSize(l.HeapBefore), byteSize(l.HeapFleet), byteSize(l.HeapPerNode), l.GoroutinesPerNode)
 		for _, p := range phases {
 			if p.Changes > 1 && p.Name != "bring-up" {
 				fmt.Fprintf(&b, "Slowest change of %s: %v virtual, %v wall.\n", p.Name, p.MaxVirtual, p.MaxWall.Round(time.Millisecond))
@@ -49,7 +49,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.2f | %d | %.2f |\n", m.name, m.m.Samples, m.m.Ideal, m.m.Mean, m.m.MeanRatio(), m.m.Max, m.m.MaxRatio())
 		}
 		fmt.Fprintf(&b, "\nOne ring: built in %v, holds %s. Every node rebuilds its ring on every membership change: %v of CPU per change fleet-wide.\n\n",
-			g.Build.Round(time.Microsecond), bytes(g.RingBytes), g.FleetBuild.Round(time.Millisecond))
+			g.Build.Round(time.Microsecond), byteSize(g.RingBytes), g.FleetBuild.Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, "Wall time of the run: %v.\n", r.Wall.Round(time.Millisecond))
 	_, err := io.WriteString(w, b.String())
@@ -75,7 +75,7 @@ func writePhase(b *strings.Builder, name string, p Phase, div int) {
 }
 
 // bytes formats n bytes in KiB or MiB.
-func bytes(n uint64) string {
+func byteSize(n uint64) string {
 	if n >= 10<<20 {
 		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 	}
