@@ -343,3 +343,29 @@ func (r kvRemote) RangeStream(ctx context.Context, in *pb.RangeRequest, opts ...
 	}
 	return &rangeStream{ctx: ctx, resp: &pb.RangeStreamResponse{RangeResponse: resp}}, nil
 }
+
+// Reconnect models clients that were cut off (or not) coming back on new
+// connections: for every client in ids, its watch streams break, as in
+// DropWatches, and its partition ends, as in Heal, with one wake-up for
+// all. The etcd client then resumes every watch from the revision after
+// the last one it delivered (the responses queued on the old streams are
+// lost with the old connection), and etcd answers the catch-up in batches
+// of up to 1000 revisions per response, so a client that missed many
+// revisions catches up in a few responses.
+func (s *Server) Reconnect(ids ...ClientID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		c := s.client(id)
+		if c == nil {
+			continue
+		}
+		for _, ws := range slices.Clone(c.streams) {
+			ws.out = nil // lost with the old connection
+			ws.held = nil
+			ws.failLocked(rpcDropped)
+		}
+		c.partitioned = false
+	}
+	s.signalLocked()
+}

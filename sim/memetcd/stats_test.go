@@ -45,3 +45,28 @@ func TestStats(t *testing.T) {
 	assert.Equal(t, want.Add(b.Stats()), s.Stats())
 	assert.Equal(t, memetcd.Stats{Requests: 7}, s.Stats().Sub(memetcd.Stats{Reads: 2, Writes: 4, KeepAlives: 1, Revisions: 2, WatchResponses: 2, WatchEvents: 3}))
 }
+
+func TestReconnect(t *testing.T) {
+	s, _, a := newServer(t, memetcd.Config{})
+	b := s.NewClient()
+	ctx := testCtx(t)
+
+	w := b.Watch(ctx, "k", clientv3.WithPrefix())
+	_, err := a.Put(ctx, "k0", "v")
+	require.NoError(t, err)
+	require.Len(t, (<-w).Events, 1)
+	s.Partition(b.ID())
+	for _, k := range []string{"k1", "k2", "k3"} {
+		_, err := a.Put(ctx, k, "v")
+		require.NoError(t, err)
+	}
+	// Back on a new connection, the watch resumes and catches up on the
+	// three revisions it missed in one response.
+	s.Reconnect(b.ID())
+	resp := <-w
+	require.NoError(t, resp.Err())
+	require.Len(t, resp.Events, 3)
+	assert.Equal(t, "k1", string(resp.Events[0].Kv.Key))
+	_, err = b.Get(ctx, "k1")
+	assert.NoError(t, err, "no longer partitioned")
+}

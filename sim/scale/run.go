@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/sim/memetcd"
 )
 
 // Run measures cfg's fleet (see the package documentation), writes the
@@ -271,11 +272,11 @@ func (f *fleet) bringUp(ctx context.Context, ph *Phase, parked clientv3.LeaseID)
 	if first != nil {
 		return first
 	}
+	cids := make([]memetcd.ClientID, 0, len(f.ids))
 	for _, id := range f.ids {
-		cid := f.members[id].cli.ID()
-		f.srv.DropWatches(cid)
-		f.srv.Heal(cid)
+		cids = append(cids, f.members[id].cli.ID())
 	}
+	f.srv.Reconnect(cids...)
 	want, err := f.expected()
 	if err != nil {
 		return err
