@@ -207,9 +207,13 @@ func (f *fleet) overlapList() []string {
 	return slices.Clone(f.overlaps)
 }
 
-// close closes every node (crashed ones too) and the server.
-func (f *fleet) close(ctx context.Context) error {
-	var first error
+// close closes every node (crashed ones too) and the server. Nodes close
+// concurrently; the driver advances the virtual clock only when the fleet
+// is quiescent, as in settle, so that no session misses a renewal. It
+// returns how many nodes failed to close cleanly (teardown is not
+// measured).
+func (f *fleet) close(ctx context.Context) int {
+	defer f.srv.Close()
 	for _, id := range f.ids {
 		m := f.members[id]
 		if m.joining != nil {
@@ -220,38 +224,37 @@ func (f *fleet) close(ctx context.Context) error {
 		}
 		if m.closing != nil {
 			<-m.closing
-			m.closing = nil
-			m.node = nil
+			m.closing, m.node = nil, nil
 		}
 		if m.node != nil {
 			m.live = false
-			m.closing = make(chan error, 1)
-			n, ch := m.node, m.closing
+			ch, n := make(chan error, 1), m.node
+			m.closing = ch
 			go func() { ch <- n.Close(ctx) }()
 		}
 	}
-	// Closing nodes may wait on the virtual clock: keep it moving.
-	for _, id := range f.ids {
-		m := f.members[id]
-		if m.closing == nil {
-			continue
-		}
-		for done := false; !done; {
+	failed := 0
+	q := newQuiescence(f)
+	for {
+		busy := false
+		for _, id := range f.ids {
+			m := f.members[id]
+			if m.closing == nil {
+				continue
+			}
 			select {
 			case err := <-m.closing:
-				done = true
-				if err != nil && first == nil && !m.crashed {
-					first = fmt.Errorf("scale: close %s: %w", m.id, err)
+				if err != nil && !m.crashed {
+					failed++
 				}
-			case <-ctx.Done():
-				return ctx.Err()
+				m.closing, m.node = nil, nil
 			default:
-				f.fc.Advance(f.cfg.Step)
-				sleepReal(f.cfg.Quiet)
+				busy = true
 			}
 		}
-		m.closing, m.node = nil, nil
+		if !busy || q.wait(ctx) != nil {
+			return failed
+		}
+		f.fc.Advance(f.cfg.Step)
 	}
-	f.srv.Close()
-	return first
 }

@@ -23,6 +23,7 @@ func main() {
 	flag.IntVar(&cfg.RingPartitions, "ring-partitions", cfg.RingPartitions, "partitions of the ring-only figures")
 	flag.IntVar(&cfg.RingSamples, "ring-samples", cfg.RingSamples, "joins and leaves sampled for the ring-only figures")
 	flag.BoolVar(&cfg.RingOnly, "ring-only", false, "compute the ring-only figures only")
+	flag.BoolVar(&cfg.SkipRing, "skip-ring", false, "skip the ring-only figures")
 	flag.Float64Var(&cfg.LoadFactor, "load", cfg.LoadFactor, "load factor")
 	flag.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL")
 	flag.DurationVar(&cfg.Step, "step", cfg.Step, "virtual clock step")
