@@ -5,16 +5,20 @@
 //	go run ./sim                              # 100 seeds of every strategy
 //	go run ./sim -seeds 500 -out sim.md -svg sim.svg
 //	go run ./sim -seed 42 -strategy tenure -v # replay one seed, with its schedule and violations
+//	go run ./sim scale -nodes 200             # fleet-scale figures on virtual time (see sim/scale)
 package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/sim/scale"
 	"github.com/tenure-go/tenure/sim/scenario"
 	"github.com/tenure-go/tenure/sim/simulation"
 )
@@ -32,6 +36,16 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "scale" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		err := scale.Command(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sim scale:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	flag.Int64Var(&o.seed, "seed", -1, "run this one seed (with -v: print its schedule and violations)")
 	flag.IntVar(&o.seeds, "seeds", 100, "number of seeds per strategy")

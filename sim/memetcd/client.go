@@ -40,6 +40,7 @@ type Client struct {
 	lose        int
 	closed      bool
 	streams     []*watchStream
+	stats       Stats
 }
 
 var _ interface {
@@ -131,7 +132,7 @@ func requiresLeader(ctx context.Context) bool {
 // out a partition or a leaderless server and the latency, then apply runs
 // under the server's lock (after due leases expired); the response waits
 // out the latency and may be lost.
-func unary[T proto.Message](ctx context.Context, c *Client, apply func(s *Server) (T, error)) (T, error) {
+func unary[T proto.Message](ctx context.Context, c *Client, kind requestKind, apply func(s *Server) (T, error)) (T, error) {
 	var zero T
 	s := c.s
 	if err := c.gate(ctx); err != nil {
@@ -148,7 +149,9 @@ func unary[T proto.Message](ctx context.Context, c *Client, apply func(s *Server
 	}
 	s.mu.Lock()
 	s.expireLocked()
+	before := s.st.rev
 	resp, err := apply(s)
+	s.countLocked(c, kind, s.st.rev-before)
 	lost := false
 	if c.lose > 0 {
 		c.lose--
@@ -270,7 +273,7 @@ func (r kvRemote) Range(ctx context.Context, in *pb.RangeRequest, _ ...grpcCallO
 	if err := checkRangeRequest(in); err != nil {
 		return nil, err
 	}
-	return unary(ctx, r.c, func(s *Server) (*pb.RangeResponse, error) {
+	return unary(ctx, r.c, kindRead, func(s *Server) (*pb.RangeResponse, error) {
 		resp, err := s.rangeLocked(in, s.st.rev)
 		if err != nil {
 			return nil, err
@@ -284,7 +287,7 @@ func (r kvRemote) Put(ctx context.Context, in *pb.PutRequest, _ ...grpcCallOptio
 	if err := checkPutRequest(in); err != nil {
 		return nil, err
 	}
-	return unary(ctx, r.c, func(s *Server) (*pb.PutResponse, error) {
+	return unary(ctx, r.c, kindWrite, func(s *Server) (*pb.PutResponse, error) {
 		if err := s.checkPut(in); err != nil {
 			return nil, err
 		}
@@ -299,7 +302,7 @@ func (r kvRemote) DeleteRange(ctx context.Context, in *pb.DeleteRangeRequest, _ 
 	if err := checkDeleteRequest(in); err != nil {
 		return nil, err
 	}
-	return unary(ctx, r.c, func(s *Server) (*pb.DeleteRangeResponse, error) {
+	return unary(ctx, r.c, kindWrite, func(s *Server) (*pb.DeleteRangeResponse, error) {
 		resp := s.deleteLocked(in)
 		s.commitLocked()
 		s.fill(resp.Header)
@@ -308,7 +311,7 @@ func (r kvRemote) DeleteRange(ctx context.Context, in *pb.DeleteRangeRequest, _ 
 }
 
 func (r kvRemote) Txn(ctx context.Context, in *pb.TxnRequest, _ ...grpcCallOption) (*pb.TxnResponse, error) {
-	return unary(ctx, r.c, func(s *Server) (*pb.TxnResponse, error) {
+	return unary(ctx, r.c, txnKind(in), func(s *Server) (*pb.TxnResponse, error) {
 		resp, err := s.txnLocked(in)
 		if err != nil {
 			return nil, err
@@ -320,7 +323,7 @@ func (r kvRemote) Txn(ctx context.Context, in *pb.TxnRequest, _ ...grpcCallOptio
 }
 
 func (r kvRemote) Compact(ctx context.Context, in *pb.CompactionRequest, _ ...grpcCallOption) (*pb.CompactionResponse, error) {
-	return unary(ctx, r.c, func(s *Server) (*pb.CompactionResponse, error) {
+	return unary(ctx, r.c, kindWrite, func(s *Server) (*pb.CompactionResponse, error) {
 		resp, err := s.compactLocked(in.Revision)
 		if err != nil {
 			return nil, err
@@ -339,4 +342,30 @@ func (r kvRemote) RangeStream(ctx context.Context, in *pb.RangeRequest, opts ...
 		return nil, err
 	}
 	return &rangeStream{ctx: ctx, resp: &pb.RangeStreamResponse{RangeResponse: resp}}, nil
+}
+
+// Reconnect models clients that were cut off (or not) coming back on new
+// connections: for every client in ids, its watch streams break, as in
+// DropWatches, and its partition ends, as in Heal, with one wake-up for
+// all. The etcd client then resumes every watch from the revision after
+// the last one it delivered (the responses queued on the old streams are
+// lost with the old connection), and etcd answers the catch-up in batches
+// of up to 1000 revisions per response, so a client that missed many
+// revisions catches up in a few responses.
+func (s *Server) Reconnect(ids ...ClientID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		c := s.client(id)
+		if c == nil {
+			continue
+		}
+		for _, ws := range slices.Clone(c.streams) {
+			ws.out = nil // lost with the old connection
+			ws.held = nil
+			ws.failLocked(rpcDropped)
+		}
+		c.partitioned = false
+	}
+	s.signalLocked()
 }

@@ -26,7 +26,7 @@ const firstKeepAliveTimeout = 5 * time.Second
 
 // Grant implements clientv3.Lease.
 func (l leaseAPI) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
-	resp, err := unary(ctx, l.c, func(s *Server) (*pb.LeaseGrantResponse, error) {
+	resp, err := unary(ctx, l.c, kindWrite, func(s *Server) (*pb.LeaseGrantResponse, error) {
 		r, err := s.grantLocked(ttl)
 		if err != nil {
 			return nil, err
@@ -42,7 +42,7 @@ func (l leaseAPI) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantRes
 
 // Revoke implements clientv3.Lease.
 func (l leaseAPI) Revoke(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseRevokeResponse, error) {
-	resp, err := unary(ctx, l.c, func(s *Server) (*pb.LeaseRevokeResponse, error) {
+	resp, err := unary(ctx, l.c, kindWrite, func(s *Server) (*pb.LeaseRevokeResponse, error) {
 		le := s.leases[int64(id)]
 		if le == nil {
 			return nil, rpctypes.ErrGRPCLeaseNotFound
@@ -67,7 +67,7 @@ func (l leaseAPI) TimeToLive(ctx context.Context, id clientv3.LeaseID, opts ...c
 		o(&op)
 	}
 	withKeys := op != clientv3.LeaseOp{} // WithAttachedKeys is the only option
-	resp, err := unary(ctx, l.c, func(s *Server) (*pb.LeaseTimeToLiveResponse, error) {
+	resp, err := unary(ctx, l.c, kindRead, func(s *Server) (*pb.LeaseTimeToLiveResponse, error) {
 		r := &pb.LeaseTimeToLiveResponse{Header: &pb.ResponseHeader{}, ID: int64(id), TTL: -1}
 		if le := s.leases[int64(id)]; le != nil {
 			r.TTL = int64(le.expiry.Sub(s.clock.Now()).Seconds())
@@ -90,7 +90,7 @@ func (l leaseAPI) TimeToLive(ctx context.Context, id clientv3.LeaseID, opts ...c
 // Leases implements clientv3.Lease: the leases in order of expiry (then
 // ID).
 func (l leaseAPI) Leases(ctx context.Context) (*clientv3.LeaseLeasesResponse, error) {
-	resp, err := unary(ctx, l.c, func(s *Server) (*pb.LeaseLeasesResponse, error) {
+	resp, err := unary(ctx, l.c, kindRead, func(s *Server) (*pb.LeaseLeasesResponse, error) {
 		r := &pb.LeaseLeasesResponse{Header: s.header(s.st.rev)}
 		for _, le := range s.sortedLeases() {
 			r.Leases = append(r.Leases, &pb.LeaseStatus{ID: le.id})
@@ -110,7 +110,7 @@ func (l leaseAPI) Leases(ctx context.Context) (*clientv3.LeaseLeasesResponse, er
 // renew is one keep-alive round trip: the renewed TTL, or 0 if the lease
 // is gone.
 func (l leaseAPI) renew(ctx context.Context, id clientv3.LeaseID) (*pb.LeaseKeepAliveResponse, error) {
-	return unary(ctx, l.c, func(s *Server) (*pb.LeaseKeepAliveResponse, error) {
+	return unary(ctx, l.c, kindKeepAlive, func(s *Server) (*pb.LeaseKeepAliveResponse, error) {
 		r := &pb.LeaseKeepAliveResponse{Header: &pb.ResponseHeader{}, ID: int64(id)}
 		s.fill(r.Header)
 		if le := s.leases[int64(id)]; le != nil {

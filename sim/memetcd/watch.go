@@ -302,6 +302,7 @@ func (ws *watchStream) Recv() (*pb.WatchResponse, error) {
 				r := ws.out[0]
 				ws.out[0] = nil
 				ws.out = ws.out[1:]
+				s.countWatchLocked(ws.c, r)
 				s.mu.Unlock()
 				return wire(r), nil
 			}
