@@ -38,12 +38,12 @@ func TestMetrics(t *testing.T) {
 	_, err = s.Put(ctx, old, "k", []byte("a")) // admitted 1
 	require.NoError(t, err)
 	require.NoError(t, other.Advance(ctx, cur)) // not counted: another Store
-	_, err = s.Put(ctx, old, "k", []byte("b")) // refused by etcd: partition 1
+	_, err = s.Put(ctx, old, "k", []byte("b"))  // refused by etcd: partition 1
 	require.ErrorIs(t, err, fence.ErrStale)
 	_, err = s.Get(ctx, old, "k") // refused by the cached floor: partition 2
 	require.ErrorIs(t, err, fence.ErrStale)
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "leader/job", Epoch: 9})) // admitted 2
-	_, err = s.Get(ctx, cur, "k") // admitted 3
+	_, err = s.Get(ctx, cur, "k")                                                  // admitted 3
 	require.NoError(t, err)
 
 	want := `
