@@ -94,6 +94,9 @@ func (o *ops) published(l *loop, old, s *snapshot) {
 		}
 		if before != nil && before != e.t {
 			r := release{p: p, epoch: before.token.Epoch, reason: before.reason}
+			if st := l.state(p); r.reason == 0 && st.t == before {
+				r.reason = st.reason // draining: the reason is recorded when the context is cancelled
+			}
 			r.forced = r.reason == ReasonLost && live && !s.closed
 			rel = append(rel, r)
 			if r.reason != ReasonLost && live {

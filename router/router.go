@@ -48,17 +48,19 @@ type Router struct {
 	metrics                    *metrics.Set // nil without Config.Metrics
 }
 
-// Stats counts what a Router's HTTP handlers did with the requests they
-// received since the Router was created.
+// Stats counts what a Router did with the requests it received since it
+// was created, through its HTTP handlers and through Do.
 type Stats struct {
-	// Served is the number of requests served by the local handler.
+	// Served is the number of requests served locally: by an HTTP
+	// handler's local handler, or by a run of Do's fn.
 	Served int64
 	// Forwarded is the number of requests forwarded to their owner (whether
 	// or not the owner answered).
 	Forwarded int64
 	// Refused is the number of requests the router answered itself with a
 	// refusal (not-owner, handoff, session-lost) instead of serving or
-	// forwarding them, plus the refusals local handlers wrote with
+	// forwarding them, the calls of Do that returned a wrong-owner answer,
+	// plus the refusals local handlers wrote with
 	// WriteError for work whose tenure ended (those also count as Served).
 	// A forward that fails, answered with a handoff refusal, counts as
 	// Forwarded only.
@@ -156,8 +158,13 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 		}
 		h, err := r.hold(ctx, key)
 		if err != nil {
-			return r.holdError(ctx, err)
+			err = r.holdError(ctx, err)
+			if errors.Is(err, ownership.ErrNotOwner) {
+				r.refused.Add(1)
+			}
+			return err
 		}
+		r.served.Add(1)
 		ended, err := run(ctx, h, fn)
 		if !ended {
 			return err

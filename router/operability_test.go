@@ -1,0 +1,166 @@
+package router_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// TestOperability scrapes the registries of two Nodes and their Routers
+// (one registry: the node label tells them apart) and of the fenced store
+// they write to, after a join, a planned move, an operator's forced
+// release and a rejected stale write, and finds every count exact.
+func TestOperability(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	storeReg := prometheus.NewPedanticRegistry()
+	sm, err := etcdfence.NewMetrics(storeReg)
+	require.NoError(t, err)
+	scfg := etcdfence.DefaultConfig()
+	scfg.FencePrefix = etcdfence.FencePrefixFor("ops")
+	scfg.Metrics = sm
+	store, err := etcdfence.New(cli, scfg)
+	require.NoError(t, err)
+
+	reg := prometheus.NewPedanticRegistry()
+	const P = 8
+	join := func(id string) (*ownership.Node, *router.Router) {
+		cfg := ownership.DefaultConfig()
+		cfg.Cluster, cfg.NodeID, cfg.Addr = "ops", id, id+".test:1"
+		cfg.Ring.Partitions = P
+		cfg.Session.TTL = 2 * time.Second
+		cfg.Fencers = []fence.Fencer{store}
+		cfg.Metrics = reg
+		n, err := ownership.Join(ctx, c.NewClient(t), cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		rt, err := router.New(n, router.Config{Metrics: reg})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = rt.Close() })
+		return n, rt
+	}
+	ready := func(nodes ...*ownership.Node) {
+		t.Helper()
+		for _, n := range nodes {
+			for !n.Ready() {
+				select {
+				case <-n.Changed():
+				case <-ctx.Done():
+					t.Fatalf("%s not ready: %v", n.ID(), n.Status())
+				}
+			}
+		}
+	}
+
+	a, ra := join("a")
+	ready(a)
+	require.Len(t, a.Owned(), P)
+	key := "k"
+	require.NoError(t, ra.Do(ctx, key, func(ctx context.Context, tok fence.Token) error {
+		_, err := store.Put(ctx, tok, key, []byte("1"))
+		return err
+	}))
+
+	b, _ := join("b") // a planned move of b's share
+	ready(a, b)
+	moved := len(b.Owned())
+	require.Positive(t, moved)
+
+	// An operator force-releases one of a's partitions; a re-acquires it at
+	// a higher epoch, and the old token is refused by the store.
+	p := a.Owned()[0]
+	old := a.LookupPartition(p)
+	op, err := ownership.NewOperator(cli, ownership.OperatorConfig{Cluster: "ops"})
+	require.NoError(t, err)
+	_, err = op.ForceRelease(ctx, p, ownership.Action{Actor: "test", Reason: "operability test"})
+	require.NoError(t, err)
+	for r := a.LookupPartition(p); !r.Local || r.Epoch == old.Epoch; r = a.LookupPartition(p) {
+		select {
+		case <-a.Changed():
+		case <-ctx.Done():
+			t.Fatalf("partition %d not re-acquired: %+v", p, r)
+		}
+	}
+	_, err = store.Put(ctx, fence.Token{Scope: fence.PartitionScope(p), Epoch: old.Epoch}, key, []byte("stale"))
+	require.ErrorIs(t, err, fence.ErrStale)
+
+	na := map[string]string{"node": "a"}
+	// a's handoffs end when it sees its claims' deletions: wait for them.
+	for value(t, reg, "tenure_partition_handoff_duration_seconds", na) < float64(moved) {
+		select {
+		case <-a.Changed():
+		case <-ctx.Done():
+			t.Fatal("a's handoffs not observed")
+		}
+	}
+	assert.Equal(t, float64(P+1), value(t, reg, "tenure_partition_acquisitions_total", na), "acquired: P, then p again")
+	assert.Equal(t, float64(moved), value(t, reg, "tenure_partition_acquisitions_total", map[string]string{"node": "b"}))
+	assert.Equal(t, float64(moved), value(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "moved"}))
+	assert.Equal(t, 1.0, value(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "lost"}))
+	assert.Equal(t, 1.0, value(t, reg, "tenure_forced_releases_total", na))
+	assert.Equal(t, float64(P-moved), value(t, reg, "tenure_partitions_owned", na))
+	assert.Equal(t, float64(moved), value(t, reg, "tenure_partition_handoff_duration_seconds", na), "one handoff per moved partition")
+	assert.Equal(t, float64(P+1), value(t, reg, "tenure_partition_unowned_duration_seconds", na))
+	assert.Equal(t, 1.0, value(t, reg, "tenure_router_requests_total", map[string]string{"node": "a", "result": "served"}))
+	assert.Positive(t, value(t, reg, "tenure_session_renewal_duration_seconds", na)+value(t, reg, "tenure_session_opened_total", na))
+	assert.Equal(t, 1.0, value(t, reg, "tenure_session_opened_total", na))
+
+	// Every acquisition advanced the store's floor; the Put was admitted and
+	// the stale one refused.
+	assert.Equal(t, float64(P+1+moved+1), value(t, storeReg, "tenure_fence_admitted_total", nil))
+	assert.Equal(t, 1.0, value(t, storeReg, "tenure_fence_rejections_total", map[string]string{"scope_kind": "partition"}))
+}
+
+// value returns the value of the metric name with labels (a counter's or
+// gauge's value, a histogram's sample count).
+func value(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			return metricValue(m)
+		}
+	}
+	t.Fatalf("%s%v not found", name, labels)
+	return 0
+}
+
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Histogram != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	return 0
+}
