@@ -10,60 +10,29 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// sample returns the metric name with exactly labels in reg, or nil.
-func sample(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) *dto.Metric {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; !ok || v != l.GetValue() {
-					continue next
-				}
-			}
-			return m
-		}
-	}
-	return nil
-}
 
 // value returns the value of the counter or gauge name with labels.
 func value(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
-	m := sample(t, reg, name, labels)
+	m := metricstest.Sample(t, reg, name, labels)
 	require.NotNil(t, m, "no %s%v", name, labels)
-	switch {
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	}
-	t.Fatalf("%s is neither a counter nor a gauge", name)
-	return 0
+	require.Nil(t, m.Histogram, "%s is a histogram", name)
+	return metricstest.Value(m)
 }
 
 // histogram returns the sample count and sum of the histogram name.
 func histogram(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (uint64, float64) {
 	t.Helper()
-	m := sample(t, reg, name, labels)
+	m := metricstest.Sample(t, reg, name, labels)
 	require.NotNil(t, m, "no %s%v", name, labels)
 	require.NotNil(t, m.Histogram, name)
 	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
@@ -199,7 +168,7 @@ func TestMetrics(t *testing.T) {
 	require.True(t, errors.As(err, new(prometheus.AlreadyRegisteredError)))
 	require.NoError(t, e1.Close(ctx))
 	require.NoError(t, e1.Close(ctx), "Close is idempotent")
-	assert.Nil(t, sample(t, reg, "tenure_election_is_leader", l1), "Close unregisters")
+	assert.Nil(t, metricstest.Sample(t, reg, "tenure_election_is_leader", l1), "Close unregisters")
 	_, err = e1.Campaign(ctx)
 	require.ErrorIs(t, err, election.ErrElectionClosed)
 	e1b, err := election.NewElection(s, cli, cli, cfg)
@@ -214,7 +183,7 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, e1b.Close(ctx))
 	for _, name := range []string{"tenure_election_is_leader", "tenure_election_terms_total"} {
 		for _, l := range []map[string]string{l1, l2, l3} {
-			assert.Nil(t, sample(t, reg, name, l))
+			assert.Nil(t, metricstest.Sample(t, reg, name, l))
 		}
 	}
 
@@ -234,7 +203,7 @@ func TestMetrics(t *testing.T) {
 
 	sm.Unregister()
 	sm.Unregister()
-	assert.Nil(t, sample(t, reg, "tenure_session_opened_total", none))
+	assert.Nil(t, metricstest.Sample(t, reg, "tenure_session_opened_total", none))
 	sm2, err := election.NewSessionMetrics(reg)
 	require.NoError(t, err, "registers again after Unregister")
 	sm2.Unregister()

@@ -15,13 +15,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -44,47 +44,13 @@ func (f *staleOnce) Advance(_ context.Context, t fence.Token) error {
 	return nil
 }
 
-// scrape returns the value of the metric name with labels (a counter's or
-// a gauge's value, a histogram's sample count), and whether it exists.
-func scrape(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := g.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			switch mf.GetType() {
-			case dto.MetricType_COUNTER:
-				return m.GetCounter().GetValue(), true
-			case dto.MetricType_GAUGE:
-				return m.GetGauge().GetValue(), true
-			case dto.MetricType_HISTOGRAM:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			}
-		}
-	}
-	return 0, false
-}
-
 func metricOf(t testing.TB, g prometheus.Gatherer, name, node string, kv ...string) float64 {
 	t.Helper()
 	labels := map[string]string{LabelNode: node}
 	for i := 0; i+1 < len(kv); i += 2 {
 		labels[kv[i]] = kv[i+1]
 	}
-	v, ok := scrape(t, g, name, labels)
+	v, ok := metricstest.Lookup(t, g, name, labels)
 	require.True(t, ok, "%s%v not found", name, labels)
 	return v
 }
@@ -175,9 +141,9 @@ func TestNodeMetrics(t *testing.T) {
 
 	// Close unregisters; the same node ID registers again when it rejoins.
 	closeNode(t, b)
-	_, ok := scrape(t, reg, "tenure_partition_acquisitions_total", map[string]string{LabelNode: "b"})
+	_, ok := metricstest.Lookup(t, reg, "tenure_partition_acquisitions_total", map[string]string{LabelNode: "b"})
 	assert.False(t, ok, "b's metrics unregistered by Close")
-	_, ok = scrape(t, reg, "tenure_session_opened_total", map[string]string{LabelNode: "b"})
+	_, ok = metricstest.Lookup(t, reg, "tenure_session_opened_total", map[string]string{LabelNode: "b"})
 	assert.False(t, ok, "b's session metrics unregistered by Close")
 	_, err = op.Undrain(ctx, "b", Action{Actor: "tester"})
 	require.NoError(t, err)

@@ -16,36 +16,10 @@ import (
 
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// counterValue returns the value of the counter name with labels.
-func counterValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("%s%v not found", name, labels)
-	return 0
-}
 
 // The routers of two nodes share one registry; a Client has its own. Each
 // result is counted exactly.
@@ -56,7 +30,7 @@ func TestRouterAndClientMetrics(t *testing.T) {
 	a, b := f.start("a"), f.start("b")
 	f.waitStable()
 	routed := func(node, result string) float64 {
-		return counterValue(t, reg, "tenure_router_requests_total", map[string]string{"node": node, "result": result})
+		return metricstest.MustValue(t, reg, "tenure_router_requests_total", map[string]string{"node": node, "result": result})
 	}
 
 	creg := prometheus.NewPedanticRegistry()
@@ -74,12 +48,12 @@ func TestRouterAndClientMetrics(t *testing.T) {
 	_, err := c.Get(ctx, "m-0", "/k/m-0")
 	require.Error(t, err)
 	client := func(result string) float64 {
-		return counterValue(t, creg, "tenure_client_requests_total", map[string]string{"result": result})
+		return metricstest.MustValue(t, creg, "tenure_client_requests_total", map[string]string{"result": result})
 	}
 	assert.Equal(t, float64(n), client("ok"))
 	assert.Equal(t, 0.0, client("retried"))
 	assert.Equal(t, 1.0, client("failed"))
-	assert.Equal(t, 0.0, counterValue(t, creg, "tenure_client_retries_total", nil))
+	assert.Equal(t, 0.0, metricstest.MustValue(t, creg, "tenure_client_retries_total", nil))
 	st := c.Stats()
 	assert.Equal(t, router.ClientStats{Attempts: n, OK: n, Failed: 1}, st)
 	assert.Equal(t, float64(n), routed("a", "served")+routed("b", "served"))
@@ -158,7 +132,7 @@ func TestClientMetricsRetried(t *testing.T) {
 	resp, err := c.Get(context.Background(), key, "/k/"+key)
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Equal(t, 1.0, counterValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "retried"}))
-	assert.Equal(t, 0.0, counterValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "ok"}))
-	assert.Equal(t, 1.0, counterValue(t, creg, "tenure_client_retries_total", nil))
+	assert.Equal(t, 1.0, metricstest.MustValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "retried"}))
+	assert.Equal(t, 0.0, metricstest.MustValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "ok"}))
+	assert.Equal(t, 1.0, metricstest.MustValue(t, creg, "tenure_client_retries_total", nil))
 }

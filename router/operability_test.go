@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -100,67 +100,27 @@ func TestOperability(t *testing.T) {
 
 	na := map[string]string{"node": "a"}
 	// a's handoffs end when it sees its claims' deletions: wait for them.
-	for value(t, reg, "tenure_partition_handoff_duration_seconds", na) < float64(moved) {
+	for metricstest.MustValue(t, reg, "tenure_partition_handoff_duration_seconds", na) < float64(moved) {
 		select {
 		case <-a.Changed():
 		case <-ctx.Done():
 			t.Fatal("a's handoffs not observed")
 		}
 	}
-	assert.Equal(t, float64(P+1), value(t, reg, "tenure_partition_acquisitions_total", na), "acquired: P, then p again")
-	assert.Equal(t, float64(moved), value(t, reg, "tenure_partition_acquisitions_total", map[string]string{"node": "b"}))
-	assert.Equal(t, float64(moved), value(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "moved"}))
-	assert.Equal(t, 1.0, value(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "lost"}))
-	assert.Equal(t, 1.0, value(t, reg, "tenure_forced_releases_total", na))
-	assert.Equal(t, float64(P-moved), value(t, reg, "tenure_partitions_owned", na))
-	assert.Equal(t, float64(moved), value(t, reg, "tenure_partition_handoff_duration_seconds", na), "one handoff per moved partition")
-	assert.Equal(t, float64(P+1), value(t, reg, "tenure_partition_unowned_duration_seconds", na))
-	assert.Equal(t, 1.0, value(t, reg, "tenure_router_requests_total", map[string]string{"node": "a", "result": "served"}))
-	assert.Positive(t, value(t, reg, "tenure_session_renewal_duration_seconds", na)+value(t, reg, "tenure_session_opened_total", na))
-	assert.Equal(t, 1.0, value(t, reg, "tenure_session_opened_total", na))
+	assert.Equal(t, float64(P+1), metricstest.MustValue(t, reg, "tenure_partition_acquisitions_total", na), "acquired: P, then p again")
+	assert.Equal(t, float64(moved), metricstest.MustValue(t, reg, "tenure_partition_acquisitions_total", map[string]string{"node": "b"}))
+	assert.Equal(t, float64(moved), metricstest.MustValue(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "moved"}))
+	assert.Equal(t, 1.0, metricstest.MustValue(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "lost"}))
+	assert.Equal(t, 1.0, metricstest.MustValue(t, reg, "tenure_forced_releases_total", na))
+	assert.Equal(t, float64(P-moved), metricstest.MustValue(t, reg, "tenure_partitions_owned", na))
+	assert.Equal(t, float64(moved), metricstest.MustValue(t, reg, "tenure_partition_handoff_duration_seconds", na), "one handoff per moved partition")
+	assert.Equal(t, float64(P+1), metricstest.MustValue(t, reg, "tenure_partition_unowned_duration_seconds", na))
+	assert.Equal(t, 1.0, metricstest.MustValue(t, reg, "tenure_router_requests_total", map[string]string{"node": "a", "result": "served"}))
+	assert.Positive(t, metricstest.MustValue(t, reg, "tenure_session_renewal_duration_seconds", na)+metricstest.MustValue(t, reg, "tenure_session_opened_total", na))
+	assert.Equal(t, 1.0, metricstest.MustValue(t, reg, "tenure_session_opened_total", na))
 
 	// Every acquisition advanced the store's floor; the Put was admitted and
 	// the stale one refused.
-	assert.Equal(t, float64(P+1+moved+1), value(t, storeReg, "tenure_fence_admitted_total", nil))
-	assert.Equal(t, 1.0, value(t, storeReg, "tenure_fence_rejections_total", map[string]string{"scope_kind": "partition"}))
-}
-
-// value returns the value of the metric name with labels (a counter's or
-// gauge's value, a histogram's sample count).
-func value(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			return metricValue(m)
-		}
-	}
-	t.Fatalf("%s%v not found", name, labels)
-	return 0
-}
-
-func metricValue(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	case m.Histogram != nil:
-		return float64(m.GetHistogram().GetSampleCount())
-	}
-	return 0
+	assert.Equal(t, float64(P+1+moved+1), metricstest.MustValue(t, storeReg, "tenure_fence_admitted_total", nil))
+	assert.Equal(t, 1.0, metricstest.MustValue(t, storeReg, "tenure_fence_rejections_total", map[string]string{"scope_kind": "partition"}))
 }

@@ -1,12 +1,9 @@
 package httpfence
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/internal/metrics"
-	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // StoreLabel is the value of the store label of the metrics of this package.
@@ -32,12 +29,5 @@ type Metrics = metrics.Fence
 // prometheus.AlreadyRegisteredError when they are registered already) if
 // they cannot be registered. Unregister undoes the registration.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	if nilness.Is(reg) {
-		return nil, fmt.Errorf("%w: prometheus.Registerer %T", ErrNilArgument, reg)
-	}
-	m, err := metrics.NewFence(reg, StoreLabel)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
-	}
-	return m, nil
+	return metrics.NewStoreFence(reg, StoreLabel, ErrNilArgument, ErrMetrics)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 )
 
 func TestMiddlewareMetrics(t *testing.T) {
@@ -49,9 +50,9 @@ func TestMiddlewareMetrics(t *testing.T) {
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	require.Len(t, mfs, 2, "two metric families")
-	assert.Equal(t, 4.0, counterValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
+	assert.Equal(t, 4.0, metricstest.MustValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
 	for kind, n := range map[string]float64{"partition": 1, "leader": 1, "other": 3} {
-		assert.Equal(t, n, counterValue(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": kind}), kind)
+		assert.Equal(t, n, metricstest.MustValue(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": kind}), kind)
 	}
 
 	// Registered twice: refused with a typed error; after Unregister, again.
@@ -69,31 +70,4 @@ func TestMiddlewareMetrics(t *testing.T) {
 	assert.ErrorIs(t, err, httpfence.ErrNilArgument)
 	_, err = httpfence.NewMetrics((*prometheus.Registry)(nil))
 	assert.ErrorIs(t, err, httpfence.ErrNilArgument)
-}
-
-// counterValue returns the value of the counter name with exactly labels in
-// reg, failing the test if there is none.
-func counterValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no %s%v", name, labels)
-	return 0
 }

@@ -1,9 +1,11 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // The values of the scope_kind label: what a fencing scope fences.
@@ -112,4 +114,18 @@ func (f *Fence) Unregister() {
 	if f != nil {
 		f.set.Unregister()
 	}
+}
+
+// NewStoreFence is every store package's NewMetrics: it refuses a nil reg
+// (a typed nil included) with an error wrapping errNil, and wraps a
+// registration failure in errMetrics together with the registry's error.
+func NewStoreFence(reg prometheus.Registerer, store string, errNil, errMetrics error) (*Fence, error) {
+	if nilness.Is(reg) {
+		return nil, fmt.Errorf("%w: prometheus.Registerer %T", errNil, reg)
+	}
+	f, err := NewFence(reg, store)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errMetrics, err)
+	}
+	return f, nil
 }

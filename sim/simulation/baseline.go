@@ -132,7 +132,7 @@ func (ex *lockEx) lock(ctx context.Context, c *client, sn *simNode, key string) 
 				h.unlock = func() { ex.redis.compareAndDelete("lock/"+key, value) }
 				return h, true
 			}
-			if !sleep(ctx, w.fc, 10*time.Millisecond) {
+			if !clock.Sleep(ctx, w.fc, 10*time.Millisecond) {
 				break
 			}
 		}

@@ -1,7 +1,6 @@
 package simulation
 
 import (
-	"context"
 	"runtime"
 	"runtime/metrics"
 	"sync"
@@ -133,20 +132,4 @@ func (d *driver) run() {
 func (d *driver) Stop() {
 	d.once.Do(func() { close(d.stop) })
 	<-d.done
-}
-
-// sleep waits d of virtual time on c, or until ctx ends; it reports whether
-// the full time passed.
-func sleep(ctx context.Context, c clockwork.Clock, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.Chan():
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

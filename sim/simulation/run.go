@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/jonboulle/clockwork"
 
 	"github.com/tenure-go/tenure/fence"
@@ -112,7 +114,7 @@ func Run(cfg Config) (*Result, error) {
 			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1))}
 		wg.Go(func() { c.run(workCtx) })
 	}
-	sleep(context.Background(), fc, cfg.Duration)
+	clock.Sleep(context.Background(), fc, cfg.Duration)
 	until := w.now()
 	stopWork()
 	wg.Wait()
@@ -162,7 +164,7 @@ func waitOwned(w *world, ex *tenureEx, limit time.Duration) {
 		if owned == w.cfg.Partitions {
 			return
 		}
-		sleep(context.Background(), w.fc, 50*time.Millisecond)
+		clock.Sleep(context.Background(), w.fc, 50*time.Millisecond)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/tenure-go/tenure/sim/check"
 )
 
@@ -55,7 +57,7 @@ func (c *client) run(ctx context.Context) {
 		} else {
 			c.doIncr(ctx, key, fmt.Sprintf("%s-%d", c.name, seq))
 		}
-		if !sleep(ctx, c.w.fc, time.Duration(c.rng.IntN(50))*time.Millisecond) {
+		if !clock.Sleep(ctx, c.w.fc, time.Duration(c.rng.IntN(50))*time.Millisecond) {
 			return
 		}
 	}
@@ -63,7 +65,7 @@ func (c *client) run(ctx context.Context) {
 
 // backoff waits before a retry.
 func (c *client) backoff(ctx context.Context) bool {
-	return sleep(ctx, c.w.fc, time.Duration(10+c.rng.IntN(40))*time.Millisecond)
+	return clock.Sleep(ctx, c.w.fc, time.Duration(10+c.rng.IntN(40))*time.Millisecond)
 }
 
 func (c *client) doIncr(ctx context.Context, key, idem string) {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/clock"
+
 	"github.com/jonboulle/clockwork"
 
 	"github.com/tenure-go/tenure/sim/check"
@@ -107,7 +109,7 @@ func (n *simNode) maybePause(ctx context.Context, cutEtcd bool) {
 	if cutEtcd {
 		n.cut()
 	}
-	sleep(ctx, n.w.fc, f.Dur)
+	clock.Sleep(ctx, n.w.fc, f.Dur)
 	if cutEtcd {
 		n.uncut()
 	}
@@ -126,7 +128,7 @@ func (n *simNode) maybeHang() {
 	n.w.mu.Lock()
 	n.w.hangs++
 	n.w.mu.Unlock()
-	sleep(n.w.ctx, n.w.fc, f.Dur)
+	clock.Sleep(n.w.ctx, n.w.fc, f.Dur)
 	n.w.healed(n.w.now())
 }
 
@@ -165,7 +167,7 @@ func (n *simNode) lockKey(ctx context.Context, key string) (func(), error) {
 // injector applies the schedule's node-independent parts on virtual time.
 func (w *world) inject(ctx context.Context, admin *memetcd.Client) {
 	for _, f := range w.sched.Faults {
-		if !sleep(ctx, w.fc, f.At-w.now()) {
+		if !clock.Sleep(ctx, w.fc, f.At-w.now()) {
 			return
 		}
 		n := w.nodes[f.Node]
@@ -185,14 +187,14 @@ func (w *world) inject(ctx context.Context, admin *memetcd.Client) {
 		case Partition:
 			n.cut()
 			go func() {
-				sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
+				clock.Sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
 				n.uncut()
 				w.healed(w.now())
 			}()
 		case Latency:
 			w.srv.SetLatency(n.cli.ID(), f.Latency)
 			go func() {
-				sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
+				clock.Sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
 				w.srv.SetLatency(n.cli.ID(), 0)
 				w.healed(w.now())
 			}()
@@ -204,7 +206,7 @@ func (w *world) inject(ctx context.Context, admin *memetcd.Client) {
 		case LeaderChange:
 			w.srv.LoseLeader()
 			go func() {
-				sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
+				clock.Sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
 				w.srv.LeaderChange()
 				w.healed(w.now())
 			}()
