@@ -1,7 +1,6 @@
 package ownership
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -144,7 +144,7 @@ func TestDrainTimeout(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	cfgA := testConfig(t, name, "a", parts)
 	cfgA.DrainTimeout = timeout
-	var logs syncBuffer
+	var logs testlog.Buffer
 	cfgA.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
 	a := join(t, c.NewClient(t), cfgA)
 	waitStable(t, 30*time.Second, a)
@@ -171,24 +171,6 @@ func TestDrainTimeout(t *testing.T) {
 	require.Greater(t, b.LookupPartition(p).Epoch, held.Token.Epoch)
 	require.Contains(t, logs.String(), "drain timeout")
 	require.Contains(t, logs.String(), "in_flight=1")
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use, for logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestCloseDrainsInFlightWork: a graceful Close with 20 pieces of work in

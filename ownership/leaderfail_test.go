@@ -3,15 +3,16 @@ package ownership
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -29,19 +30,29 @@ func TestEtcdLeaderFailure(t *testing.T) {
 	require.NoError(t, err)
 
 	const parts = 64
-	var released atomic.Int64
+	reg := prometheus.NewPedanticRegistry() // the nodes count their releases there
+	released := func() float64 {
+		sum := 0.0
+		for _, r := range []string{"moved", "lost", "closed"} {
+			for i := range 3 {
+				sum += metricstest.MustValue(t, reg, "tenure_partition_releases_total",
+					map[string]string{"node": fmt.Sprintf("n%d", i), "reason": r})
+			}
+		}
+		return sum
+	}
 	var nodes []*Node
 	var bound time.Duration
 	for i := range 3 {
 		cfg := testConfig(t, "leaderfail", fmt.Sprintf("n%d", i), parts)
 		cfg.Fencers = []fence.Fencer{store}
-		cfg.Callbacks.OnReleased = func(int, fence.Token, Reason) { released.Add(1) }
+		cfg.Metrics = reg
 		bound = cfg.Session.OutageBound()
 		nodes = append(nodes, join(t, c.NewClient(t), cfg))
 	}
 	waitStable(t, 30*time.Second, nodes...)
 	before := servedEpochs(t, nodes, parts)
-	released.Store(0) // the moves of the joins are over
+	base := released() // the moves of the joins are over
 	t.Logf("documented outage bound at TTL 2s: %v", bound)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -58,7 +69,7 @@ func TestEtcdLeaderFailure(t *testing.T) {
 		// last acknowledged one; wait out one TTL so that any such end
 		// would show.
 		time.Sleep(2 * time.Second)
-		require.Zero(t, released.Load(), "a tenure ended during failure %d", i+1)
+		require.Equal(t, base, released(), "a tenure ended during failure %d", i+1)
 		assert.Equal(t, before, servedEpochs(t, nodes, parts), "epochs after failure %d", i+1)
 	}
 
@@ -72,7 +83,7 @@ func TestEtcdLeaderFailure(t *testing.T) {
 	require.NoError(t, c.ThawMember(other))
 	waitStable(t, 60*time.Second, nodes...)
 	after := servedEpochs(t, nodes, parts)
-	assert.GreaterOrEqual(t, released.Load(), int64(parts), "every tenure ended")
+	assert.GreaterOrEqual(t, released()-base, float64(parts), "every tenure ended")
 	accepted := 0
 	for p, old := range before {
 		require.Greater(t, after[p], old, "partition %d moved to a new epoch", p)

@@ -22,6 +22,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
+	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -184,7 +185,7 @@ func TestNodeMetricsConflict(t *testing.T) {
 }
 
 // logLines decodes hclog's JSON lines.
-func logLines(t testing.TB, buf *syncBuffer) []map[string]any {
+func logLines(t testing.TB, buf *testlog.Buffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
@@ -237,7 +238,7 @@ func TestNodeEvents(t *testing.T) {
 	require.NoError(t, err)
 	defer cli.Close()
 
-	buf := &syncBuffer{}
+	buf := &testlog.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: buf, JSONFormat: true})
 	const P = 8
 	cfgA := testConfig(t, "events", "a", P)
@@ -308,7 +309,7 @@ func TestNodeEvents(t *testing.T) {
 func TestNodeHealth(t *testing.T) {
 	c := cluster.New(t, 1)
 	faulty, fp := c.NewFaultyClient(t)
-	buf := &syncBuffer{}
+	buf := &testlog.Buffer{}
 	cfg := testConfig(t, "health", "a", 4)
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: buf, JSONFormat: true})
 	cfg.Metrics = prometheus.NewPedanticRegistry()

@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -88,4 +90,28 @@ func TestSpecMismatchError(t *testing.T) {
 	err := compareSpec(fleet, local)
 	require.ErrorIs(t, err, ErrSpecMismatch)
 	assert.Contains(t, err.Error(), "ring algorithm 2 here, 1 in the fleet")
+}
+
+// TestJoinUnreachableEtcd: Join with etcd down and a 2s context returns
+// when the context ends, with an error that wraps ErrUnavailable and the
+// context's error and names the cause, after logging a warning with the
+// cause while it waited.
+func TestJoinUnreachableEtcd(t *testing.T) {
+	cli := cluster.UnreachableClient(t)
+	var logs testlog.Buffer
+	cfg := testConfig(t, "down", "a", 16)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	n, err := Join(ctx, cli, cfg)
+	took := time.Since(start)
+	t.Logf("Join returned after %v: %v", took.Round(time.Millisecond), err)
+	require.Nil(t, n)
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "connection refused")
+	assert.Contains(t, logs.String(), "etcd does not answer")
+	assert.Contains(t, logs.String(), "connection refused")
+	assert.Contains(t, logs.String(), "node=a")
 }

@@ -3,17 +3,15 @@ package router_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -65,7 +63,7 @@ func TestClientReadsSpec(t *testing.T) {
 // the spec, says so, and returns once the first node created it.
 func TestClientWaitsForSpec(t *testing.T) {
 	etcd := cluster.New(t, 1)
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	type result struct {
 		c   *router.Client
@@ -105,20 +103,14 @@ func TestClientWaitsForSpec(t *testing.T) {
 // and, when its context ends, returns an error wrapping ErrUnavailable
 // that names the last cause.
 func TestClientEtcdDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{dead}, DialTimeout: time.Second})
-	require.NoError(t, err)
-	defer cli.Close()
-	logs := &syncBuffer{}
+	cli := cluster.UnreachableClient(t)
+	logs := &testlog.Buffer{}
 	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = router.NewClient(ctx, cli, router.ClientConfig{Cluster: "down", Logger: log})
+	_, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "down", Logger: log})
 	require.ErrorIs(t, err, router.ErrUnavailable)
 	require.ErrorIs(t, err, ownership.ErrUnavailable)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -127,23 +119,3 @@ func TestClientEtcdDown(t *testing.T) {
 	assert.Contains(t, logs.String(), "connection refused", "the warning names the cause")
 	t.Logf("gave up after %v: %v", time.Since(start).Round(time.Millisecond), err)
 }
-
-// syncBuffer is a bytes.Buffer safe for concurrent use, for logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
-}
-
-func (s *syncBuffer) String() string { return string(s.Bytes()) }

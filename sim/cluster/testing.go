@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"net"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // New starts a cluster of the given size (1 or 3) for a test or benchmark
@@ -49,4 +52,24 @@ func (c *Cluster) NewFaultyClient(tb testing.TB) (*clientv3.Client, *FaultPoint)
 		tb.Fatalf("etcd faulty client: %v", err)
 	}
 	return cli, fp
+}
+
+// UnreachableClient returns a client whose only endpoint is a loopback
+// address where nothing listens (connections are refused), with the etcd
+// client's own logging off, for tests of what tenure does when etcd cannot
+// be reached. It is closed when the test ends.
+func UnreachableClient(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		tb.Fatalf("etcd client: %v", err)
+	}
+	tb.Cleanup(func() { _ = cli.Close() })
+	return cli
 }

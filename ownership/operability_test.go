@@ -1,4 +1,4 @@
-package router_test
+package ownership_test
 
 import (
 	"context"
