@@ -12,8 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/tenure-go/tenure/internal/leakcheck"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/leakcheck"
 
 	"github.com/tenure-go/tenure/sim/cluster"
 )

@@ -1,0 +1,216 @@
+package etcdfence
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// group is the writes of a batch to one key: one write, or consecutive
+// Puts under one token coalesced into the last one's.
+type group struct {
+	p          prepared // what is written: the last write of the group
+	head, tail *request // linked by request.next
+}
+
+// committer takes batches from the queue and commits them while a commit
+// slot is free, until Close. It keeps its slot from one batch to the next
+// as long as writes keep coming: writers answered by a commit then join
+// the next batch instead of committing alone.
+func (b *Batcher) committer() {
+	defer b.committers.Done()
+	var (
+		groups  []group
+		items   []item
+		results []Result
+		linger  *time.Timer
+	)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		for !b.closed && !b.ready() {
+			b.parked++
+			b.mu.Unlock()
+			select {
+			case <-b.wake:
+			case <-b.ctx.Done():
+			}
+			b.mu.Lock()
+			b.parked--
+		}
+		if b.closed {
+			return
+		}
+		b.inFlight++ // the slot is this committer's from here
+		for !b.closed {
+			b.mu.Unlock()
+			if b.cfg.Linger > 0 {
+				linger = b.linger(linger)
+			} else {
+				b.gather()
+			}
+			b.mu.Lock()
+			groups = b.take(groups[:0])
+			if len(groups) == 0 {
+				break
+			}
+			if b.ready() && b.parked > 0 {
+				b.signal()
+			}
+			b.mu.Unlock()
+
+			items, results = b.commit(groups, items, results)
+
+			b.mu.Lock()
+			if b.busy != nil {
+				for _, g := range groups {
+					b.markBusy(g.p.full, -1)
+				}
+				b.stalled = false
+			}
+			clear(groups) // drop the requests
+		}
+		b.inFlight--
+		b.stalled = len(b.queue) > 0 // what is left waits for keys in flight
+	}
+}
+
+// maxYields bounds how many times a committer yields the processor while
+// it gathers a batch.
+const maxYields = 8
+
+// gather lets writers queue before a batch closes, holding a commit slot:
+// it yields the processor, and yields again as long as the last yield let
+// at least one more write queue (up to maxYields times, or until MaxBatch
+// are queued). Writers just answered by a commit, runnable now, join this
+// batch instead of the next one; a scheduler round trip costs far less
+// than the commit they would wait for, and once a yield brings nobody,
+// nobody is coming.
+func (b *Batcher) gather() {
+	b.mu.Lock()
+	n := len(b.queue)
+	b.mu.Unlock()
+	for range maxYields {
+		runtime.Gosched()
+		b.mu.Lock()
+		prev := n
+		n = len(b.queue)
+		b.mu.Unlock()
+		if n == prev || n >= b.cfg.MaxBatch {
+			return
+		}
+	}
+}
+
+// linger waits, holding a commit slot, until MaxBatch writes are queued,
+// Linger has passed or the Batcher closes. It returns its timer for reuse.
+func (b *Batcher) linger(t *time.Timer) *time.Timer {
+	b.mu.Lock()
+	full := len(b.queue) >= b.cfg.MaxBatch
+	b.lingering = !full
+	b.mu.Unlock()
+	if full {
+		return t
+	}
+	if t == nil {
+		t = time.NewTimer(b.cfg.Linger)
+	} else {
+		t.Reset(b.cfg.Linger)
+	}
+	select {
+	case <-t.C:
+	case <-b.wake:
+		t.Stop()
+	case <-b.ctx.Done():
+		t.Stop()
+	}
+	b.mu.Lock()
+	b.lingering = false
+	b.mu.Unlock()
+	return t
+}
+
+// take removes from the queue, in order, the writes of the next batch and
+// returns them appended to groups, one group per key. A write stays in the
+// queue if an earlier write to its key stays or is in flight, or if its
+// key already has a group it cannot be coalesced into; then every later
+// write to that key stays too, so that writes to one key keep their order.
+// Writes whose caller has gone are answered with their context's error.
+// b.mu is held.
+func (b *Batcher) take(groups []group) []group {
+	taken := 0
+	rest := b.queue[:0]
+	for i, r := range b.queue {
+		if taken == b.cfg.MaxBatch {
+			rest = append(rest, b.queue[i:]...)
+			break
+		}
+		if err := r.ctx.Err(); err != nil {
+			r.answer(Result{Err: err})
+			continue
+		}
+		gi, seen := b.keys[r.p.full]
+		switch {
+		case !seen && b.busy[r.p.full] == 0:
+			b.keys[r.p.full] = len(groups)
+			groups = append(groups, group{p: r.p, head: r, tail: r})
+			b.markBusy(r.p.full, 1)
+			taken++
+		case seen && gi >= 0 && b.coalesces(groups[gi].p, r.p):
+			g := &groups[gi]
+			g.tail.next, g.tail, g.p = r, r, r.p
+			b.coalesced.Add(1)
+			taken++
+		default:
+			b.keys[r.p.full] = -1
+			rest = append(rest, r)
+		}
+	}
+	clear(b.keys)
+	clear(b.queue[len(rest):])
+	b.queue = rest
+	return groups
+}
+
+// coalesces reports whether next may be coalesced into a group whose last
+// write is last: both are Puts under the same token, so that writing only
+// next gives each the Result it would get alone.
+func (b *Batcher) coalesces(last, next prepared) bool {
+	return !b.cfg.NoCoalesce && last.w.Kind == KindPut && next.w.Kind == KindPut && last.w.Token == next.w.Token
+}
+
+// commit commits groups, whose writes hold a commit slot, and answers every
+// request of them. items and results are scratch space, returned for
+// reuse.
+func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item, []Result) {
+	items = items[:0]
+	for i := range groups {
+		items = append(items, item{idx: i, p: groups[i].p})
+	}
+	results = slices.Grow(results[:0], len(groups))[:len(groups)]
+	clear(results)
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.CommitTimeout)
+	_ = b.s.commitItems(ctx, items, results, true) // failures are in results
+	cancel()
+	n := 0
+	for i := range groups {
+		for r := groups[i].head; r != nil; r = r.next {
+			n++
+		}
+	}
+	// Counted before the answers, so that a caller answered sees its
+	// write in Stats.
+	b.commits.Add(1)
+	b.writes.Add(uint64(n))
+	for i := range groups {
+		for r := groups[i].head; r != nil; {
+			next := r.next
+			r.next = nil
+			r.answer(results[i])
+			r = next
+		}
+	}
+	clear(items) // drop the values
+	return items, results
+}

@@ -1,0 +1,108 @@
+package router
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/ownership"
+)
+
+// ClientConfig configures a Client. The zero value of each field selects its
+// documented default; Cluster (or Prefix) is required.
+type ClientConfig struct {
+	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
+	// Either Cluster or Prefix must be set.
+	Cluster string
+	// Prefix, if set, is used instead of the prefix derived from Cluster.
+	Prefix string
+	// Partitions, if set, asserts the fleet's partition count: NewClient
+	// reads the count from the fleet's spec in etcd and fails with an
+	// *ownership.SpecMismatchError (errors.Is ErrSpecMismatch) if it
+	// differs. Zero (the usual) takes the spec's.
+	Partitions int
+	// LoadFactor, if set, asserts the fleet's ring load factor as
+	// Partitions does. Zero takes the spec's.
+	LoadFactor float64
+	// Scheme is the URL scheme of requests to the nodes. Empty means "http".
+	Scheme string
+	// HTTPClient sends the requests. Nil means a client with a pooled
+	// transport (DefaultMaxIdleConnsPerHost idle connections per node) whose
+	// idle connections Close closes. Its Timeout, if any, applies to each
+	// attempt.
+	HTTPClient *http.Client
+	// Backoff is the retry policy. Zero fields take DefaultBackoff's values.
+	Backoff Backoff
+	// Logger receives the client's diagnostics, among them why NewClient
+	// is still waiting (etcd does not answer, or the fleet has no spec
+	// yet). Nil discards them.
+	Logger hclog.Logger
+	// Clock times the retry delays. Nil means clock.Real().
+	Clock clock.Clock
+	// Metrics, if not nil, receives the Client's Prometheus metrics (see
+	// metrics.go); NewClient registers them and Close unregisters them.
+	Metrics prometheus.Registerer
+}
+
+func (c ClientConfig) withDefaults() ClientConfig {
+	if c.Scheme == "" {
+		c.Scheme = "http"
+	}
+	c.Backoff = c.Backoff.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	return c
+}
+
+// Validate reports whether c, with its defaults applied, can configure a
+// Client. Errors wrap ErrInvalidConfig; a Logger or Clock that is a typed
+// nil also wraps ErrNilArgument.
+func (c ClientConfig) Validate() error {
+	d := c.withDefaults()
+	if d.Cluster == "" && d.Prefix == "" {
+		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
+	}
+	if strings.ContainsRune(d.Cluster, 0) || strings.ContainsRune(d.Prefix, 0) {
+		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
+	}
+	if d.Partitions != 0 || d.LoadFactor != 0 {
+		// Assertions: check each one that is set.
+		ring := ownership.DefaultRingConfig()
+		if d.Partitions != 0 {
+			ring.Partitions = d.Partitions
+		}
+		if d.LoadFactor != 0 {
+			ring.LoadFactor = d.LoadFactor
+		}
+		if err := ring.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	if d.Scheme != "http" && d.Scheme != "https" {
+		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
+	}
+	if err := nilFields(nil, c.Logger, c.Clock); err != nil {
+		return err
+	}
+	if d.Metrics != nil && nilness.Is(d.Metrics) {
+		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, d.Metrics)
+	}
+	return validateBackoff(d.Backoff)
+}
+
+// prefix returns the fleet's key prefix.
+func (c ClientConfig) prefix() string {
+	if c.Prefix != "" {
+		return c.Prefix
+	}
+	return ownership.DefaultPrefix(c.Cluster)
+}

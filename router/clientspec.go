@@ -1,0 +1,84 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
+)
+
+// reachAttempt bounds each attempt of NewClient's first etcd read, after
+// which it logs that etcd does not answer, and why, and tries again; as
+// ownership.Join does.
+const reachAttempt = time.Second
+
+// waitSpec reads the spec of the fleet under prefix, waiting while etcd
+// does not answer or no node has created the spec yet, until ctx ends.
+func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger) (ownership.Spec, error) {
+	read := func() (ownership.Spec, error) {
+		var spec ownership.Spec
+		err := etcderr.Reach(ctx, log, "read the fleet's spec", etcd, reachAttempt, ErrUnavailable, func(ctx context.Context) error {
+			var err error
+			spec, err = ownership.ReadSpec(ctx, etcd, prefix)
+			return err
+		})
+		return spec, err
+	}
+	spec, err := read()
+	if !errors.Is(err, ownership.ErrNoSpec) {
+		return spec, err
+	}
+	// No node has joined yet. Watch the spec key (the watch is in place
+	// once etcd confirms it), read again, and then read at each change.
+	start := time.Now()
+	log.Warn("the fleet has no spec yet (no node has joined it); waiting for one", "prefix", prefix)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	key := keys.ForPrefix(prefix).Spec()
+	wch := etcd.Watch(wctx, key, clientv3.WithCreatedNotify())
+	for {
+		select {
+		case resp, ok := <-wch:
+			if !ok || resp.Canceled {
+				if ctx.Err() == nil {
+					// The watch failed: start another one and read again.
+					wch = etcd.Watch(wctx, key, clientv3.WithCreatedNotify())
+				}
+				continue
+			}
+		case <-ctx.Done():
+			return ownership.Spec{}, fmt.Errorf("router: %w: waited %v: %w", err, time.Since(start).Round(time.Millisecond), context.Cause(ctx))
+		}
+		var rerr error
+		spec, rerr = read()
+		if !errors.Is(rerr, ownership.ErrNoSpec) {
+			if rerr == nil {
+				log.Info("the fleet's spec appeared", "prefix", prefix, "partitions", spec.Partitions, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return spec, rerr
+		}
+	}
+}
+
+// assertSpec returns an *ownership.SpecMismatchError if cfg asserts a
+// partition count or load factor that differs from the fleet's spec.
+func assertSpec(fleet ownership.Spec, cfg ClientConfig) error {
+	local := fleet
+	field := ""
+	switch {
+	case cfg.Partitions != 0 && cfg.Partitions != fleet.Partitions:
+		field, local.Partitions = "partitions", cfg.Partitions
+	case cfg.LoadFactor != 0 && cfg.LoadFactor != fleet.LoadFactor:
+		field, local.LoadFactor = "load factor", cfg.LoadFactor
+	default:
+		return nil
+	}
+	return fmt.Errorf("router: %w", &ownership.SpecMismatchError{Field: field, Fleet: fleet, Local: local})
+}
