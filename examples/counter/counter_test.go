@@ -179,9 +179,12 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 	if len(l.lost) > 0 {
 		t.Errorf("%d increments never acknowledged: %v", len(l.lost), l.lost)
 	}
+	for _, b := range l.badResends {
+		t.Errorf("resent increment not answered as a duplicate with its first value: %s", b)
+	}
 	stats := client.Stats()
-	t.Logf("%d increments acknowledged (%d answered as duplicates of an earlier attempt); client: %d attempts, %d retries; failed attempts by phase %v, retried to success by the test",
-		l.total, l.dups, stats.Attempts, stats.Retries, byPhase)
+	t.Logf("%d increments acknowledged (%d answered as duplicates of an earlier attempt), %d sent again after their acknowledgement and answered with their stored result; client: %d attempts, %d retries; failed attempts by phase %v, retried to success by the test",
+		l.total, l.dups, l.resent, stats.Attempts, stats.Retries, byPhase)
 
 	for _, p := range []*proc{n1, n2, n3} {
 		p.stop(t)
@@ -258,12 +261,18 @@ func newTestClient(t *testing.T, cli *clientv3.Client, cluster string) *router.C
 // routes every partition to a claim held by one of them.
 func waitSettled(t *testing.T, c *router.Client, live ...*proc) {
 	t.Helper()
+	waitSettledN(t, c, testPartitions, live...)
+}
+
+// waitSettledN is waitSettled for a fleet of partitions partitions.
+func waitSettledN(t *testing.T, c *router.Client, partitions int, live ...*proc) {
+	t.Helper()
 	ids := make([]string, len(live))
 	for i, p := range live {
 		ids[i] = p.id
 	}
 	waitFor(t, fmt.Sprintf("every partition served by %v", ids), func() bool {
-		for p := range testPartitions {
+		for p := range partitions {
 			r := c.LookupPartition(p)
 			if r.Epoch == 0 || !slices.Contains(ids, r.Owner) {
 				return false
@@ -288,13 +297,15 @@ type load struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	mu        sync.Mutex
-	acked     map[string]int64  // key -> increments acknowledged
-	ackedIdem map[string]string // idempotency key -> key
-	total     int64
-	dups      int64
-	errs      []attemptErr
-	lost      []string // increments given up on
+	mu         sync.Mutex
+	acked      map[string]int64  // key -> increments acknowledged
+	ackedIdem  map[string]string // idempotency key -> key
+	total      int64
+	dups       int64
+	errs       []attemptErr
+	lost       []string // increments given up on
+	resent     int      // acknowledged increments sent again
+	badResends []string // resent increments not answered with their stored result
 }
 
 // attemptErr is one failed attempt of an increment at the client.
@@ -348,6 +359,9 @@ func (l *load) incr(key, idem string) {
 				l.dups++
 			}
 			l.mu.Unlock()
+			if rand.IntN(10) == 0 {
+				l.resend(key, idem, a)
+			}
 			return
 		}
 		l.mu.Lock()
@@ -359,6 +373,21 @@ func (l *load) incr(key, idem string) {
 		}
 		l.mu.Unlock()
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// resend sends an acknowledged increment again, as a client that lost the
+// answer would: the answer must be the stored result, marked duplicate.
+func (l *load) resend(key, idem string, first answer) {
+	a, err := l.send(key, idem)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resent++
+	switch {
+	case err != nil:
+		l.errs = append(l.errs, attemptErr{at: time.Now(), phase: *l.phase.Load(), key: key, idem: idem, err: "resend: " + err.Error()})
+	case !a.Duplicate || a.Value != first.Value:
+		l.badResends = append(l.badResends, fmt.Sprintf("%s of %s: first answer %d, resent %+v", idem, key, first.Value, a))
 	}
 }
 
