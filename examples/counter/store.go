@@ -46,6 +46,12 @@ func (p *partition) value(key string) int64 {
 	return p.values[key]
 }
 
+func (p *partition) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.values)
+}
+
 func (p *partition) failure() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -128,7 +134,7 @@ func (s *store) release(p int, t fence.Token) {
 	if cur := s.parts[p]; cur != nil && cur.token.Epoch <= t.Epoch {
 		cur.kill(fmt.Errorf("partition %d: tenure at epoch %d ended: %w", p, t.Epoch, ownership.ErrMoved))
 		delete(s.parts, p)
-		s.metrics.keys.Sub(float64(len(cur.values)))
+		s.metrics.keys.Sub(float64(cur.size()))
 	}
 }
 
@@ -140,7 +146,7 @@ func (s *store) invalidate(part *partition) {
 	defer s.mu.Unlock()
 	if s.parts[part.p] == part {
 		delete(s.parts, part.p)
-		s.metrics.keys.Sub(float64(len(part.values)))
+		s.metrics.keys.Sub(float64(part.size()))
 	}
 }
 
@@ -156,7 +162,9 @@ func (s *store) load(part *partition) {
 		s.invalidate(part)
 		return
 	}
+	part.mu.Lock()
 	part.values = values
+	part.mu.Unlock()
 	s.metrics.keys.Add(float64(len(values)))
 	s.log.Trace("loaded", "partition", part.p, "epoch", part.token.Epoch, "keys", len(values), "took", time.Since(began))
 }
