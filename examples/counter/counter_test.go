@@ -158,7 +158,11 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 	l.setPhase(phaseTerm)
 	termAt := time.Now()
 	n3.stop(t)
-	t.Logf("SIGTERM n3: exited 0 after %v", time.Since(termAt).Round(time.Millisecond))
+	var took string
+	if left := n3.find("left the fleet", nil); len(left) == 1 {
+		took = left[0].str("took")
+	}
+	t.Logf("SIGTERM n3: left the fleet in %s (the rest: the HTTP server finishing requests in flight), exited 0 after %v", took, time.Since(termAt).Round(time.Millisecond))
 	n3 = startProc(t, bin, "n3", args...)
 	waitSettled(t, client, n1, n2, n3)
 	t.Logf("n3 started again and serving %v after its SIGTERM", time.Since(termAt).Round(time.Millisecond))

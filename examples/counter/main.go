@@ -277,7 +277,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		if err := node.Close(lctx); err != nil {
 			log.Warn("leave", "error", err)
 		}
-		log.Info("left the fleet", "took", time.Since(began).Round(time.Millisecond))
+		log.Info("left the fleet", "took", time.Since(began).Round(time.Millisecond).String())
 		_ = srv.Shutdown(lctx)
 		<-served
 		_ = rt.Close()
