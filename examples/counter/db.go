@@ -49,6 +49,7 @@ func openDB(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("open %s: %w", spec, err)
 		}
+		pool(db)
 		return db, sqlfence.SQLite, nil
 	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
 		cfg, err := pgx.ParseConfig(spec)
@@ -58,9 +59,24 @@ func openDB(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
 		if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
 			cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(ttl.Milliseconds())
 		}
-		return stdlib.OpenDB(*cfg), sqlfence.Postgres, nil
+		db := stdlib.OpenDB(*cfg)
+		pool(db)
+		return db, sqlfence.Postgres, nil
 	}
 	return nil, 0, fmt.Errorf("--db %q: want sqlite:PATH or postgres://...", redact(spec))
+}
+
+// maxConns bounds the connections of a process: with group commit one
+// transaction is in flight at a time, without it one per partition, and
+// requests load partitions concurrently.
+const maxConns = 32
+
+// pool keeps up to maxConns connections open and idle: database/sql keeps
+// only 2 idle ones by default, so concurrent transactions would open (on
+// PostgreSQL: fork a backend for) a new connection nearly every time.
+func pool(db *sql.DB) {
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 }
 
 // redact hides a password in a database URL for messages.
