@@ -26,7 +26,8 @@ const (
 )
 
 // openDB opens the database named by spec: "sqlite:PATH" (modernc.org/sqlite)
-// or a PostgreSQL URL "postgres://..." (pgx through database/sql).
+// or PostgreSQL (pgx through database/sql): a URL "postgres://..." or a
+// key=value DSN "host=... dbname=...".
 //
 // SQLite is opened in WAL mode with a busy timeout and immediate
 // transactions, as sqlfence asks, so that the processes sharing the file
@@ -51,7 +52,7 @@ func openDB(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
 		}
 		pool(db)
 		return db, sqlfence.SQLite, nil
-	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
+	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"), strings.Contains(spec, "="):
 		cfg, err := pgx.ParseConfig(spec)
 		if err != nil {
 			return nil, 0, fmt.Errorf("--db: %w", err)
@@ -63,7 +64,7 @@ func openDB(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
 		pool(db)
 		return db, sqlfence.Postgres, nil
 	}
-	return nil, 0, fmt.Errorf("--db %q: want sqlite:PATH or postgres://...", redact(spec))
+	return nil, 0, fmt.Errorf("--db %q: want sqlite:PATH, postgres://... or a PostgreSQL key=value DSN", redact(spec))
 }
 
 // maxConns bounds the connections of a process: with group commit one

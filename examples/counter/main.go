@@ -87,7 +87,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.embeddedEtcd, "embedded-etcd", "", "serve a single-member etcd with its data in `DIR`, for the other copies too, and use it")
 	fs.StringVar(&c.embeddedListen, "embedded-etcd-listen", "127.0.0.1:2379", "client address of the embedded etcd")
 	fs.StringVar(&c.embeddedPeer, "embedded-etcd-peer", "127.0.0.1:2380", "peer address of the embedded etcd")
-	fs.StringVar(&c.db, "db", "sqlite:counter.db", "database: sqlite:PATH or postgres://...")
+	fs.StringVar(&c.db, "db", "sqlite:counter.db", "database: sqlite:PATH, or PostgreSQL: postgres://... or a key=value DSN (host=... dbname=...)")
 	fs.IntVar(&c.partitions, "partitions", 0, "partition count of a NEW fleet (0: the fleet's spec if it exists, else 1024); a fleet's count never changes, and a different value is refused")
 	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
