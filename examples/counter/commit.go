@@ -25,6 +25,10 @@ const commitTimeout = 10 * time.Second
 // default limit is 32766, PostgreSQL's 65535).
 const maxParams = 30000
 
+// errKeyReused reports an idempotency key that was applied to another
+// counter: a client bug, answered 422 and not retried.
+var errKeyReused = errors.New("idempotency key already used for another counter")
+
 // incr is one increment waiting for its commit.
 type incr struct {
 	part *partition
@@ -179,8 +183,9 @@ func (c *committer) commit(batch []*incr) {
 	for i, in := range live {
 		r := res[i]
 		switch {
-		case r.err != nil:
+		case errors.Is(r.err, fence.ErrStale):
 			m.stale.Inc()
+		case r.err != nil: // an idempotency key reused for another counter
 		case r.dup:
 			m.duplicates.Inc()
 		default:
@@ -252,8 +257,12 @@ func (c *committer) transact(ctx context.Context, batch []*incr) ([]result, erro
 		if res[i].err != nil {
 			continue
 		}
-		if v, ok := prior[in.idem]; ok {
-			res[i] = result{value: v, dup: true}
+		if pr, ok := prior[in.idem]; ok {
+			if pr.key != in.key {
+				res[i] = result{err: fmt.Errorf("%w: %q was applied to %q", errKeyReused, in.idem, pr.key)}
+				continue
+			}
+			res[i] = result{value: pr.value, dup: true}
 			continue
 		}
 		cur, ok := next[in.key]
@@ -263,7 +272,7 @@ func (c *committer) transact(ctx context.Context, batch []*incr) ([]result, erro
 		cur++
 		next[in.key] = cur
 		keyPart[in.key] = in.part
-		prior[in.idem] = cur // a second attempt in the same batch is a duplicate
+		prior[in.idem] = applied{in.key, cur} // a second attempt in the same batch is a duplicate
 		res[i] = result{value: cur}
 		rows = append(rows, row{in.idem, in.key, cur, in.part.token.Epoch})
 	}
@@ -307,15 +316,22 @@ func (c *committer) transact(ctx context.Context, batch []*incr) ([]result, erro
 	return res, nil
 }
 
+// applied is the stored result of an applied increment: its counter and
+// the value it produced.
+type applied struct {
+	key   string
+	value int64
+}
+
 // applied returns the stored results of the idempotency keys ids that were
 // applied already.
-func (c *committer) applied(ctx context.Context, tx *sql.Tx, ids []string) (map[string]int64, error) {
-	out := make(map[string]int64)
+func (c *committer) applied(ctx context.Context, tx *sql.Tx, ids []string) (map[string]applied, error) {
+	out := make(map[string]applied)
 	ph := c.store.dialect.Placeholder
 	for len(ids) > 0 {
 		n := min(len(ids), maxParams)
 		var q strings.Builder
-		q.WriteString("SELECT idem, value FROM " + incrementsTable + " WHERE idem IN (")
+		q.WriteString("SELECT idem, key, value FROM " + incrementsTable + " WHERE idem IN (")
 		args := make([]any, n)
 		for i := range n {
 			if i > 0 {
@@ -331,12 +347,12 @@ func (c *committer) applied(ctx context.Context, tx *sql.Tx, ids []string) (map[
 		}
 		for rows.Next() {
 			var id string
-			var v int64
-			if err := rows.Scan(&id, &v); err != nil {
+			var a applied
+			if err := rows.Scan(&id, &a.key, &a.value); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("read applied increments: %w", err)
 			}
-			out[id] = v
+			out[id] = a
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

@@ -94,6 +94,10 @@ func TestCommitBatch(t *testing.T) {
 	if r := c.submit(p1, "a", "i6"); r != (result{value: 3}) {
 		t.Errorf("next increment: %+v, want 3", r)
 	}
+	// An idempotency key used before for another counter is refused.
+	if r := c.submit(p1, "z", "i6"); !errors.Is(r.err, errKeyReused) {
+		t.Errorf("i6 reused for z: %+v, want errKeyReused", r)
+	}
 	counters := dbCounters(t, s.db)
 	if len(counters) != 2 || counters["a"] != 3 || counters["z"] != 1 {
 		t.Errorf("counters %v, want a=3 z=1", counters)

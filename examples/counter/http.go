@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -77,8 +78,13 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers err: the retryable refusal if the tenure ended (a stale
-// token, a moved or lost partition), 500 otherwise.
+// token, a moved or lost partition), 422 for an idempotency key reused for
+// another counter, 500 otherwise.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errKeyReused) {
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+		return
+	}
 	if !router.WriteError(w, r, err) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
