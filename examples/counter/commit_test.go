@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/ownership"
+)
+
+// newTestStore returns a store on a fresh SQLite database with its schema.
+func newTestStore(t *testing.T) (*store, sqlfence.Fencer) {
+	t.Helper()
+	db, dialect, err := openDB("sqlite:"+filepath.Join(t.TempDir(), "c.db"), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := createSchema(context.Background(), db, dialect, fences); err != nil {
+		t.Fatal(err)
+	}
+	return newStore(db, dialect, fences, hclog.NewNullLogger(), newMetrics()), sqlfence.Fencer{DB: db, Fences: fences}
+}
+
+// acquire raises p's floor to epoch, as the node does, and returns the
+// loaded partition.
+func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *partition {
+	t.Helper()
+	tok := fence.Token{Scope: ownership.PartitionTarget(p), Epoch: epoch}
+	if err := f.Advance(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	part, err := s.partition(p, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ready(context.Background(), part); err != nil {
+		t.Fatal(err)
+	}
+	return part
+}
+
+// TestCommitBatch commits one batch that holds two increments of a key, a
+// retry of the first in the same batch, and an increment of a partition
+// whose floor a newer owner raised: the stale one fails alone, the retry
+// gets the first one's result, and a later retry gets the stored result.
+func TestCommitBatch(t *testing.T) {
+	s, f := newTestStore(t)
+	p1 := acquire(t, s, f, 1, 5)
+	p2 := acquire(t, s, f, 2, 5)
+	if err := f.Advance(context.Background(), fence.Token{Scope: "p/2", Epoch: 9}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCommitter(s, "n1", false, 16, 0, hclog.NewNullLogger())
+	defer c.close()
+	mk := func(part *partition, key, idem string) *incr {
+		return &incr{part: part, key: key, idem: idem, done: make(chan result, 1)}
+	}
+	batch := []*incr{mk(p1, "a", "i1"), mk(p1, "a", "i2"), mk(p1, "a", "i1"), mk(p2, "b", "i3"), mk(p1, "z", "i4")}
+	c.commit(batch)
+	want := []result{{value: 1}, {value: 2}, {value: 1, dup: true}, {}, {value: 1}}
+	for i, in := range batch {
+		got := <-in.done
+		if i == 3 {
+			var se *fence.StaleError
+			if !errors.As(got.err, &se) || se.Current != 9 {
+				t.Errorf("increment of the fenced partition: %v, want a *fence.StaleError at current epoch 9", got.err)
+			}
+			continue
+		}
+		if got != want[i] {
+			t.Errorf("increment %d (%s): %+v, want %+v", i, in.idem, got, want[i])
+		}
+	}
+	// The stale partition refuses everything from now on, without a transaction.
+	if r := c.submit(p2, "b", "i5"); !errors.Is(r.err, fence.ErrStale) {
+		t.Errorf("after the stale refusal: %v, want fence.ErrStale", r.err)
+	}
+	// A retry in a later transaction gets the stored result.
+	if r := c.submit(p1, "a", "i2"); r != (result{value: 2, dup: true}) {
+		t.Errorf("retry of i2: %+v, want value 2, duplicate", r)
+	}
+	if r := c.submit(p1, "a", "i6"); r != (result{value: 3}) {
+		t.Errorf("next increment: %+v, want 3", r)
+	}
+	// An idempotency key used before for another counter is refused.
+	if r := c.submit(p1, "z", "i6"); !errors.Is(r.err, errKeyReused) {
+		t.Errorf("i6 reused for z: %+v, want errKeyReused", r)
+	}
+	counters := dbCounters(t, s.db)
+	if len(counters) != 2 || counters["a"] != 3 || counters["z"] != 1 {
+		t.Errorf("counters %v, want a=3 z=1", counters)
+	}
+	if n := len(dbApplied(t, s.db)); n != 4 {
+		t.Errorf("%d increments applied, want 4", n)
+	}
+
+	// A new tenure of partition 1 loads what the previous one committed;
+	// the old one's state is gone and its token refused.
+	s.release(1, p1.token)
+	if _, err := s.partition(1, p1.token); !errors.Is(err, ownership.ErrMoved) {
+		t.Errorf("partition under a released token: %v, want ownership.ErrMoved", err)
+	}
+	p1b := acquire(t, s, f, 1, 12)
+	if v := p1b.value("a"); v != 3 {
+		t.Errorf("after reload a = %d, want 3", v)
+	}
+	if r := c.submit(p1, "a", "i7"); r.err == nil {
+		t.Errorf("increment under the released tenure succeeded: %+v", r)
+	}
+}
+
+// TestGroupCommit sends concurrent increments through the group committer
+// and checks that they are batched and counted once each.
+func TestGroupCommit(t *testing.T) {
+	s, f := newTestStore(t)
+	p := acquire(t, s, f, 3, 7)
+	c := newCommitter(s, "n1", true, 64, 0, hclog.NewNullLogger())
+	const n = 200
+	results := make(chan result, n)
+	for i := range n {
+		go func() { results <- c.submit(p, "k", fmt.Sprintf("g%d", i)) }()
+	}
+	seen := make(map[int64]bool)
+	for range n {
+		r := <-results
+		if r.err != nil || r.dup || seen[r.value] {
+			t.Errorf("result %+v (seen before: %v)", r, seen[r.value])
+		}
+		seen[r.value] = true
+	}
+	c.close()
+	if v := dbCounters(t, s.db)["k"]; v != n {
+		t.Errorf("k = %d, want %d", v, n)
+	}
+}

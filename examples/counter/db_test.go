@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/tenure-go/tenure/fence/sqlfence"
+)
+
+// envPG names a PostgreSQL server (a URL) on which the tests create a
+// database of their own; unset, they use SQLite.
+const envPG = "TENURE_PG_DSN"
+
+// dialects returns the databases the process tests run on: SQLite, and
+// PostgreSQL when TENURE_PG_DSN is set.
+func dialects() []sqlfence.Dialect {
+	if os.Getenv(envPG) == "" {
+		return []sqlfence.Dialect{sqlfence.SQLite}
+	}
+	return []sqlfence.Dialect{sqlfence.SQLite, sqlfence.Postgres}
+}
+
+// testDB returns the --db of a fresh database, and the database opened for
+// the test's own checks: SQLite in a temporary directory, or a new database
+// on the PostgreSQL server of TENURE_PG_DSN.
+func testDB(t *testing.T, d sqlfence.Dialect) (spec string, db *sql.DB, dialect sqlfence.Dialect) {
+	t.Helper()
+	dsn := os.Getenv(envPG)
+	if d == sqlfence.SQLite {
+		spec = "sqlite:" + filepath.Join(t.TempDir(), "counter.db")
+		db, dialect, err := openDB(spec, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return spec, db, dialect
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("%s: %v", envPG, err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("%s must be a postgres:// URL", envPG)
+	}
+	admin := stdlib.OpenDB(*cfg)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "counter_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		_ = admin.Close()
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+		_ = admin.Close()
+	})
+	u.Path = "/" + name
+	spec = u.String()
+	db, dialect, err = openDB(spec, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	t.Logf("PostgreSQL database %s on %s", name, u.Redacted())
+	return spec, db, dialect
+}
+
+// dbCounters returns the counters table: key -> value.
+func dbCounters(t *testing.T, db *sql.DB) map[string]int64 {
+	t.Helper()
+	out := make(map[string]int64)
+	rows, err := db.Query("SELECT key, value FROM " + countersTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// appliedRow is one row of the increments table.
+type appliedRow struct {
+	key   string
+	value int64
+	node  string
+	epoch int64
+}
+
+// dbApplied returns the increments table: idempotency key -> row.
+func dbApplied(t *testing.T, db *sql.DB) map[string]appliedRow {
+	t.Helper()
+	out := make(map[string]appliedRow)
+	rows, err := db.Query("SELECT idem, key, value, node, epoch FROM " + incrementsTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var r appliedRow
+		if err := rows.Scan(&id, &r.key, &r.value, &r.node, &r.epoch); err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := out[id]; dup {
+			t.Errorf("idempotency key %s applied twice", id)
+		}
+		out[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

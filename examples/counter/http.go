@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router"
+)
+
+// answer is the JSON body of a counter's answers.
+type answer struct {
+	Key       string `json:"key"`
+	Value     int64  `json:"value"`
+	Duplicate bool   `json:"duplicate,omitempty"` // the idempotency key had been applied: this is its stored result
+	Partition int    `json:"partition"`
+	Epoch     int64  `json:"epoch"`
+	Node      string `json:"node"`
+}
+
+// service is the counter's local HTTP handler: the router calls it only for
+// keys whose partition this node serves, with the partition's token in the
+// request's context.
+type service struct {
+	node  string
+	store *store
+	com   *committer
+}
+
+func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tok, ok := fence.FromContext(r.Context())
+	if !ok {
+		http.Error(w, "no fencing token", http.StatusInternalServerError)
+		return
+	}
+	key := r.PathValue("key")
+	p := partitionOf(tok)
+	part, err := s.store.partition(p, tok)
+	if err == nil {
+		err = s.store.ready(r.Context(), part)
+	}
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	a := answer{Key: key, Partition: p, Epoch: tok.Epoch, Node: s.node}
+	switch r.Method {
+	case http.MethodGet:
+		if err := part.failure(); err != nil {
+			fail(w, r, err)
+			return
+		}
+		a.Value = part.value(key)
+	case http.MethodPost:
+		idem := r.Header.Get(router.HeaderIdempotencyKey)
+		if idem == "" {
+			http.Error(w, "an increment needs an "+router.HeaderIdempotencyKey+" header", http.StatusBadRequest)
+			return
+		}
+		res := s.com.submit(part, key, idem)
+		if res.err != nil {
+			fail(w, r, res.err)
+			return
+		}
+		a.Value, a.Duplicate = res.value, res.dup
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(a)
+}
+
+// fail answers err: the retryable refusal if the tenure ended (a stale
+// token, a moved or lost partition), 422 for an idempotency key reused for
+// another counter, 500 otherwise.
+func fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errKeyReused) {
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+		return
+	}
+	if !router.WriteError(w, r, err) {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// partitionOf reads the partition from a token's scope "p/<n>".
+func partitionOf(t fence.Token) int {
+	var p int
+	if _, err := fmt.Sscanf(t.Scope, "p/%d", &p); err != nil {
+		return -1
+	}
+	return p
+}
+
+// handler serves the process's HTTP endpoints:
+//
+//	POST /counters/{key}/incr  increment (Idempotency-Key header required)
+//	GET  /counters/{key}       read
+//	/metrics                   Prometheus metrics (the counter's own registry)
+//	/healthz                   200 while the process runs
+//	/readyz                    200 when this node serves every partition the ring gives it
+func handler(rt *router.Router, node *ownership.Node, svc *service, m *metrics) (http.Handler, error) {
+	h, err := rt.Handler(router.KeyFromPathValue("key"), svc)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /counters/{key}/incr", h)
+	mux.Handle("GET /counters/{key}", h)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ready, want, have := readiness(node)
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintf(w, "serving %d of the %d partitions the ring gives %s\n", have, want, node.ID())
+	})
+	return mux, nil
+}
+
+// readiness reports whether node serves every partition the ring gives it
+// (ownership has no Node.Ready in this tree: the ring's owner set is
+// compared with Owned).
+func readiness(node *ownership.Node) (ready bool, want, have int) {
+	ringOwned := node.Ring().Owned(node.ID())
+	owned := node.Owned()
+	have = 0
+	for _, p := range ringOwned {
+		if _, ok := slices.BinarySearch(owned, p); ok {
+			have++
+		}
+	}
+	return have == len(ringOwned) && node.Ring().MemberIndex(node.ID()) >= 0, len(ringOwned), have
+}

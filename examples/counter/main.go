@@ -1,0 +1,350 @@
+// Command counter is a keyed service to copy into production: counters
+// partitioned over a fleet of copies of this binary, each counter kept in
+// the memory of its one owner and written through to SQL (SQLite or
+// PostgreSQL) with fenced writes.
+//
+//	counter --embedded-etcd /tmp/etcd --id a --listen 127.0.0.1:8081 &
+//	counter --id b --listen 127.0.0.1:8082 &
+//	counter --id c --listen 127.0.0.1:8083 &
+//	curl -X POST -H 'Idempotency-Key: 1' 127.0.0.1:8082/counters/apples/incr
+//
+// Every process joins the fleet (ownership.Join); the ring gives each
+// partition of the key space to one of them. A request for a key owned
+// elsewhere is forwarded one hop (router.Handler). The owner loads a
+// partition's counters when it acquires the partition, after the
+// partition's floor in the database was raised to its epoch, and drops
+// them when it releases it. Increments are committed in groups: one
+// transaction takes every increment that arrived while the previous one was
+// in flight, checks each partition's token once and records each
+// idempotency key, so that a retried increment returns its stored result
+// instead of counting twice, and a former owner (paused past its lease) is
+// refused by the database.
+//
+// HTTP on --listen: POST /counters/{key}/incr (with an Idempotency-Key
+// header), GET /counters/{key}, /metrics, /healthz, /readyz. SIGTERM or
+// SIGINT leaves the fleet gracefully (its partitions move in milliseconds,
+// no request fails) and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router"
+)
+
+// config is the command line.
+type config struct {
+	id             string
+	cluster        string
+	etcd           []string
+	embeddedEtcd   string
+	embeddedListen string
+	embeddedPeer   string
+	db             string
+	partitions     int
+	ttl            time.Duration
+	groupCommit    bool
+	maxBatch       int
+	hold           time.Duration
+	listen         string
+	advertise      string
+	logLevel       string
+	logJSON        bool
+}
+
+func defaultID() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "counter"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// parseFlags parses args (without the program name).
+func parseFlags(args []string) (config, error) {
+	var c config
+	var etcd string
+	fs := flag.NewFlagSet("counter", flag.ContinueOnError)
+	fs.StringVar(&c.id, "id", defaultID(), "this node's ID in the fleet (unique per live process)")
+	fs.StringVar(&c.cluster, "cluster", "counter", "fleet name: etcd key prefix /tenure/<cluster>/")
+	fs.StringVar(&etcd, "etcd", "http://127.0.0.1:2379", "comma-separated etcd endpoints (ignored with --embedded-etcd)")
+	fs.StringVar(&c.embeddedEtcd, "embedded-etcd", "", "serve a single-member etcd with its data in `DIR`, for the other copies too, and use it")
+	fs.StringVar(&c.embeddedListen, "embedded-etcd-listen", "127.0.0.1:2379", "client address of the embedded etcd")
+	fs.StringVar(&c.embeddedPeer, "embedded-etcd-peer", "127.0.0.1:2380", "peer address of the embedded etcd")
+	fs.StringVar(&c.db, "db", "sqlite:counter.db", "database: sqlite:PATH, or PostgreSQL: postgres://... or a key=value DSN (host=... dbname=...)")
+	fs.IntVar(&c.partitions, "partitions", 0, "partition count of a NEW fleet (0: the fleet's spec if it exists, else 1024); a fleet's count never changes, and a different value is refused")
+	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
+	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
+	fs.IntVar(&c.maxBatch, "max-batch", 256, "most increments per group commit")
+	fs.DurationVar(&c.hold, "hold", 0, "demonstration knob: wait this long before each commit, after its increments were admitted, so that a pause (SIGSTOP) is likely to fall there")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address (port 0: any)")
+	fs.StringVar(&c.advertise, "advertise", "", "address the other nodes reach this one at (default: the listening address)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	c.etcd = splitList(etcd)
+	return c, c.validate()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (c config) validate() error {
+	switch {
+	case c.cluster == "" || strings.ContainsAny(c.cluster, "/\x00"):
+		return fmt.Errorf("--cluster %q must be non-empty, without '/'", c.cluster)
+	case len(c.etcd) == 0 && c.embeddedEtcd == "":
+		return errors.New("--etcd or --embedded-etcd is needed")
+	case c.partitions < 0 || c.partitions > ownership.MaxPartitions:
+		return fmt.Errorf("--partitions %d must be in [0, %d]", c.partitions, ownership.MaxPartitions)
+	case c.ttl < election.MinTTL:
+		return fmt.Errorf("--ttl %v must be at least %v", c.ttl, election.MinTTL)
+	case c.maxBatch < 1:
+		return fmt.Errorf("--max-batch %d must be at least 1", c.maxBatch)
+	case c.hold < 0:
+		return fmt.Errorf("--hold %v must not be negative", c.hold)
+	case hclog.LevelFromString(c.logLevel) == hclog.NoLevel:
+		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.logLevel)
+	}
+	if err := ownership.ValidateNodeID(c.id); err != nil {
+		return fmt.Errorf("--id: %w", err)
+	}
+	return nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "counter:", err)
+		os.Exit(2)
+	}
+	log := hclog.New(&hclog.LoggerOptions{
+		Name:       "counter",
+		Level:      hclog.LevelFromString(cfg.logLevel),
+		JSONFormat: cfg.logJSON,
+		Output:     os.Stderr,
+	}).With("node", cfg.id)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("exiting", "error", err)
+		os.Exit(1)
+	}
+	log.Info("stopped")
+}
+
+// Timeouts of the start and the graceful stop.
+const (
+	startTimeout  = time.Minute
+	schemaTimeout = 30 * time.Second
+	leaveTimeout  = 30 * time.Second
+)
+
+// run serves until ctx is done, and returns nil after a graceful leave.
+func run(ctx context.Context, cfg config, log hclog.Logger) error {
+	endpoints := cfg.etcd
+	if cfg.embeddedEtcd != "" {
+		e, err := startEtcd(ctx, cfg.embeddedEtcd, cfg.embeddedListen, cfg.embeddedPeer)
+		if err != nil {
+			return err
+		}
+		defer e.Close() // last: the others may still be leaving through it
+		endpoints = []string{"http://" + cfg.embeddedListen}
+		log.Info("serving embedded etcd", "endpoint", endpoints[0], "dir", cfg.embeddedEtcd)
+	}
+
+	m := newMetrics()
+	fm, err := sqlfence.NewMetrics(m.reg)
+	if err != nil {
+		return err
+	}
+	db, dialect, err := openDB(cfg.db, cfg.ttl)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: fm})
+	if err != nil {
+		return err
+	}
+	if err := retrying(ctx, schemaTimeout, log, "create schema", func(ctx context.Context) error {
+		return createSchema(ctx, db, dialect, fences)
+	}); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	addr := cfg.advertise
+	if addr == "" {
+		addr = ln.Addr().String()
+	}
+
+	cli, err := newClient(endpoints)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer cli.Close()
+
+	st := newStore(db, dialect, fences, log.Named("store"), m)
+	ncfg := ownership.DefaultConfig()
+	ncfg.Cluster = cfg.cluster
+	ncfg.NodeID = cfg.id
+	ncfg.Addr = addr
+	ncfg.Session.TTL = cfg.ttl
+	ncfg.Logger = log.Named("node")
+	ncfg.Callbacks = st.callbacks()
+	ncfg.Fencers = []fence.Fencer{sqlfence.Fencer{DB: db, Fences: fences}}
+	var node *ownership.Node
+	err = retrying(ctx, startTimeout, log, "join", func(ctx context.Context) error {
+		ring, err := ringConfig(ctx, cli, cfg)
+		if err != nil {
+			return err
+		}
+		ncfg.Ring = ring
+		node, err = ownership.Join(ctx, cli, ncfg)
+		var mismatch *ownership.SpecMismatchError
+		if errors.As(err, &mismatch) || errors.Is(err, ownership.ErrInvalidConfig) || errors.Is(err, ownership.ErrDuplicateMember) {
+			return permanent{err}
+		}
+		return err
+	})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	rt, err := router.New(node, router.Config{Logger: log.Named("router")})
+	if err != nil {
+		_ = ln.Close()
+		_ = node.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	com := newCommitter(st, cfg.id, cfg.groupCommit, cfg.maxBatch, cfg.hold, log.Named("commit"))
+	h, err := handler(rt, node, &service{node: cfg.id, store: st, com: com}, m)
+	if err != nil {
+		_ = ln.Close()
+		_ = rt.Close()
+		com.close()
+		_ = node.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		// The graceful stop, in this order: the node leaves the fleet
+		// (every partition hands off: new requests for it are forwarded
+		// to the next owner or refused with the retryable answer, those in
+		// flight finish and commit), then the server stops listening, and
+		// the committer ends once the last request has been answered.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+		defer cancel()
+		began := time.Now()
+		if err := node.Close(lctx); err != nil {
+			log.Warn("leave", "error", err)
+		}
+		log.Info("left the fleet", "took", time.Since(began).Round(time.Millisecond).String())
+		_ = srv.Shutdown(lctx)
+		<-served
+		_ = rt.Close()
+		com.close()
+	}()
+	log.Info("serving HTTP", "addr", ln.Addr().String(), "advertise", addr, "pid", os.Getpid(), "db", dialect.String(),
+		"partitions", ncfg.Ring.Partitions, "ttl", cfg.ttl, "group_commit", cfg.groupCommit)
+
+	select {
+	case <-ctx.Done():
+		log.Info("leaving the fleet", "cause", context.Cause(ctx))
+		return nil
+	case err := <-served:
+		served <- err
+		return fmt.Errorf("HTTP server: %w", err)
+	case <-node.Done():
+		return errors.New("the node stopped")
+	}
+}
+
+// ringConfig returns the ring of the fleet: its spec's if the fleet exists
+// (a --partitions that differs is then refused by Join), else --partitions
+// (or the default) for the spec that Join creates.
+func ringConfig(ctx context.Context, cli ownership.FleetClient, cfg config) (ownership.RingConfig, error) {
+	ring := ownership.DefaultRingConfig()
+	spec, err := ownership.ReadSpec(ctx, cli, ownership.DefaultPrefix(cfg.cluster))
+	switch {
+	case err == nil:
+		ring = spec.RingConfig()
+	case !errors.Is(err, ownership.ErrNoSpec):
+		return ring, err
+	}
+	if cfg.partitions != 0 {
+		ring.Partitions = cfg.partitions
+	}
+	return ring, nil
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// retrying calls fn until it succeeds, returns a permanent error, or limit
+// (or ctx) ends, with a growing delay in between: copies that start
+// together race for SQLite's file lock, and etcd may not be up yet.
+func retrying(ctx context.Context, limit time.Duration, log hclog.Logger, what string, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	delay := 50 * time.Millisecond
+	for {
+		err := fn(ctx)
+		var perm permanent
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &perm):
+			return fmt.Errorf("%s: %w", what, perm.error)
+		}
+		log.Debug(what+"; retrying", "error", err, "in", delay)
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("%s: %w", what, err)
+		case <-timer.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
+}

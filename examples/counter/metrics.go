@@ -1,0 +1,71 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the counter's Prometheus metrics, in a registry of its own
+// (never the global one): what /metrics serves, with sqlfence's
+// tenure_fence_* metrics registered in the same registry.
+type metrics struct {
+	reg *prometheus.Registry
+
+	applied        prometheus.Counter // increments committed
+	duplicates     prometheus.Counter // retried increments answered from the stored result
+	stale          prometheus.Counter // increments refused as stale by the database
+	commitFailures prometheus.Counter // transactions that failed otherwise
+	batches        prometheus.Counter // transactions committed
+	batchSize      prometheus.Histogram
+	commitSeconds  prometheus.Histogram
+	owned          prometheus.Gauge // partitions served
+	keys           prometheus.Gauge // counters held in memory
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "counter_increments_applied_total",
+			Help: "Increments this process committed.",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "counter_increments_duplicate_total",
+			Help: "Increments whose idempotency key had been applied already: answered with the stored result, not applied again.",
+		}),
+		stale: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "counter_increments_stale_total",
+			Help: "Increments the database refused because a newer owner had fenced their partition (answered with the retryable stale refusal).",
+		}),
+		commitFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "counter_commit_failures_total",
+			Help: "Transactions that failed for another reason than a stale token (their partitions are loaded again).",
+		}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "counter_commits_total",
+			Help: "Transactions committed.",
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "counter_commit_batch_size",
+			Help:    "Increments per transaction (group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "counter_commit_seconds",
+			Help:    "Duration of one commit's transaction.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "counter_partitions_owned",
+			Help: "Partitions this process serves.",
+		}),
+		keys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "counter_keys_in_memory",
+			Help: "Counters held in memory for the partitions this process serves.",
+		}),
+	}
+	m.reg.MustRegister(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
+		m.commitSeconds, m.owned, m.keys,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

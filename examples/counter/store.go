@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/ownership"
+)
+
+// loadTimeout bounds the query that loads a partition's counters.
+const loadTimeout = 10 * time.Second
+
+// errInvalidated reports an increment queued for a partition whose memory
+// was dropped after a failed transaction of unknown outcome: the caller
+// retries with the same idempotency key, and the partition is loaded again
+// from the database.
+var errInvalidated = errors.New("counter: partition state invalidated after a failed commit; retry")
+
+// partition is one partition's counters in memory, under one tenure (one
+// token). The owner is the only writer of its partitions, so the memory is
+// the truth once loaded: it changes only after a commit succeeded.
+type partition struct {
+	p      int
+	token  fence.Token
+	loaded chan struct{} // closed once the load ended; then err is set
+	err    error
+
+	serial sync.Mutex // --group-commit=false: one transaction at a time
+
+	mu     sync.Mutex
+	values map[string]int64 // committed values of the keys that have rows
+	dead   error            // set when the tenure is known to be over: every later increment fails with it
+}
+
+func (p *partition) value(key string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.values[key]
+}
+
+func (p *partition) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.values)
+}
+
+func (p *partition) failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dead
+}
+
+func (p *partition) kill(err error) {
+	p.mu.Lock()
+	if p.dead == nil {
+		p.dead = err
+	}
+	p.mu.Unlock()
+}
+
+// store keeps the counters of the partitions this node owns. It is safe for
+// concurrent use.
+type store struct {
+	db      *sql.DB
+	dialect sqlfence.Dialect
+	fences  *sqlfence.Fences
+	log     hclog.Logger
+	metrics *metrics
+
+	mu    sync.Mutex
+	parts map[int]*partition
+	ended map[int]int64 // per partition, the highest epoch whose tenure ended here
+}
+
+func newStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log hclog.Logger, m *metrics) *store {
+	return &store{
+		db: db, dialect: dialect, fences: fences, log: log, metrics: m,
+		parts: make(map[int]*partition), ended: make(map[int]int64),
+	}
+}
+
+// callbacks are the node's: a new tenure starts loading its partition at
+// once (the node has raised the partition's floor in the database before,
+// so the previous owner's last commit is visible and nothing of it can
+// commit later); an ended tenure drops the partition's memory.
+func (s *store) callbacks() ownership.Callbacks {
+	return ownership.Callbacks{
+		OnAcquired: func(_ context.Context, p int, t fence.Token) {
+			s.metrics.owned.Inc()
+			_, _ = s.partition(p, t)
+			s.log.Debug("acquired", "partition", p, "epoch", t.Epoch)
+		},
+		OnReleased: func(p int, t fence.Token, r ownership.Reason) {
+			s.metrics.owned.Dec()
+			s.release(p, t)
+			s.log.Debug("released", "partition", p, "epoch", t.Epoch, "reason", r)
+		},
+	}
+}
+
+// partition returns the state of partition p under token t, creating it and
+// starting its load if needed. Requests may arrive before OnAcquired has
+// run (callbacks are delivered on a queue of their own), so whoever comes
+// first starts the load.
+func (s *store) partition(p int, t fence.Token) (*partition, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.parts[p]
+	if cur != nil && cur.token.Epoch == t.Epoch {
+		return cur, nil
+	}
+	if t.Epoch <= s.ended[p] || (cur != nil && cur.token.Epoch > t.Epoch) {
+		return nil, fmt.Errorf("partition %d: tenure at epoch %d is over: %w", p, t.Epoch, ownership.ErrMoved)
+	}
+	part := &partition{p: p, token: t, loaded: make(chan struct{})}
+	s.parts[p] = part
+	go s.load(part)
+	return part, nil
+}
+
+// release drops partition p's memory at the end of the tenure under t.
+func (s *store) release(p int, t fence.Token) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended[p] = max(s.ended[p], t.Epoch)
+	if cur := s.parts[p]; cur != nil && cur.token.Epoch <= t.Epoch {
+		cur.kill(fmt.Errorf("partition %d: tenure at epoch %d ended: %w", p, t.Epoch, ownership.ErrMoved))
+		delete(s.parts, p)
+		s.metrics.keys.Sub(float64(cur.size()))
+	}
+}
+
+// invalidate drops part's memory after a transaction whose outcome is
+// unknown: the next request loads the partition again from the database.
+func (s *store) invalidate(part *partition) {
+	part.kill(errInvalidated)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts[part.p] == part {
+		delete(s.parts, part.p)
+		s.metrics.keys.Sub(float64(part.size()))
+	}
+}
+
+func (s *store) load(part *partition) {
+	defer close(part.loaded)
+	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+	defer cancel()
+	began := time.Now()
+	values, err := s.read(ctx, part.p)
+	if err != nil {
+		part.err = fmt.Errorf("load partition %d: %w", part.p, err)
+		s.log.Warn("load failed", "partition", part.p, "error", err)
+		s.invalidate(part)
+		return
+	}
+	part.mu.Lock()
+	part.values = values
+	part.mu.Unlock()
+	s.metrics.keys.Add(float64(len(values)))
+	s.log.Trace("loaded", "partition", part.p, "epoch", part.token.Epoch, "keys", len(values), "took", time.Since(began))
+}
+
+func (s *store) read(ctx context.Context, p int) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT key, value FROM "+countersTable+" WHERE partition = "+s.dialect.Placeholder(1), p)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	values := make(map[string]int64)
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		values[k] = v
+	}
+	return values, rows.Err()
+}
+
+// ready waits until part is loaded, or ctx ends.
+func (s *store) ready(ctx context.Context, part *partition) error {
+	select {
+	case <-part.loaded:
+		return part.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
