@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -105,7 +104,8 @@ func partitionOf(t fence.Token) int {
 //	GET  /counters/{key}       read
 //	/metrics                   Prometheus metrics (the counter's own registry)
 //	/healthz                   200 while the process runs
-//	/readyz                    200 when this node serves every partition the ring gives it
+//	/readyz                    200 when this node serves every partition the ring gives it (Node.HealthHandler)
+//	/livez                     200 while this node's session is valid
 func handler(rt *router.Router, node *ownership.Node, svc *service, m *metrics) (http.Handler, error) {
 	h, err := rt.Handler(router.KeyFromPathValue("key"), svc)
 	if err != nil {
@@ -118,27 +118,8 @@ func handler(rt *router.Router, node *ownership.Node, svc *service, m *metrics) 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ready, want, have := readiness(node)
-		if !ready {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		fmt.Fprintf(w, "serving %d of the %d partitions the ring gives %s\n", have, want, node.ID())
-	})
+	health := node.HealthHandler() // /livez and /readyz, with a JSON body
+	mux.Handle("GET /readyz", health)
+	mux.Handle("GET /livez", health)
 	return mux, nil
-}
-
-// readiness reports whether node serves every partition the ring gives it
-// (ownership has no Node.Ready in this tree: the ring's owner set is
-// compared with Owned).
-func readiness(node *ownership.Node) (ready bool, want, have int) {
-	ringOwned := node.Ring().Owned(node.ID())
-	owned := node.Owned()
-	have = 0
-	for _, p := range ringOwned {
-		if _, ok := slices.BinarySearch(owned, p); ok {
-			have++
-		}
-	}
-	return have == len(ringOwned) && node.Ring().MemberIndex(node.ID()) >= 0, len(ringOwned), have
 }

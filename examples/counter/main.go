@@ -229,6 +229,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	ncfg.Logger = log.Named("node")
 	ncfg.Callbacks = st.callbacks()
 	ncfg.Fencers = []fence.Fencer{sqlfence.Fencer{DB: db, Fences: fences}}
+	ncfg.Metrics = m.reg // tenure_partition_*, tenure_session_*, ... labelled node=<id>
 	var node *ownership.Node
 	err = retrying(ctx, startTimeout, log, "join", func(ctx context.Context) error {
 		ring, err := ringConfig(ctx, cli, cfg)
@@ -247,7 +248,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		_ = ln.Close()
 		return err
 	}
-	rt, err := router.New(node, router.Config{Logger: log.Named("router")})
+	rt, err := router.New(node, router.Config{Logger: log.Named("router"), Metrics: m.reg})
 	if err != nil {
 		_ = ln.Close()
 		_ = node.Close(context.WithoutCancel(ctx))
