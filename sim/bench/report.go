@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -136,4 +137,12 @@ func rowsFrom(cands []candidate, samples [][]float64, ref int) []Row {
 		rows[i] = Row{Name: c.name, Value: m, Allocs: -1, Ratio: ratio(m, refMed), Samples: len(samples[i])}
 	}
 	return rows
+}
+
+// membersText is "1 etcd member" or "3 etcd members".
+func membersText(n int) string {
+	if n == 1 {
+		return "1 etcd member"
+	}
+	return fmt.Sprintf("%d etcd members", n)
 }

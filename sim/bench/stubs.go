@@ -2,8 +2,6 @@ package bench
 
 import "context"
 
-func runPut(ctx context.Context, e *env) ([]Section, error)      { return nil, nil }
-func runGroup(ctx context.Context, e *env) ([]Section, error)    { return nil, nil }
 func runRouted(ctx context.Context, e *env) ([]Section, error)   { return nil, nil }
 func runFailover(ctx context.Context, e *env) ([]Section, error) { return nil, nil }
 func runRolling(ctx context.Context, e *env) ([]Section, error)  { return nil, nil }
