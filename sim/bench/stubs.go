@@ -2,6 +2,5 @@ package bench
 
 import "context"
 
-func runRouted(ctx context.Context, e *env) ([]Section, error)   { return nil, nil }
 func runFailover(ctx context.Context, e *env) ([]Section, error) { return nil, nil }
 func runRolling(ctx context.Context, e *env) ([]Section, error)  { return nil, nil }
