@@ -103,7 +103,7 @@ func num(v float64) string {
 
 func ratioText(r float64) string {
 	if r >= 100 {
-		return fmt.Sprintf("%.0fx", r)
+		return addCommas(fmt.Sprintf("%.0f", r)) + "x"
 	}
 	if r >= 10 {
 		return fmt.Sprintf("%.1fx", r)
