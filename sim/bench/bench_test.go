@@ -49,61 +49,21 @@ var wantSections = []struct {
 	{"Partitions moved", 4},
 }
 
-// TestQuick runs the whole bench in quick mode, end to end, through
-// Command, and checks that the report has every row with a finite ratio.
-// It asserts no timing.
+// TestQuick runs the whole bench in quick mode, end to end, and checks
+// that the report has every section and row, each with a finite ratio. It
+// asserts no timing.
 func TestQuick(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts etcd clusters and a fleet: not in -short")
+		t.Skip("starts etcd clusters, a fleet and redis-server: not in -short")
 	}
-	dir := t.TempDir()
-	out, svg := filepath.Join(dir, "r.md"), filepath.Join(dir, "r.svg")
-	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := bench.Command(ctx, []string{"-quick", "-q", "-out", out, "-svg", svg}, &stdout, &stderr); err != nil {
-		t.Fatalf("bench: %v\n%s", err, stderr.String())
-	}
-	md, err := os.ReadFile(out)
+	var md bytes.Buffer
+	rep, err := bench.Run(ctx, bench.Config{Quick: true}, &md)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(md, stdout.Bytes()) {
-		t.Error("-out differs from stdout")
-	}
-	report := string(md)
-	for _, s := range wantSections {
-		if !strings.Contains(report, s.title) {
-			t.Errorf("report has no section %q", s.title)
-		}
-	}
-	for _, want := range []string{"buraksezer/consistent `LocateKey`", "groupcache-style ring", "bare xxhash", "concurrency.Mutex", "concurrency.Election", "client-go", "ceiling"} {
-		if !strings.Contains(report, want) {
-			t.Errorf("report has no row %q", want)
-		}
-	}
-	b, err := os.ReadFile(svg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(b, []byte("<svg")) || !bytes.HasSuffix(bytes.TrimSpace(b), []byte("</svg>")) {
-		t.Error("not an SVG document")
-	}
-	t.Log("\n" + report)
-}
-
-// TestRunRows runs a quick subset through Run and checks every row's
-// figures and ratio are finite and every section has its rows.
-func TestRunRows(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd: not in -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rep, err := bench.Run(ctx, bench.Config{Quick: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	report := md.String()
 	for _, want := range wantSections {
 		found := false
 		for _, s := range rep.Sections {
@@ -117,6 +77,9 @@ func TestRunRows(t *testing.T) {
 			}
 			if rows != want.rows {
 				t.Errorf("%s: %d rows, want %d", s.Title, len(s.Rows), want.rows)
+			}
+			if !strings.Contains(report, s.Title) {
+				t.Errorf("markdown lacks section %q", s.Title)
 			}
 		}
 		if !found {
@@ -133,6 +96,61 @@ func TestRunRows(t *testing.T) {
 		if r.Ratio == 0 && !strings.Contains(r.Name, "failed") {
 			t.Errorf("%s: ratio 0 (no reference)", r.Name)
 		}
+		if !strings.Contains(report, "| "+r.Name+" |") {
+			t.Errorf("markdown lacks row %q", r.Name)
+		}
+	}
+	for _, want := range []string{"buraksezer/consistent `LocateKey`", "groupcache-style ring", "bare xxhash", "concurrency.Mutex", "concurrency.Election", "client-go", "ceiling"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report has no row %q", want)
+		}
+	}
+	var svg bytes.Buffer
+	if err := bench.WriteSVG(&svg, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(svg.Bytes(), []byte("<svg")) || !bytes.HasSuffix(bytes.TrimSpace(svg.Bytes()), []byte("</svg>")) {
+		t.Error("not an SVG document")
+	}
+	t.Log("\n" + report)
+}
+
+// TestCommand runs two fast comparisons through the command line: stdout
+// and -out carry the same report, -svg an SVG document.
+func TestCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd: not in -short")
+	}
+	dir := t.TempDir()
+	out, svg := filepath.Join(dir, "r.md"), filepath.Join(dir, "r.svg")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := bench.Command(ctx, []string{"-quick", "-only", "lookup,ring", "-out", out, "-svg", svg}, &stdout, &stderr); err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	md, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(md, stdout.Bytes()) {
+		t.Error("-out differs from stdout")
+	}
+	if !strings.HasPrefix(string(md), "`go run ./sim bench -quick -only lookup,ring") {
+		t.Errorf("report does not start with its command: %.80q", md)
+	}
+	if !strings.Contains(stderr.String(), "lookup done") {
+		t.Errorf("no progress on stderr: %q", stderr.String())
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("<svg")) {
+		t.Error("not an SVG document")
+	}
+	if err := bench.Command(ctx, []string{"-only", "nope"}, &stdout, &stderr); err == nil {
+		t.Error("-only nope: no error")
 	}
 }
 
