@@ -126,4 +126,4 @@ func loadAvg() float64 {
 }
 
 // errSkip marks a comparison skipped for a missing dependency.
-var errSkip = errors.New("skipped")
+var errSkip = errors.New("not available")
