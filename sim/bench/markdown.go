@@ -31,19 +31,28 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		if rh == "" {
 			rh = "x " + shortName(s.Rows[0].Name)
 		}
-		allocs := false
+		allocs, spread := false, false
 		for _, r := range s.Rows {
 			allocs = allocs || r.Allocs >= 0
+			spread = spread || r.Max > 0
 		}
 		fmt.Fprintf(bw, "| implementation | %s |", s.Unit)
 		if allocs {
 			bw.WriteString(" allocs/op |")
 		}
-		fmt.Fprintf(bw, " %s | rounds | note |\n|---|---:|", rh)
+		fmt.Fprintf(bw, " %s | rounds |", rh)
+		if spread {
+			bw.WriteString(" range of rounds |")
+		}
+		bw.WriteString(" note |\n|---|---:|")
 		if allocs {
 			bw.WriteString("---:|")
 		}
-		bw.WriteString("---:|---:|---|\n")
+		bw.WriteString("---:|---:|")
+		if spread {
+			bw.WriteString("---:|")
+		}
+		bw.WriteString("---|\n")
 		for _, r := range s.Rows {
 			fmt.Fprintf(bw, "| %s | %s |", r.Name, num(r.Value))
 			if allocs {
@@ -57,7 +66,15 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 			if r.Samples > 0 {
 				n = fmt.Sprint(r.Samples)
 			}
-			fmt.Fprintf(bw, " %s | %s | %s |\n", ratioText(r.Ratio), n, r.Note)
+			fmt.Fprintf(bw, " %s | %s |", ratioText(r.Ratio), n)
+			if spread {
+				if r.Max > 0 {
+					fmt.Fprintf(bw, " %s–%s |", num(r.Min), num(r.Max))
+				} else {
+					bw.WriteString(" |")
+				}
+			}
+			fmt.Fprintf(bw, " %s |\n", r.Note)
 		}
 		for _, n := range s.Notes {
 			fmt.Fprintf(bw, "\n%s\n", n)

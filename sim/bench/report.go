@@ -53,6 +53,9 @@ type Row struct {
 	// Samples is how many rounds Value is the median of; 0 for a computed
 	// figure.
 	Samples int
+	// Min and Max are the extremes of the rounds' samples, when the
+	// section's rows come from interleaved rounds (else both 0).
+	Min, Max float64
 	// Note is printed beside the row.
 	Note string
 }
@@ -134,7 +137,8 @@ func rowsFrom(cands []candidate, samples [][]float64, ref int) []Row {
 	refMed := median(samples[ref])
 	for i, c := range cands {
 		m := median(samples[i])
-		rows[i] = Row{Name: c.name, Value: m, Allocs: -1, Ratio: ratio(m, refMed), Samples: len(samples[i])}
+		rows[i] = Row{Name: c.name, Value: m, Allocs: -1, Ratio: ratio(m, refMed), Samples: len(samples[i]),
+			Min: slices.Min(samples[i]), Max: slices.Max(samples[i])}
 	}
 	return rows
 }

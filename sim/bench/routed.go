@@ -296,6 +296,7 @@ func runRouted(ctx context.Context, e *env) ([]Section, error) {
 			Unit:  "µs/write",
 			Rows:  rows,
 		}
+		sec.Notes = append(sec.Notes, "The bench client, the 3 nodes and the 3 etcd members share this machine's cores: client-side CPU (routing, admission, building the guarded transaction) competes with etcd's.")
 		if redisNote != "" {
 			sec.Notes = append(sec.Notes, redisNote)
 		}
