@@ -59,7 +59,8 @@ func putSection(ctx context.Context, e *env, members int) (Section, error) {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
 	prefix := s.Config().Prefix
-	n := cfg.scaled(400, 60)
+	n := cfg.scaled(150, 60)
+	rounds := cfg.rounds() * cfg.scaled(3, 1) // short rounds: bursts of load hit every implementation
 	timed := func(op func(i int) error) func(context.Context) (float64, error) {
 		return func(context.Context) (float64, error) {
 			start := time.Now()
@@ -91,14 +92,14 @@ func putSection(ctx context.Context, e *env, members int) (Section, error) {
 			return Section{}, err
 		}
 	}
-	samples, err := interleave(ctx, cfg.rounds(), cands)
+	samples, err := interleave(ctx, rounds, cands)
 	if err != nil {
 		return Section{}, err
 	}
 	return Section{
 		Key:   "put",
 		Title: fmt.Sprintf("Fenced write vs plain put, %s", membersText(members)),
-		Intro: fmt.Sprintf("One writer, sequential, 32-byte values over 1,024 keys; %d writes per round, %d rounds interleaved.", n, cfg.rounds()),
+		Intro: fmt.Sprintf("One writer, sequential, 32-byte values over 1,024 keys; %d writes per round, %d rounds interleaved.", n, rounds),
 		Unit:  "µs/write",
 		Rows:  rowsFrom(cands, samples, 0),
 		Notes: []string{"The fenced Put is one transaction: compare the scope's floor, put the floor and the value."},
@@ -124,7 +125,8 @@ func runGroup(ctx context.Context, e *env) ([]Section, error) {
 func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 	const writers = 16
 	cfg := e.cfg
-	round := cfg.scaled(2048, 256)
+	round := cfg.scaled(1024, 256)
+	rounds := cfg.rounds() * cfg.scaled(2, 1)
 	cli, err := e.client(ctx, members)
 	if err != nil {
 		return Section{}, err
@@ -204,7 +206,7 @@ func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 		}
 	}
 	st0 := bt.Stats()
-	samples, err := interleave(ctx, cfg.rounds(), cands)
+	samples, err := interleave(ctx, rounds, cands)
 	if err != nil {
 		return Section{}, err
 	}
@@ -217,7 +219,7 @@ func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 	return Section{
 		Key:   "group",
 		Title: fmt.Sprintf("Group commit, 16 writers, %s", membersText(members)),
-		Intro: fmt.Sprintf("Each of 16 writers owns its partition and writes 32-byte values; %d writes per round, %d rounds interleaved. µs/write is wall time per write: the inverse of throughput.", round, cfg.rounds()),
+		Intro: fmt.Sprintf("Each of 16 writers owns its partition and writes 32-byte values; %d writes per round, %d rounds interleaved. µs/write is wall time per write: the inverse of throughput.", round, rounds),
 		Unit:  "µs/write",
 		Rows:  rows,
 		Notes: []string{fmt.Sprintf("Throughput: group commit %.1fx single fenced writes; %.2f of the unfenced ceiling.", ratio(single, grouped), ratio(ceiling, grouped))},
