@@ -20,7 +20,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if rep.Quick {
 		mode = " (quick)"
 	}
-	fmt.Fprintf(bw, "run%s of %s, wall time %v, %d CPUs, load average %s at the start and %s at the end; %d rounds per comparison, implementations interleaved; values are medians of the rounds.\n",
+	fmt.Fprintf(bw, "run%s of %s, wall time %v, %d CPUs, load average %s at the start and %s at the end; %d rounds per comparison (each table gives its own count), implementations interleaved; values are medians of the rounds.\n",
 		mode, rep.Start.Format("2006-01-02 15:04 UTC"), rep.Wall.Round(100*time.Millisecond), rep.CPUs, load(rep.LoadStart), load(rep.LoadEnd), rep.Rounds)
 	for _, s := range rep.Sections {
 		fmt.Fprintf(bw, "\n### %s\n\n", s.Title)
