@@ -6,6 +6,7 @@
 //	go run ./sim -seeds 500 -out sim.md -svg sim.svg
 //	go run ./sim -seed 42 -strategy tenure -v # replay one seed, with its schedule and violations
 //	go run ./sim scale -nodes 200             # fleet-scale figures on virtual time (see sim/scale)
+//	go run ./sim bench -out bench.md -svg bench.svg # tenure against its baselines, side by side (see sim/bench)
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/sim/bench"
 	"github.com/tenure-go/tenure/sim/scale"
 	"github.com/tenure-go/tenure/sim/scenario"
 	"github.com/tenure-go/tenure/sim/simulation"
@@ -42,6 +44,16 @@ func main() {
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sim scale:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "bench" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		err := bench.Command(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sim bench:", err)
 			os.Exit(1)
 		}
 		return

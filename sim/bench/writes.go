@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/etcdfence"
+)
+
+// value is the value of every write: 32 bytes.
+var value = []byte("a value of some thirty-two bytes")
+
+// newStore returns an etcdfence.Store under a fresh prefix.
+func newStore(e *env, cli *clientv3.Client, stem string) (*etcdfence.Store, error) {
+	name := e.name(stem)
+	cfg := etcdfence.DefaultConfig()
+	cfg.Prefix = "/bench/" + name + "/data/"
+	cfg.FencePrefix = "/bench/" + name + "/fence/"
+	return etcdfence.New(cli, cfg)
+}
+
+func runPut(ctx context.Context, e *env) ([]Section, error) {
+	var secs []Section
+	for _, members := range []int{1, 3} {
+		s, err := putSection(ctx, e, members)
+		if err != nil {
+			return nil, err
+		}
+		secs = append(secs, s)
+	}
+	return secs, nil
+}
+
+// putSection compares, on one etcd of the given size, a fenced Put with a
+// plain Put and with a plain Put in a transaction, one writer, sequential.
+func putSection(ctx context.Context, e *env, members int) (Section, error) {
+	cfg := e.cfg
+	cli, err := e.client(ctx, members)
+	if err != nil {
+		return Section{}, err
+	}
+	defer cli.Close()
+	s, err := newStore(e, cli, "put")
+	if err != nil {
+		return Section{}, err
+	}
+	tok := fence.Token{Scope: "p/1", Epoch: 1}
+	if err := s.Advance(ctx, tok); err != nil {
+		return Section{}, err
+	}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	prefix := s.Config().Prefix
+	n := cfg.scaled(150, 60)
+	rounds := cfg.rounds() * cfg.scaled(3, 1) // short rounds: bursts of load hit every implementation
+	timed := func(op func(i int) error) func(context.Context) (float64, error) {
+		return func(context.Context) (float64, error) {
+			start := time.Now()
+			for i := range n {
+				if err := op(i); err != nil {
+					return 0, err
+				}
+			}
+			return float64(time.Since(start).Microseconds()) / float64(n), nil
+		}
+	}
+	cands := []candidate{
+		{"plain etcd `Put`", timed(func(i int) error {
+			_, err := cli.Put(ctx, prefix+keys[i%len(keys)], string(value))
+			return err
+		})},
+		{"plain `Put` in a `Txn`", timed(func(i int) error {
+			_, err := cli.Txn(ctx).Then(clientv3.OpPut(prefix+keys[i%len(keys)], string(value))).Commit()
+			return err
+		})},
+		{"tenure fenced `etcdfence.Store.Put`", timed(func(i int) error {
+			_, err := s.Put(ctx, tok, keys[i%len(keys)], value)
+			return err
+		})},
+	}
+	// Warm up every path once.
+	for _, c := range cands {
+		if _, err := c.run(ctx); err != nil {
+			return Section{}, err
+		}
+	}
+	samples, err := interleave(ctx, rounds, cands)
+	if err != nil {
+		return Section{}, err
+	}
+	return Section{
+		Key:   "put",
+		Title: fmt.Sprintf("Fenced write vs plain put, %s", membersText(members)),
+		Intro: fmt.Sprintf("One writer, sequential, 32-byte values over 1,024 keys; %d writes per round, %d rounds interleaved.", n, rounds),
+		Unit:  "µs/write",
+		Rows:  rowsFrom(cands, samples, 0),
+		Notes: []string{"The fenced Put is one transaction: compare the scope's floor, put the floor and the value."},
+	}, nil
+}
+
+func runGroup(ctx context.Context, e *env) ([]Section, error) {
+	var secs []Section
+	for _, members := range []int{1, 3} {
+		s, err := groupSection(ctx, e, members)
+		if err != nil {
+			return nil, err
+		}
+		secs = append(secs, s)
+	}
+	return secs, nil
+}
+
+// groupSection compares 16 writers' fenced Puts grouped by a Batcher with
+// the same writers writing one transaction each and with the ceiling:
+// one goroutine writing unfenced transactions of 16 Puts (as
+// BenchmarkCeiling16 in fence/etcdfence).
+func groupSection(ctx context.Context, e *env, members int) (Section, error) {
+	const writers = 16
+	cfg := e.cfg
+	round := cfg.scaled(1024, 256)
+	rounds := cfg.rounds() * cfg.scaled(2, 1)
+	cli, err := e.client(ctx, members)
+	if err != nil {
+		return Section{}, err
+	}
+	defer cli.Close()
+	s, err := newStore(e, cli, "group")
+	if err != nil {
+		return Section{}, err
+	}
+	bt, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
+	if err != nil {
+		return Section{}, err
+	}
+	defer bt.Close()
+	prefix := s.Config().Prefix
+	token := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
+	key := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
+	perWrite := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(round) }
+	parallel := func(put func(w, i int) error) func(context.Context) (float64, error) {
+		return func(context.Context) (float64, error) {
+			start := time.Now()
+			var wg sync.WaitGroup
+			errs := make([]error, writers)
+			for w := range writers {
+				wg.Go(func() {
+					for i := range round / writers {
+						if err := put(w, i); err != nil {
+							errs[w] = err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			return perWrite(time.Since(start)), errors.Join(errs...)
+		}
+	}
+	cands := []candidate{
+		{"tenure group commit (`etcdfence.Batcher`, 16 writers)", parallel(func(w, i int) error {
+			_, err := bt.Put(ctx, token(w), key(w, i), value)
+			return err
+		})},
+		{"tenure single fenced writes (16 writers, `Store.Put` each)", parallel(func(w, i int) error {
+			_, err := s.Put(ctx, token(w), key(w, i), value)
+			return err
+		})},
+		{"tenure `Store.Commit` of 16 fenced writes (one goroutine)", func(context.Context) (float64, error) {
+			start := time.Now()
+			writes := make([]etcdfence.Write, writers)
+			for i := range round / writers {
+				for w := range writes {
+					writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
+				}
+				if _, err := s.Commit(ctx, writes); err != nil {
+					return 0, err
+				}
+			}
+			return perWrite(time.Since(start)), nil
+		}},
+		{"ceiling: unfenced `Txn` of 16 Puts (one goroutine)", func(context.Context) (float64, error) {
+			start := time.Now()
+			ops := make([]clientv3.Op, writers)
+			for i := range round / writers {
+				for w := range ops {
+					ops[w] = clientv3.OpPut(prefix+key(w, i), string(value))
+				}
+				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+					return 0, err
+				}
+			}
+			return perWrite(time.Since(start)), nil
+		}},
+	}
+	for _, c := range cands {
+		if _, err := c.run(ctx); err != nil {
+			return Section{}, err
+		}
+	}
+	st0 := bt.Stats()
+	samples, err := interleave(ctx, rounds, cands)
+	if err != nil {
+		return Section{}, err
+	}
+	rows := rowsFrom(cands, samples, 0)
+	st := bt.Stats()
+	if c := st.Commits - st0.Commits; c > 0 {
+		rows[0].Note = fmt.Sprintf("%.1f writes per transaction", float64(st.Writes-st0.Writes)/float64(c))
+	}
+	single, grouped, ceiling := rows[1].Value, rows[0].Value, rows[3].Value
+	return Section{
+		Key:   "group",
+		Title: fmt.Sprintf("Group commit, 16 writers, %s", membersText(members)),
+		Intro: fmt.Sprintf("Each of 16 writers owns its partition and writes 32-byte values; %d writes per round, %d rounds interleaved. µs/write is wall time per write: the inverse of throughput.", round, rounds),
+		Unit:  "µs/write",
+		Rows:  rows,
+		Notes: []string{fmt.Sprintf("Throughput: group commit %.1fx single fenced writes; %.2f of the unfenced ceiling.", ratio(single, grouped), ratio(ceiling, grouped))},
+	}, nil
+}
