@@ -6,6 +6,7 @@
 //	go run ./sim -seeds 500 -out sim.md -svg sim.svg
 //	go run ./sim -seed 42 -strategy tenure -v # replay one seed, with its schedule and violations
 //	go run ./sim scale -nodes 200             # fleet-scale figures on virtual time (see sim/scale)
+//	go run ./sim chaos                        # real processes, real etcd, real faults (see sim/chaos)
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/sim/chaos"
 	"github.com/tenure-go/tenure/sim/scale"
 	"github.com/tenure-go/tenure/sim/scenario"
 	"github.com/tenure-go/tenure/sim/simulation"
@@ -36,6 +38,16 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "chaos" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		err := chaos.Command(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sim chaos:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "scale" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		err := scale.Command(ctx, os.Args[2:], os.Stdout, os.Stderr)
