@@ -25,11 +25,16 @@ type faultRecord struct {
 	fault
 	Target        string
 	Start, Healed time.Duration
-	Err           error
+	// Detail says more: where a paused worker stopped.
+	Detail string
+	Err    error
 }
 
 func (r faultRecord) String() string {
 	s := fmt.Sprintf("%-18s %-4s at %6.2fs for %v", r.Kind, r.Target, r.Start.Seconds(), (r.Healed - r.Start).Round(time.Millisecond))
+	if r.Detail != "" {
+		s += " (" + r.Detail + ")"
+	}
 	if r.Err != nil {
 		s += fmt.Sprintf(" (error: %v)", r.Err)
 	}

@@ -32,7 +32,13 @@ type fleet struct {
 	counts  counts
 	exits   []string      // workers that exited on their own
 	faults  []faultRecord // injected so far
+	stopped map[string]string // writes whose worker stopped itself before them -> what they write
+	paused  []pausedWrite
 }
+
+// pausedWrite is the outcome of a write whose worker was paused between
+// its read and its write.
+type pausedWrite struct{ what, outcome, err string }
 
 // tenureID names one tenure.
 type tenureID struct {
@@ -67,6 +73,7 @@ type worker struct {
 	killed      bool          // the current process was killed on purpose
 	held        map[int]int64 // partition -> epoch of the tenures it holds
 	joinedc     chan struct{} // closed when the current process joined
+	stopping    chan string   // receives the write a process stopped itself before
 	listenAddr  string
 	lastJoinErr string
 }
@@ -190,6 +197,10 @@ func (f *fleet) event(w *worker, line []byte, joined func()) {
 			Invoke: at, Value: e.Value, Read: e.Read, HasRead: true})
 		f.writes[e.W] = id
 	case wire.Return:
+		if what, ok := f.stopped[e.W]; ok {
+			delete(f.stopped, e.W)
+			f.paused = append(f.paused, pausedWrite{what: what, outcome: e.Outcome, err: e.Err})
+		}
 		id, ok := f.writes[e.W]
 		if !ok {
 			return
@@ -209,6 +220,13 @@ func (f *fleet) event(w *worker, line []byte, joined func()) {
 			f.counts.unknown++
 		}
 		f.rec.ReturnWrite(id, o, at)
+	case wire.Stopping:
+		what := fmt.Sprintf("%s under %s@%d", e.Key, e.Scope, e.Epoch)
+		f.stopped[e.W] = what
+		select {
+		case w.stopping <- what:
+		default:
+		}
 	case wire.Failed:
 		w.lastJoinErr = e.Err
 	}

@@ -38,6 +38,12 @@ type Report struct {
 	// Write attempts as the workers reported them, and how many of those
 	// whose outcome was unknown etcd's log shows applied.
 	Writes, Accepted, Stale, Conflicts, UnknownWrites, UnknownApplied int
+	// PausedWrites are the outcomes of the writes whose worker a pause
+	// stopped between their read and their write: each should be refused
+	// as stale (the pause outlasts the TTL).
+	PausedWrites []string
+	// PausedRefused counts those refused as stale.
+	PausedRefused int
 	// Tenures begun.
 	Tenures int
 
@@ -73,6 +79,16 @@ func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report
 	n := f.counts
 	reasons := f.reasons
 	losses := slices.Clone(f.losses)
+	for _, p := range f.paused {
+		s := p.what + ": " + p.outcome
+		if p.err != "" {
+			s += " (" + p.err + ")"
+		}
+		r.PausedWrites = append(r.PausedWrites, s)
+		if p.outcome == "stale" {
+			r.PausedRefused++
+		}
+	}
 	f.mu.Unlock()
 	r.Writes, r.Accepted, r.Stale, r.Conflicts, r.UnknownWrites = n.writes, n.accepted, n.stale, n.conflicts, n.unknown
 	r.UnknownApplied = unknownApplied
@@ -206,6 +222,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	row("client", fmt.Sprintf("%d attempts, %d retries", r.ClientStats.Attempts, r.ClientStats.Retries))
 	row("writes", fmt.Sprintf("%d attempted: %d accepted, %d refused stale, %d refused version conflict, %d unknown (%d of them applied per etcd's log)",
 		r.Writes, r.Accepted, r.Stale, r.Conflicts, r.UnknownWrites, r.UnknownApplied))
+	row("writes held across a pause (worker stopped between read and write)", fmt.Sprintf("%d, %d of them refused stale", len(r.PausedWrites), r.PausedRefused))
 	row("**stale writes accepted**", fmt.Sprintf("**%d**", s.StaleWritesAccepted))
 	row("**double executions** (writers per partition and epoch, interleaved tenures)", fmt.Sprintf("**%d**", s.DoubleExecutions))
 	row("**epoch regressions**", fmt.Sprintf("**%d** (%d tenures)", s.EpochRegressions, r.Tenures))
@@ -219,6 +236,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("\nFaults:\n\n")
 	for _, f := range r.Faults {
 		b.WriteString("    " + f + "\n")
+	}
+	if len(r.PausedWrites) > 0 {
+		b.WriteString("\nWrites held across a pause:\n\n")
+		for _, p := range r.PausedWrites {
+			b.WriteString("    " + p + "\n")
+		}
 	}
 	if len(r.Violations) > 0 {
 		b.WriteString("\nViolations:\n\n")

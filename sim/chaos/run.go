@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -81,14 +82,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 
 	rec := &check.Recorder{}
 	f := &fleet{cfg: cfg, bin: bin, cluster: clusterName, start: start, rec: rec,
-		writes: make(map[string]check.WriteID), reasons: make(map[tenureID]string)}
+		writes: make(map[string]check.WriteID), reasons: make(map[tenureID]string), stopped: make(map[string]string)}
 	defer f.close(0)
 	for i := range cfg.Workers {
 		fp, err := c.NewFaultPoint()
 		if err != nil {
 			return nil, err
 		}
-		f.workers = append(f.workers, &worker{name: "w" + strconv.Itoa(i+1), fp: fp, logs: &tail{w: cfg.WorkerLogs}})
+		f.workers = append(f.workers, &worker{name: "w" + strconv.Itoa(i+1), fp: fp, logs: &tail{w: cfg.WorkerLogs}, stopping: make(chan string, 1)})
 	}
 	jctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -240,6 +241,19 @@ func apply(ctx context.Context, c *cluster.Cluster, f *fleet, r *faultRecord) er
 		f.mu.Lock()
 		p := w.proc
 		f.mu.Unlock()
+		// Arm the worker to stop itself between the read and the write of
+		// its next increment; if none comes within the second it is
+		// armed, stop it wherever it is.
+		if err := p.signal(syscall.SIGUSR1); err != nil {
+			return err
+		}
+		select {
+		case at := <-w.stopping:
+			r.Detail = "between read and write of " + at
+		case <-time.After(1200 * time.Millisecond):
+			r.Detail = "idle"
+		}
+		r.Start = f.now()
 		if err := p.stop(); err != nil {
 			return err
 		}

@@ -12,6 +12,11 @@
 // one write, so a line survives a SIGKILL that follows it. Its node's logs go
 // to standard error.
 //
+// SIGUSR1 arms a pause for one second: the next increment that has read its
+// counter within it stops the whole process with SIGSTOP before it writes
+// (after a "stopping" line), the worst moment for a pause; the runner
+// resumes it with SIGCONT.
+//
 // It exits when its standard input ends (the runner holds the pipe), on
 // SIGTERM or SIGINT after leaving the fleet gracefully, and at once on
 // SIGKILL.
@@ -163,6 +168,16 @@ func serve(ctx context.Context, f flags, out *reporter) error {
 	if err != nil {
 		return err
 	}
+	app.cont = make(chan os.Signal, 1)
+	signal.Notify(app.cont, syscall.SIGCONT)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		for range usr1 {
+			app.armed.Store(time.Now().Add(time.Second).UnixNano())
+		}
+	}()
 	mux := http.NewServeMux()
 	mux.Handle("POST /incr/{key}", incr)
 	mux.Handle("GET /count/{key}", count)
@@ -216,6 +231,27 @@ type app struct {
 	out     *reporter
 	timeout time.Duration
 	seq     atomic.Int64
+	armed   atomic.Int64 // stop before the next write until then (Unix nanoseconds)
+	cont    chan os.Signal
+}
+
+// stop stops the process with SIGSTOP and returns once it has been
+// continued. kill(2) returns before every thread has stopped, so without
+// the wait the write could go out before the stop takes hold.
+func (a *app) stop() {
+	for {
+		select {
+		case <-a.cont: // an old SIGCONT
+			continue
+		default:
+		}
+		break
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	select {
+	case <-a.cont:
+	case <-time.After(time.Minute):
+	}
 }
 
 func (a *app) incr(w http.ResponseWriter, r *http.Request) {
@@ -265,6 +301,10 @@ func (a *app) apply(ctx context.Context, t fence.Token, key, idem string) (int64
 		id := a.name + "#" + strconv.FormatInt(a.seq.Add(1), 10)
 		next := cur.Next(idem, id)
 		val := next.Encode()
+		if until := a.armed.Load(); until != 0 && time.Now().UnixNano() < until && a.armed.CompareAndSwap(until, 0) {
+			a.out.emit(wire.Event{Kind: wire.Stopping, W: id, Key: key, Scope: t.Scope, Epoch: t.Epoch})
+			a.stop()
+		}
 		a.out.emit(wire.Event{Kind: wire.Invoke, W: id, Key: key, Scope: t.Scope, Epoch: t.Epoch, Read: string(item.Value), Value: string(val)})
 		octx, cancel = context.WithTimeout(ctx, a.timeout)
 		_, err = a.store.CompareAndSwap(octx, t, wire.CounterKey(key), item.Version, val)

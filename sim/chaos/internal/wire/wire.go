@@ -26,6 +26,9 @@ const (
 	Return = "return"
 	// Failed: the worker gives up (Err); it exits after this line.
 	Failed = "failed"
+	// Stopping: the worker, armed by SIGUSR1, has read Key for write W
+	// under Scope@Epoch and stops itself (SIGSTOP) before it writes.
+	Stopping = "stopping"
 )
 
 // Outcomes of a write.
