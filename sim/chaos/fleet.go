@@ -30,8 +30,8 @@ type fleet struct {
 	reasons map[tenureID]string      // how each ended tenure ended
 	losses  []loss                   // sessions lost (ReasonLost releases), per worker and time
 	counts  counts
-	exits   []string      // workers that exited on their own
-	faults  []faultRecord // injected so far
+	exits   []string          // workers that exited on their own
+	faults  []faultRecord     // injected so far
 	stopped map[string]string // writes whose worker stopped itself before them -> what they write
 	paused  []pausedWrite
 }
