@@ -34,6 +34,8 @@ type fleet struct {
 	faults  []faultRecord     // injected so far
 	stopped map[string]string // writes whose worker stopped itself before them -> what they write
 	paused  []pausedWrite
+	// unknownErrs counts the errors of writes of unknown outcome.
+	unknownErrs map[string]int
 }
 
 // pausedWrite is the outcome of a write whose worker was paused between
@@ -218,6 +220,7 @@ func (f *fleet) event(w *worker, line []byte, joined func()) {
 			f.counts.conflicts++
 		default:
 			f.counts.unknown++
+			f.unknownErrs[normalize(e.Err)]++
 		}
 		f.rec.ReturnWrite(id, o, at)
 	case wire.Stopping:
@@ -273,4 +276,24 @@ func (f *fleet) close(grace time.Duration) {
 		})
 	}
 	wg.Wait()
+}
+
+// normalize shortens an error for a tally: digits go, so that errors
+// that differ in numbers only count together.
+func normalize(s string) string {
+	b := []byte(s)
+	out := b[:0]
+	for i, c := range b {
+		if c >= '0' && c <= '9' {
+			if i > 0 && b[i-1] >= '0' && b[i-1] <= '9' {
+				continue
+			}
+			c = 'N'
+		}
+		out = append(out, c)
+	}
+	if len(out) > 160 {
+		out = append(out[:157], "..."...)
+	}
+	return string(out)
 }

@@ -30,6 +30,7 @@ type load struct {
 	incrs, acked, unknown, reads, readsOK atomic.Int64
 	latMu                                 sync.Mutex
 	latencies                             []time.Duration // acknowledged increments
+	errs                                  map[string]int  // errors of increments of unknown outcome
 }
 
 func keyName(k int) string { return "k" + strconv.Itoa(k) }
@@ -66,6 +67,9 @@ func (l *load) incr(client, key, idem string) {
 	n, err := l.send(http.MethodPost, "/incr/"+key, key, idem)
 	if err != nil {
 		l.unknown.Add(1)
+		l.latMu.Lock()
+		l.errs[normalize(err.Error())]++
+		l.latMu.Unlock()
 		l.rec.ReturnOp(id, check.Result{Outcome: check.Unknown})
 		return
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ type Report struct {
 	// Write attempts as the workers reported them, and how many of those
 	// whose outcome was unknown etcd's log shows applied.
 	Writes, Accepted, Stale, Conflicts, UnknownWrites, UnknownApplied int
+	// UnknownWriteErrors and UnknownIncrErrors tally the errors of writes
+	// and of client increments whose outcome was unknown.
+	UnknownWriteErrors, UnknownIncrErrors map[string]int
 	// PausedWrites are the outcomes of the writes whose worker a pause
 	// stopped between their read and their write: each should be refused
 	// as stale (the pause outlasts the TTL).
@@ -67,7 +71,6 @@ func (r *Report) OK() bool { return len(r.Violations) == 0 }
 func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report, faults []faultRecord, anomalies []string, unknownApplied int) *Report {
 	r := &Report{Config: cfg, Check: cr, Summary: cr.Summary(), FaultCounts: make(map[FaultKind]int)}
 	for _, fr := range faults {
-		r.Faults = append(r.Faults, fr.String())
 		if fr.Err == nil {
 			r.FaultCounts[fr.Kind]++
 		}
@@ -79,6 +82,7 @@ func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report
 	n := f.counts
 	reasons := f.reasons
 	losses := slices.Clone(f.losses)
+	r.UnknownWriteErrors = maps.Clone(f.unknownErrs)
 	for _, p := range f.paused {
 		s := p.what + ": " + p.outcome
 		if p.err != "" {
@@ -97,6 +101,7 @@ func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report
 	r.Reads, r.ReadsOK = l.reads.Load(), l.readsOK.Load()
 	l.latMu.Lock()
 	lat := slices.Clone(l.latencies)
+	r.UnknownIncrErrors = maps.Clone(l.errs)
 	l.latMu.Unlock()
 	slices.Sort(lat)
 	r.IncrP50, r.IncrP99 = check.Percentile(lat, 50), check.Percentile(lat, 99)
@@ -147,6 +152,7 @@ func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report
 	// One session loss per worker per second.
 	slices.SortFunc(losses, func(a, b loss) int { return strings.Compare(a.worker, b.worker)*2 + sign(a.at-b.at) })
 	slack := 2*cfg.TTL + time.Second
+	lostIn := make(map[string]bool) // workers with a loss during an etcd fault
 	for i, ls := range losses {
 		if i > 0 && losses[i-1].worker == ls.worker && ls.at-losses[i-1].at < time.Second {
 			continue
@@ -169,9 +175,25 @@ func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report
 			r.LostByWorkerFault++
 		case 2:
 			r.LostByEtcdFault++
+			lostIn[ls.worker] = true
 		default:
 			r.LostOther++
 		}
+	}
+	for _, fr := range faults {
+		line := fr.String()
+		if !fr.Kind.workerFault() {
+			var who []string
+			for _, ls := range losses {
+				if ls.at >= fr.Start && ls.at <= fr.Healed+slack && lostIn[ls.worker] && !slices.Contains(who, ls.worker) {
+					who = append(who, ls.worker)
+				}
+			}
+			if len(who) > 0 {
+				line += " (sessions lost: " + strings.Join(who, ", ") + ")"
+			}
+		}
+		r.Faults = append(r.Faults, line)
 	}
 	return r
 }
@@ -243,6 +265,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			b.WriteString("    " + p + "\n")
 		}
 	}
+	tally(&b, "Writes of unknown outcome, by error", r.UnknownWriteErrors)
+	tally(&b, "Increments of unknown outcome, by error", r.UnknownIncrErrors)
 	if len(r.Violations) > 0 {
 		b.WriteString("\nViolations:\n\n")
 		for i, v := range r.Violations {
@@ -262,4 +286,22 @@ func notReowned(n int) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%d not held again)", n)
+}
+
+// tally writes a titled list of counts, largest first.
+func tally(b *strings.Builder, title string, m map[string]int) {
+	if len(m) == 0 {
+		return
+	}
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(x, y string) int {
+		if m[x] != m[y] {
+			return m[y] - m[x]
+		}
+		return strings.Compare(x, y)
+	})
+	fmt.Fprintf(b, "\n%s:\n\n", title)
+	for _, k := range keys {
+		fmt.Fprintf(b, "    %4d  %s\n", m[k], k)
+	}
 }

@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 
 	rec := &check.Recorder{}
 	f := &fleet{cfg: cfg, bin: bin, cluster: clusterName, start: start, rec: rec,
-		writes: make(map[string]check.WriteID), reasons: make(map[tenureID]string), stopped: make(map[string]string)}
+		writes: make(map[string]check.WriteID), reasons: make(map[tenureID]string), stopped: make(map[string]string), unknownErrs: make(map[string]int)}
 	defer f.close(0)
 	for i := range cfg.Workers {
 		fp, err := c.NewFaultPoint()
@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	defer client.Close()
 	fmt.Fprintf(progress, "chaos: %d workers joined in %v; load and faults for %v\n", cfg.Workers, time.Since(start).Round(time.Millisecond), cfg.Duration)
 
-	l := &load{cfg: cfg, client: client, rec: rec, start: start, opTimeout: 5*cfg.TTL + 5*time.Second}
+	l := &load{cfg: cfg, client: client, rec: rec, start: start, opTimeout: 5*cfg.TTL + 5*time.Second, errs: make(map[string]int)}
 	loadStart := time.Now()
 	lctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()

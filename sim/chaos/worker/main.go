@@ -5,7 +5,9 @@
 //	POST /incr/{key}   add one to key's counter, at most once per Idempotency-Key
 //	GET  /count/{key}  read key's counter
 //
-// under the token of the key's partition. It reports on its standard output,
+// under the token of the key's partition. A failure of etcd is answered
+// with a retryable "unavailable" refusal (router.WriteError has no answer
+// for it; the client retries with the same idempotency key). It reports on its standard output,
 // one JSON line each (sim/chaos/internal/wire), when it listens and joins,
 // every tenure it begins and ends, and every write it attempts and the
 // outcome it learned; each line is written before the step it announces, in
@@ -47,6 +49,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/chaos/internal/wire"
@@ -271,9 +274,7 @@ func (a *app) incr(w http.ResponseWriter, r *http.Request) {
 	// stops a write under a token whose tenure ended.
 	n, err := a.apply(context.WithoutCancel(r.Context()), tok, key, idem)
 	if err != nil {
-		if !router.WriteError(w, r, err) {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
+		writeError(w, r, err)
 		return
 	}
 	fmt.Fprintln(w, n)
@@ -348,7 +349,17 @@ func (a *app) count(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !router.WriteError(w, r, err) {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	writeError(w, r, err)
+}
+
+// writeError answers a request whose work failed with err: with the
+// router's refusal if the tenure ended (router.WriteError), else, since
+// every failure left is etcd's (a leader change, an unavailable member, a
+// timeout) and the client retries with the same idempotency key, with a
+// retryable "unavailable" refusal.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if router.WriteError(w, r, err) {
+		return
 	}
+	_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalUnavailable, Message: err.Error()})
 }
