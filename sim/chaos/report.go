@@ -152,13 +152,13 @@ func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report
 	// One session loss per worker per second.
 	slices.SortFunc(losses, func(a, b loss) int { return strings.Compare(a.worker, b.worker)*2 + sign(a.at-b.at) })
 	slack := 2*cfg.TTL + time.Second
-	lostIn := make(map[string]bool) // workers with a loss during an etcd fault
+	etcdLoss := make(map[int][]string) // fault index -> workers that lost their session during it
 	for i, ls := range losses {
 		if i > 0 && losses[i-1].worker == ls.worker && ls.at-losses[i-1].at < time.Second {
 			continue
 		}
-		cause := 0
-		for _, fr := range faults {
+		cause, during := 0, -1
+		for fi, fr := range faults {
 			if ls.at < fr.Start || ls.at > fr.Healed+slack {
 				continue
 			}
@@ -167,7 +167,7 @@ func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report
 				break
 			}
 			if !fr.Kind.workerFault() {
-				cause = 2
+				cause, during = 2, fi
 			}
 		}
 		switch cause {
@@ -175,23 +175,17 @@ func newReport(cfg Config, f *fleet, l *load, h *check.History, cr *check.Report
 			r.LostByWorkerFault++
 		case 2:
 			r.LostByEtcdFault++
-			lostIn[ls.worker] = true
+			if !slices.Contains(etcdLoss[during], ls.worker) {
+				etcdLoss[during] = append(etcdLoss[during], ls.worker)
+			}
 		default:
 			r.LostOther++
 		}
 	}
-	for _, fr := range faults {
+	for fi, fr := range faults {
 		line := fr.String()
-		if !fr.Kind.workerFault() {
-			var who []string
-			for _, ls := range losses {
-				if ls.at >= fr.Start && ls.at <= fr.Healed+slack && lostIn[ls.worker] && !slices.Contains(who, ls.worker) {
-					who = append(who, ls.worker)
-				}
-			}
-			if len(who) > 0 {
-				line += " (sessions lost: " + strings.Join(who, ", ") + ")"
-			}
+		if who := etcdLoss[fi]; len(who) > 0 {
+			line += " (sessions lost: " + strings.Join(who, ", ") + ")"
 		}
 		r.Faults = append(r.Faults, line)
 	}
