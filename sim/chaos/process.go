@@ -70,14 +70,24 @@ func (p *process) cont() error { return p.signal(syscall.SIGCONT) }
 
 // kill kills the child and its process group and waits until it is reaped.
 func (p *process) kill() {
+	select {
+	case <-p.exitc:
+		return // reaped: its PID may belong to another process by now
+	default:
+	}
 	_ = p.signal(syscall.SIGKILL)
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL) // the child leads its group until it is reaped
 	<-p.exitc
 }
 
 // term asks the child to leave gracefully (SIGTERM) and kills it if it has
 // not exited within grace.
 func (p *process) term(grace time.Duration) {
+	select {
+	case <-p.exitc:
+		return
+	default:
+	}
 	_ = p.signal(syscall.SIGCONT)
 	if p.signal(syscall.SIGTERM) == nil {
 		t := time.NewTimer(grace)
