@@ -277,23 +277,3 @@ func (f *fleet) close(grace time.Duration) {
 	}
 	wg.Wait()
 }
-
-// normalize shortens an error for a tally: digits go, so that errors
-// that differ in numbers only count together.
-func normalize(s string) string {
-	b := []byte(s)
-	out := b[:0]
-	for i, c := range b {
-		if c >= '0' && c <= '9' {
-			if i > 0 && b[i-1] >= '0' && b[i-1] <= '9' {
-				continue
-			}
-			c = 'N'
-		}
-		out = append(out, c)
-	}
-	if len(out) > 160 {
-		out = append(out[:157], "..."...)
-	}
-	return string(out)
-}

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command worker is one node of a chaos run (sim/chaos): it joins the fleet
 // with ownership.Join, its store being an etcdfence.Store that the node
 // fences, and serves through router.Handler
