@@ -26,7 +26,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&cfg.ReadRatio, "reads", cfg.ReadRatio, "fraction of operations that read (negative: none)")
 	kinds := fs.String("kinds", "", "comma-separated fault kinds: pause,kill,leader-kill,leader-freeze,blackhole (empty: all)")
 	fs.StringVar(&cfg.WorkerBinary, "worker", "", "prebuilt worker command (empty: go build sim/chaos/worker)")
-	verbose := fs.Bool("v", false, "pass the workers' logs on to stderr")
+	verbose := fs.Bool("v", false, "pass the workers' logs and etcd's warnings on to stderr")
 	quiet := fs.Bool("q", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -82,7 +82,7 @@ type Config struct {
 	// and a line per fault.
 	Progress io.Writer
 	// WorkerLogs, if not nil, receives the workers' standard error (their
-	// nodes' logs).
+	// nodes' logs) and the etcd members' warnings.
 	WorkerLogs io.Writer
 }
 

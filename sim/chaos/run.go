@@ -15,6 +15,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/check"
@@ -58,6 +60,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	ccfg := cluster.DefaultConfig()
 	ccfg.Members, ccfg.Processes = 3, true
+	if cfg.WorkerLogs != nil {
+		// etcd's warnings (lease revocations, leadership checks) too.
+		ccfg.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(cfg.WorkerLogs), zap.WarnLevel))
+	}
 	c, err := cluster.Start(ctx, ccfg)
 	if berr := <-built; berr != nil {
 		if err == nil {
