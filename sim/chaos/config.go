@@ -10,8 +10,10 @@ import (
 type FaultKind int
 
 const (
-	// Pause stops a worker with SIGSTOP for longer than the TTL, then
-	// resumes it with SIGCONT.
+	// Pause stops a worker with SIGSTOP, between the read and the write of
+	// an increment if one comes within a second, for longer than the TTL
+	// and until other workers hold all its partitions, then resumes it
+	// with SIGCONT: its write meets a newer epoch's fence.
 	Pause FaultKind = iota + 1
 	// Kill kills a worker with SIGKILL and starts it again, with the same
 	// node ID, after a while.

@@ -14,7 +14,9 @@
 //
 // The faults, one at a time on a schedule derived from Config.Seed:
 //
-//   - pause: SIGSTOP a worker for longer than the TTL, then SIGCONT;
+//   - pause: SIGSTOP a worker between the read and the write of an
+//     increment (the worker stops itself when armed), for longer than the
+//     TTL and until others hold its partitions, then SIGCONT;
 //   - kill: SIGKILL a worker, and start it again later with the same ID;
 //   - leader-kill: SIGKILL etcd's leader (no leadership transfer), restart it;
 //   - leader-freeze: SIGSTOP etcd's leader, SIGCONT it later;

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ type fleet struct {
 	counts  counts
 	exits   []string          // workers that exited on their own
 	faults  []faultRecord     // injected so far
+	latest  map[int]int64     // partition -> newest epoch acquired by anyone
 	stopped map[string]string // writes whose worker stopped itself before them -> what they write
 	paused  []pausedWrite
 	// unknownErrs counts the errors of writes of unknown outcome.
@@ -184,6 +186,7 @@ func (f *fleet) event(w *worker, line []byte, joined func()) {
 	case wire.Acquired:
 		f.counts.acquired++
 		w.held[e.P] = e.Epoch
+		f.latest[e.P] = max(f.latest[e.P], e.Epoch)
 		f.rec.BeginTenure(scopeOf(e.P), e.Epoch, w.name, at)
 	case wire.Released:
 		f.counts.released++
@@ -276,4 +279,23 @@ func (f *fleet) close(grace time.Duration) {
 		})
 	}
 	wg.Wait()
+}
+
+// heldBy returns a copy of the tenures w holds.
+func (f *fleet) heldBy(w *worker) map[int]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(w.held)
+}
+
+// taken reports whether every partition of held has a newer tenure.
+func (f *fleet) taken(held map[int]int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for p, e := range held {
+		if f.latest[p] <= e {
+			return false
+		}
+	}
+	return true
 }

@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 
 	rec := &check.Recorder{}
 	f := &fleet{cfg: cfg, bin: bin, cluster: clusterName, start: start, rec: rec,
-		writes: make(map[string]check.WriteID), reasons: make(map[tenureID]string), stopped: make(map[string]string), unknownErrs: make(map[string]int)}
+		writes: make(map[string]check.WriteID), reasons: make(map[tenureID]string), stopped: make(map[string]string), latest: make(map[int]int64), unknownErrs: make(map[string]int)}
 	defer f.close(0)
 	for i := range cfg.Workers {
 		fp, err := c.NewFaultPoint()
@@ -263,7 +263,13 @@ func apply(ctx context.Context, c *cluster.Cluster, f *fleet, r *faultRecord) er
 		if err := p.stop(); err != nil {
 			return err
 		}
+		held := f.heldBy(w)
 		hold()
+		// Resume only once others hold all its partitions, however slow
+		// the failover: the paused write must meet a newer epoch.
+		for deadline := time.Now().Add(4 * f.cfg.TTL); !f.taken(held) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
 		return p.cont()
 	case Kill:
 		f.killWorker(w)
