@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/sim/chaos/internal/wire"
 	"github.com/tenure-go/tenure/sim/check"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -115,7 +116,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		Cluster: clusterName,
 		// One attempt at a paused worker must not hold the request: the
 		// client tries again, at the owner it then sees.
-		HTTPClient: &http.Client{Timeout: time.Second, Transport: transport},
+		HTTPClient: &http.Client{Timeout: attemptTimeout, Transport: stamp{transport}},
 		Backoff:    router.Backoff{MaxAttempts: 1000, Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond},
 	})
 	if err != nil {
@@ -188,6 +189,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		return r, fmt.Errorf("%w: %d violations", ErrViolation, len(r.Violations))
 	}
 	return r, nil
+}
+
+// attemptTimeout bounds one attempt of a client request.
+const attemptTimeout = time.Second
+
+// stamp sets wire.AttemptDeadline on every attempt.
+type stamp struct{ next http.RoundTripper }
+
+func (s stamp) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set(wire.AttemptDeadline, strconv.FormatInt(time.Now().Add(attemptTimeout).UnixNano(), 10))
+	return s.next.RoundTrip(req)
 }
 
 // inject runs the plan, one fault at a time, until it is done or ctx

@@ -57,6 +57,7 @@ func recordStore(f *fleet, log []*clientv3.Event, finals map[string][]byte) (ano
 	fencePrefix := etcdfence.FencePrefixFor(clusterName)
 	counterPrefix := dataPrefix() + wire.CounterKey("")
 	seen := make(map[check.WriteID]bool)
+	applied := make(map[string]string) // key and increment ID -> the write that applied it
 	var at time.Duration
 	for _, ev := range log {
 		key := string(ev.Kv.Key)
@@ -81,6 +82,16 @@ func recordStore(f *fleet, log []*clientv3.Event, finals map[string][]byte) (ano
 			if err != nil {
 				anomalies = append(anomalies, err.Error())
 				continue
+			}
+			if n := len(c.IDs); n > 0 {
+				// The increment this write applied is the last ID it
+				// recorded: no ID may be applied twice.
+				k := key + " " + c.IDs[n-1]
+				if prev, dup := applied[k]; dup {
+					anomalies = append(anomalies, fmt.Sprintf("increment %s of %s applied twice: by write %s, then by write %s at revision %d",
+						c.IDs[n-1], key[len(counterPrefix):], prev, c.W, ev.Kv.ModRevision))
+				}
+				applied[k] = c.W
 			}
 			f.mu.Lock()
 			id, ok := f.writes[c.W]

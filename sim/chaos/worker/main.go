@@ -274,6 +274,10 @@ func (a *app) incr(w http.ResponseWriter, r *http.Request) {
 	// cancel, as in a process that does not look at its context between
 	// its read and its write (or is paused there): only the store's fence
 	// stops a write under a token whose tenure ended.
+	if d, err := strconv.ParseInt(r.Header.Get(wire.AttemptDeadline), 10, 64); err == nil && time.Now().UnixNano() > d {
+		_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalUnavailable, Message: "attempt past its deadline"})
+		return
+	}
 	n, err := a.apply(context.WithoutCancel(r.Context()), tok, key, idem)
 	if err != nil {
 		writeError(w, r, err)

@@ -72,8 +72,20 @@ type Counter struct {
 }
 
 // KeepIDs is how many idempotency keys a Counter remembers. A key has one
-// client increment outstanding at a time, so a few are plenty.
-const KeepIDs = 32
+// client increment outstanding at a time and a worker refuses an attempt
+// past its AttemptDeadline, so the window needs to cover one attempt's
+// lifetime (about a second, a few dozen increments of a busy key), not
+// the longest pause of a worker.
+const KeepIDs = 128
+
+// AttemptDeadline is the request header with which the runner's transport
+// stamps every attempt: the Unix nanoseconds after which the client has
+// given the attempt up. A worker that finds it passed (a request that
+// waited in the socket of a paused worker, which may since have rejoined
+// and own the key again under a newer, valid token) refuses the attempt
+// instead of applying an increment that may since have been applied
+// elsewhere and dropped from its counter's window.
+const AttemptDeadline = "Chaos-Attempt-Deadline"
 
 // DecodeCounter parses a stored counter; empty means a counter at 0.
 func DecodeCounter(b []byte) (Counter, error) {
