@@ -7,6 +7,7 @@
 //	go run ./sim -seed 42 -strategy tenure -v # replay one seed, with its schedule and violations
 //	go run ./sim scale -nodes 200             # fleet-scale figures on virtual time (see sim/scale)
 //	go run ./sim bench -out bench.md -svg bench.svg # tenure against its baselines, side by side (see sim/bench)
+//	go run ./sim chaos                        # real processes, real etcd, real faults (see sim/chaos)
 package main
 
 import (
@@ -14,12 +15,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/sim/bench"
+	"github.com/tenure-go/tenure/sim/chaos"
 	"github.com/tenure-go/tenure/sim/scale"
 	"github.com/tenure-go/tenure/sim/scenario"
 	"github.com/tenure-go/tenure/sim/simulation"
@@ -37,26 +40,26 @@ type options struct {
 	duration, yield      time.Duration
 }
 
+// subcommands are the programs besides the simulation: go run ./sim NAME
+// [flags].
+var subcommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"bench": bench.Command,
+	"chaos": chaos.Command,
+	"scale": scale.Command,
+}
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "scale" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		err := scale.Command(ctx, os.Args[2:], os.Stdout, os.Stderr)
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "sim scale:", err)
-			os.Exit(1)
+	if len(os.Args) > 1 {
+		if cmd, ok := subcommands[os.Args[1]]; ok {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			err := cmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
+			stop()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "sim %s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
 		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "bench" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		err := bench.Command(ctx, os.Args[2:], os.Stdout, os.Stderr)
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "sim bench:", err)
-			os.Exit(1)
-		}
-		return
 	}
 	var o options
 	flag.Int64Var(&o.seed, "seed", -1, "run this one seed (with -v: print its schedule and violations)")

@@ -1,0 +1,154 @@
+//go:build unix
+
+package chaos
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one run of a worker in a child process.
+//
+// The child never outlives the runner: on Linux the kernel kills it when
+// the thread that started it exits (Pdeathsig), and that thread stays locked
+// to the goroutine that waits for the child; everywhere, the child exits
+// when its standard input, a pipe whose write end only the runner holds,
+// ends; and kill kills it and its process group.
+type process struct {
+	cmd   *exec.Cmd
+	pid   int
+	exitc chan struct{} // closed once the child is reaped
+	err   error         // how it exited; read after exitc is closed
+	stdin io.Closer
+}
+
+// startProcess runs bin with args; line receives every line of its
+// standard output, from one goroutine; stderr receives its standard error.
+func startProcess(bin string, args []string, line func([]byte), stderr io.Writer) (*process, error) {
+	p := &process{exitc: make(chan struct{})}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = &lineWriter{line: line}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.WaitDelay = time.Second
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	p.cmd, p.stdin = cmd, in
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked the child exits:
+		// keep this goroutine, and so its thread, until the child is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		close(p.exitc)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("chaos: start worker: %w", err)
+	}
+	p.pid = cmd.Process.Pid
+	return p, nil
+}
+
+func (p *process) signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
+func (p *process) stop() error { return p.signal(syscall.SIGSTOP) }
+func (p *process) cont() error { return p.signal(syscall.SIGCONT) }
+
+// kill kills the child and its process group and waits until it is reaped.
+func (p *process) kill() {
+	select {
+	case <-p.exitc:
+		return // reaped: its PID may belong to another process by now
+	default:
+	}
+	_ = p.signal(syscall.SIGKILL)
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL) // the child leads its group until it is reaped
+	<-p.exitc
+}
+
+// term asks the child to leave gracefully (SIGTERM) and kills it if it has
+// not exited within grace.
+func (p *process) term(grace time.Duration) {
+	select {
+	case <-p.exitc:
+		return
+	default:
+	}
+	_ = p.signal(syscall.SIGCONT)
+	if p.signal(syscall.SIGTERM) == nil {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-p.exitc:
+			return
+		case <-t.C:
+		}
+	}
+	p.kill()
+}
+
+func (p *process) exited() <-chan struct{} { return p.exitc }
+
+// lineWriter calls line for every complete line written to it. exec writes
+// a child's output from one goroutine.
+type lineWriter struct {
+	buf  []byte
+	line func([]byte)
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(w.buf[:i])
+		w.buf = w.buf[:copy(w.buf, w.buf[i+1:])]
+	}
+	return len(b), nil
+}
+
+// tail keeps the end of a child's standard error, for error messages, and
+// passes everything on to w (nil: nowhere).
+type tail struct {
+	w    io.Writer
+	mu   sync.Mutex
+	last []byte
+}
+
+const tailSize = 4 << 10
+
+func (t *tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	t.last = append(t.last, b...)
+	if over := len(t.last) - tailSize; over > 0 {
+		t.last = t.last[:copy(t.last, t.last[over:])]
+	}
+	w := t.w
+	t.mu.Unlock()
+	if w != nil {
+		_, _ = w.Write(b)
+	}
+	return len(b), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.TrimSpace(t.last))
+}
