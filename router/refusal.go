@@ -7,6 +7,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -114,10 +115,15 @@ type routed struct {
 //     the end of the tenure) is answered 503 with httpfence.RefusalHandoff
 //     (moved, or the node is closing) or RefusalSessionLost (lost), with
 //     the hint.
+//   - etcd could not serve the work's call for now (no leader, a leader
+//     change, an etcd-side timeout: internal/etcderr.Unavailable) while
+//     the request still waits: 503 with httpfence.RefusalUnavailable.
+//     Whether a write failed so was applied is unknown, which is why
+//     retries carry the same idempotency key.
 //   - Any other refusal (an invalid or missing token) is written as
 //     httpfence.WriteError writes it.
 //
-// All of the first two are retryable: Client sends the request again, with
+// All of the first three are retryable: Client sends the request again, with
 // the same idempotency key, to the partition's new owner, so that a planned
 // move never fails at the caller. For any other error, or a nil w, it
 // writes nothing and returns false. A request not served through a Handler
@@ -134,11 +140,14 @@ func WriteError(w http.ResponseWriter, req *http.Request, err error) bool {
 		ctx = req.Context()
 		rt, _ = ctx.Value(routedKey{}).(*routed)
 	}
-	if !tenureEnded(ctx, err) {
+	ended := tenureEnded(ctx, err)
+	if !ended && !(etcderr.Unavailable(err) && ctx.Err() == nil) {
 		return httpfence.WriteError(w, err)
 	}
 	kind := httpfence.RefusalHandoff
 	switch {
+	case !ended:
+		kind = httpfence.RefusalUnavailable
 	case errors.Is(err, fence.ErrStale):
 		kind = httpfence.RefusalStale
 	case errors.Is(err, ownership.ErrLost), errors.Is(context.Cause(ctx), ownership.ErrLost):

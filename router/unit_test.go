@@ -1,15 +1,20 @@
 package router_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 )
@@ -87,4 +92,27 @@ func TestConfig(t *testing.T) {
 	err := router.Config{HandoffWait: -1}.Validate()
 	assert.True(t, errors.Is(err, router.ErrInvalidConfig))
 	assert.Contains(t, err.Error(), "-1ns")
+}
+
+// TestWriteErrorUnavailable: a handler whose etcd call failed because etcd
+// could not serve it for now answers the retryable "unavailable" refusal,
+// which Client retries; once the request itself is gone nothing is written.
+func TestWriteErrorUnavailable(t *testing.T) {
+	for _, err := range []error{rpctypes.ErrLeaderChanged, fmt.Errorf("put: %w", rpctypes.ErrGRPCNoLeader)} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/k", nil)
+		require.True(t, router.WriteError(rec, req, err))
+		resp := rec.Result()
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		ref, rerr := httpfence.ReadRefusal(resp)
+		require.NoError(t, rerr)
+		require.NotNil(t, ref)
+		assert.Equal(t, httpfence.RefusalUnavailable, ref.Kind)
+		assert.True(t, ref.Retryable())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequest(http.MethodPost, "/k", nil).WithContext(ctx)
+	assert.False(t, router.WriteError(httptest.NewRecorder(), req, rpctypes.ErrLeaderChanged), "the caller is gone")
+	assert.False(t, router.WriteError(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/k", nil), errors.New("boom")))
 }

@@ -7,6 +7,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // LeaseNotFound reports whether err says that etcd has no such lease
@@ -28,4 +30,27 @@ func TooManyOps(err error) bool {
 // match by code and message through their Is method.
 func ClientClosed(err error) bool {
 	return errors.Is(err, grpc.ErrClientConnClosing)
+}
+
+// Unavailable reports whether err says that etcd could not serve a call
+// for now, so that the same call may succeed later or through another
+// member: no leader, a leader change, an etcd-side timeout, an unhealthy
+// cluster, or a gRPC Unavailable or DeadlineExceeded status. Whether a
+// write that failed so was applied is unknown.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable
+	}
+	var gs interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &gs) {
+		switch gs.GRPCStatus().Code() {
+		case codes.Unavailable, codes.DeadlineExceeded:
+			return true
+		}
+	}
+	return false
 }

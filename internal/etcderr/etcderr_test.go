@@ -2,6 +2,7 @@ package etcderr_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -39,5 +40,27 @@ func TestClientClosed(t *testing.T) {
 		{"nil", nil, false},
 	} {
 		assert.Equal(t, tt.want, etcderr.ClientClosed(tt.err), tt.name)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("boom"), false},
+		{rpctypes.ErrLeaderChanged, true},
+		{rpctypes.ErrNoLeader, true},
+		{rpctypes.ErrTimeoutDueToLeaderFail, true},
+		{fmt.Errorf("put: %w", rpctypes.ErrGRPCNoLeader), true},
+		{status.Error(codes.Unavailable, "connection refused"), true},
+		{status.Error(codes.DeadlineExceeded, "deadline"), true},
+		{rpctypes.ErrLeaseNotFound, false},
+		{status.Error(codes.InvalidArgument, "bad"), false},
+	} {
+		if got := etcderr.Unavailable(tt.err); got != tt.want {
+			t.Errorf("etcderr.Unavailable(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }

@@ -309,6 +309,11 @@ func (c *Cluster) StopLeader(ctx context.Context) (int, error) {
 // and its state but answers nothing: its peers see it go silent, with no
 // leadership transfer, and elect a new leader after the election timeout
 // if it led. A frozen member is not running (Running, Leader).
+//
+// A frozen leader thawed after more than a lease TTL may, as it resumes,
+// revoke the leases it believes expired while it was frozen (seen with
+// etcd v3.7.3 by go run ./sim chaos): a leader pause longer than the TTL
+// can end every session, which a crash of the leader never does.
 func (c *Cluster) FreezeMember(i int) error {
 	m, err := c.lockProcess(i)
 	if err != nil {
