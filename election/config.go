@@ -162,12 +162,31 @@ func (c ElectionConfig) Validate() error {
 	case c.ResignTimeout < 0:
 		return errs.New(ErrInvalidConfig, "election %q: resign timeout %v must not be negative", c.Name, c.ResignTimeout)
 	}
-	if c.Metrics != nil && nilness.Is(c.Metrics) {
-		return fmt.Errorf("%w: election %q: typed nil metrics registerer %T", ErrInvalidConfig, c.Name, c.Metrics)
+	if err := typedNils(c.Name, c.Metrics, c.Logger, c.Clock); err != nil {
+		return err
 	}
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {
 			return errs.New(ErrInvalidConfig, "election %q: fencer %d is nil (%T)", c.Name, i, f)
+		}
+	}
+	return nil
+}
+
+// typedNils refuses an interface-typed config field that holds a nil
+// pointer (a typed nil), which would pass a nil check and fail later: the
+// metrics registerer, the logger and the clock, in that order. A plain nil
+// means the field's default.
+func typedNils(election string, metrics, logger, clock any) error {
+	for _, f := range []struct {
+		name string
+		v    any
+	}{{"metrics registerer", metrics}, {"logger", logger}, {"clock", clock}} {
+		if f.v != nil && nilness.Is(f.v) {
+			if election == "" {
+				return errs.New(ErrInvalidConfig, "%s is a nil %T", f.name, f.v)
+			}
+			return errs.New(ErrInvalidConfig, "election %q: %s is a nil %T", election, f.name, f.v)
 		}
 	}
 	return nil

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,6 +15,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/internal/clock"
 )
 
 func TestSessionConfigValidate(t *testing.T) {
@@ -164,3 +168,37 @@ func TestNewElectionCopiesConfig(t *testing.T) {
 
 // okFencer is a fencer that admits every token.
 var okFencer = fence.FencerFunc(func(context.Context, fence.Token) error { return nil })
+
+// nilLogger is a Logger type whose nil pointer is a typed nil.
+type nilLogger struct{ hclog.Logger }
+
+// TestTypedNilConfig: every interface-typed field of SessionConfig and
+// ElectionConfig refuses a typed nil with ErrInvalidConfig, and a plain nil
+// keeps its default.
+func TestTypedNilConfig(t *testing.T) {
+	var (
+		logger hclog.Logger          = (*nilLogger)(nil)
+		clk    clock.Clock           = (*clockwork.FakeClock)(nil)
+		reg    prometheus.Registerer = (*prometheus.Registry)(nil)
+		base                         = election.ElectionConfig{Cluster: "c", Name: "job"}
+	)
+	for name, cfg := range map[string]election.SessionConfig{
+		"session logger": {Logger: logger},
+		"session clock":  {Clock: clk},
+	} {
+		err := cfg.Validate()
+		require.ErrorIs(t, err, election.ErrInvalidConfig, name)
+		assert.Contains(t, err.Error(), "is a nil", name)
+	}
+	for name, edit := range map[string]func(*election.ElectionConfig){
+		"election logger":  func(c *election.ElectionConfig) { c.Logger = logger },
+		"election clock":   func(c *election.ElectionConfig) { c.Clock = clk },
+		"election metrics": func(c *election.ElectionConfig) { c.Metrics = reg },
+	} {
+		cfg := base
+		edit(&cfg)
+		require.ErrorIs(t, cfg.Validate(), election.ErrInvalidConfig, name)
+	}
+	require.NoError(t, election.SessionConfig{}.Validate())
+	require.NoError(t, base.Validate())
+}

@@ -182,6 +182,9 @@ func (c SessionConfig) OutageBound() time.Duration {
 // Validate reports whether c, with its defaults applied, can configure a
 // Session. Errors wrap ErrInvalidConfig and name the values involved.
 func (c SessionConfig) Validate() error {
+	if err := typedNils("", nil, c.Logger, c.Clock); err != nil {
+		return err
+	}
 	d := c.withDefaults()
 	switch {
 	case d.TTL < MinTTL:
