@@ -169,8 +169,6 @@ func (c Config) Validate() error {
 	}{
 		{"logger", c.Logger},
 		{"clock", c.Clock},
-		{"session clock", c.Session.Clock},
-		{"session logger", c.Session.Logger},
 		{"metrics registerer", c.Metrics},
 	} {
 		if v.v != nil && nilness.Is(v.v) {

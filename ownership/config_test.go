@@ -108,8 +108,8 @@ func TestTypedNil(t *testing.T) {
 		}, ErrInvalidConfig, "ownership: invalid config: fencer 0 is nil (*ownership.nilFencer)"},
 		{"logger", func() error { c := good(); c.Logger = nilLogger; return c.Validate() }, ErrInvalidConfig, "ownership: invalid config: logger is a nil *ownership.logger"},
 		{"clock", func() error { c := good(); c.Clock = nilClock; return c.Validate() }, ErrInvalidConfig, "ownership: invalid config: clock is a nil *clockwork.FakeClock"},
-		{"session clock", func() error { c := good(); c.Session.Clock = nilClock; return c.Validate() }, ErrInvalidConfig, "ownership: invalid config: session clock is a nil *clockwork.FakeClock"},
-		{"session logger", func() error { c := good(); c.Session.Logger = nilLogger; return c.Validate() }, ErrInvalidConfig, "ownership: invalid config: session logger is a nil *ownership.logger"},
+		{"session clock", func() error { c := good(); c.Session.Clock = nilClock; return c.Validate() }, ErrInvalidConfig, "ownership: invalid config: session: clock is a nil *clockwork.FakeClock"},
+		{"session logger", func() error { c := good(); c.Session.Logger = nilLogger; return c.Validate() }, ErrInvalidConfig, "ownership: invalid config: session: logger is a nil *ownership.logger"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
