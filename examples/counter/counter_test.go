@@ -25,13 +25,9 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// TestMain is leakcheck.VerifyTestMain, removing the test binary's
-// directory too.
+// TestMain is leakcheck.VerifyTestMain.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
 	if code == 0 {
 		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
 			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", leakcheck.Grace, err)
@@ -104,8 +100,8 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 	// SIGKILL n1: its partitions are served again once its lease expires.
 	l.setPhase(phaseKill)
 	killAt := time.Now()
-	n1.signal(t, syscall.SIGKILL)
-	<-n1.exited
+	n1.Signal(t, syscall.SIGKILL)
+	<-n1.Exited
 	waitSettled(t, client, n2, n3)
 	t.Logf("SIGKILL n1: its partitions served again %v later", time.Since(killAt).Round(time.Millisecond))
 	time.Sleep(time.Second)
@@ -122,13 +118,13 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 		mu     sync.Mutex
 		stopAt time.Time
 	)
-	n2.setHook(func(ll logLine) {
-		if ll.msg() != "holding before the commit" {
+	n2.SetHook(func(ll logLine) {
+		if ll.Msg() != "holding before the commit" {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if stopAt.IsZero() && n2.cmd.Process.Signal(syscall.SIGSTOP) == nil {
+		if stopAt.IsZero() && n2.Cmd.Process.Signal(syscall.SIGSTOP) == nil {
 			stopAt = time.Now()
 		}
 	})
@@ -137,19 +133,19 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 		defer mu.Unlock()
 		return !stopAt.IsZero()
 	}, n1, n2, n3)
-	n2.setHook(nil)
+	n2.SetHook(nil)
 	waitSettled(t, client, n1, n3)
 	waitFor(t, "a pause longer than the TTL", func() bool { return time.Since(stopAt) > testTTL+500*time.Millisecond }, n1, n3)
-	n2.signal(t, syscall.SIGCONT)
+	n2.Signal(t, syscall.SIGCONT)
 	t.Logf("SIGSTOP n2 for %v; its partitions were served by the others meanwhile", time.Since(stopAt).Round(time.Millisecond))
 	waitFor(t, "n2's late commit refused as stale", func() bool {
-		n, err := n2.metric(`tenure_fence_rejections_total{scope_kind="partition",store="sql"}`)
+		n, err := n2.Metric(`tenure_fence_rejections_total{scope_kind="partition",store="sql"}`)
 		return err == nil && n > 0
 	}, n1, n2, n3)
-	stale, _ := n2.metric("counter_increments_stale_total")
-	rejected, _ := n2.metric(`tenure_fence_rejections_total{scope_kind="partition",store="sql"}`)
+	stale, _ := n2.Metric("counter_increments_stale_total")
+	rejected, _ := n2.Metric(`tenure_fence_rejections_total{scope_kind="partition",store="sql"}`)
 	t.Logf("n2 resumed: %v increments refused as stale (%v stale tokens)", stale, rejected)
-	if len(n2.find("stale increments rejected", nil)) == 0 {
+	if len(n2.Find("stale increments rejected", nil)) == 0 {
 		t.Errorf("n2 logged no \"stale increments rejected\" line")
 	}
 	waitSettled(t, client, n1, n2, n3)
@@ -157,10 +153,10 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 	// SIGTERM n3 and start it again: nothing fails at the client.
 	l.setPhase(phaseTerm)
 	termAt := time.Now()
-	n3.stop(t)
+	n3.Stop(t)
 	var took string
-	if left := n3.find("left the fleet", nil); len(left) == 1 {
-		took = left[0].str("took")
+	if left := n3.Find("left the fleet", nil); len(left) == 1 {
+		took = left[0].Str("took")
 	}
 	t.Logf("SIGTERM n3: left the fleet in %s (the rest: the HTTP server finishing requests in flight), exited 0 after %v", took, time.Since(termAt).Round(time.Millisecond))
 	n3 = startProc(t, bin, "n3", args...)
@@ -191,7 +187,7 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 		l.total, l.dups, l.resent, stats.Attempts, stats.Retries, byPhase)
 
 	for _, p := range []*proc{n1, n2, n3} {
-		p.stop(t)
+		p.Stop(t)
 	}
 	checkCounts(t, l, dbCounters(t, db), dbApplied(t, db))
 	t.Logf("%s: %v in all", d, time.Since(began).Round(time.Millisecond))
@@ -273,7 +269,7 @@ func waitSettledN(t *testing.T, c *router.Client, partitions int, live ...*proc)
 	t.Helper()
 	ids := make([]string, len(live))
 	for i, p := range live {
-		ids[i] = p.id
+		ids[i] = p.ID
 	}
 	waitFor(t, fmt.Sprintf("every partition served by %v", ids), func() bool {
 		for p := range partitions {
@@ -283,7 +279,7 @@ func waitSettledN(t *testing.T, c *router.Client, partitions int, live ...*proc)
 			}
 		}
 		for _, p := range live {
-			if !p.ready() {
+			if !p.Ready() {
 				return false
 			}
 		}

@@ -67,13 +67,13 @@ func TestThroughput(t *testing.T) {
 				n, lat := drive(client, 32, 1000, dur)
 				var batches, incrs float64
 				for _, p := range procs {
-					c, _ := p.metric("counter_commit_batch_size_count")
-					s, _ := p.metric("counter_commit_batch_size_sum")
+					c, _ := p.Metric("counter_commit_batch_size_count")
+					s, _ := p.Metric("counter_commit_batch_size_sum")
 					batches += c
 					incrs += s
 				}
 				for _, p := range procs {
-					p.stop(t)
+					p.Stop(t)
 				}
 				var sum int64
 				for _, v := range dbCounters(t, db) {

@@ -1,19 +1,13 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
+	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 )
 
@@ -36,40 +30,12 @@ func testDB(t *testing.T) (spec string, db *sql.DB, dialect sqlfence.Dialect) {
 		t.Cleanup(func() { _ = db.Close() })
 		return spec, db, dialect
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatalf("%s: %v", envPG, err)
-	}
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Fatalf("%s must be a postgres:// URL", envPG)
-	}
-	admin := stdlib.OpenDB(*cfg)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "scheduler_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		_ = admin.Close()
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-		_ = admin.Close()
-	})
-	u.Path = "/" + name
-	spec = u.String()
-	db, dialect, err = openDB(spec, 2*time.Second)
+	spec = proctest.FreshPostgres(t, dsn, "scheduler_test_")
+	db, dialect, err := openDB(spec, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	t.Logf("PostgreSQL database %s on %s", name, u.Redacted())
 	return spec, db, dialect
 }
 

@@ -14,13 +14,9 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// TestMain is leakcheck.VerifyTestMain, removing the test binary's
-// directory too.
+// TestMain is leakcheck.VerifyTestMain.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
 	if code == 0 {
 		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
 			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", leakcheck.Grace, err)
@@ -64,7 +60,7 @@ func TestPausedLeader(t *testing.T) {
 	}
 	waitFor(t, "every process ready", func() bool {
 		for _, p := range procs {
-			if !p.ready() {
+			if !p.Ready() {
 				return false
 			}
 		}
@@ -73,8 +69,8 @@ func TestPausedLeader(t *testing.T) {
 	t.Logf("3 processes ready after %v", time.Since(began).Round(time.Millisecond))
 
 	leader := waitLeader(t, procs, nil)
-	waitFor(t, "two periods closed by "+leader.id, func() bool {
-		n, err := leader.metric("scheduler_runs_total")
+	waitFor(t, "two periods closed by "+leader.ID, func() bool {
+		n, err := leader.Metric("scheduler_runs_total")
 		return err == nil && n >= 6
 	}, procs...)
 
@@ -84,8 +80,8 @@ func TestPausedLeader(t *testing.T) {
 		held   logLine
 		stopAt time.Time
 	)
-	leader.setHook(func(l logLine) {
-		if l.msg() != "holding before the write" {
+	leader.SetHook(func(l logLine) {
+		if l.Msg() != "holding before the write" {
 			return
 		}
 		mu.Lock()
@@ -93,7 +89,7 @@ func TestPausedLeader(t *testing.T) {
 		if held != nil {
 			return
 		}
-		if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err == nil {
+		if err := leader.Cmd.Process.Signal(syscall.SIGSTOP); err == nil {
 			held, stopAt = l, time.Now()
 		}
 	})
@@ -102,32 +98,32 @@ func TestPausedLeader(t *testing.T) {
 		defer mu.Unlock()
 		return held != nil
 	}, procs...)
-	leader.setHook(nil)
-	tenant, period := held.str("tenant"), held.str("period_start")
-	t.Logf("%s (epoch %s) stopped before closing %s %s", leader.id, held.str("epoch"), tenant, period)
+	leader.SetHook(nil)
+	tenant, period := held.Str("tenant"), held.Str("period_start")
+	t.Logf("%s (epoch %s) stopped before closing %s %s", leader.ID, held.Str("epoch"), tenant, period)
 
 	others := without(procs, leader)
 	successor := waitLeader(t, others, others)
-	t.Logf("%s elected %v after the pause", successor.id, time.Since(stopAt).Round(time.Millisecond))
-	waitFor(t, successor.id+" closing the held period", func() bool {
-		if len(leader.find("period closed", matches(tenant, period))) != 0 {
-			t.Fatalf("the SIGSTOP missed the hold window: %s closed %s %s before it stopped", leader.id, tenant, period)
+	t.Logf("%s elected %v after the pause", successor.ID, time.Since(stopAt).Round(time.Millisecond))
+	waitFor(t, successor.ID+" closing the held period", func() bool {
+		if len(leader.Find("period closed", matches(tenant, period))) != 0 {
+			t.Fatalf("the SIGSTOP missed the hold window: %s closed %s %s before it stopped", leader.ID, tenant, period)
 		}
-		return len(successor.find("period closed", matches(tenant, period))) == 1
+		return len(successor.Find("period closed", matches(tenant, period))) == 1
 	}, others...)
 	waitFor(t, "a pause longer than the TTL", func() bool { return time.Since(stopAt) > testTTL }, others...)
 
-	leader.signal(t, syscall.SIGCONT)
-	t.Logf("%s resumed after %v", leader.id, time.Since(stopAt).Round(time.Millisecond))
-	waitFor(t, leader.id+"'s late write refused", func() bool {
-		return len(leader.find("stale run rejected", matches(tenant, period))) == 1
+	leader.Signal(t, syscall.SIGCONT)
+	t.Logf("%s resumed after %v", leader.ID, time.Since(stopAt).Round(time.Millisecond))
+	waitFor(t, leader.ID+"'s late write refused", func() bool {
+		return len(leader.Find("stale run rejected", matches(tenant, period))) == 1
 	}, procs...)
-	if got := leader.find("period closed", matches(tenant, period)); len(got) != 0 {
-		t.Fatalf("%s logged closing %s %s after its pause: %v", leader.id, tenant, period, got)
+	if got := leader.Find("period closed", matches(tenant, period)); len(got) != 0 {
+		t.Fatalf("%s logged closing %s %s after its pause: %v", leader.ID, tenant, period, got)
 	}
-	waitFor(t, leader.id+" counting the stale run and ready again", func() bool {
-		n, err := leader.metric("scheduler_stale_runs_rejected_total")
-		return err == nil && n == 1 && leader.ready()
+	waitFor(t, leader.ID+" counting the stale run and ready again", func() bool {
+		n, err := leader.Metric("scheduler_stale_runs_rejected_total")
+		return err == nil && n == 1 && leader.Ready()
 	}, procs...)
 
 	// The job keeps up: every tenant's period that has ended by now gets
@@ -150,15 +146,15 @@ func TestPausedLeader(t *testing.T) {
 	leader2 := waitLeader(t, procs, nil)
 	rest := without(procs, leader2)
 	stopping := time.Now()
-	leader2.stop(t)
+	leader2.Stop(t)
 	next := waitLeader(t, rest, rest)
 	handoff := time.Since(stopping)
-	t.Logf("SIGTERM to %s: %s leads %v later", leader2.id, next.id, handoff.Round(time.Millisecond))
+	t.Logf("SIGTERM to %s: %s leads %v later", leader2.ID, next.ID, handoff.Round(time.Millisecond))
 	if handoff >= testTTL {
 		t.Errorf("handoff after SIGTERM took %v, not less than the TTL %v", handoff, testTTL)
 	}
 	for _, p := range rest {
-		p.stop(t)
+		p.Stop(t)
 	}
 
 	checkExactlyOnce(t, closedRows(t, db, dialect, testJob), procs)
@@ -167,7 +163,7 @@ func TestPausedLeader(t *testing.T) {
 
 // matches selects the log lines about tenant's period starting at start.
 func matches(tenant, start string) func(logLine) bool {
-	return func(l logLine) bool { return l.str("tenant") == tenant && l.str("period_start") == start }
+	return func(l logLine) bool { return l.Str("tenant") == tenant && l.Str("period_start") == start }
 }
 
 func without(ps []*proc, x *proc) []*proc {
@@ -189,7 +185,7 @@ func waitLeader(t *testing.T, ps, alive []*proc) *proc {
 		leader = nil
 		n := 0
 		for _, p := range ps {
-			if v, err := p.metric("scheduler_is_leader"); err == nil && v == 1 {
+			if v, err := p.Metric("scheduler_is_leader"); err == nil && v == 1 {
 				leader = p
 				n++
 			}
@@ -207,12 +203,12 @@ func checkExactlyOnce(t *testing.T, rows []closedRow, procs []*proc) {
 	t.Helper()
 	logged := make(map[string]string) // tenant/start -> node
 	for _, p := range procs {
-		for _, l := range p.find("period closed", nil) {
-			k := l.str("tenant") + "/" + l.str("period_start")
+		for _, l := range p.Find("period closed", nil) {
+			k := l.Str("tenant") + "/" + l.Str("period_start")
 			if by, dup := logged[k]; dup {
-				t.Errorf("period %s logged as closed by %s and by %s", k, by, p.id)
+				t.Errorf("period %s logged as closed by %s and by %s", k, by, p.ID)
 			}
-			logged[k] = p.id
+			logged[k] = p.ID
 		}
 	}
 	byTenant := make(map[string][]closedRow)
@@ -259,17 +255,17 @@ func TestEmbeddedEtcd(t *testing.T) {
 	a := startProc(t, bin, "a", append([]string{"--embedded-etcd", t.TempDir(), "--embedded-etcd-listen", ports[0], "--embedded-etcd-peer", ports[1]}, common...)...)
 	b := startProc(t, bin, "b", append([]string{"--etcd", "http://" + ports[0]}, common...)...)
 	procs := []*proc{a, b}
-	waitFor(t, "both ready", func() bool { return a.ready() && b.ready() }, procs...)
+	waitFor(t, "both ready", func() bool { return a.Ready() && b.Ready() }, procs...)
 	leader := waitLeader(t, procs, procs)
 	waitFor(t, "two periods closed", func() bool {
-		n, err := leader.metric("scheduler_runs_total")
+		n, err := leader.Metric("scheduler_runs_total")
 		return err == nil && n >= 6
 	}, procs...)
-	b.stop(t) // the one without etcd first
+	b.Stop(t) // the one without etcd first
 	if leader == b {
 		waitLeader(t, []*proc{a}, []*proc{a})
 	}
-	a.stop(t)
+	a.Stop(t)
 	checkExactlyOnce(t, closedRows(t, db, dialect, testJob), procs)
 }
 
