@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/childproc"
 )
 
 // process is one run of a worker in a child process.
@@ -42,21 +43,7 @@ func startProcess(bin string, args []string, line func([]byte), stderr io.Writer
 		return nil, err
 	}
 	p.cmd, p.stdin = cmd, in
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked the child exits:
-		// keep this goroutine, and so its thread, until the child is gone.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.exitc)
-	}()
-	if err := <-started; err != nil {
+	if err := childproc.Start(cmd, func(err error) { p.err = err; close(p.exitc) }); err != nil {
 		return nil, fmt.Errorf("chaos: start worker: %w", err)
 	}
 	p.pid = cmd.Process.Pid

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/sim/cluster/internal/memberspec"
 )
 
@@ -75,23 +75,7 @@ func startProcess(bin string, s memberspec.Spec, lg *zap.Logger, onExit func(*pr
 		return nil, err
 	}
 	p.cmd = cmd
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked the child exits, not
-		// the process: keep this goroutine, and so its thread, until the
-		// child is gone.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		onExit(p)
-		close(p.exitc)
-	}()
-	if err := <-started; err != nil {
+	if err := childproc.Start(cmd, func(err error) { p.err = err; onExit(p); close(p.exitc) }); err != nil {
 		return nil, err
 	}
 	p.pid = cmd.Process.Pid

@@ -1,0 +1,28 @@
+// Package childproc starts the child processes of tenure's test harnesses
+// (etcd members, chaos workers) so that they die with their parent.
+package childproc
+
+import (
+	"os/exec"
+	"runtime"
+)
+
+// Start starts cmd from a goroutine locked to its OS thread, which stays
+// alive until the child has been reaped: a Pdeathsig set in
+// cmd.SysProcAttr fires when the thread that forked the child exits, not
+// the process. exited is called with cmd.Wait's error once the child is
+// reaped. Start returns cmd.Start's error.
+func Start(cmd *exec.Cmd, exited func(error)) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited(cmd.Wait())
+	}()
+	return <-started
+}
