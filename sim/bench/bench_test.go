@@ -12,13 +12,16 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/sim/bench"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	// leakcheck waits for the embedded members' peer connections to end on
+	// their read timeout; the options name what stays behind for good.
+	leakcheck.VerifyTestMain(m,
 		// etcd's embedded server and the gRPC/zap machinery leave these
-		// behind for a moment after Close.
+		// behind after Close.
 		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
 		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
 		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
