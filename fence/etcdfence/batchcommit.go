@@ -25,6 +25,7 @@ func (b *Batcher) committer() {
 		items   []item
 		results []Result
 		linger  *time.Timer
+		back    int // writes the last batch answered
 	)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -48,7 +49,7 @@ func (b *Batcher) committer() {
 			if b.cfg.Linger > 0 {
 				linger = b.linger(linger)
 			} else {
-				b.gather()
+				b.gather(back)
 			}
 			b.mu.Lock()
 			groups = b.take(groups[:0])
@@ -60,7 +61,7 @@ func (b *Batcher) committer() {
 			}
 			b.mu.Unlock()
 
-			items, results = b.commit(groups, items, results)
+			items, results, back = b.commit(groups, items, results)
 
 			b.mu.Lock()
 			if b.busy != nil {
@@ -78,26 +79,37 @@ func (b *Batcher) committer() {
 
 // maxYields bounds how many times a committer yields the processor while
 // it gathers a batch.
-const maxYields = 8
+const maxYields = 64
 
 // gather lets writers queue before a batch closes, holding a commit slot:
-// it yields the processor, and yields again as long as the last yield let
-// at least one more write queue (up to maxYields times, or until MaxBatch
-// are queued). Writers just answered by a commit, runnable now, join this
-// batch instead of the next one; a scheduler round trip costs far less
-// than the commit they would wait for, and once a yield brings nobody,
-// nobody is coming.
-func (b *Batcher) gather() {
+// it yields the processor, and yields again until back, the number of
+// writers the last batch answered, are queued (they are runnable now and
+// about to submit again), and after that as long as the last yield let at
+// least one more write queue; it stops at MaxBatch queued, after two
+// yields in a row that brought nobody, or after maxYields. Writers just
+// answered by a commit join this batch instead of the next one; a
+// scheduler round trip costs far less than the commit they would wait for,
+// and once yields bring nobody, nobody is coming.
+func (b *Batcher) gather(back int) {
 	b.mu.Lock()
 	n := len(b.queue)
 	b.mu.Unlock()
+	want := n + back
+	idle := 0
 	for range maxYields {
 		runtime.Gosched()
 		b.mu.Lock()
 		prev := n
 		n = len(b.queue)
 		b.mu.Unlock()
-		if n == prev || n >= b.cfg.MaxBatch {
+		if n >= b.cfg.MaxBatch {
+			return
+		}
+		if n > prev {
+			idle = 0
+			continue
+		}
+		if idle++; n >= want || idle == 8 {
 			return
 		}
 	}
@@ -182,8 +194,8 @@ func (b *Batcher) coalesces(last, next prepared) bool {
 
 // commit commits groups, whose writes hold a commit slot, and answers every
 // request of them. items and results are scratch space, returned for
-// reuse.
-func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item, []Result) {
+// reuse, with the number of requests answered.
+func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item, []Result, int) {
 	items = items[:0]
 	for i := range groups {
 		items = append(items, item{idx: i, p: groups[i].p})
@@ -212,5 +224,5 @@ func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item
 		}
 	}
 	clear(items) // drop the values
-	return items, results
+	return items, results, n
 }

@@ -61,9 +61,10 @@ func FencePrefixFor(cluster string) string { return keys.New(cluster).Fences() }
 // DefaultConfig returns the configuration with every default filled in.
 func DefaultConfig() Config { return Config{}.withDefaults() }
 
-// minTxnOps is the smallest MaxTxnOps with room for one write and its
-// scope's floor, a compare-and-swap in the single-write form included.
-const minTxnOps = 3
+// minTxnOps is the smallest MaxTxnOps with room for one write, its scope's
+// floor and the floor generation, a compare-and-swap in the single-write
+// form (whose nested transaction counts too) included.
+const minTxnOps = 4
 
 // Validate reports whether c, with defaults applied to its zero fields, can
 // configure a Store. The error wraps ErrInvalidConfig.

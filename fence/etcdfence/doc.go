@@ -20,13 +20,13 @@
 //	// Single-write form, when the Store has not seen the scope's floor yet.
 //	// Value comparisons fail on a missing key, so a scope never written
 //	// falls in the Else branch, which admits:
-//	If(Value(floor) > epoch)  Then(Get(floor))  Else(Put(floor, epoch), write)
+//	If(Value(floor) > epoch)  Then(Get(floor))  Else(Put(floor, epoch), write, Put(generation))
 //
 //	// Steady form, when the Store remembers floor c <= epoch (and for
 //	// batches). admitBound(e) sorts right after e's encoding, so the
 //	// comparison holds iff floor <= epoch; the floor is written only when
 //	// the epoch raises it:
-//	If(Value(floor) < admitBound(epoch))  Then([Put(floor, epoch) if epoch > c,] write)
+//	If(Value(floor) < admitBound(epoch))  Then([Put(floor, epoch), Put(generation) if epoch > c,] write)
 //
 // The remembered floor is a hint, never trusted: etcd checks every write. A
 // refused steady-form write reads the floor in a second request to learn
@@ -52,7 +52,18 @@
 // transaction (split at etcd's ops-per-transaction and request-size limits)
 // with one floor comparison per scope; if a check fails, the writes it
 // refuses are answered alone and the others commit in a retry, so a stale
-// write never takes its neighbours down with it. Batcher gathers writes from
+// write never takes its neighbours down with it. Once a Store knows the
+// floors of a transaction's scopes exactly, it replaces those comparisons
+// with one: on the ModRevision of the floor generation, a key
+// (GenerationKey) that every transaction writing a floor writes too, so
+// that an unchanged generation means unchanged floors:
+//
+//	// Generation form, for writes of two or more scopes whose floors the
+//	// Store read at generation G (and none below its floor):
+//	If(ModRevision(generation) = G)  Then(writes, [Put(floor, epoch), Put(generation) where a floor rises])
+//
+// When any floor of the fleet rises, the comparison fails, and the writes go
+// again in the steady form, which reads the generation back. Batcher gathers writes from
 // many goroutines into such commits when they pay: a write that finds it
 // idle commits at once, writes to one key keep their order, and
 // consecutive Puts to one key under one token may be coalesced into one.

@@ -223,7 +223,7 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 		return err
 	}
 	floor, e := s.FloorKey(t.Scope), encodeEpoch(t.Epoch)
-	_, stale, err := s.guarded(ctx, t, floor, e, clientv3.OpPut(floor, e))
+	_, stale, err := s.guarded(ctx, t, floor, e, clientv3.OpPut(floor, e), s.genPut())
 	if err != nil {
 		return fmt.Errorf("etcdfence: advance %s: %w", t, err)
 	}
@@ -231,6 +231,7 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 		return stale
 	}
 	s.cache.raise(t.Scope, t.Epoch)
+	s.gen.invalidate()
 	s.cfg.Metrics.Admitted(1)
 	return nil
 }

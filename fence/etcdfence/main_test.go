@@ -66,3 +66,12 @@ func startCluster(t testing.TB) *clientv3.Client {
 	t.Helper()
 	return cluster.New(t, 1).NewClient(t)
 }
+
+// floors is dump of s's floors: its fence prefix without the generation
+// key.
+func floors(t testing.TB, cli *clientv3.Client, s *etcdfence.Store) map[string]string {
+	t.Helper()
+	m := dump(t, cli, s.Config().FencePrefix)
+	delete(m, strings.TrimPrefix(s.GenerationKey(), s.Config().FencePrefix))
+	return m
+}

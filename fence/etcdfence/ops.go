@@ -49,18 +49,19 @@ func (s *Store) prepare(w Write) (prepared, error) {
 }
 
 // singleOps are the Else operations of the single-write form: record the
-// epoch and write. A compare-and-swap nests its version check, so that a
-// refused swap records nothing, as in a flat transaction.
-func (p prepared) singleOps() []clientv3.Op {
+// epoch (and, with it, the generation: genPut) and write. A compare-and-swap
+// nests its version check, so that a refused swap records nothing, as in a
+// flat transaction.
+func (p prepared) singleOps(genPut clientv3.Op) []clientv3.Op {
 	put := clientv3.OpPut(p.floor, encodeEpoch(p.w.Token.Epoch))
 	if p.w.Kind == KindCompareAndSwap {
 		return []clientv3.Op{clientv3.OpTxn(
 			[]clientv3.Cmp{p.versionCmp()},
-			[]clientv3.Op{put, p.flatOp()},
+			[]clientv3.Op{put, p.flatOp(), genPut},
 			[]clientv3.Op{clientv3.OpGet(p.full, clientv3.WithKeysOnly())},
 		)}
 	}
-	return []clientv3.Op{put, p.flatOp()}
+	return []clientv3.Op{put, p.flatOp(), genPut}
 }
 
 // flatOp is the data operation of the write in a transaction whose If

@@ -4,13 +4,14 @@ package etcdfence
 
 // plan splits items, in order, into chunks that each fit one transaction:
 // at most MaxTxnOps operations as etcd counts them (a data operation per
-// write plus a floor operation per scope in the largest branch), at most
+// write, a floor operation per scope and the generation's in the largest
+// branch), at most
 // MaxTxnBytes, and no key written twice. distinct says that no two items
 // write the same key (as in a Batcher's batch); then items that fit one
 // transaction even with a scope each are one chunk, found without
 // counting keys and scopes.
 func (s *Store) plan(items []item, distinct bool) [][]item {
-	if distinct && 2*len(items) <= s.cfg.MaxTxnOps {
+	if distinct && 2*len(items)+1 <= s.cfg.MaxTxnOps {
 		bytes := 0
 		for _, it := range items {
 			bytes += it.p.size()
@@ -36,7 +37,7 @@ func (s *Store) plan(items []item, distinct bool) [][]item {
 	for _, it := range items {
 		_, dupKey := keys[it.p.full]
 		_, oldScope := scopes[it.p.w.Token.Scope]
-		ops := len(cur) + 1 + len(scopes)
+		ops := len(cur) + 1 + len(scopes) + 1
 		if !oldScope {
 			ops++
 		}

@@ -24,6 +24,7 @@ type Store struct {
 	kv           clientv3.KV
 	cfg          Config
 	cache        floorCache
+	gen          generation
 }
 
 // Item is a key's value and metadata as read by Get.

@@ -62,6 +62,8 @@ func recordStore(f *fleet, log []*clientv3.Event, finals map[string][]byte) (ano
 	for _, ev := range log {
 		key := string(ev.Kv.Key)
 		switch {
+		case key == fencePrefix:
+			// The floor generation (etcdfence's GenerationKey): no floor.
 		case strings.HasPrefix(key, fencePrefix):
 			if ev.Type != mvccpb.PUT {
 				anomalies = append(anomalies, fmt.Sprintf("fence floor %s deleted at revision %d", key, ev.Kv.ModRevision))

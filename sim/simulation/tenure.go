@@ -21,18 +21,26 @@ import (
 const (
 	cluster    = "sim"
 	dataPrefix = "data/"
+	// batchLinger is how long, in real time, a node's Batcher waits for
+	// more writes before it commits: the simulated etcd answers at once, so
+	// without it a write would almost never find company.
+	batchLinger = 200 * time.Microsecond
 )
 
 // tenureEx runs the workload on ownership nodes: route to the owner, Hold,
 // read and write through an etcdfence.Store under the partition's token.
-// Unfenced, the nodes have no Fencers and write with plain puts.
+// With an odd seed, each node's writes go through an etcdfence.Batcher, so
+// that they share transactions across partitions (group commit, with its
+// one comparison on the floor generation). Unfenced, the nodes have no
+// Fencers and write with plain puts.
 type tenureEx struct {
-	w       *world
-	fenced  bool
-	admin   *memetcd.Client
-	nodes   []*ownership.Node
-	stores  []*etcdfence.Store
-	fencePf string
+	w        *world
+	fenced   bool
+	admin    *memetcd.Client
+	nodes    []*ownership.Node
+	stores   []*etcdfence.Store
+	batchers []*etcdfence.Batcher // with an odd seed
+	fencePf  string
 
 	mu   sync.Mutex
 	revs map[int64]time.Duration // revision -> when it was committed
@@ -57,6 +65,13 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 			return nil, err
 		}
 		ex.stores = append(ex.stores, store)
+		if w.cfg.Seed%2 == 1 {
+			b, err := etcdfence.NewBatcher(store, etcdfence.BatcherConfig{Linger: batchLinger})
+			if err != nil {
+				return nil, err
+			}
+			ex.batchers = append(ex.batchers, b)
+		}
 		cfg := ownership.DefaultConfig()
 		cfg.Cluster = cluster
 		cfg.NodeID = n.id
@@ -109,6 +124,8 @@ func (ex *tenureEx) observe() {
 				if id := decodeCounter(string(ev.Kv.Value)).Write; id != 0 {
 					w.rec.Applied(id, d)
 				}
+			case k == ex.fencePf:
+				// The floor generation (etcdfence's GenerationKey): no floor.
 			case strings.HasPrefix(k, ex.fencePf):
 				if e, err := strconv.ParseInt(strings.TrimLeft(string(ev.Kv.Value), "0"), 10, 64); err == nil {
 					w.rec.RaiseFloor(strings.TrimPrefix(k, ex.fencePf), e, d)
@@ -186,9 +203,12 @@ func (ex *tenureEx) incr(ctx context.Context, c *client, key, idem string) (atte
 	next.Write = w.invokeWrite(key, held.Token.Scope, held.Token.Epoch, sn.id, cur.N, next.N)
 	wctx, cancel := clock.WithTimeout(context.Background(), w.fc, ex.requestTimeout())
 	defer cancel()
-	if ex.fenced {
+	switch {
+	case ex.fenced && ex.batchers != nil:
+		_, err = ex.batchers[sn.idx].Put(wctx, held.Token, key, []byte(next.encode()))
+	case ex.fenced:
 		_, err = ex.stores[sn.idx].Put(wctx, held.Token, key, []byte(next.encode()))
-	} else {
+	default:
 		_, err = sn.cli.Put(wctx, dataPrefix+key, next.encode())
 	}
 	switch {
@@ -242,6 +262,9 @@ func (ex *tenureEx) close() {
 		ctx, cancel := clock.WithTimeout(context.Background(), ex.w.fc, time.Minute)
 		_ = n.Close(ctx)
 		cancel()
+	}
+	for _, b := range ex.batchers {
+		_ = b.Close()
 	}
 	ex.w.srv.OnCommit(nil)
 	_ = ex.admin.Close()
