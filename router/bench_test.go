@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -125,29 +126,25 @@ func BenchmarkForwarding(b *testing.B) {
 	}
 }
 
-// runWorkers runs b.N operations on workers goroutines and reports the
-// throughput in ops/s.
-func runWorkers(b *testing.B, workers int, op func(worker, i int) error) {
-	var next atomic.Int64
+// runFor runs op on workers goroutines for d and returns how many
+// operations completed.
+func runFor(b *testing.B, d time.Duration, workers int, op func(worker, i int) error) int {
+	var next, done atomic.Int64
+	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
-	b.ResetTimer()
 	for w := range workers {
 		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= b.N {
-					return
-				}
-				if err := op(w, i); err != nil {
+			for time.Now().Before(deadline) {
+				if err := op(w, int(next.Add(1)-1)); err != nil {
 					b.Error(err)
 					return
 				}
+				done.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	return int(done.Load())
 }
 
 // BenchmarkFencedWrites compares, on the same 3-member etcd with 16
@@ -165,9 +162,11 @@ func runWorkers(b *testing.B, workers int, op func(worker, i int) error) {
 //   - mutex: concurrency.NewMutex(session, key): Lock, Put, Unlock.
 //   - plain-put: an unfenced, unrouted Put, the ceiling for routed.
 //
-// The routed/mutex throughput ratios are logged.
+// One op is one round: each implementation in turn, in rotating order so
+// that a noisy machine slows all alike, runs its workers for round. The
+// benchmark reports each one's throughput and their ratios.
 func BenchmarkFencedWrites(b *testing.B) {
-	const workers = 16
+	const workers, round = 16, 300 * time.Millisecond
 	const name = "bench-fenced"
 	etcd := cluster.New(b, 3)
 	cli := etcd.NewClient(b)
@@ -272,25 +271,31 @@ func BenchmarkFencedWrites(b *testing.B) {
 		many[i] = "key-" + strconv.Itoa(i)
 	}
 	hot := []string{"hot"}
-	opsPerSec := map[string]float64{}
+	impls := []struct {
+		name string
+		op   func([]string) func(w, i int) error
+	}{{"plain-put", plain}, {"routed", routed}, {"routed-batched", batched}, {"mutex", mutex}}
 	for _, set := range []struct {
 		name string
 		keys []string
 	}{{"keys=64", many}, {"hotkey", hot}} {
-		for _, impl := range []struct {
-			name string
-			op   func([]string) func(w, i int) error
-		}{{"plain-put", plain}, {"routed", routed}, {"routed-batched", batched}, {"mutex", mutex}} {
-			name := set.name + "/" + impl.name
-			b.Run(name, func(b *testing.B) {
-				runWorkers(b, workers, impl.op(set.keys))
-				opsPerSec[name] = float64(b.N) / b.Elapsed().Seconds()
-			})
-		}
-		if m := opsPerSec[set.name+"/mutex"]; m > 0 {
-			p, r, rb := opsPerSec[set.name+"/plain-put"], opsPerSec[set.name+"/routed"], opsPerSec[set.name+"/routed-batched"]
-			b.Logf("%s: routed/mutex = %.1fx, routed-batched/mutex = %.1fx, routed/plain-put = %.2f (ops/s: plain %.0f, routed %.0f, batched %.0f, mutex %.0f)",
-				set.name, r/m, rb/m, r/p, p, r, rb, m)
-		}
+		b.Run(set.name, func(b *testing.B) {
+			ops := make([]int, len(impls))
+			for n := 0; b.Loop(); n++ {
+				for j := range impls {
+					k := (n + j) % len(impls) // rotate who goes first
+					ops[k] += runFor(b, round, workers, impls[k].op(set.keys))
+				}
+			}
+			spent := float64(b.N) * round.Seconds()
+			perSec := func(k int) float64 { return float64(ops[k]) / spent }
+			for k, impl := range impls {
+				b.ReportMetric(perSec(k), impl.name+"-ops/s")
+			}
+			b.ReportMetric(perSec(1)/perSec(3), "routed/mutex")
+			b.ReportMetric(perSec(2)/perSec(3), "batched/mutex")
+			b.ReportMetric(perSec(2)/perSec(1), "batched/routed")
+			b.ReportMetric(perSec(1)/perSec(0), "routed/plain")
+		})
 	}
 }

@@ -25,7 +25,8 @@ func (b *Batcher) committer() {
 		items   []item
 		results []Result
 		linger  *time.Timer
-		back    int // writes the last batch answered
+		back    int           // writes the last batch answered
+		took    time.Duration // how long the last commit took
 	)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -49,7 +50,7 @@ func (b *Batcher) committer() {
 			if b.cfg.Linger > 0 {
 				linger = b.linger(linger)
 			} else {
-				b.gather(back)
+				b.gather(back, took/gatherShare)
 			}
 			b.mu.Lock()
 			groups = b.take(groups[:0])
@@ -61,7 +62,9 @@ func (b *Batcher) committer() {
 			}
 			b.mu.Unlock()
 
+			start := time.Now()
 			items, results, back = b.commit(groups, items, results)
+			took = time.Since(start)
 
 			b.mu.Lock()
 			if b.busy != nil {
@@ -77,40 +80,38 @@ func (b *Batcher) committer() {
 	}
 }
 
-// maxYields bounds how many times a committer yields the processor while
-// it gathers a batch.
-const maxYields = 64
+// gatherShare is the share of the last commit's duration that a committer
+// may spend gathering the next batch, and maxIdleYields the yields in a row
+// that bring no write after which it stops.
+const (
+	gatherShare   = 8
+	maxIdleYields = 2
+)
 
 // gather lets writers queue before a batch closes, holding a commit slot:
-// it yields the processor, and yields again until back, the number of
-// writers the last batch answered, are queued (they are runnable now and
-// about to submit again), and after that as long as the last yield let at
-// least one more write queue; it stops at MaxBatch queued, after two
-// yields in a row that brought nobody, or after maxYields. Writers just
-// answered by a commit join this batch instead of the next one; a
-// scheduler round trip costs far less than the commit they would wait for,
-// and once yields bring nobody, nobody is coming.
-func (b *Batcher) gather(back int) {
+// it yields the processor until back more writes are queued (back is the
+// number of writers the last batch answered: they are runnable now and
+// about to submit again), until MaxBatch are queued, until maxIdleYields
+// yields in a row brought nobody (the writers answered went elsewhere), or
+// until budget has passed. Writers just answered by a commit join this
+// batch instead of the next one, and the wait costs at most 1/gatherShare
+// of a commit.
+func (b *Batcher) gather(back int, budget time.Duration) {
 	b.mu.Lock()
 	n := len(b.queue)
 	b.mu.Unlock()
-	want := n + back
-	idle := 0
-	for range maxYields {
+	want := min(n+back, b.cfg.MaxBatch)
+	start := time.Now()
+	for idle := 0; n < want && idle < maxIdleYields && time.Since(start) < budget; {
 		runtime.Gosched()
 		b.mu.Lock()
 		prev := n
 		n = len(b.queue)
 		b.mu.Unlock()
-		if n >= b.cfg.MaxBatch {
-			return
-		}
 		if n > prev {
 			idle = 0
-			continue
-		}
-		if idle++; n >= want || idle == 8 {
-			return
+		} else {
+			idle++
 		}
 	}
 }
