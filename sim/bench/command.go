@@ -17,7 +17,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var cfg Config
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&cfg.Rounds, "rounds", 0, "interleaved rounds per comparison (0: 5, 3 for failover; -quick: 2, 1)")
+	fs.IntVar(&cfg.Rounds, "rounds", 0, "interleaved rounds per comparison (0: 5; -quick: 2, and 1 for failover)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a fast smoke run: fewer operations and rounds, same rows")
 	only := fs.String("only", "", "comma-separated comparisons to run ("+strings.Join(Comparisons, ",")+"); empty: all")
 	fs.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server executable (empty: from PATH; missing: Redis rows skipped)")

@@ -14,8 +14,8 @@ var ErrInvalidConfig = errors.New("bench: invalid config")
 // Run does not modify the caller's Config.
 type Config struct {
 	// Rounds is how many interleaved rounds each comparison runs. Zero
-	// means 5 (3 for the failover comparisons, whose crash rounds wait for
-	// a lease to expire).
+	// means 5 (the failover comparisons too, whose crash rounds each wait
+	// for a lease to expire).
 	Rounds int
 	// Quick shrinks every measurement (fewer operations per round, 2
 	// rounds, fewer ring samples) for a fast smoke run. The rows are the
@@ -69,7 +69,7 @@ func (c Config) failoverRounds() int {
 	case c.Quick:
 		return 1
 	}
-	return 3
+	return 5
 }
 
 func (c Config) runs(name string) bool {
