@@ -63,7 +63,11 @@
 //	If(ModRevision(generation) = G)  Then(writes, [Put(floor, epoch), Put(generation) where a floor rises])
 //
 // When any floor of the fleet rises, the comparison fails, and the writes go
-// again in the steady form, which reads the generation back. Batcher gathers writes from
+// again in the steady form, which reads the generation back. The rule binds
+// every writer of floors under a FencePrefix: all Stores of this package keep
+// it, but a floor written by anything else (a Store of an older version of
+// this package, a tool writing keys by hand) without the generation would
+// let a generation-form batch admit a write that floor should refuse. Batcher gathers writes from
 // many goroutines into such commits when they pay: a write that finds it
 // idle commits at once, writes to one key keep their order, and
 // consecutive Puts to one key under one token may be coalesced into one.
