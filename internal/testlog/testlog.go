@@ -10,15 +10,31 @@ import (
 // Buffer is a bytes.Buffer safe for concurrent use: an io.Writer for
 // loggers whose output a test reads while they write.
 type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // closed by the next Write, if asked for
 }
 
 // Write appends p.
 func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
 	return s.b.Write(p)
+}
+
+// Written returns a channel that is closed by the next Write: a test that
+// waits for a line re-reads the buffer each time it fires.
+func (s *Buffer) Written() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written == nil {
+		s.written = make(chan struct{})
+	}
+	return s.written
 }
 
 // Bytes returns a copy of everything written so far.
