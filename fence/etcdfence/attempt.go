@@ -41,13 +41,7 @@ type scopeGroup struct {
 // in the steady form.
 func (s *Store) attempt(ctx context.Context, items []item, results []Result, first bool) ([]item, error) {
 	groups := groupByScope(items)
-	var (
-		gen             int64
-		useGen, refresh bool
-	)
-	if first {
-		gen, useGen, refresh = s.gen.plan(groups)
-	}
+	gen, useGen, refresh := s.gen.plan(groups, first)
 
 	cmps := make([]clientv3.Cmp, 0, len(groups)+1)
 	then := make([]clientv3.Op, 0, len(items)+2*len(groups)+2)

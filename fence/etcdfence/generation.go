@@ -28,8 +28,8 @@ import (
 //
 // A generation that changed (any floor of the fleet rose: a new owner's
 // Advance, say) fails the comparison though the writes may be fine; the
-// writes then go again in the steady form, which reads the floors and the
-// generation back, and the Store waits a growing number of batches before
+// writes then go again at once in the steady form, which reads the floors
+// and the generation back, and the Store waits a growing number of batches before
 // it tries the generation form again, so that a fleet whose floors keep
 // moving costs one failed transaction now and then, not one per batch.
 
@@ -73,13 +73,18 @@ type generation struct {
 // floor and returns the generation to compare (use). If not, refresh says
 // whether the steady form should read the generation and the floors back.
 // Groups whose lowest epoch is below the known floor take the steady form,
-// which sorts out which writes are stale.
-func (g *generation) plan(groups []scopeGroup) (gen int64, use, refresh bool) {
+// which sorts out which writes are stale. Only a chunk's first attempt
+// may take the generation form; a later one (after a failure) refreshes
+// what the Store knows if it knows nothing.
+func (g *generation) plan(groups []scopeGroup, first bool) (gen int64, use, refresh bool) {
 	if len(groups) < 2 {
 		return 0, false, false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !first {
+		return 0, false, !g.valid
+	}
 	if g.skip > 0 {
 		g.skip--
 		return 0, false, false
