@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -152,7 +151,7 @@ func runFor(b *testing.B, d time.Duration, workers int, op func(worker, i int) e
 // (concurrency.Mutex: Lock, Put, Unlock), over 64 keys and on one hot key:
 //
 //   - routed: Do on the key's owner, then one etcd transaction guarded by
-//     the owner's claim (etcdfence.ClaimGuard): it lands only while the
+//     the owner's claim (etcdfence.ClaimGuarded): it lands only while the
 //     claim that issued the token stands.
 //   - routed-batched: Do on the key's owner, then a write through the
 //     owner's etcdfence.Batcher, which group-commits the fenced writes its
@@ -214,24 +213,8 @@ func BenchmarkFencedWrites(b *testing.B) {
 			key := keyset[i%len(keyset)]
 			return ownerOf(key).Do(ctx, key, func(ctx context.Context, t fence.Token) error {
 				claim := layout.Claim(f.partitionOf(key))
-				guard, err := etcdfence.ClaimGuard(claim, t)
-				if err != nil {
-					return err
-				}
-				resp, err := cli.Txn(ctx).If(guard).
-					Then(clientv3.OpPut("/bench/routed/"+key, strconv.Itoa(i))).
-					Else(clientv3.OpGet(claim)).Commit()
-				if err != nil {
-					return err
-				}
-				if !resp.Succeeded {
-					var kv *mvccpb.KeyValue
-					if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-						kv = kvs[0]
-					}
-					return etcdfence.ClaimStaleError(t, kv)
-				}
-				return nil
+				_, err := etcdfence.ClaimGuarded(ctx, cli, claim, t, clientv3.OpPut("/bench/routed/"+key, strconv.Itoa(i)))
+				return err
 			})
 		}
 	}

@@ -1,12 +1,14 @@
 package etcdfence
 
 import (
+	"context"
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // ClaimGuard returns the comparison that holds iff the claim or leadership
@@ -39,4 +41,38 @@ func ClaimStaleError(t fence.Token, claim *mvccpb.KeyValue) *fence.StaleError {
 		cur = claim.CreateRevision
 	}
 	return fence.NewStaleError(t, cur)
+}
+
+// ClaimGuarded runs ops in one transaction that lands only while the claim
+// (or leadership key) claimKey still stands as the one that issued t:
+//
+//	If(CreateRevision(claimKey) = t.Epoch) Then(ops...) Else(Get(claimKey))
+//
+// It returns the transaction's response if it landed, or a
+// *fence.StaleError (errors.Is fence.ErrStale) whose Current is the epoch of
+// the claim that stands now (0 if none) if it did not. Bad input gets
+// ClaimGuard's errors, or ErrNilArgument for a nil kv; a failed request
+// gets etcd's error, and then ops may or may not have been applied. Use
+// ClaimGuard and ClaimStaleError instead to put the guard in a transaction
+// of your own.
+func ClaimGuarded(ctx context.Context, kv clientv3.KV, claimKey string, t fence.Token, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	guard, err := ClaimGuard(claimKey, t)
+	if err != nil {
+		return nil, err
+	}
+	if nilness.Is(kv) {
+		return nil, fmt.Errorf("%w: etcd KV %T", ErrNilArgument, kv)
+	}
+	resp, err := kv.Txn(ctx).If(guard).Then(ops...).Else(clientv3.OpGet(claimKey)).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcdfence: write guarded by claim %q: %w", claimKey, err)
+	}
+	if !resp.Succeeded {
+		var cur *mvccpb.KeyValue
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			cur = kvs[0]
+		}
+		return nil, ClaimStaleError(t, cur)
+	}
+	return resp, nil
 }

@@ -8,6 +8,8 @@
 // CreateRevision equals the token's epoch. Put it in the If of your own
 // transaction and the transaction lands only while its writer still holds
 // the claim. It is the strongest check etcd offers and keeps no state.
+// ClaimGuarded runs such a transaction for given operations and turns a
+// refusal into a *fence.StaleError.
 //
 // The floor-based Store is a fenced key-value store over etcd: Get, Put,
 // Delete and CompareAndSwap on a key's version, each taking the caller's

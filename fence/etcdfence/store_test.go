@@ -106,24 +106,8 @@ func TestClaimGuard(t *testing.T) {
 	old := fence.Token{Scope: fence.PartitionScope(7), Epoch: claimEpoch(t, cli, claim)}
 
 	write := func(tok fence.Token, val string) error {
-		g, err := etcdfence.ClaimGuard(claim, tok)
-		if err != nil {
-			return err
-		}
-		resp, err := cli.Txn(ctx).If(g).
-			Then(clientv3.OpPut("/test/guard/data", val)).
-			Else(clientv3.OpGet(claim)).Commit()
-		if err != nil {
-			return err
-		}
-		if !resp.Succeeded {
-			var kv = resp.Responses[0].GetResponseRange().GetKvs()
-			if len(kv) == 0 {
-				return etcdfence.ClaimStaleError(tok, nil)
-			}
-			return etcdfence.ClaimStaleError(tok, kv[0])
-		}
-		return nil
+		_, err := etcdfence.ClaimGuarded(ctx, cli, claim, tok, clientv3.OpPut("/test/guard/data", val))
+		return err
 	}
 	require.NoError(t, write(old, "old owner"))
 
@@ -145,6 +129,8 @@ func TestClaimGuard(t *testing.T) {
 	require.ErrorIs(t, err, fence.ErrInvalidToken)
 	_, err = etcdfence.ClaimGuard("", cur)
 	require.ErrorIs(t, err, etcdfence.ErrInvalidKey)
+	_, err = etcdfence.ClaimGuarded(ctx, nil, claim, cur)
+	require.ErrorIs(t, err, etcdfence.ErrNilArgument)
 }
 
 func TestBadInput(t *testing.T) {

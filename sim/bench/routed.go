@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -152,24 +151,8 @@ func runRouted(ctx context.Context, e *env) ([]Section, error) {
 			key := keyset[i%len(keyset)]
 			return ownerOf(key).Do(ctx, key, func(ctx context.Context, t fence.Token) error {
 				claim := layout.Claim(fleet[0].node.PartitionOf(key))
-				guard, err := etcdfence.ClaimGuard(claim, t)
-				if err != nil {
-					return err
-				}
-				resp, err := cli.Txn(ctx).If(guard).
-					Then(clientv3.OpPut("/bench/"+name+"/routed/"+key, strconv.Itoa(i))).
-					Else(clientv3.OpGet(claim)).Commit()
-				if err != nil {
-					return err
-				}
-				if !resp.Succeeded {
-					var kv *mvccpb.KeyValue
-					if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-						kv = kvs[0]
-					}
-					return etcdfence.ClaimStaleError(t, kv)
-				}
-				return nil
+				_, err := etcdfence.ClaimGuarded(ctx, cli, claim, t, clientv3.OpPut("/bench/"+name+"/routed/"+key, strconv.Itoa(i)))
+				return err
 			})
 		}
 	}
