@@ -19,6 +19,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/router"
@@ -77,7 +78,7 @@ func TestChaos(t *testing.T) {
 
 func testChaos(t *testing.T, d sqlfence.Dialect) {
 	began := time.Now()
-	bin := buildBinary(t)
+	bin := proctest.Build(t, "counter")
 	etcd := cluster.New(t, 3)
 	spec, db, _ := testDB(t, d)
 	const clusterName = "counter-chaos"
@@ -85,9 +86,9 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 		"--etcd", strings.Join(etcd.Endpoints(), ","), "--db", spec, "--cluster", clusterName,
 		"--partitions", fmt.Sprint(testPartitions), "--ttl", testTTL.String(),
 	}
-	n1 := startProc(t, bin, "n1", args...)
-	n2 := startProc(t, bin, "n2", append(slices.Clone(args), "--hold", testHold.String())...)
-	n3 := startProc(t, bin, "n3", args...)
+	n1 := proctest.Start(t, bin, "n1", args...)
+	n2 := proctest.Start(t, bin, "n2", append(slices.Clone(args), "--hold", testHold.String())...)
+	n3 := proctest.Start(t, bin, "n3", args...)
 	cli := etcd.NewClient(t)
 	client := newTestClient(t, cli, clusterName)
 	waitSettled(t, client, n1, n2, n3)
@@ -106,7 +107,7 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 	t.Logf("SIGKILL n1: its partitions served again %v later", time.Since(killAt).Round(time.Millisecond))
 	time.Sleep(time.Second)
 	l.setPhase(phaseRejoin)
-	n1 = startProc(t, bin, "n1", args...)
+	n1 = proctest.Start(t, bin, "n1", args...)
 	waitSettled(t, client, n1, n2, n3)
 	t.Logf("n1 started again and serving %v after the SIGKILL", time.Since(killAt).Round(time.Millisecond))
 
@@ -118,7 +119,7 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 		mu     sync.Mutex
 		stopAt time.Time
 	)
-	n2.SetHook(func(ll logLine) {
+	n2.SetHook(func(ll proctest.LogLine) {
 		if ll.Msg() != "holding before the commit" {
 			return
 		}
@@ -128,17 +129,17 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 			stopAt = time.Now()
 		}
 	})
-	waitFor(t, "n2 stopped before a commit", func() bool {
+	proctest.WaitFor(t, "n2 stopped before a commit", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return !stopAt.IsZero()
 	}, n1, n2, n3)
 	n2.SetHook(nil)
 	waitSettled(t, client, n1, n3)
-	waitFor(t, "a pause longer than the TTL", func() bool { return time.Since(stopAt) > testTTL+500*time.Millisecond }, n1, n3)
+	proctest.WaitFor(t, "a pause longer than the TTL", func() bool { return time.Since(stopAt) > testTTL+500*time.Millisecond }, n1, n3)
 	n2.Signal(t, syscall.SIGCONT)
 	t.Logf("SIGSTOP n2 for %v; its partitions were served by the others meanwhile", time.Since(stopAt).Round(time.Millisecond))
-	waitFor(t, "n2's late commit refused as stale", func() bool {
+	proctest.WaitFor(t, "n2's late commit refused as stale", func() bool {
 		n, err := n2.Metric(`tenure_fence_rejections_total{scope_kind="partition",store="sql"}`)
 		return err == nil && n > 0
 	}, n1, n2, n3)
@@ -159,7 +160,7 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 		took = left[0].Str("took")
 	}
 	t.Logf("SIGTERM n3: left the fleet in %s (the rest: the HTTP server finishing requests in flight), exited 0 after %v", took, time.Since(termAt).Round(time.Millisecond))
-	n3 = startProc(t, bin, "n3", args...)
+	n3 = proctest.Start(t, bin, "n3", args...)
 	waitSettled(t, client, n1, n2, n3)
 	t.Logf("n3 started again and serving %v after its SIGTERM", time.Since(termAt).Round(time.Millisecond))
 
@@ -186,7 +187,7 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 	t.Logf("%d increments acknowledged (%d answered as duplicates of an earlier attempt), %d sent again after their acknowledgement and answered with their stored result; client: %d attempts, %d retries; failed attempts by phase %v, retried to success by the test",
 		l.total, l.dups, l.resent, stats.Attempts, stats.Retries, byPhase)
 
-	for _, p := range []*proc{n1, n2, n3} {
+	for _, p := range []*proctest.Proc{n1, n2, n3} {
 		p.Stop(t)
 	}
 	checkCounts(t, l, dbCounters(t, db), dbApplied(t, db))
@@ -245,7 +246,7 @@ func checkCounts(t *testing.T, l *load, counters map[string]int64, applied map[s
 // failover in its retries.
 func newTestClient(t *testing.T, cli *clientv3.Client, cluster string) *router.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), proctest.Wait)
 	defer cancel()
 	b := router.DefaultBackoff()
 	b.MaxAttempts = 20
@@ -259,19 +260,19 @@ func newTestClient(t *testing.T, cli *clientv3.Client, cluster string) *router.C
 
 // waitSettled waits until every process of live is ready and the client
 // routes every partition to a claim held by one of them.
-func waitSettled(t *testing.T, c *router.Client, live ...*proc) {
+func waitSettled(t *testing.T, c *router.Client, live ...*proctest.Proc) {
 	t.Helper()
 	waitSettledN(t, c, testPartitions, live...)
 }
 
 // waitSettledN is waitSettled for a fleet of partitions partitions.
-func waitSettledN(t *testing.T, c *router.Client, partitions int, live ...*proc) {
+func waitSettledN(t *testing.T, c *router.Client, partitions int, live ...*proctest.Proc) {
 	t.Helper()
 	ids := make([]string, len(live))
 	for i, p := range live {
 		ids[i] = p.ID
 	}
-	waitFor(t, fmt.Sprintf("every partition served by %v", ids), func() bool {
+	proctest.WaitFor(t, fmt.Sprintf("every partition served by %v", ids), func() bool {
 		for p := range partitions {
 			r := c.LookupPartition(p)
 			if r.Epoch == 0 || !slices.Contains(ids, r.Owner) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -32,14 +33,14 @@ func TestThroughput(t *testing.T) {
 	if v == "" || testing.Short() {
 		t.Skipf("set %s=1 (or a duration per configuration) to measure", envBench)
 	}
-	if raceEnabled {
+	if proctest.RaceEnabled {
 		t.Skip("figures under -race mean nothing")
 	}
 	dur := 5 * time.Second
 	if d, err := time.ParseDuration(v); err == nil {
 		dur = d
 	}
-	bin := buildBinary(t)
+	bin := proctest.Build(t, "counter")
 	etcd := cluster.New(t, 3)
 	cli := etcd.NewClient(t)
 	type figure struct {
@@ -59,8 +60,8 @@ func TestThroughput(t *testing.T) {
 					"--etcd", strings.Join(etcd.Endpoints(), ","), "--db", spec, "--cluster", clusterName,
 					"--partitions", "64", "--ttl", "5s", "--group-commit=" + strconv.FormatBool(group),
 				}
-				procs := []*proc{
-					startProc(t, bin, "b1", args...), startProc(t, bin, "b2", args...), startProc(t, bin, "b3", args...),
+				procs := []*proctest.Proc{
+					proctest.Start(t, bin, "b1", args...), proctest.Start(t, bin, "b2", args...), proctest.Start(t, bin, "b3", args...),
 				}
 				client := newTestClient(t, cli, clusterName)
 				waitSettledN(t, client, 64, procs...)

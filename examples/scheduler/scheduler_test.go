@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -46,7 +47,7 @@ func TestPausedLeader(t *testing.T) {
 		t.Skip("builds the binary and runs processes")
 	}
 	began := time.Now()
-	bin := buildBinary(t)
+	bin := proctest.Build(t, "scheduler")
 	etcd := cluster.New(t, 3)
 	spec, db, dialect := testDB(t)
 	args := []string{
@@ -54,11 +55,11 @@ func TestPausedLeader(t *testing.T) {
 		"--period", testPeriod.String(), "--ttl", testTTL.String(), "--hold", testHold.String(),
 		"--tenants", testTenants,
 	}
-	procs := make([]*proc, 3)
+	procs := make([]*proctest.Proc, 3)
 	for i := range procs {
-		procs[i] = startProc(t, bin, fmt.Sprintf("n%d", i+1), args...)
+		procs[i] = proctest.Start(t, bin, fmt.Sprintf("n%d", i+1), args...)
 	}
-	waitFor(t, "every process ready", func() bool {
+	proctest.WaitFor(t, "every process ready", func() bool {
 		for _, p := range procs {
 			if !p.Ready() {
 				return false
@@ -69,7 +70,7 @@ func TestPausedLeader(t *testing.T) {
 	t.Logf("3 processes ready after %v", time.Since(began).Round(time.Millisecond))
 
 	leader := waitLeader(t, procs, nil)
-	waitFor(t, "two periods closed by "+leader.ID, func() bool {
+	proctest.WaitFor(t, "two periods closed by "+leader.ID, func() bool {
 		n, err := leader.Metric("scheduler_runs_total")
 		return err == nil && n >= 6
 	}, procs...)
@@ -77,10 +78,10 @@ func TestPausedLeader(t *testing.T) {
 	// Pause the leader the moment it has decided to close a period.
 	var (
 		mu     sync.Mutex
-		held   logLine
+		held   proctest.LogLine
 		stopAt time.Time
 	)
-	leader.SetHook(func(l logLine) {
+	leader.SetHook(func(l proctest.LogLine) {
 		if l.Msg() != "holding before the write" {
 			return
 		}
@@ -93,7 +94,7 @@ func TestPausedLeader(t *testing.T) {
 			held, stopAt = l, time.Now()
 		}
 	})
-	waitFor(t, "the leader paused before a write", func() bool {
+	proctest.WaitFor(t, "the leader paused before a write", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return held != nil
@@ -105,23 +106,23 @@ func TestPausedLeader(t *testing.T) {
 	others := without(procs, leader)
 	successor := waitLeader(t, others, others)
 	t.Logf("%s elected %v after the pause", successor.ID, time.Since(stopAt).Round(time.Millisecond))
-	waitFor(t, successor.ID+" closing the held period", func() bool {
+	proctest.WaitFor(t, successor.ID+" closing the held period", func() bool {
 		if len(leader.Find("period closed", matches(tenant, period))) != 0 {
 			t.Fatalf("the SIGSTOP missed the hold window: %s closed %s %s before it stopped", leader.ID, tenant, period)
 		}
 		return len(successor.Find("period closed", matches(tenant, period))) == 1
 	}, others...)
-	waitFor(t, "a pause longer than the TTL", func() bool { return time.Since(stopAt) > testTTL }, others...)
+	proctest.WaitFor(t, "a pause longer than the TTL", func() bool { return time.Since(stopAt) > testTTL }, others...)
 
 	leader.Signal(t, syscall.SIGCONT)
 	t.Logf("%s resumed after %v", leader.ID, time.Since(stopAt).Round(time.Millisecond))
-	waitFor(t, leader.ID+"'s late write refused", func() bool {
+	proctest.WaitFor(t, leader.ID+"'s late write refused", func() bool {
 		return len(leader.Find("stale run rejected", matches(tenant, period))) == 1
 	}, procs...)
 	if got := leader.Find("period closed", matches(tenant, period)); len(got) != 0 {
 		t.Fatalf("%s logged closing %s %s after its pause: %v", leader.ID, tenant, period, got)
 	}
-	waitFor(t, leader.ID+" counting the stale run and ready again", func() bool {
+	proctest.WaitFor(t, leader.ID+" counting the stale run and ready again", func() bool {
 		n, err := leader.Metric("scheduler_stale_runs_rejected_total")
 		return err == nil && n == 1 && leader.Ready()
 	}, procs...)
@@ -129,7 +130,7 @@ func TestPausedLeader(t *testing.T) {
 	// The job keeps up: every tenant's period that has ended by now gets
 	// closed.
 	now := time.Now()
-	waitFor(t, "every tenant caught up", func() bool {
+	proctest.WaitFor(t, "every tenant caught up", func() bool {
 		last := make(map[string]int64)
 		for _, r := range closedRows(t, db, dialect, testJob) {
 			last[r.tenant] = max(last[r.tenant], r.end)
@@ -162,12 +163,12 @@ func TestPausedLeader(t *testing.T) {
 }
 
 // matches selects the log lines about tenant's period starting at start.
-func matches(tenant, start string) func(logLine) bool {
-	return func(l logLine) bool { return l.Str("tenant") == tenant && l.Str("period_start") == start }
+func matches(tenant, start string) func(proctest.LogLine) bool {
+	return func(l proctest.LogLine) bool { return l.Str("tenant") == tenant && l.Str("period_start") == start }
 }
 
-func without(ps []*proc, x *proc) []*proc {
-	var out []*proc
+func without(ps []*proctest.Proc, x *proctest.Proc) []*proctest.Proc {
+	var out []*proctest.Proc
 	for _, p := range ps {
 		if p != x {
 			out = append(out, p)
@@ -178,10 +179,10 @@ func without(ps []*proc, x *proc) []*proc {
 
 // waitLeader waits until exactly one of ps reports scheduler_is_leader 1,
 // and returns it. Processes in alive must not exit meanwhile.
-func waitLeader(t *testing.T, ps, alive []*proc) *proc {
+func waitLeader(t *testing.T, ps, alive []*proctest.Proc) *proctest.Proc {
 	t.Helper()
-	var leader *proc
-	waitFor(t, "one leader", func() bool {
+	var leader *proctest.Proc
+	proctest.WaitFor(t, "one leader", func() bool {
 		leader = nil
 		n := 0
 		for _, p := range ps {
@@ -199,7 +200,7 @@ func waitLeader(t *testing.T, ps, alive []*proc) *proc {
 // closed periods are contiguous (each starts where the previous ended), and
 // they are exactly the periods the processes logged as closed, each logged
 // once.
-func checkExactlyOnce(t *testing.T, rows []closedRow, procs []*proc) {
+func checkExactlyOnce(t *testing.T, rows []closedRow, procs []*proctest.Proc) {
 	t.Helper()
 	logged := make(map[string]string) // tenant/start -> node
 	for _, p := range procs {
@@ -248,22 +249,22 @@ func TestEmbeddedEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes")
 	}
-	bin := buildBinary(t)
+	bin := proctest.Build(t, "scheduler")
 	spec, db, dialect := testDB(t)
 	ports := freePorts(t, 2)
 	common := []string{"--db", spec, "--cluster", "sched-embedded", "--period", "500ms", "--ttl", testTTL.String(), "--tenants", testTenants}
-	a := startProc(t, bin, "a", append([]string{"--embedded-etcd", t.TempDir(), "--embedded-etcd-listen", ports[0], "--embedded-etcd-peer", ports[1]}, common...)...)
-	b := startProc(t, bin, "b", append([]string{"--etcd", "http://" + ports[0]}, common...)...)
-	procs := []*proc{a, b}
-	waitFor(t, "both ready", func() bool { return a.Ready() && b.Ready() }, procs...)
+	a := proctest.Start(t, bin, "a", append([]string{"--embedded-etcd", t.TempDir(), "--embedded-etcd-listen", ports[0], "--embedded-etcd-peer", ports[1]}, common...)...)
+	b := proctest.Start(t, bin, "b", append([]string{"--etcd", "http://" + ports[0]}, common...)...)
+	procs := []*proctest.Proc{a, b}
+	proctest.WaitFor(t, "both ready", func() bool { return a.Ready() && b.Ready() }, procs...)
 	leader := waitLeader(t, procs, procs)
-	waitFor(t, "two periods closed", func() bool {
+	proctest.WaitFor(t, "two periods closed", func() bool {
 		n, err := leader.Metric("scheduler_runs_total")
 		return err == nil && n >= 6
 	}, procs...)
 	b.Stop(t) // the one without etcd first
 	if leader == b {
-		waitLeader(t, []*proc{a}, []*proc{a})
+		waitLeader(t, []*proctest.Proc{a}, []*proctest.Proc{a})
 	}
 	a.Stop(t)
 	checkExactlyOnce(t, closedRows(t, db, dialect, testJob), procs)

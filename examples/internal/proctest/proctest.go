@@ -25,14 +25,15 @@ import (
 const Wait = 30 * time.Second
 
 // Build builds the example in the current directory (its package) as
-// name, with -race when race is set, into a temporary directory removed
-// when the test ends, and returns the binary's path.
-func Build(t *testing.T, name string, race bool) string {
+// name, with -race when the tests run with it (RaceEnabled), into a
+// temporary directory removed when the test ends, and returns the binary's
+// path.
+func Build(t *testing.T, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, name)
 	args := []string{"build", "-o", bin}
-	if race {
+	if RaceEnabled {
 		args = append(args, "-race")
 	}
 	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
