@@ -1,5 +1,7 @@
 // Package childproc starts the child processes of tenure's test harnesses
-// (etcd members, chaos workers) so that they die with their parent.
+// (etcd members, chaos workers) so that they die with their parent, and
+// reads their output: by line (LineWriter), keeping the end for error
+// messages (Tail).
 package childproc
 
 import (

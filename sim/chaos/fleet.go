@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/sim/chaos/internal/wire"
 	"github.com/tenure-go/tenure/sim/check"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -68,7 +69,7 @@ type counts struct {
 type worker struct {
 	name string
 	fp   *cluster.FaultPoint
-	logs *tail
+	logs *childproc.Tail
 
 	// Guarded by fleet.mu.
 	proc        *process

@@ -3,11 +3,9 @@
 package chaos
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
 
@@ -34,9 +32,9 @@ type process struct {
 func startProcess(bin string, args []string, line func([]byte), stderr io.Writer) (*process, error) {
 	p := &process{exitc: make(chan struct{})}
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout = &lineWriter{line: line}
+	cmd.Stdout = &childproc.LineWriter{Line: line}
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	cmd.WaitDelay = time.Second
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -90,52 +88,6 @@ func (p *process) term(grace time.Duration) {
 
 func (p *process) exited() <-chan struct{} { return p.exitc }
 
-// lineWriter calls line for every complete line written to it. exec writes
-// a child's output from one goroutine.
-type lineWriter struct {
-	buf  []byte
-	line func([]byte)
-}
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	w.buf = append(w.buf, b...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.line(w.buf[:i])
-		w.buf = w.buf[:copy(w.buf, w.buf[i+1:])]
-	}
-	return len(b), nil
-}
-
-// tail keeps the end of a child's standard error, for error messages, and
-// passes everything on to w (nil: nowhere).
-type tail struct {
-	w    io.Writer
-	mu   sync.Mutex
-	last []byte
-}
-
-const tailSize = 4 << 10
-
-func (t *tail) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	t.last = append(t.last, b...)
-	if over := len(t.last) - tailSize; over > 0 {
-		t.last = t.last[:copy(t.last, t.last[over:])]
-	}
-	w := t.w
-	t.mu.Unlock()
-	if w != nil {
-		_, _ = w.Write(b)
-	}
-	return len(b), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(bytes.TrimSpace(t.last))
-}
+// workerLogTail is how much of a worker's standard error its exit is
+// reported with.
+const workerLogTail = 4 << 10

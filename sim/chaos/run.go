@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/chaos/internal/wire"
 	"github.com/tenure-go/tenure/sim/check"
@@ -96,7 +97,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.workers = append(f.workers, &worker{name: "w" + strconv.Itoa(i+1), fp: fp, logs: &tail{w: cfg.WorkerLogs}, stopping: make(chan string, 1)})
+		f.workers = append(f.workers, &worker{name: "w" + strconv.Itoa(i+1), fp: fp, logs: &childproc.Tail{W: cfg.WorkerLogs, Size: workerLogTail}, stopping: make(chan string, 1)})
 	}
 	jctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

@@ -3,7 +3,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,7 +46,7 @@ type process struct {
 	readyOnce sync.Once
 	id        atomic.Uint64
 	lead      atomic.Uint64
-	stdout    lineWriter
+	stdout    childproc.LineWriter
 	stderr    logWriter
 }
 
@@ -61,13 +60,14 @@ func startProcess(bin string, s memberspec.Spec, lg *zap.Logger, onExit func(*pr
 		exitc:  make(chan struct{}),
 		stderr: logWriter{lg: lg},
 	}
-	p.stdout.line = p.report
-	p.stderr.lw.line = p.stderr.log
+	p.stdout.Line = p.report
+	p.stderr.lw.Line = p.stderr.log
+	p.stderr.last.W, p.stderr.last.Size = &p.stderr.lw, tailSize
 	flags := memberspec.Flags{LogLevel: childLevel(lg), ExitOnStdinEOF: true}
 	cmd := exec.Command(bin, memberspec.Args(s, flags)...)
 	cmd.Stdout = &p.stdout
 	cmd.Stderr = &p.stderr
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	cmd.WaitDelay = time.Second
 	// The child reads its standard input until it ends; only this process
 	// holds the pipe's write end, so it ends when this process dies.
@@ -183,60 +183,20 @@ func childLevel(lg *zap.Logger) string {
 	return zapcore.ErrorLevel.String()
 }
 
-// lineWriter calls line for every complete line written to it. exec writes
-// a child's output from one goroutine.
-type lineWriter struct {
-	buf  []byte
-	line func([]byte)
-}
-
-// maxLine bounds a line: longer ones are cut.
-const maxLine = 64 << 10
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	w.buf = append(w.buf, b...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.line(w.buf[:i])
-		w.buf = w.buf[:copy(w.buf, w.buf[i+1:])]
-	}
-	if len(w.buf) > maxLine {
-		w.line(w.buf)
-		w.buf = w.buf[:0]
-	}
-	return len(b), nil
-}
-
 // logWriter takes a child's standard error: it keeps the end for error
 // messages and passes each line (etcd's JSON logs) on to lg.
 type logWriter struct {
-	lg *zap.Logger
-	lw lineWriter
-
-	mu   sync.Mutex
-	last []byte // the end of the output, at most tailSize bytes
+	lg   *zap.Logger
+	lw   childproc.LineWriter
+	last childproc.Tail // writes on to lw
 }
 
+// tailSize is how much of a child's standard error its exit error quotes.
 const tailSize = 2 << 10
 
-func (w *logWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	w.last = append(w.last, b...)
-	if over := len(w.last) - tailSize; over > 0 {
-		w.last = w.last[:copy(w.last, w.last[over:])]
-	}
-	w.mu.Unlock()
-	return w.lw.Write(b)
-}
+func (w *logWriter) Write(b []byte) (int, error) { return w.last.Write(b) }
 
-func (w *logWriter) tail() []byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return bytes.TrimSpace(slices.Clone(w.last))
-}
+func (w *logWriter) tail() string { return w.last.String() }
 
 // log passes one line of the child's standard error on to lg, at its level
 // (never above error: a child's fatal log must not end this process).

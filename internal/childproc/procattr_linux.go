@@ -1,0 +1,9 @@
+package childproc
+
+import "syscall"
+
+// SysProcAttr puts a child in its own process group and has the kernel
+// kill it when the thread that started it exits (see Start).
+func SysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

@@ -1,9 +1,0 @@
-package cluster
-
-import "syscall"
-
-// sysProcAttr puts a member process in its own process group and has the
-// kernel kill it when the thread that started it exits.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
