@@ -20,6 +20,10 @@ const ttl = 2 * time.Second
 // env is one scenario's world: virtual time driven in the background, an
 // in-memory etcd, a recorder and an unfenced store.
 type env struct {
+	ctx     context.Context // cancelled by close, after the cleanups
+	cancel  context.CancelFunc
+	cleanup []func() // run by close, in order
+
 	fc    *clockwork.FakeClock
 	start time.Time
 	srv   *memetcd.Server
@@ -38,7 +42,8 @@ func newEnv() (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{fc: fc, start: fc.Now(), srv: srv, stop: make(chan struct{}), done: make(chan struct{}), data: map[string]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &env{ctx: ctx, cancel: cancel, fc: fc, start: fc.Now(), srv: srv, stop: make(chan struct{}), done: make(chan struct{}), data: map[string]string{}}
 	e.rec.SetInitial("k", "0") // every scenario's counter
 	go func() {
 		defer close(e.done)
@@ -59,10 +64,16 @@ func newEnv() (*env, error) {
 }
 
 // close stops time after cleanup (which may need it) has run.
-func (e *env) close(cleanup ...func()) {
-	for _, f := range cleanup {
+// onClose has close run f, after the functions given before it.
+func (e *env) onClose(f func()) { e.cleanup = append(e.cleanup, f) }
+
+// close runs the cleanups, cancels e.ctx, closes the clients and stops
+// time and etcd.
+func (e *env) close() {
+	for _, f := range e.cleanup {
 		f()
 	}
+	e.cancel()
 	for _, c := range e.clis {
 		_ = c.Close()
 	}

@@ -17,9 +17,8 @@ func expiryWithoutFencing(protected bool) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var cleanup []func()
-	defer func() { e.close(append(cleanup, cancel)...) }()
+	defer e.close()
+	ctx := e.ctx
 	var out Outcome
 	if !protected {
 		ca, cb := e.client(), e.client()
@@ -57,12 +56,12 @@ func expiryWithoutFencing(protected bool) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	cleanup = append(cleanup, a.close)
+	e.onClose(a.close)
 	b, err := e.candidate(ctx, "B")
 	if err != nil {
 		return out, err
 	}
-	cleanup = append(cleanup, b.close)
+	e.onClose(b.close)
 	ta, err := a.el.Campaign(ctx)
 	if err != nil {
 		return out, err
@@ -107,9 +106,8 @@ func deadLeaseCampaign(protected bool) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var cleanup []func()
-	defer func() { e.close(append(cleanup, cancel)...) }()
+	defer e.close()
+	ctx := e.ctx
 	var out Outcome
 	admin := e.client()
 	if !protected {
@@ -156,7 +154,7 @@ func deadLeaseCampaign(protected bool) (Outcome, error) {
 		if err != nil {
 			return out, err
 		}
-		cleanup = append(cleanup, c.close)
+		e.onClose(c.close)
 		cs = append(cs, c)
 	}
 	ta, err := cs[0].el.Campaign(ctx)

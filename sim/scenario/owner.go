@@ -30,19 +30,17 @@ func staleOwnerUntouchedKey(protected bool) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	defer e.close()
+	ctx := e.ctx
 	var nodes []*ownerNode
-	defer func() {
-		e.close(func() {
-			for _, n := range nodes {
-				e.srv.Heal(n.cli.ID())
-				cctx, ccancel := clock.WithTimeout(context.Background(), e.fc, time.Minute)
-				_ = n.node.Close(cctx)
-				ccancel()
-			}
-			cancel()
-		})
-	}()
+	e.onClose(func() {
+		for _, n := range nodes {
+			e.srv.Heal(n.cli.ID())
+			cctx, ccancel := clock.WithTimeout(context.Background(), e.fc, time.Minute)
+			_ = n.node.Close(cctx)
+			ccancel()
+		}
+	})
 	var out Outcome
 	for _, id := range []string{"a", "b"} {
 		n := &ownerNode{id: id, cli: e.client()}

@@ -25,9 +25,8 @@ func watchAfterCompaction(protected bool) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var cleanup []func()
-	defer func() { e.close(append(cleanup, cancel)...) }()
+	defer e.close()
+	ctx := e.ctx
 	var out Outcome
 	admin := e.client()
 
@@ -50,7 +49,7 @@ func watchAfterCompaction(protected bool) (Outcome, error) {
 		epochA = resp.Header.Revision
 		believes.Store(true)
 		wctx, wcancel := context.WithCancel(ctx)
-		cleanup = append(cleanup, wcancel)
+		e.onClose(wcancel)
 		go func() {
 			rev := epochA + 1
 			for wctx.Err() == nil {
@@ -77,7 +76,7 @@ func watchAfterCompaction(protected bool) (Outcome, error) {
 		if err != nil {
 			return out, err
 		}
-		cleanup = append(cleanup, a.close)
+		e.onClose(a.close)
 		ca = a.cli
 		ta, err := a.el.Campaign(ctx)
 		if err != nil {
