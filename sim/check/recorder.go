@@ -85,11 +85,10 @@ func (r *Recorder) InvokeWrite(w Write) WriteID {
 func (r *Recorder) ReturnWrite(id WriteID, o Outcome, at time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i := int(id) - 1
-	if i < 0 || i >= len(r.h.Writes) {
+	w := byID(r.h.Writes, int(id))
+	if w == nil {
 		return
 	}
-	w := &r.h.Writes[i]
 	w.Outcome = o
 	if o != Unknown {
 		w.Return = max(at, w.Invoke)
@@ -103,11 +102,10 @@ func (r *Recorder) ReturnWrite(id WriteID, o Outcome, at time.Duration) {
 func (r *Recorder) Applied(id WriteID, at time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i := int(id) - 1
-	if i < 0 || i >= len(r.h.Writes) {
+	w := byID(r.h.Writes, int(id))
+	if w == nil {
 		return
 	}
-	w := &r.h.Writes[i]
 	r.h.Store = append(r.h.Store, StoreEvent{Kind: WriteApplied, Scope: w.Scope, Epoch: w.Epoch, Write: id, At: at})
 }
 
@@ -142,11 +140,10 @@ type Result struct {
 func (r *Recorder) ReturnOp(id OpID, res Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i := int(id) - 1
-	if i < 0 || i >= len(r.h.Ops) {
+	op := byID(r.h.Ops, int(id))
+	if op == nil {
 		return
 	}
-	op := &r.h.Ops[i]
 	op.Outcome = res.Outcome
 	if res.Outcome == Unknown {
 		return
@@ -195,4 +192,13 @@ func (r *Recorder) History() *History {
 		Initial: maps.Clone(r.h.Initial),
 		Final:   maps.Clone(r.h.Final),
 	}
+}
+
+// byID returns the element of s whose ID is id (IDs count from 1 in the
+// order recorded), or nil for an ID this Recorder did not hand out.
+func byID[T any](s []T, id int) *T {
+	if id < 1 || id > len(s) {
+		return nil
+	}
+	return &s[id-1]
 }
