@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/workload"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -123,27 +123,6 @@ func BenchmarkForwarding(b *testing.B) {
 	if ns["direct"] > 0 {
 		b.Logf("forwarded/direct = %.2f (%.0f ns / %.0f ns)", ns["forwarded"]/ns["direct"], ns["forwarded"], ns["direct"])
 	}
-}
-
-// runFor runs op on workers goroutines for d and returns how many
-// operations completed.
-func runFor(b *testing.B, d time.Duration, workers int, op func(worker, i int) error) int {
-	var next, done atomic.Int64
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				if err := op(w, int(next.Add(1)-1)); err != nil {
-					b.Error(err)
-					return
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return int(done.Load())
 }
 
 // BenchmarkFencedWrites compares, on the same 3-member etcd with 16
@@ -267,7 +246,11 @@ func BenchmarkFencedWrites(b *testing.B) {
 			for n := 0; b.Loop(); n++ {
 				for j := range impls {
 					k := (n + j) % len(impls) // rotate who goes first
-					ops[k] += runFor(b, round, workers, impls[k].op(set.keys))
+					n, err := workload.RunFor(round, workers, impls[k].op(set.keys))
+					if err != nil {
+						b.Fatal(err)
+					}
+					ops[k] += n
 				}
 			}
 			spent := float64(b.N) * round.Seconds()

@@ -44,12 +44,10 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 	gen, useGen, refresh := s.gen.plan(groups, first)
 
 	cmps := make([]clientv3.Cmp, 0, len(groups)+1)
-	then := make([]clientv3.Op, 0, len(items)+2*len(groups)+2)
 	if useGen {
 		cmps = append(cmps, s.genCmp(gen))
 	}
-	var cas []*item
-	raises := false
+	raised := 0 // floors the transaction writes
 	for gi := range groups {
 		g := &groups[gi]
 		lo, hi := g.items[0].p, g.items[len(g.items)-1].p
@@ -60,37 +58,28 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 			c, g.raise = s.steadyCmp(g.scope, g.floor, lo.w.Token.Epoch, hi.w.Token.Epoch)
 			cmps = append(cmps, c)
 		}
-		for _, it := range g.items {
-			then = append(then, it.p.flatOp())
-			if it.p.w.Kind == KindCompareAndSwap {
-				cas = append(cas, it)
-			}
-		}
 		if g.raise {
-			then = append(then, clientv3.OpPut(g.floor, encodeEpoch(hi.w.Token.Epoch)))
-			raises = true
+			raised++
 		}
 	}
-	if raises {
-		then = append(then, s.genPut())
-	}
+	raises := raised > 0
 	// A steady form that writes the generation reads it back, so as not
 	// to make the next batch's generation form fail on it.
 	refresh = refresh || (raises && !useGen && len(groups) >= 2)
-	reads := len(then)
-	if refresh && len(then)+1+len(groups) > s.cfg.MaxTxnOps {
+	writes := len(items) + raised
+	if raises {
+		writes++ // the generation
+	}
+	if refresh && writes+1+len(groups) > s.cfg.MaxTxnOps {
 		refresh = false // no room to read the floors back
 	}
-	if refresh {
-		then = append(then, clientv3.OpGet(s.GenerationKey(), clientv3.WithKeysOnly()))
-		for _, g := range groups {
-			then = append(then, clientv3.OpGet(g.floor))
-		}
-	}
+	then, cas := s.attemptOps(groups, raises, refresh)
+	reads := writes
 	for _, it := range cas {
 		cmps = append(cmps, it.p.versionCmp())
 	}
-	resp, err := s.kv.Txn(ctx).If(cmps...).Then(then...).Commit()
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(*then...).Commit()
+	s.releaseOps(then)
 	if err != nil {
 		return items, fmt.Errorf("etcdfence: commit of %d writes: %w", len(items), err)
 	}
@@ -127,6 +116,49 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 	return nil, nil
 }
 
+// attemptOps returns the Then operations of an attempt over groups, whose
+// raise fields are set: the writes, by scope and epoch, each followed by
+// its scope's floor where it rises, the generation if a floor rises, and
+// with refresh the reads of the generation and the floors. It also returns
+// the compare-and-swaps among the writes. The slice comes from s.ops: give
+// it back with releaseOps once the transaction is committed.
+func (s *Store) attemptOps(groups []scopeGroup, raises, refresh bool) (*[]clientv3.Op, []*item) {
+	then := s.ops.Get().(*[]clientv3.Op)
+	ops := (*then)[:0]
+	var cas []*item
+	for _, g := range groups {
+		for _, it := range g.items {
+			ops = append(ops, it.p.flatOp())
+			if it.p.w.Kind == KindCompareAndSwap {
+				cas = append(cas, it)
+			}
+		}
+		if g.raise {
+			ops = append(ops, clientv3.OpPut(g.floor, encodeEpoch(g.items[len(g.items)-1].p.w.Token.Epoch)))
+		}
+	}
+	if raises {
+		ops = append(ops, s.genPut())
+	}
+	if refresh {
+		ops = append(ops, clientv3.OpGet(s.GenerationKey(), clientv3.WithKeysOnly()))
+		for _, g := range groups {
+			ops = append(ops, clientv3.OpGet(g.floor))
+		}
+	}
+	*then = ops
+	return then, cas
+}
+
+// releaseOps gives back a slice of attemptOps. The etcd client turns
+// operations into requests as they are added to a transaction, so the slice
+// is free once Commit has returned; cleared, it holds no key or value.
+func (s *Store) releaseOps(then *[]clientv3.Op) {
+	clear(*then)
+	*then = (*then)[:0]
+	s.ops.Put(then)
+}
+
 // groupByScope sorts items by token and returns them grouped by scope, each
 // group's items by epoch.
 func groupByScope(items []item) []scopeGroup {
@@ -135,7 +167,13 @@ func groupByScope(items []item) []scopeGroup {
 		sorted[i] = &items[i]
 	}
 	slices.SortStableFunc(sorted, func(a, b *item) int { return a.p.w.Token.Compare(b.p.w.Token) })
-	var groups []scopeGroup // each holds a run of sorted, whose scopes are contiguous
+	n := 0
+	for i, it := range sorted {
+		if i == 0 || it.p.w.Token.Scope != sorted[i-1].p.w.Token.Scope {
+			n++
+		}
+	}
+	groups := make([]scopeGroup, 0, n) // each holds a run of sorted, whose scopes are contiguous
 	for i, it := range sorted {
 		if i == 0 || it.p.w.Token.Scope != sorted[i-1].p.w.Token.Scope {
 			groups = append(groups, scopeGroup{scope: it.p.w.Token.Scope, floor: it.p.floor, items: sorted[i:i]})

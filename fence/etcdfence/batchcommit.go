@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,7 @@ func (b *Batcher) committer() {
 		linger  *time.Timer
 		back    int           // writes the last batch answered
 		took    time.Duration // how long the last commit took
+		h       = &handoff{back: make(chan struct{}, 1)}
 	)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -50,7 +52,7 @@ func (b *Batcher) committer() {
 			if b.cfg.Linger > 0 {
 				linger = b.linger(linger)
 			} else {
-				b.gather(back, took/gatherShare)
+				b.gather(h, back, took/gatherShare)
 			}
 			b.mu.Lock()
 			groups = b.take(groups[:0])
@@ -63,7 +65,7 @@ func (b *Batcher) committer() {
 			b.mu.Unlock()
 
 			start := time.Now()
-			items, results, back = b.commit(groups, items, results)
+			items, results, back = b.commit(h, groups, items, results)
 			took = time.Since(start)
 
 			b.mu.Lock()
@@ -88,30 +90,74 @@ const (
 	maxIdleYields = 2
 )
 
-// gather lets writers queue before a batch closes, holding a commit slot:
-// it yields the processor until back more writes are queued (back is the
-// number of writers the last batch answered: they are runnable now and
-// about to submit again), until MaxBatch are queued, until maxIdleYields
-// yields in a row brought nobody (the writers answered went elsewhere), or
-// until budget has passed. Writers just answered by a commit join this
-// batch instead of the next one, and the wait costs at most 1/gatherShare
-// of a commit.
-func (b *Batcher) gather(back int, budget time.Duration) {
+// gather lets writers queue before a batch closes, holding a commit slot.
+// back is the number of writers the last batch answered (through h): they
+// are about to submit again. gather first waits until every one of them has
+// run (h.wait), then yields the processor until back more writes are
+// queued, until MaxBatch are queued, until maxIdleYields yields in a row
+// brought nobody (the writers answered went elsewhere), or until budget has
+// passed. Writers just answered by a commit join this batch instead of the
+// next one, and the yielding costs at most 1/gatherShare of a commit.
+//
+// Why wait before yielding: a writer woken by an answer may be queued on a
+// processor that then runs a long system call or another goroutine, while
+// the committer, yielding, keeps its own processor busy, so that the idle
+// processor that would take the writer over never appears. That writer
+// misses the batch, and with it every later one until the batches
+// shrink to the writers that happen to run in time. A committer that parks
+// frees its processor, which then runs (or takes over) every woken writer.
+func (b *Batcher) gather(h *handoff, back int, budget time.Duration) {
 	b.mu.Lock()
 	n := len(b.queue)
 	b.mu.Unlock()
 	want := min(n+back, b.cfg.MaxBatch)
+	if n >= want {
+		return
+	}
+	h.wait(b.ctx)
 	start := time.Now()
-	for idle := 0; n < want && idle < maxIdleYields && time.Since(start) < budget; {
-		runtime.Gosched()
+	for idle := 0; idle < maxIdleYields && time.Since(start) < budget; {
 		b.mu.Lock()
 		prev := n
 		n = len(b.queue)
 		b.mu.Unlock()
+		if n >= want {
+			return
+		}
 		if n > prev {
 			idle = 0
 		} else {
 			idle++
+		}
+		runtime.Gosched()
+	}
+}
+
+// handoff is a committer's count of the writers it answered that have not
+// run since (out), with a signal for the moment the last of them does.
+type handoff struct {
+	out  atomic.Int32
+	back chan struct{} // cap 1
+}
+
+// resumed records that a writer answered through h runs again.
+func (h *handoff) resumed() {
+	if h.out.Add(-1) == 0 {
+		select {
+		case h.back <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait returns once every writer answered through h has run again, or ctx
+// is done. It is bounded: those writers are runnable.
+func (h *handoff) wait(ctx context.Context) {
+	for h.out.Load() > 0 {
+		select {
+		case <-h.back:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -160,7 +206,7 @@ func (b *Batcher) take(groups []group) []group {
 			break
 		}
 		if err := r.ctx.Err(); err != nil {
-			r.answer(Result{Err: err})
+			r.answer(Result{Err: err}, nil)
 			continue
 		}
 		gi, seen := b.keys[r.p.full]
@@ -196,7 +242,7 @@ func (b *Batcher) coalesces(last, next prepared) bool {
 // commit commits groups, whose writes hold a commit slot, and answers every
 // request of them. items and results are scratch space, returned for
 // reuse, with the number of requests answered.
-func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item, []Result, int) {
+func (b *Batcher) commit(h *handoff, groups []group, items []item, results []Result) ([]item, []Result, int) {
 	items = items[:0]
 	for i := range groups {
 		items = append(items, item{idx: i, p: groups[i].p})
@@ -220,7 +266,7 @@ func (b *Batcher) commit(groups []group, items []item, results []Result) ([]item
 		for r := groups[i].head; r != nil; {
 			next := r.next
 			r.next = nil
-			r.answer(results[i])
+			r.answer(results[i], h)
 			r = next
 		}
 	}

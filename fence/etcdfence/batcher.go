@@ -64,17 +64,44 @@ type Batcher struct {
 
 // request is a write waiting in the queue or in a batch.
 type request struct {
-	ctx  context.Context
-	p    prepared
-	next *request // the next write coalesced with this one
-	res  Result
-	done chan struct{} // cap 1: res is set
+	ctx   context.Context
+	p     prepared
+	next  *request // the next write coalesced with this one
+	res   Result
+	from  *handoff      // the committer that answered, if one did
+	state atomic.Int32  // reqWaiting, then reqAnswered or reqAbandoned
+	done  chan struct{} // cap 1: res is set
 }
 
-// answer sets r's result and wakes its caller; r must not be touched after.
-func (r *request) answer(res Result) {
-	r.res = res
+// The states of a request: its caller waits for it until it is answered,
+// or abandons it when its context ends first.
+const (
+	reqWaiting int32 = iota
+	reqAnswered
+	reqAbandoned
+)
+
+// answer sets r's result and wakes its caller, unless the caller has gone;
+// r must not be touched after. h is the committer answering r's batch, which
+// counts r's caller until it runs again (nil: none counts it).
+func (r *request) answer(res Result, h *handoff) {
+	r.res, r.from = res, h
+	if !r.state.CompareAndSwap(reqWaiting, reqAnswered) {
+		return // abandoned: the caller returned its context's error
+	}
+	if h != nil {
+		h.out.Add(1)
+	}
 	r.done <- struct{}{}
+}
+
+// received is called by r's caller once it has r's answer: r.res is
+// final, and the committer that answered learns that the caller runs again.
+func (r *request) received() Result {
+	if r.from != nil {
+		r.from.resumed()
+	}
+	return r.res
 }
 
 // NewBatcher starts a Batcher that commits to s. cfg is validated and
@@ -148,15 +175,19 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 	b.mu.Unlock()
 	select {
 	case <-r.done:
-		res := r.res
-		*r = request{done: r.done}
-		b.requests.Put(r)
-		return res
 	case <-ctx.Done():
-		// r stays with the Batcher, which skips it if it has not taken
-		// it yet.
-		return Result{Err: ctx.Err()}
+		if r.state.CompareAndSwap(reqWaiting, reqAbandoned) {
+			// r stays with the Batcher, which skips it if it has not
+			// taken it yet, and drops its answer if it has.
+			return Result{Err: ctx.Err()}
+		}
+		<-r.done // answered meanwhile: the answer is on its way
 	}
+	res := r.received()
+	r.ctx, r.p, r.next, r.res, r.from = nil, prepared{}, nil, Result{}, nil
+	r.state.Store(reqWaiting)
+	b.requests.Put(r)
+	return res
 }
 
 // commitAlone commits p, which holds a commit slot, on the caller's
@@ -238,7 +269,7 @@ func (b *Batcher) Close() error {
 		b.queue = nil
 		b.mu.Unlock()
 		for _, r := range queue {
-			r.answer(Result{Err: ErrClosed})
+			r.answer(Result{Err: ErrClosed}, nil)
 		}
 		close(b.done)
 	})

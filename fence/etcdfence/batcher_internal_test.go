@@ -3,10 +3,12 @@ package etcdfence
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -143,4 +145,96 @@ func outcome(r Result) any {
 		return *se
 	}
 	return r.Err.Error()
+}
+
+// TestHandoffSkipsAbandonedWrites: a committer waits for the writers it
+// answered to run again before it closes the next batch (handoff.wait). A
+// writer whose context ended while its write was in flight has gone, and
+// must not be waited for: the next batch commits. If the committer counted
+// it, the next write would never commit.
+func TestHandoffSkipsAbandonedWrites(t *testing.T) {
+	c := cluster.New(t, 1)
+	kv := &gatedKV{KV: c.NewClient(t), entered: make(chan struct{}), release: make(chan struct{})}
+	s, err := New(kv, Config{Prefix: "/handoff/data/", FencePrefix: "/handoff/fence/"})
+	require.NoError(t, err)
+	b, err := NewBatcher(s, BatcherConfig{})
+	require.NoError(t, err)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tok := fence.Token{Scope: "p/1", Epoch: 1}
+
+	// Queue A and B behind a commit slot the test holds.
+	b.mu.Lock()
+	b.inFlight++
+	b.mu.Unlock()
+	ctxA, abandon := context.WithCancel(ctx)
+	defer abandon()
+	results := make(chan Result, 2)
+	for i, key := range []string{"a", "b"} {
+		wctx := ctx
+		if key == "a" {
+			wctx = ctxA
+		}
+		go func() { results <- b.Do(wctx, PutWrite(tok, key, []byte(key))) }()
+		require.Eventually(t, func() bool {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return len(b.queue) == i+1
+		}, 10*time.Second, time.Millisecond, "write %s queued", key)
+	}
+	// The committer takes both and commits them; the commit is held until
+	// A's caller has gone.
+	kv.hold.Store(true)
+	b.mu.Lock()
+	b.inFlight--
+	b.signal()
+	b.mu.Unlock()
+	<-kv.entered
+	abandon()
+	first := <-results
+	require.ErrorIs(t, first.Err, context.Canceled, "A's caller returns when its context ends")
+	kv.hold.Store(false)
+	kv.release <- struct{}{}
+	second := <-results
+	require.NoError(t, second.Err, "B is answered")
+
+	// B writes again: the committer, which answered A and B, must not wait
+	// for A.
+	again, cancelAgain := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelAgain()
+	_, err = b.Put(again, tok, "b", []byte("again"))
+	require.NoError(t, err, "the next batch commits")
+	it, err := s.Get(ctx, tok, "a")
+	require.NoError(t, err)
+	require.Equal(t, "a", string(it.Value), "A's write was in flight when its caller left: it may apply, and here it did")
+}
+
+// gatedKV is a clientv3.KV over a real etcd whose transactions, while hold
+// is set, signal entered and wait for release before they commit.
+type gatedKV struct {
+	clientv3.KV
+	hold             atomic.Bool
+	entered, release chan struct{}
+}
+
+func (g *gatedKV) Txn(ctx context.Context) clientv3.Txn {
+	return &gatedTxn{Txn: g.KV.Txn(ctx), kv: g}
+}
+
+type gatedTxn struct {
+	clientv3.Txn
+	kv *gatedKV
+}
+
+func (t *gatedTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *gatedTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *gatedTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.kv.hold.Load() {
+		t.kv.entered <- struct{}{}
+		<-t.kv.release
+	}
+	return t.Txn.Commit()
 }

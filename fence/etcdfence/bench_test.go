@@ -2,7 +2,6 @@ package etcdfence_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/internal/workload"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -166,7 +166,7 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 }
 
 // BenchmarkCeiling16 runs three ways of writing 16 writers' Puts in
-// alternating rounds of 1024 writes each, so that a noisy machine slows all
+// alternating timed rounds of 100ms each, so that a noisy machine slows all
 // three alike, and reports their time per write and the ratios of their
 // throughputs:
 //
@@ -176,11 +176,13 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 //     (the ceiling of fenced grouping: the fence's own cost);
 //   - grouped: 16 writers, each in its own partition, through a Batcher.
 //
-// One op is one round of all three.
+// Timed rounds measure each way in its steady state: a round of a fixed
+// number of writes would charge the grouped writers for the ramp and drain
+// of their batches at each end. One op is one round of all three.
 func BenchmarkCeiling16(b *testing.B) { benchMembers(b, benchCeiling16) }
 
 func benchCeiling16(b *testing.B, cli *clientv3.Client) {
-	const writers, round = 16, 1024
+	const writers, round = 16, 100 * time.Millisecond
 	ctx := context.Background()
 	s := newStore(b, cli, "bench-ceiling")
 	bt, err := etcdfence.NewBatcher(s, etcdfence.BatcherConfig{})
@@ -192,67 +194,53 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 	prefix := s.Config().Prefix
 	token := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
 	key := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
+	ops := make([]clientv3.Op, writers)
+	writes := make([]etcdfence.Write, writers)
 	methods := []struct {
-		name string
-		run  func() error
+		name    string
+		workers int
+		per     int // writes per call
+		op      func(w, i int) error
 	}{
-		{"unfenced", func() error {
-			ops := make([]clientv3.Op, writers)
-			for i := range round / writers {
-				for w := range ops {
-					ops[w] = clientv3.OpPut(prefix+key(w, i), string(value))
-				}
-				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-					return err
-				}
+		{"unfenced", 1, writers, func(_, i int) error {
+			for w := range ops {
+				ops[w] = clientv3.OpPut(prefix+key(w, i), string(value))
 			}
-			return nil
+			_, err := cli.Txn(ctx).Then(ops...).Commit()
+			return err
 		}},
-		{"commit16", func() error {
-			writes := make([]etcdfence.Write, writers)
-			for i := range round / writers {
-				for w := range writes {
-					writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
-				}
-				if _, err := s.Commit(ctx, writes); err != nil {
-					return err
-				}
+		{"commit16", 1, writers, func(_, i int) error {
+			for w := range writes {
+				writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
 			}
-			return nil
+			_, err := s.Commit(ctx, writes)
+			return err
 		}},
-		{"grouped", func() error {
-			var wg sync.WaitGroup
-			errs := make([]error, writers)
-			for w := range writers {
-				wg.Go(func() {
-					for i := range round / writers {
-						if _, err := bt.Put(ctx, token(w), key(w, i), value); err != nil {
-							errs[w] = err
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			return errors.Join(errs...)
+		{"grouped", writers, 1, func(w, i int) error {
+			_, err := bt.Put(ctx, token(w), key(w, i), value)
+			return err
 		}},
 	}
 	spent := make([]time.Duration, len(methods))
+	done := make([]int, len(methods))
 	for n := 0; b.Loop(); n++ {
 		for j := range methods {
 			m := (n + j) % len(methods) // rotate who goes first
 			start := time.Now()
-			if err := methods[m].run(); err != nil {
+			calls, err := workload.RunFor(round, methods[m].workers, methods[m].op)
+			if err != nil {
 				b.Fatal(err)
 			}
 			spent[m] += time.Since(start)
+			done[m] += calls * methods[m].per
 		}
 	}
-	rounds := float64(b.N)
+	perSec := make([]float64, len(methods))
 	for m, meth := range methods {
-		b.ReportMetric(float64(spent[m].Nanoseconds())/rounds/round, meth.name+"-ns/write")
+		b.ReportMetric(float64(spent[m].Nanoseconds())/float64(done[m]), meth.name+"-ns/write")
+		perSec[m] = float64(done[m]) / spent[m].Seconds()
 	}
-	b.ReportMetric(float64(spent[0])/float64(spent[2]), "grouped/unfenced")
-	b.ReportMetric(float64(spent[1])/float64(spent[2]), "grouped/commit16")
-	b.ReportMetric(float64(spent[0])/float64(spent[1]), "commit16/unfenced")
+	b.ReportMetric(perSec[2]/perSec[0], "grouped/unfenced")
+	b.ReportMetric(perSec[2]/perSec[1], "grouped/commit16")
+	b.ReportMetric(perSec[1]/perSec[0], "commit16/unfenced")
 }

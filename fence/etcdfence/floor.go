@@ -199,8 +199,15 @@ func (s *Store) cachedPositive(scope string) bool {
 // rejectCached answers the writes whose epoch is below their scope's
 // cached floor and returns the others.
 func (s *Store) rejectCached(items []item, results []Result) []item {
-	out := items[:0:0]
-	for _, it := range items {
+	i := 0
+	for i < len(items) && s.cachedStale(items[i].p.w.Token) == nil {
+		i++
+	}
+	if i == len(items) {
+		return items // the common case: none is stale
+	}
+	out := append(items[:0:0], items[:i]...)
+	for _, it := range items[i:] {
 		if err := s.cachedStale(it.p.w.Token); err != nil {
 			results[it.idx].Err = err
 			continue

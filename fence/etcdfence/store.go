@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -25,6 +26,7 @@ type Store struct {
 	cfg          Config
 	cache        floorCache
 	gen          generation
+	ops          sync.Pool // of *[]clientv3.Op: see attemptOps
 }
 
 // Item is a key's value and metadata as read by Get.
@@ -57,6 +59,7 @@ func New(kv clientv3.KV, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{kv: kv, cfg: cfg.withDefaults()}
+	s.ops.New = func() any { return new([]clientv3.Op) }
 	s.writeMethods = writeMethods{do: s.write}
 	return s, nil
 }

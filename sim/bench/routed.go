@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/workload"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 )
@@ -238,7 +238,7 @@ func runRouted(ctx context.Context, e *env) ([]Section, error) {
 			f := im.op(set.keys)
 			cands[j] = candidate{name: im.name, run: func(context.Context) (float64, error) {
 				start := time.Now()
-				if err := runWorkers(workers, count, f); err != nil {
+				if err := workload.RunN(workers, count, f); err != nil {
 					return 0, err
 				}
 				return float64(time.Since(start).Microseconds()) / float64(count), nil
@@ -286,27 +286,4 @@ func runRouted(ctx context.Context, e *env) ([]Section, error) {
 		secs = append(secs, sec)
 	}
 	return secs, nil
-}
-
-// runWorkers runs n operations on workers goroutines.
-func runWorkers(workers, n int, op func(w, i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for w := range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := op(w, i); err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
