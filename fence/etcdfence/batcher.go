@@ -173,15 +173,19 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 		b.signal()
 	}
 	b.mu.Unlock()
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(reqWaiting, reqAbandoned) {
-			// r stays with the Batcher, which skips it if it has not
-			// taken it yet, and drops its answer if it has.
-			return Result{Err: ctx.Err()}
+	if ctx.Done() == nil { // a context that never ends: no select
+		<-r.done
+	} else {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			if r.state.CompareAndSwap(reqWaiting, reqAbandoned) {
+				// r stays with the Batcher, which skips it if it has
+				// not taken it yet, and drops its answer if it has.
+				return Result{Err: ctx.Err()}
+			}
+			<-r.done // answered meanwhile: the answer is on its way
 		}
-		<-r.done // answered meanwhile: the answer is on its way
 	}
 	res := r.received()
 	r.ctx, r.p, r.next, r.res, r.from = nil, prepared{}, nil, Result{}, nil

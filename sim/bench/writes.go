@@ -2,15 +2,14 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/internal/workload"
 )
 
 // value is the value of every write: 32 bytes.
@@ -121,11 +120,14 @@ func runGroup(ctx context.Context, e *env) ([]Section, error) {
 // groupSection compares 16 writers' fenced Puts grouped by a Batcher with
 // the same writers writing one transaction each and with the ceiling:
 // one goroutine writing unfenced transactions of 16 Puts (as
-// BenchmarkCeiling16 in fence/etcdfence).
+// BenchmarkCeiling16 in fence/etcdfence). Each candidate runs for a timed
+// round, which measures it in its steady state: a fixed number of writes
+// would charge group commit for the ramp and drain of its batches at each
+// end of a round.
 func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 	const writers = 16
 	cfg := e.cfg
-	round := cfg.scaled(1024, 256)
+	round := time.Duration(cfg.scaled(100, 25)) * time.Millisecond
 	rounds := cfg.rounds() * cfg.scaled(2, 1)
 	cli, err := e.client(ctx, members)
 	if err != nil {
@@ -144,61 +146,43 @@ func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 	prefix := s.Config().Prefix
 	token := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
 	key := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
-	perWrite := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(round) }
-	parallel := func(put func(w, i int) error) func(context.Context) (float64, error) {
+	// timed runs op on workers goroutines for a round and returns the
+	// wall time per write; each call of op makes per writes.
+	timed := func(workers, per int, op func(w, i int) error) func(context.Context) (float64, error) {
 		return func(context.Context) (float64, error) {
 			start := time.Now()
-			var wg sync.WaitGroup
-			errs := make([]error, writers)
-			for w := range writers {
-				wg.Go(func() {
-					for i := range round / writers {
-						if err := put(w, i); err != nil {
-							errs[w] = err
-							return
-						}
-					}
-				})
+			calls, err := workload.RunFor(round, workers, op)
+			if err != nil {
+				return 0, err
 			}
-			wg.Wait()
-			return perWrite(time.Since(start)), errors.Join(errs...)
+			return float64(time.Since(start).Microseconds()) / float64(calls*per), nil
 		}
 	}
+	ops := make([]clientv3.Op, writers)
+	writes := make([]etcdfence.Write, writers)
 	cands := []candidate{
-		{"tenure group commit (`etcdfence.Batcher`, 16 writers)", parallel(func(w, i int) error {
+		{"tenure group commit (`etcdfence.Batcher`, 16 writers)", timed(writers, 1, func(w, i int) error {
 			_, err := bt.Put(ctx, token(w), key(w, i), value)
 			return err
 		})},
-		{"tenure single fenced writes (16 writers, `Store.Put` each)", parallel(func(w, i int) error {
+		{"tenure single fenced writes (16 writers, `Store.Put` each)", timed(writers, 1, func(w, i int) error {
 			_, err := s.Put(ctx, token(w), key(w, i), value)
 			return err
 		})},
-		{"tenure `Store.Commit` of 16 fenced writes (one goroutine)", func(context.Context) (float64, error) {
-			start := time.Now()
-			writes := make([]etcdfence.Write, writers)
-			for i := range round / writers {
-				for w := range writes {
-					writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
-				}
-				if _, err := s.Commit(ctx, writes); err != nil {
-					return 0, err
-				}
+		{"tenure `Store.Commit` of 16 fenced writes (one goroutine)", timed(1, writers, func(_, i int) error {
+			for w := range writes {
+				writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
 			}
-			return perWrite(time.Since(start)), nil
-		}},
-		{"ceiling: unfenced `Txn` of 16 Puts (one goroutine)", func(context.Context) (float64, error) {
-			start := time.Now()
-			ops := make([]clientv3.Op, writers)
-			for i := range round / writers {
-				for w := range ops {
-					ops[w] = clientv3.OpPut(prefix+key(w, i), string(value))
-				}
-				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-					return 0, err
-				}
+			_, err := s.Commit(ctx, writes)
+			return err
+		})},
+		{"ceiling: unfenced `Txn` of 16 Puts (one goroutine)", timed(1, writers, func(_, i int) error {
+			for w := range ops {
+				ops[w] = clientv3.OpPut(prefix+key(w, i), string(value))
 			}
-			return perWrite(time.Since(start)), nil
-		}},
+			_, err := cli.Txn(ctx).Then(ops...).Commit()
+			return err
+		})},
 	}
 	for _, c := range cands {
 		if _, err := c.run(ctx); err != nil {
@@ -219,7 +203,7 @@ func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 	return Section{
 		Key:   "group",
 		Title: fmt.Sprintf("Group commit, 16 writers, %s", membersText(members)),
-		Intro: fmt.Sprintf("Each of 16 writers owns its partition and writes 32-byte values; %d writes per round, %d rounds interleaved. µs/write is wall time per write: the inverse of throughput.", round, rounds),
+		Intro: fmt.Sprintf("Each of 16 writers owns its partition and writes 32-byte values; rounds of %v, %d interleaved. µs/write is wall time per write: the inverse of throughput.", round, rounds),
 		Unit:  "µs/write",
 		Rows:  rows,
 		Notes: []string{fmt.Sprintf("Throughput: group commit %.1fx single fenced writes; %.2f of the unfenced ceiling.", ratio(single, grouped), ratio(ceiling, grouped))},
