@@ -199,22 +199,24 @@ func (s *Store) cachedPositive(scope string) bool {
 // rejectCached answers the writes whose epoch is below their scope's
 // cached floor and returns the others.
 func (s *Store) rejectCached(items []item, results []Result) []item {
-	i := 0
-	for i < len(items) && s.cachedStale(items[i].p.w.Token) == nil {
-		i++
-	}
-	if i == len(items) {
-		return items // the common case: none is stale
-	}
-	out := append(items[:0:0], items[:i]...)
-	for _, it := range items[i:] {
-		if err := s.cachedStale(it.p.w.Token); err != nil {
-			results[it.idx].Err = err
+	for i, it := range items {
+		err := s.cachedStale(it.p.w.Token) // counts a rejection: once per write
+		if err == nil {
 			continue
 		}
-		out = append(out, it)
+		// The first stale write: copy the others from here on.
+		results[it.idx].Err = err
+		out := append(items[:0:0], items[:i]...)
+		for _, it := range items[i+1:] {
+			if err := s.cachedStale(it.p.w.Token); err != nil {
+				results[it.idx].Err = err
+				continue
+			}
+			out = append(out, it)
+		}
+		return out
 	}
-	return out
+	return items // the common case: none is stale, nothing copied
 }
 
 // Advance raises the floor of t's scope to t.Epoch, as a new owner does

@@ -15,7 +15,8 @@ import (
 )
 
 // TestMetrics counts admitted and refused tokens through a write, Advance,
-// Get, a refusal by etcd and a refusal from the Store's floor cache.
+// Get, a refusal by etcd, refusals from the Store's floor cache and a
+// Commit.
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m, err := etcdfence.NewMetrics(reg)
@@ -45,16 +46,22 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, s.Advance(ctx, fence.Token{Scope: "leader/job", Epoch: 9})) // admitted 2
 	_, err = s.Get(ctx, cur, "k")                                                  // admitted 3
 	require.NoError(t, err)
+	// A Commit: the stale write is refused by the cached floor (partition
+	// 3, counted once), its neighbour admitted (4).
+	res, err := s.Commit(ctx, []etcdfence.Write{etcdfence.PutWrite(old, "k", []byte("c")), etcdfence.PutWrite(cur, "k2", []byte("d"))})
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, fence.ErrStale)
+	require.NoError(t, res[1].Err)
 
 	want := `
 # HELP tenure_fence_admitted_total Tokens the fence admitted, by store kind.
 # TYPE tenure_fence_admitted_total counter
-tenure_fence_admitted_total{store="etcd"} 3
+tenure_fence_admitted_total{store="etcd"} 4
 # HELP tenure_fence_rejections_total Tokens or requests the fence refused (stale, invalid or missing token, or the fence could not decide), by store kind and the kind of the token's scope.
 # TYPE tenure_fence_rejections_total counter
 tenure_fence_rejections_total{scope_kind="leader",store="etcd"} 0
 tenure_fence_rejections_total{scope_kind="other",store="etcd"} 0
-tenure_fence_rejections_total{scope_kind="partition",store="etcd"} 2
+tenure_fence_rejections_total{scope_kind="partition",store="etcd"} 3
 `
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
 	m.Unregister()
