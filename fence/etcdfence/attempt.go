@@ -66,7 +66,7 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 	// A steady form that writes the generation reads it back, so as not
 	// to make the next batch's generation form fail on it.
 	refresh = refresh || (raises && !useGen && len(groups) >= 2)
-	writes := len(items) + raised
+	writes := len(items) + raised // the operations before the reads
 	if raises {
 		writes++ // the generation
 	}
@@ -74,7 +74,6 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 		refresh = false // no room to read the floors back
 	}
 	then, cas := s.attemptOps(groups, raises, refresh)
-	reads := writes
 	for _, it := range cas {
 		cmps = append(cmps, it.p.versionCmp())
 	}
@@ -109,7 +108,7 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 	case useGen:
 		s.gen.held()
 	case refresh:
-		s.learnFrom(rev, groups, resp.Responses[reads:])
+		s.learnFrom(rev, groups, resp.Responses[writes:])
 	case raises:
 		s.gen.invalidate()
 	}
@@ -167,15 +166,16 @@ func groupByScope(items []item) []scopeGroup {
 		sorted[i] = &items[i]
 	}
 	slices.SortStableFunc(sorted, func(a, b *item) int { return a.p.w.Token.Compare(b.p.w.Token) })
+	newScope := func(i int) bool { return i == 0 || sorted[i].p.w.Token.Scope != sorted[i-1].p.w.Token.Scope }
 	n := 0
-	for i, it := range sorted {
-		if i == 0 || it.p.w.Token.Scope != sorted[i-1].p.w.Token.Scope {
+	for i := range sorted {
+		if newScope(i) {
 			n++
 		}
 	}
 	groups := make([]scopeGroup, 0, n) // each holds a run of sorted, whose scopes are contiguous
 	for i, it := range sorted {
-		if i == 0 || it.p.w.Token.Scope != sorted[i-1].p.w.Token.Scope {
+		if newScope(i) {
 			groups = append(groups, scopeGroup{scope: it.p.w.Token.Scope, floor: it.p.floor, items: sorted[i:i]})
 		}
 		g := &groups[len(groups)-1]

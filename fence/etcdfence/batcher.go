@@ -188,8 +188,7 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 		}
 	}
 	res := r.received()
-	r.ctx, r.p, r.next, r.res, r.from = nil, prepared{}, nil, Result{}, nil
-	r.state.Store(reqWaiting)
+	*r = request{done: r.done} // state reqWaiting
 	b.requests.Put(r)
 	return res
 }

@@ -199,24 +199,21 @@ func (s *Store) cachedPositive(scope string) bool {
 // rejectCached answers the writes whose epoch is below their scope's
 // cached floor and returns the others.
 func (s *Store) rejectCached(items []item, results []Result) []item {
+	var out []item // nil until a write is refused: the others are copied from then on
 	for i, it := range items {
-		err := s.cachedStale(it.p.w.Token) // counts a rejection: once per write
-		if err == nil {
-			continue
-		}
-		// The first stale write: copy the others from here on.
-		results[it.idx].Err = err
-		out := append(items[:0:0], items[:i]...)
-		for _, it := range items[i+1:] {
-			if err := s.cachedStale(it.p.w.Token); err != nil {
-				results[it.idx].Err = err
-				continue
+		if err := s.cachedStale(it.p.w.Token); err != nil {
+			results[it.idx].Err = err
+			if out == nil {
+				out = append(make([]item, 0, len(items)-1), items[:i]...)
 			}
+		} else if out != nil {
 			out = append(out, it)
 		}
-		return out
 	}
-	return items // the common case: none is stale, nothing copied
+	if out == nil {
+		return items // the common case: none is stale, nothing copied
+	}
+	return out
 }
 
 // Advance raises the floor of t's scope to t.Epoch, as a new owner does

@@ -2,8 +2,8 @@ package childproc
 
 import "syscall"
 
-// SysProcAttr puts a child in its own process group and has the kernel
-// kill it when the thread that started it exits (see Start).
-func SysProcAttr() *syscall.SysProcAttr {
+// sysProcAttr puts a child in its own process group and has the kernel
+// kill it when the thread that started it exits (see start).
+func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

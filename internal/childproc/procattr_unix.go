@@ -4,8 +4,8 @@ package childproc
 
 import "syscall"
 
-// SysProcAttr puts a child in its own process group. Without Pdeathsig, the
+// sysProcAttr puts a child in its own process group. Without Pdeathsig, the
 // child must learn of its parent's death from its standard input.
-func SysProcAttr() *syscall.SysProcAttr {
+func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -115,11 +115,11 @@ func (f *fleet) startWorker(w *worker) error {
 	w.proc = p
 	f.mu.Unlock()
 	go func() {
-		<-p.exited()
+		<-p.Exited()
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if w.proc == p && !w.killed {
-			f.exits = append(f.exits, fmt.Sprintf("%s exited on its own (%v): %s", w.name, p.err, w.logs.String()))
+			f.exits = append(f.exits, fmt.Sprintf("%s exited on its own (%v): %s", w.name, p.Err(), w.logs.String()))
 			f.endHeld(w, f.now())
 			w.joined = false
 		}
@@ -135,8 +135,8 @@ func (f *fleet) waitJoined(ctx context.Context, w *worker) error {
 	select {
 	case <-c:
 		return nil
-	case <-p.exited():
-		return fmt.Errorf("chaos: worker %s exited before it joined (%v): %s", w.name, p.err, w.logs.String())
+	case <-p.Exited():
+		return fmt.Errorf("chaos: worker %s exited before it joined (%v): %s", w.name, p.Err(), w.logs.String())
 	case <-ctx.Done():
 		return fmt.Errorf("chaos: worker %s did not join: %w", w.name, ctx.Err())
 	}
@@ -151,7 +151,7 @@ func (f *fleet) killWorker(w *worker) {
 	if p == nil {
 		return
 	}
-	p.kill()
+	p.Kill()
 	f.mu.Lock()
 	f.endHeld(w, f.now())
 	f.mu.Unlock()
@@ -272,7 +272,7 @@ func (f *fleet) close(grace time.Duration) {
 			if grace > 0 {
 				p.term(grace)
 			} else {
-				p.kill()
+				p.Kill()
 			}
 			f.mu.Lock()
 			f.endHeld(w, f.now())

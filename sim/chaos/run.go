@@ -264,7 +264,7 @@ func apply(ctx context.Context, c *cluster.Cluster, f *fleet, r *faultRecord) er
 		// Arm the worker to stop itself between the read and the write of
 		// its next increment; if none comes within the second it is
 		// armed, stop it wherever it is.
-		if err := p.signal(syscall.SIGUSR1); err != nil {
+		if err := p.Signal(syscall.SIGUSR1); err != nil {
 			return err
 		}
 		select {

@@ -248,7 +248,7 @@ func (c *Cluster) PID(i int) (int, error) {
 	if m.run == nil {
 		return 0, stateError("pid of", m)
 	}
-	return m.run.(*process).pid, nil
+	return m.run.(*process).Pid(), nil
 }
 
 // StopMember stops member i gracefully; its data stays for RestartMember.
@@ -323,7 +323,7 @@ func (c *Cluster) FreezeMember(i int) error {
 	if m.state != MemberRunning {
 		return stateError("freeze", m)
 	}
-	if err := m.run.(*process).signal(sigStop); err != nil {
+	if err := m.run.(*process).Signal(sigStop); err != nil {
 		return fmt.Errorf("%w: freeze member %s: %v", ErrMemberStopped, m.spec.Name, err)
 	}
 	m.state = MemberFrozen
@@ -345,7 +345,7 @@ func (c *Cluster) ThawMember(i int) error {
 		}
 		return stateError("thaw", m)
 	}
-	if err := m.run.(*process).signal(sigCont); err != nil {
+	if err := m.run.(*process).Signal(sigCont); err != nil {
 		return fmt.Errorf("%w: thaw member %s: %v", ErrMemberStopped, m.spec.Name, err)
 	}
 	m.state = MemberRunning

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -25,22 +24,14 @@ const (
 	sigCont = syscall.SIGCONT
 )
 
-// process is a run of a member in a child process (the etcdmember command).
-//
-// The child never outlives this process: on Linux the kernel kills it when
-// the thread that started it exits (Pdeathsig), and that thread stays locked
-// to the goroutine that waits for the child; on every system the child exits
-// when its standard input, a pipe whose other end only this process holds,
-// ends; and Close kills it. It runs in its own process group, which halt
-// kills as a whole.
+// process is a run of a member in a child process (the etcdmember command,
+// run with -exit-on-stdin-eof; see childproc.Process: it never outlives this
+// process, and halt kills its process group).
 type process struct {
+	*childproc.Process
 	name   string
-	cmd    *exec.Cmd
-	pid    int
 	startc chan struct{} // closed when the child reports started
 	readyc chan struct{} // closed when the child reports ready
-	exitc  chan struct{} // closed once the child is reaped
-	err    error         // how it exited; read after exitc is closed
 
 	startOnce sync.Once
 	readyOnce sync.Once
@@ -57,7 +48,6 @@ func startProcess(bin string, s memberspec.Spec, lg *zap.Logger, onExit func(*pr
 		name:   s.Name,
 		startc: make(chan struct{}),
 		readyc: make(chan struct{}),
-		exitc:  make(chan struct{}),
 		stderr: logWriter{lg: lg},
 	}
 	p.stdout.Line = p.report
@@ -67,18 +57,11 @@ func startProcess(bin string, s memberspec.Spec, lg *zap.Logger, onExit func(*pr
 	cmd := exec.Command(bin, memberspec.Args(s, flags)...)
 	cmd.Stdout = &p.stdout
 	cmd.Stderr = &p.stderr
-	cmd.SysProcAttr = childproc.SysProcAttr()
-	cmd.WaitDelay = time.Second
-	// The child reads its standard input until it ends; only this process
-	// holds the pipe's write end, so it ends when this process dies.
-	if _, err := cmd.StdinPipe(); err != nil {
+	child, err := childproc.Start(cmd, func() { onExit(p) })
+	if err != nil {
 		return nil, err
 	}
-	p.cmd = cmd
-	if err := childproc.Start(cmd, func(err error) { p.err = err; onExit(p); close(p.exitc) }); err != nil {
-		return nil, err
-	}
-	p.pid = cmd.Process.Pid
+	p.Process = child
 	return p, nil
 }
 
@@ -105,7 +88,7 @@ func (p *process) waitStarted(ctx context.Context) error {
 	select {
 	case <-p.startc:
 		return nil
-	case <-p.exitc:
+	case <-p.Exited():
 		return p.exitError()
 	case <-ctx.Done():
 		return fmt.Errorf("not started: %w", ctx.Err())
@@ -116,7 +99,7 @@ func (p *process) wait(ctx context.Context) (uint64, error) {
 	select {
 	case <-p.readyc:
 		return p.id.Load(), nil
-	case <-p.exitc:
+	case <-p.Exited():
 		return 0, p.exitError()
 	case <-ctx.Done():
 		return 0, fmt.Errorf("not ready: %w", ctx.Err())
@@ -125,50 +108,25 @@ func (p *process) wait(ctx context.Context) (uint64, error) {
 
 func (p *process) leader() uint64 { return p.lead.Load() }
 
-// signal sends sig to the child.
-func (p *process) signal(sig syscall.Signal) error {
-	// os.Process.Signal goes through a pidfd where there is one, so it can
-	// never reach another process that reused the PID.
-	return p.cmd.Process.Signal(sig)
-}
-
-// halt kills the child and its process group.
-func (p *process) halt() {
-	_ = p.signal(syscall.SIGKILL)
-	select {
-	case <-p.exitc:
-	default:
-		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	}
-}
+// halt kills the child and its process group, and waits until it is
+// reaped.
+func (p *process) halt() { p.Kill() }
 
 // close waits until the child is reaped.
-func (p *process) close() { <-p.exitc }
+func (p *process) close() { <-p.Exited() }
 
 // stop asks the child to stop gracefully (SIGTERM: etcd's Close), and kills
 // it if it has not exited after stopGrace.
-func (p *process) stop() {
-	if p.signal(syscall.SIGTERM) == nil {
-		t := time.NewTimer(stopGrace)
-		defer t.Stop()
-		select {
-		case <-p.exitc:
-			return
-		case <-t.C:
-		}
-	}
-	p.halt()
-	p.close()
-}
+func (p *process) stop() { p.Term(stopGrace) }
 
 // exitError describes how the child exited, with the end of its standard
-// error. Call it once exitc is closed.
+// error. Call it once the child has exited.
 func (p *process) exitError() error {
 	tail := p.stderr.tail()
 	if len(tail) > 0 {
-		return fmt.Errorf("%w: process exited (%v): %s", ErrMemberStopped, p.err, tail)
+		return fmt.Errorf("%w: process exited (%v): %s", ErrMemberStopped, p.Err(), tail)
 	}
-	return fmt.Errorf("%w: process exited (%v)", ErrMemberStopped, p.err)
+	return fmt.Errorf("%w: process exited (%v)", ErrMemberStopped, p.Err())
 }
 
 // childLevel returns the lowest level lg logs, for the child's -log-level.

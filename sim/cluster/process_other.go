@@ -19,7 +19,7 @@ const (
 )
 
 // process members need signals that only unix systems have.
-type process struct{ pid int }
+type process struct{}
 
 func startProcess(string, memberspec.Spec, *zap.Logger, func(*process)) (*process, error) {
 	return nil, fmt.Errorf("process members: %w", errors.ErrUnsupported)
@@ -28,7 +28,8 @@ func startProcess(string, memberspec.Spec, *zap.Logger, func(*process)) (*proces
 func (*process) waitStarted(context.Context) error    { return errors.ErrUnsupported }
 func (*process) wait(context.Context) (uint64, error) { return 0, errors.ErrUnsupported }
 func (*process) leader() uint64                       { return 0 }
-func (*process) signal(syscall.Signal) error          { return errors.ErrUnsupported }
+func (*process) Signal(syscall.Signal) error          { return errors.ErrUnsupported }
+func (*process) Pid() int                             { return 0 }
 func (*process) halt()                                {}
 func (*process) close()                               {}
 func (*process) stop()                                {}
