@@ -2,6 +2,7 @@ package etcdfence_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sync"
 	"testing"
@@ -15,12 +16,26 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// benchMembers runs bench on a 1-member and on a 3-member embedded etcd
-// (the size of a production cluster), as sub-benchmarks "m1" and "m3".
+// memberCPUs moves the benchmarks' etcd members out of the test process,
+// into processes confined to these CPUs (cluster.Config.MemberCPUs). Run
+// the test binary under taskset on the other CPUs, and etcd no longer
+// shares CPUs or a Go scheduler with the client, as in production:
+//
+//	taskset -c 0 go test -run '^$' -bench BenchmarkCeiling16 ./fence/etcdfence/ -args -etcd.cpus 1
+var memberCPUs = flag.String("etcd.cpus", "", "run the benchmarks' etcd members as processes on these CPUs (a taskset -c list)")
+
+// benchMembers runs bench on a 1-member and on a 3-member etcd (the size of
+// a production cluster), as sub-benchmarks "m1" and "m3": embedded in the
+// test process, or in processes of their own with -etcd.cpus.
 func benchMembers(b *testing.B, bench func(b *testing.B, cli *clientv3.Client)) {
 	for _, members := range []int{1, 3} {
 		b.Run(fmt.Sprintf("m%d", members), func(b *testing.B) {
-			bench(b, cluster.New(b, members).NewClient(b))
+			cfg := cluster.DefaultConfig()
+			cfg.Members = members
+			if *memberCPUs != "" {
+				cfg.Processes, cfg.MemberCPUs = true, *memberCPUs
+			}
+			bench(b, cluster.NewWithConfig(b, cfg).NewClient(b))
 		})
 	}
 }

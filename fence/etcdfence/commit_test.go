@@ -406,3 +406,30 @@ func runScripts(ctx context.Context, s *etcdfence.Store, w writer, scripts [][]s
 	wg.Wait()
 	return out
 }
+
+// TestCommitRepeatedKey: a batch small enough for one transaction that
+// writes a key twice is split before the repeat (etcd refuses a
+// transaction that writes a key twice), and the repeats apply in order,
+// both among few writes (compared pairwise) and among many (through a map).
+func TestCommitRepeatedKey(t *testing.T) {
+	ctx, cli, s := setup(t, "repeated")
+	for _, n := range []int{3, 40} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			tok := fence.Token{Scope: "p/1", Epoch: 1}
+			var writes []etcdfence.Write
+			for i := range n - 1 {
+				writes = append(writes, etcdfence.PutWrite(tok, fmt.Sprintf("r%d/k%d", n, i), []byte("first")))
+			}
+			writes = append(writes, etcdfence.PutWrite(tok, fmt.Sprintf("r%d/k0", n), []byte("last")))
+			res, err := s.Commit(ctx, writes)
+			require.NoError(t, err)
+			for i, r := range res {
+				require.NoError(t, r.Err, "write %d", i)
+			}
+			require.Equal(t, res[0].Revision, res[n-2].Revision, "the distinct writes share a transaction")
+			require.Greater(t, res[n-1].Revision, res[0].Revision, "the repeat goes in a later one")
+			got := dump(t, cli, s.Config().Prefix)
+			require.Equal(t, "last#v2", got[fmt.Sprintf("r%d/k0", n)])
+		})
+	}
+}

@@ -5,25 +5,25 @@ package etcdfence
 // plan splits items, in order, into chunks that each fit one transaction:
 // at most MaxTxnOps operations as etcd counts them (a data operation per
 // write, a floor operation per scope and the generation's in the largest
-// branch), at most
-// MaxTxnBytes, and no key written twice. distinct says that no two items
-// write the same key (as in a Batcher's batch); then items that fit one
-// transaction even with a scope each are one chunk, found without
-// counting keys and scopes.
+// branch), at most MaxTxnBytes, and no key written twice. Items that fit
+// one transaction even with a scope each, and write distinct keys, are one
+// chunk, found without counting scopes. distinct says that no two items
+// write the same key (as in a Batcher's batch), so that it need not be
+// checked.
 func (s *Store) plan(items []item, distinct bool) [][]item {
-	if distinct && 2*len(items)+1 <= s.cfg.MaxTxnOps {
+	if 2*len(items)+1 <= s.cfg.MaxTxnOps {
 		bytes := 0
 		for _, it := range items {
 			bytes += it.p.size()
 		}
-		if bytes <= s.cfg.MaxTxnBytes {
+		if bytes <= s.cfg.MaxTxnBytes && (distinct || distinctKeys(items)) {
 			return [][]item{items}
 		}
 	}
 	var chunks [][]item
 	var cur []item
-	keys := make(map[string]struct{})
-	scopes := make(map[string]struct{})
+	keys := make(map[string]struct{}, min(len(items), s.cfg.MaxTxnOps))
+	scopes := make(map[string]struct{}, min(len(items), s.cfg.MaxTxnOps))
 	bytes := 0
 	flush := func() {
 		if len(cur) > 0 {
@@ -52,4 +52,31 @@ func (s *Store) plan(items []item, distinct bool) [][]item {
 	}
 	flush()
 	return chunks
+}
+
+// smallDistinct is the number of items up to which distinctKeys compares
+// every pair rather than fill a map: fewer string comparisons than a map's
+// hashing, and no allocation.
+const smallDistinct = 24
+
+// distinctKeys reports whether no two items write the same key.
+func distinctKeys(items []item) bool {
+	if len(items) <= smallDistinct {
+		for i := range items {
+			for j := range i {
+				if items[i].p.full == items[j].p.full {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	seen := make(map[string]struct{}, len(items))
+	for _, it := range items {
+		if _, dup := seen[it.p.full]; dup {
+			return false
+		}
+		seen[it.p.full] = struct{}{}
+	}
+	return true
 }

@@ -25,6 +25,27 @@ var built struct {
 	path string
 }
 
+// memberCommand returns the command line that runs a process member of
+// cfg, before the member's flags: the member binary (cfg.MemberBinary, or
+// one memberBinary builds), behind taskset with cfg.MemberCPUs.
+func memberCommand(ctx context.Context, cfg Config) ([]string, error) {
+	bin := cfg.MemberBinary
+	if bin == "" {
+		var err error
+		if bin, err = memberBinary(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MemberCPUs == "" {
+		return []string{bin}, nil
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		return nil, fmt.Errorf("cluster: member CPUs %q: %w", cfg.MemberCPUs, err)
+	}
+	return []string{taskset, "-c", cfg.MemberCPUs, bin}, nil
+}
+
 // memberBinary returns the path of an etcdmember binary built from the
 // source of the current module, building it on first use.
 //

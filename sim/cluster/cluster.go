@@ -47,6 +47,12 @@ type Config struct {
 	// directory (go test and go run run there), into the user's cache
 	// directory. Set it where no Go toolchain is at hand. It needs Processes.
 	MemberBinary string
+	// MemberCPUs confines the member processes to these CPUs, a Linux CPU
+	// list as taskset -c takes it ("1", "2-3", "0,2"), so that a benchmark
+	// can keep etcd off the CPUs of the process under test (run that one
+	// under taskset too). Empty means no confinement. It needs Processes and
+	// the taskset command (util-linux).
+	MemberCPUs string
 }
 
 // DefaultConfig returns a 1-member cluster with fast raft timing suitable for
@@ -72,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if c.MemberBinary != "" && !c.Processes {
 		return fmt.Errorf("%w: member binary %q needs Processes", ErrInvalidConfig, c.MemberBinary)
+	}
+	if c.MemberCPUs != "" && !c.Processes {
+		return fmt.Errorf("%w: member CPUs %q need Processes", ErrInvalidConfig, c.MemberCPUs)
 	}
 	return nil
 }
@@ -101,7 +110,7 @@ type Cluster struct {
 	cfg     Config
 	dir     string
 	tempDir bool
-	binary  string // etcdmember, with Processes
+	command []string // etcdmember, with Processes: the command line before its flags
 
 	mu      sync.Mutex
 	members []*member
@@ -118,13 +127,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Cluster{cfg: cfg, dir: cfg.Dir, binary: cfg.MemberBinary}
-	if cfg.Processes && c.binary == "" {
-		bin, err := memberBinary(ctx)
+	c := &Cluster{cfg: cfg, dir: cfg.Dir}
+	if cfg.Processes {
+		cmd, err := memberCommand(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
-		c.binary = bin
+		c.command = cmd
 	}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "tenure-etcd-")

@@ -98,7 +98,7 @@ func (c *Cluster) launch(ctx context.Context, m *member) (run, error) {
 	lg := c.cfg.Logger.Named(m.spec.Name)
 	var r run
 	if c.cfg.Processes {
-		p, err := startProcess(c.binary, m.spec, lg, func(p *process) { c.exited(m, p) })
+		p, err := startProcess(c.command, m.spec, lg, func(p *process) { c.exited(m, p) })
 		if err != nil {
 			return nil, fmt.Errorf("cluster: start member %s: %w", m.spec.Name, err)
 		}

@@ -41,9 +41,10 @@ type process struct {
 	stderr    logWriter
 }
 
-// startProcess starts member s in a child process running bin. onExit runs
+// startProcess starts member s in a child process running command (the
+// etcdmember binary, or a command that runs it) with s's flags. onExit runs
 // once the child has exited and been reaped.
-func startProcess(bin string, s memberspec.Spec, lg *zap.Logger, onExit func(*process)) (*process, error) {
+func startProcess(command []string, s memberspec.Spec, lg *zap.Logger, onExit func(*process)) (*process, error) {
 	p := &process{
 		name:   s.Name,
 		startc: make(chan struct{}),
@@ -54,7 +55,7 @@ func startProcess(bin string, s memberspec.Spec, lg *zap.Logger, onExit func(*pr
 	p.stderr.lw.Line = p.stderr.log
 	p.stderr.last.W, p.stderr.last.Size = &p.stderr.lw, tailSize
 	flags := memberspec.Flags{LogLevel: childLevel(lg), ExitOnStdinEOF: true}
-	cmd := exec.Command(bin, memberspec.Args(s, flags)...)
+	cmd := exec.Command(command[0], append(slices.Clip(command[1:]), memberspec.Args(s, flags)...)...)
 	cmd.Stdout = &p.stdout
 	cmd.Stderr = &p.stderr
 	child, err := childproc.Start(cmd, func() { onExit(p) })

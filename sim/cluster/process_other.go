@@ -21,7 +21,7 @@ const (
 // process members need signals that only unix systems have.
 type process struct{}
 
-func startProcess(string, memberspec.Spec, *zap.Logger, func(*process)) (*process, error) {
+func startProcess([]string, memberspec.Spec, *zap.Logger, func(*process)) (*process, error) {
 	return nil, fmt.Errorf("process members: %w", errors.ErrUnsupported)
 }
 

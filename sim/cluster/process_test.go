@@ -5,7 +5,9 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -333,6 +335,7 @@ func TestProcessBadInput(t *testing.T) {
 
 	for _, cfg := range []cluster.Config{
 		{MemberBinary: "/bin/true"},
+		{MemberCPUs: "0"},
 		{Processes: true, TickInterval: 1500 * time.Microsecond},
 	} {
 		assert.ErrorIs(t, cfg.Validate(), cluster.ErrInvalidConfig, "%+v", cfg)
@@ -345,4 +348,36 @@ func TestProcessBadInput(t *testing.T) {
 	cfg.MemberBinary = "/bin/false"
 	_, err = cluster.Start(ctx, cfg)
 	assert.ErrorIs(t, err, cluster.ErrMemberStopped, "a member binary that exits at once")
+	if _, err := exec.LookPath("taskset"); err == nil {
+		cfg.MemberBinary, cfg.MemberCPUs = "", "not-a-cpu-list"
+		_, err = cluster.Start(ctx, cfg)
+		assert.ErrorIs(t, err, cluster.ErrMemberStopped, "a CPU list taskset refuses")
+	}
+}
+
+// TestProcessMemberCPUs: with MemberCPUs, every member process (and each
+// of its threads) may run only on those CPUs, and the cluster serves.
+func TestProcessMemberCPUs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("CPU lists are read from Linux's /proc")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("no taskset command")
+	}
+	cfg := cluster.DefaultConfig()
+	cfg.Members, cfg.Processes, cfg.MemberCPUs = 3, true, "0"
+	c := cluster.NewWithConfig(t, cfg)
+	for i := range 3 {
+		pid, err := c.PID(i)
+		require.NoError(t, err)
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		require.NoError(t, err)
+		require.NotEmpty(t, tasks)
+		for _, task := range tasks {
+			status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+			require.NoError(t, err)
+			assert.Contains(t, string(status), "\nCpus_allowed_list:\t0\n", "member %d thread %s", i, task.Name())
+		}
+	}
+	write(t, c.NewClient(t), "pinned", "1")
 }
