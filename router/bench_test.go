@@ -242,26 +242,22 @@ func BenchmarkFencedWrites(b *testing.B) {
 		keys []string
 	}{{"keys=64", many}, {"hotkey", hot}} {
 		b.Run(set.name, func(b *testing.B) {
-			ops := make([]int, len(impls))
-			for n := 0; b.Loop(); n++ {
-				for j := range impls {
-					k := (n + j) % len(impls) // rotate who goes first
-					n, err := workload.RunFor(round, workers, impls[k].op(set.keys))
-					if err != nil {
-						b.Fatal(err)
-					}
-					ops[k] += n
+			rot := workload.Rotation{}
+			for _, impl := range impls {
+				rot.Ways = append(rot.Ways, workload.Way{Name: impl.name, Workers: workers, Per: 1, Op: impl.op(set.keys)})
+			}
+			for b.Loop() {
+				if err := rot.Round(round); err != nil {
+					b.Fatal(err)
 				}
 			}
-			spent := float64(b.N) * round.Seconds()
-			perSec := func(k int) float64 { return float64(ops[k]) / spent }
-			for k, impl := range impls {
-				b.ReportMetric(perSec(k), impl.name+"-ops/s")
+			for k, way := range rot.Ways {
+				b.ReportMetric(rot.PerSecond(k), way.Name+"-ops/s")
 			}
-			b.ReportMetric(perSec(1)/perSec(3), "routed/mutex")
-			b.ReportMetric(perSec(2)/perSec(3), "batched/mutex")
-			b.ReportMetric(perSec(2)/perSec(1), "batched/routed")
-			b.ReportMetric(perSec(1)/perSec(0), "routed/plain")
+			b.ReportMetric(rot.PerSecond(1)/rot.PerSecond(3), "routed/mutex")
+			b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(3), "batched/mutex")
+			b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(1), "batched/routed")
+			b.ReportMetric(rot.PerSecond(1)/rot.PerSecond(0), "routed/plain")
 		})
 	}
 }

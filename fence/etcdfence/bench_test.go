@@ -211,51 +211,35 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 	key := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
 	ops := make([]clientv3.Op, writers)
 	writes := make([]etcdfence.Write, writers)
-	methods := []struct {
-		name    string
-		workers int
-		per     int // writes per call
-		op      func(w, i int) error
-	}{
-		{"unfenced", 1, writers, func(_, i int) error {
+	rot := workload.Rotation{Ways: []workload.Way{
+		{Name: "unfenced", Workers: 1, Per: writers, Op: func(_, i int) error {
 			for w := range ops {
 				ops[w] = clientv3.OpPut(prefix+key(w, i), string(value))
 			}
 			_, err := cli.Txn(ctx).Then(ops...).Commit()
 			return err
 		}},
-		{"commit16", 1, writers, func(_, i int) error {
+		{Name: "commit16", Workers: 1, Per: writers, Op: func(_, i int) error {
 			for w := range writes {
 				writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
 			}
 			_, err := s.Commit(ctx, writes)
 			return err
 		}},
-		{"grouped", writers, 1, func(w, i int) error {
+		{Name: "grouped", Workers: writers, Per: 1, Op: func(w, i int) error {
 			_, err := bt.Put(ctx, token(w), key(w, i), value)
 			return err
 		}},
-	}
-	spent := make([]time.Duration, len(methods))
-	done := make([]int, len(methods))
-	for n := 0; b.Loop(); n++ {
-		for j := range methods {
-			m := (n + j) % len(methods) // rotate who goes first
-			start := time.Now()
-			calls, err := workload.RunFor(round, methods[m].workers, methods[m].op)
-			if err != nil {
-				b.Fatal(err)
-			}
-			spent[m] += time.Since(start)
-			done[m] += calls * methods[m].per
+	}}
+	for b.Loop() {
+		if err := rot.Round(round); err != nil {
+			b.Fatal(err)
 		}
 	}
-	perSec := make([]float64, len(methods))
-	for m, meth := range methods {
-		b.ReportMetric(float64(spent[m].Nanoseconds())/float64(done[m]), meth.name+"-ns/write")
-		perSec[m] = float64(done[m]) / spent[m].Seconds()
+	for k, way := range rot.Ways {
+		b.ReportMetric(1e9/rot.PerSecond(k), way.Name+"-ns/write")
 	}
-	b.ReportMetric(perSec[2]/perSec[0], "grouped/unfenced")
-	b.ReportMetric(perSec[2]/perSec[1], "grouped/commit16")
-	b.ReportMetric(perSec[1]/perSec[0], "commit16/unfenced")
+	b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(0), "grouped/unfenced")
+	b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(1), "grouped/commit16")
+	b.ReportMetric(rot.PerSecond(1)/rot.PerSecond(0), "commit16/unfenced")
 }

@@ -4,13 +4,14 @@ package childproc
 
 import (
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 )
 
 // Process is a child started by Start. It never outlives this
 // process: on Linux the kernel kills it when the thread that started it
-// exits (Pdeathsig, see start); everywhere, it must exit when its standard
+// exits (Pdeathsig, see Start); everywhere, it must exit when its standard
 // input ends, a pipe whose write end only this process holds; and Kill
 // kills it and its process group.
 type Process struct {
@@ -24,6 +25,10 @@ type Process struct {
 // process group (SysProcAttr), with a standard input pipe that ends when
 // this process dies. exited, if not nil, runs once the child has been
 // reaped, before Exited is closed.
+//
+// The child is started and waited for by a goroutine locked to its OS
+// thread, which so stays alive until the child has been reaped: Pdeathsig
+// fires when the thread that forked the child exits, not the process.
 func Start(cmd *exec.Cmd, exited func()) (*Process, error) {
 	p := &Process{cmd: cmd, exitc: make(chan struct{})}
 	cmd.SysProcAttr = sysProcAttr()
@@ -31,14 +36,22 @@ func Start(cmd *exec.Cmd, exited func()) (*Process, error) {
 	if _, err := cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	err := start(cmd, func(err error) {
-		p.err = err
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
 		if exited != nil {
 			exited()
 		}
 		close(p.exitc)
-	})
-	if err != nil {
+	}()
+	if err := <-started; err != nil {
 		return nil, err
 	}
 	p.pid = cmd.Process.Pid

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -78,5 +79,36 @@ func TestErrorsStopTheirWorkerAndAreJoined(t *testing.T) {
 	n, err := RunFor(time.Hour, 2, func(int, int) error { return boom })
 	if !errors.Is(err, boom) || n != 0 {
 		t.Fatalf("RunFor = %d, %v; want 0, boom (every worker stops at its error)", n, err)
+	}
+}
+
+func TestRotationStartsEachRoundWithTheNextWay(t *testing.T) {
+	var runs []string // the ways in the order they ran, one entry per run
+	way := func(name string, per int) Way {
+		return Way{Name: name, Workers: 1, Per: per, Op: func(int, int) error {
+			if len(runs) == 0 || runs[len(runs)-1] != name {
+				runs = append(runs, name)
+			}
+			time.Sleep(time.Millisecond)
+			return nil
+		}}
+	}
+	r := Rotation{Ways: []Way{way("a", 1), way("b", 10)}}
+	for range 2 {
+		if err := r.Round(5 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Round 0 runs a then b; round 1 starts with b, so b runs twice in a row.
+	if fmt.Sprint(runs) != "[a b a]" {
+		t.Fatalf("ways ran in the order %v, want [a b a]", runs)
+	}
+	if a, b := r.PerSecond(0), r.PerSecond(1); a <= 0 || b <= 5*a {
+		t.Fatalf("per second: a %.0f, b %.0f (b does 10 units a call)", a, b)
+	}
+	boom := errors.New("boom")
+	r = Rotation{Ways: []Way{{Name: "x", Workers: 1, Per: 1, Op: func(int, int) error { return boom }}}}
+	if err := r.Round(time.Millisecond); !errors.Is(err, boom) {
+		t.Fatalf("Round = %v, want boom", err)
 	}
 }
