@@ -47,7 +47,7 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 	if useGen {
 		cmps = append(cmps, s.genCmp(gen))
 	}
-	raised := 0 // floors the transaction writes
+	raises := false // the transaction writes a floor
 	for gi := range groups {
 		g := &groups[gi]
 		lo, hi := g.items[0].p, g.items[len(g.items)-1].p
@@ -58,22 +58,12 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 			c, g.raise = s.steadyCmp(g.scope, g.floor, lo.w.Token.Epoch, hi.w.Token.Epoch)
 			cmps = append(cmps, c)
 		}
-		if g.raise {
-			raised++
-		}
+		raises = raises || g.raise
 	}
-	raises := raised > 0
 	// A steady form that writes the generation reads it back, so as not
 	// to make the next batch's generation form fail on it.
 	refresh = refresh || (raises && !useGen && len(groups) >= 2)
-	writes := len(items) + raised // the operations before the reads
-	if raises {
-		writes++ // the generation
-	}
-	if refresh && writes+1+len(groups) > s.cfg.MaxTxnOps {
-		refresh = false // no room to read the floors back
-	}
-	then, cas := s.attemptOps(groups, raises, refresh)
+	then, cas, reads := s.attemptOps(groups, raises, refresh)
 	for _, it := range cas {
 		cmps = append(cmps, it.p.versionCmp())
 	}
@@ -107,8 +97,8 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 		s.gen.raised(gen, rev, scopes, floors)
 	case useGen:
 		s.gen.held()
-	case refresh:
-		s.learnFrom(rev, groups, resp.Responses[writes:])
+	case reads > 0:
+		s.learnFrom(rev, groups, resp.Responses[reads:])
 	case raises:
 		s.gen.invalidate()
 	}
@@ -117,14 +107,14 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 
 // attemptOps returns the Then operations of an attempt over groups, whose
 // raise fields are set: the writes, by scope and epoch, each followed by
-// its scope's floor where it rises, the generation if a floor rises, and
-// with refresh the reads of the generation and the floors. It also returns
-// the compare-and-swaps among the writes. The slice comes from s.ops: give
-// it back with releaseOps once the transaction is committed.
-func (s *Store) attemptOps(groups []scopeGroup, raises, refresh bool) (*[]clientv3.Op, []*item) {
-	then := s.ops.Get().(*[]clientv3.Op)
+// its scope's floor where it rises, and the generation if a floor rises;
+// with refresh, and room left under MaxTxnOps, then the reads of the
+// generation and the floors, from index reads (0: no reads). It also
+// returns the compare-and-swaps among the writes. The slice comes from
+// s.ops: give it back with releaseOps once the transaction is committed.
+func (s *Store) attemptOps(groups []scopeGroup, raises, refresh bool) (then *[]clientv3.Op, cas []*item, reads int) {
+	then = s.ops.Get().(*[]clientv3.Op)
 	ops := (*then)[:0]
-	var cas []*item
 	for _, g := range groups {
 		for _, it := range g.items {
 			ops = append(ops, it.p.flatOp())
@@ -139,14 +129,15 @@ func (s *Store) attemptOps(groups []scopeGroup, raises, refresh bool) (*[]client
 	if raises {
 		ops = append(ops, s.genPut())
 	}
-	if refresh {
+	if refresh && len(ops)+1+len(groups) <= s.cfg.MaxTxnOps {
+		reads = len(ops)
 		ops = append(ops, clientv3.OpGet(s.GenerationKey(), clientv3.WithKeysOnly()))
 		for _, g := range groups {
 			ops = append(ops, clientv3.OpGet(g.floor))
 		}
 	}
 	*then = ops
-	return then, cas
+	return then, cas, reads
 }
 
 // releaseOps gives back a slice of attemptOps. The etcd client turns

@@ -241,7 +241,6 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 		}
 	}
 	if st := bt.Stats(); st.Commits > 0 {
-		// Below 16, writers were missing from batches: late to resubmit.
 		b.ReportMetric(float64(st.Writes)/float64(st.Commits), "grouped-writes/commit")
 	}
 	for k, way := range rot.Ways {

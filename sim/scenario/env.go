@@ -63,12 +63,11 @@ func newEnv() (*env, error) {
 	return e, nil
 }
 
-// close stops time after cleanup (which may need it) has run.
 // onClose has close run f, after the functions given before it.
 func (e *env) onClose(f func()) { e.cleanup = append(e.cleanup, f) }
 
 // close runs the cleanups, cancels e.ctx, closes the clients and stops
-// time and etcd.
+// time and etcd: time stops last, since the cleanups may need it.
 func (e *env) close() {
 	for _, f := range e.cleanup {
 		f()
