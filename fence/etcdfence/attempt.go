@@ -42,6 +42,9 @@ type scopeGroup struct {
 func (s *Store) attempt(ctx context.Context, items []item, results []Result, first bool) ([]item, error) {
 	groups := groupByScope(items)
 	gen, useGen, refresh := s.gen.plan(groups, first)
+	if s.unfenced {
+		useGen, refresh = false, false
+	}
 
 	cmps := make([]clientv3.Cmp, 0, len(groups)+1)
 	if useGen {
@@ -51,9 +54,11 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 	for gi := range groups {
 		g := &groups[gi]
 		lo, hi := g.items[0].p, g.items[len(g.items)-1].p
-		if useGen {
+		switch {
+		case s.unfenced:
+		case useGen:
 			g.raise = hi.w.Token.Epoch > g.known
-		} else {
+		default:
 			var c clientv3.Cmp
 			c, g.raise = s.steadyCmp(g.scope, g.floor, lo.w.Token.Epoch, hi.w.Token.Epoch)
 			cmps = append(cmps, c)

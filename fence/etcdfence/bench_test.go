@@ -189,7 +189,11 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 //     of any grouping on this etcd);
 //   - commit16: one goroutine, the same 16 Puts fenced, with Store.Commit
 //     (the ceiling of fenced grouping: the fence's own cost);
-//   - grouped: 16 writers, each in its own partition, through a Batcher.
+//   - grouped: 16 writers, each in its own partition, through a Batcher;
+//   - unfenced-grouped: the same 16 writers through a Batcher of a Store
+//     that checks and records no floor (the same group commit, hand-off
+//     included, without the fence), so that grouped/unfenced-grouped is
+//     the fence's own cost.
 //
 // Timed rounds measure each way in its steady state: a round of a fixed
 // number of writes would charge the grouped writers for the ramp and drain
@@ -212,6 +216,18 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 	value := []byte("a value of some thirty-two bytes")
 	prefix := s.Config().Prefix
 	token := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
+	us := newStore(b, cli, "bench-ceiling-unfenced")
+	for w := range writers {
+		if err := us.Advance(ctx, token(w)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	etcdfence.UnfenceForBench(us)
+	ubt, err := etcdfence.NewBatcher(us, etcdfence.BatcherConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ubt.Close()
 	key := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
 	ops := make([]clientv3.Op, writers)
 	writes := make([]etcdfence.Write, writers)
@@ -234,6 +250,10 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 			_, err := bt.Put(ctx, token(w), key(w, i), value)
 			return err
 		}},
+		{Name: "unfenced-grouped", Workers: writers, Per: 1, Op: func(w, i int) error {
+			_, err := ubt.Put(ctx, token(w), key(w, i), value)
+			return err
+		}},
 	}}
 	for b.Loop() {
 		if err := rot.Round(round); err != nil {
@@ -249,4 +269,5 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 	b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(0), "grouped/unfenced")
 	b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(1), "grouped/commit16")
 	b.ReportMetric(rot.PerSecond(1)/rot.PerSecond(0), "commit16/unfenced")
+	b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(3), "grouped/unfenced-grouped")
 }

@@ -27,6 +27,7 @@ type Store struct {
 	cache        floorCache
 	gen          generation
 	ops          sync.Pool // of *[]clientv3.Op: see attemptOps
+	unfenced     bool      // benchmarks' baseline only: attempts check and record no floor
 }
 
 // Item is a key's value and metadata as read by Get.
