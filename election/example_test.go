@@ -151,7 +151,7 @@ func Example_fencedReadModifyWrite() {
 		fmt.Println(err)
 		return
 	}
-	store, err := etcdfence.New(cli, etcdfence.Config{Prefix: "/billing/", FencePrefix: etcdfence.FencePrefixFor("demo")})
+	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: "demo", Prefix: "/billing/"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -23,7 +23,7 @@ import (
 // name, on its own data and fence prefixes.
 func counterStore(t *testing.T, cli *clientv3.Client, name string) *etcdfence.Store {
 	t.Helper()
-	st, err := etcdfence.New(cli, etcdfence.Config{Prefix: "/app/" + name + "/", FencePrefix: etcdfence.FencePrefixFor(name)})
+	st, err := etcdfence.New(cli, etcdfence.Config{Cluster: name, Prefix: "/app/" + name + "/"})
 	require.NoError(t, err)
 	return st
 }

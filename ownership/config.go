@@ -1,13 +1,14 @@
 package ownership
 
 import (
+	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/errs"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
@@ -95,7 +96,10 @@ type Config struct {
 	// partitions acquired together, instead of Advance per partition; an
 	// error of it that wraps *fence.StaleErrors fails only the partitions
 	// of those tokens, and any other error all of them. Nil entries are
-	// invalid.
+	// invalid, and so is a fencer that keeps its floors in etcd under
+	// another fleet's prefix: one with a method FencePrefix() string (an
+	// etcdfence.Store) that does not return this fleet's
+	// "<prefix>fence/" (ErrForeignFencer).
 	Fencers []fence.Fencer
 	// Clock is the time source for timers and backoff, and for the Session
 	// unless Session.Clock is set. Nil means clock.Real().
@@ -132,13 +136,8 @@ func DefaultConfig() Config {
 // or Session.Logger) that holds a nil pointer is refused, not left to
 // panic later.
 func (c Config) Validate() error {
-	switch {
-	case c.Cluster == "" && c.Prefix == "":
-		return errs.New(ErrInvalidConfig, "Cluster or Prefix must be set")
-	case strings.ContainsAny(c.Cluster, "/\x00"):
-		return errs.New(ErrInvalidConfig, "cluster %q must not contain '/' or NUL", c.Cluster)
-	case strings.ContainsRune(c.Prefix, 0):
-		return errs.New(ErrInvalidConfig, "prefix %q must not contain NUL", c.Prefix)
+	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
+		return errs.New(ErrInvalidConfig, "%v", err)
 	}
 	if err := ValidateNodeID(c.NodeID); err != nil {
 		return errs.Nest(ErrInvalidConfig, "node ID", err)
@@ -158,9 +157,14 @@ func (c Config) Validate() error {
 	case c.MaxTxnOps < 0 || c.MaxTxnOps == 1:
 		return errs.New(ErrInvalidConfig, "max txn ops %d must be 0 (default %d) or at least 2", c.MaxTxnOps, DefaultMaxTxnOps)
 	}
+	fences := keys.For(c.Cluster, c.Prefix).Fences()
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {
 			return errs.New(ErrInvalidConfig, "fencer %d is nil (%T)", i, f)
+		}
+		if fp, ok := f.(fencePrefixer); ok && fp.FencePrefix() != fences {
+			return errs.Nest(ErrInvalidConfig, fmt.Sprintf("fencer %d", i),
+				errs.New(ErrForeignFencer, "%T keeps its floors under %q, not under the fleet's %q", f, fp.FencePrefix(), fences))
 		}
 	}
 	for _, v := range []struct {
@@ -177,6 +181,11 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// fencePrefixer is a Fencer whose floors live in etcd under a fence prefix
+// (an etcdfence.Store does): FencePrefix reports it. Validate refuses one
+// whose prefix is not the fleet's own.
+type fencePrefixer interface{ FencePrefix() string }
 
 // withDefaults returns a copy of c with every zero field that has a default
 // filled in, and its reference fields (Meta, Fencers) copied.

@@ -212,6 +212,13 @@ var (
 	// error is a *SpecMismatchError naming both values.
 	ErrSpecMismatch = errors.New("ownership: configuration contradicts the fleet's spec")
 
+	// ErrForeignFencer reports a Fencer whose floors live in etcd under
+	// another fleet's fence prefix (an etcdfence.Store configured with
+	// another Cluster or Prefix than the node's): its floors would fence
+	// another fleet's owners, or theirs this fleet's. Join (through
+	// Config.Validate) refuses it; the error also wraps ErrInvalidConfig.
+	ErrForeignFencer = errors.New("ownership: fencer belongs to another fleet")
+
 	// ErrNoSpec reports a fleet whose spec is not in etcd yet: no node has
 	// joined it.
 	ErrNoSpec = errors.New("ownership: the fleet has no spec yet")

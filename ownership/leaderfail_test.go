@@ -26,7 +26,7 @@ func TestEtcdLeaderFailure(t *testing.T) {
 	ecfg := cluster.DefaultConfig()
 	ecfg.Members, ecfg.Processes = 3, true
 	c := cluster.NewWithConfig(t, ecfg)
-	store, err := etcdfence.New(c.NewClient(t), etcdfence.DefaultConfig())
+	store, err := etcdfence.New(c.NewClient(t), etcdfence.Config{Cluster: "leaderfail"})
 	require.NoError(t, err)
 
 	const parts = 64

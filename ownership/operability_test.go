@@ -31,7 +31,7 @@ func TestOperability(t *testing.T) {
 	sm, err := etcdfence.NewMetrics(storeReg)
 	require.NoError(t, err)
 	scfg := etcdfence.DefaultConfig()
-	scfg.FencePrefix = etcdfence.FencePrefixFor("ops")
+	scfg.Cluster = "ops"
 	scfg.Metrics = sm
 	store, err := etcdfence.New(cli, scfg)
 	require.NoError(t, err)

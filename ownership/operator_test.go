@@ -154,7 +154,7 @@ func TestOperatorForceRelease(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)
 	const parts, name = 8, "force"
-	store, err := etcdfence.New(cli, etcdfence.Config{FencePrefix: etcdfence.FencePrefixFor(name)})
+	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name})
 	require.NoError(t, err)
 	cfgA := testConfig(t, name, "a", parts)
 	cfgA.Fencers = []fence.Fencer{store}
@@ -335,7 +335,7 @@ func TestOperatorForceReleaseElection(t *testing.T) {
 	ctx := opCtx(t)
 	const name = "elect"
 	require.NoError(t, ensureSpec(ctx, cli, keys.New(name), DefaultRingConfig().Spec()))
-	store, err := etcdfence.New(cli, etcdfence.Config{FencePrefix: etcdfence.FencePrefixFor(name)})
+	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name})
 	require.NoError(t, err)
 	sess, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 2 * time.Second})
 	require.NoError(t, err)

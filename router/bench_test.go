@@ -148,7 +148,7 @@ func BenchmarkFencedWrites(b *testing.B) {
 	const name = "bench-fenced"
 	etcd := cluster.New(b, 3)
 	cli := etcd.NewClient(b)
-	store, err := etcdfence.New(cli, etcdfence.Config{Prefix: "/bench/batched/", FencePrefix: etcdfence.FencePrefixFor(name)})
+	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name, Prefix: "/bench/batched/"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -212,7 +212,7 @@ func (f *fleet) get(id string) *node {
 // newStore returns the fenced store of the counters.
 func newStore(cli *clientv3.Client) (*etcdfence.Store, error) {
 	cfg := etcdfence.DefaultConfig()
+	cfg.Cluster = clusterName // the fleet's floors, as its nodes name it
 	cfg.Prefix = "/quickstart/data/"
-	cfg.FencePrefix = etcdfence.FencePrefixFor(clusterName)
 	return etcdfence.New(cli, cfg)
 }

@@ -145,7 +145,7 @@ func TestTenurectl(t *testing.T) {
 	c := cluster.New(t, 3)
 	cli := c.NewClient(t)
 	const name, parts = "ctl", 16
-	store, err := etcdfence.New(cli, etcdfence.Config{FencePrefix: etcdfence.FencePrefixFor(name)})
+	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name})
 	require.NoError(t, err)
 	var nodes []*ownership.Node
 	for _, id := range []string{"n1", "n2", "n3"} {

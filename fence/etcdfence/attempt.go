@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -17,58 +16,39 @@ type scopeGroup struct {
 	scope, floor string
 	items        []*item // by epoch
 	raise        bool    // the transaction writes the floor
-	known        int64   // in the generation form: the floor, known exactly
 }
 
 // attempt runs one flat transaction for items (distinct keys, none below
-// its cached floor), in the generation form (see generation.go) when the
-// Store knows every scope's floor at the current generation, or else in the
-// steady form:
+// its cached floor):
 //
 //	If(per scope: Value(floor) < admitBound(lowest epoch)   [or CreateRevision(floor) = 0 if known absent],
 //	   per compare-and-swap: Version(key) = expected)
-//	Then(the writes, by scope and epoch; Put(floor, highest epoch) where it rises [, Put(generation)]
-//	     [, Get(generation), Get(floor) per scope: to learn the generation])
+//	Then(the writes, by scope and epoch; Put(floor, highest epoch) where it rises)
 //
-// If a check fails, a second, read-only transaction reads the floors and
-// compared keys: a floor above a write's epoch refuses it (floors only
-// rise, so it was stale when refused), a version other than expected
-// refuses a compare-and-swap. Leaving the reads out of the first
+// Every scope's floor is compared as etcd records it, whoever wrote it: the
+// cached floor only decides which comparison to make and whether the
+// floor must be written (see steadyCmp), never whether a write is
+// admitted. If a check fails, a second, read-only transaction reads the
+// floors and compared keys: a floor above a write's epoch refuses it
+// (floors only rise, so it was stale when refused), a version other than
+// expected refuses a compare-and-swap. Leaving the reads out of the first
 // transaction's Else branch keeps the common case small: etcd marshals,
 // logs and applies an unexecuted branch too. It answers the writes it can
-// and returns the rest. Only the first attempt of a chunk may take the
-// generation form; if it fails, it answers nothing, and its writes go again
-// in the steady form.
-func (s *Store) attempt(ctx context.Context, items []item, results []Result, first bool) ([]item, error) {
+// and returns the rest.
+func (s *Store) attempt(ctx context.Context, items []item, results []Result) ([]item, error) {
 	groups := groupByScope(items)
-	gen, useGen, refresh := s.gen.plan(groups, first)
-	if s.unfenced {
-		useGen, refresh = false, false
-	}
-
-	cmps := make([]clientv3.Cmp, 0, len(groups)+1)
-	if useGen {
-		cmps = append(cmps, s.genCmp(gen))
-	}
-	raises := false // the transaction writes a floor
+	cmps := make([]clientv3.Cmp, 0, len(groups))
 	for gi := range groups {
 		g := &groups[gi]
-		lo, hi := g.items[0].p, g.items[len(g.items)-1].p
-		switch {
-		case s.unfenced:
-		case useGen:
-			g.raise = hi.w.Token.Epoch > g.known
-		default:
-			var c clientv3.Cmp
-			c, g.raise = s.steadyCmp(g.scope, g.floor, lo.w.Token.Epoch, hi.w.Token.Epoch)
-			cmps = append(cmps, c)
+		if s.unfenced {
+			continue
 		}
-		raises = raises || g.raise
+		lo, hi := g.items[0].p, g.items[len(g.items)-1].p
+		var c clientv3.Cmp
+		c, g.raise = s.steadyCmp(g.scope, g.floor, lo.w.Token.Epoch, hi.w.Token.Epoch)
+		cmps = append(cmps, c)
 	}
-	// A steady form that writes the generation reads it back, so as not
-	// to make the next batch's generation form fail on it.
-	refresh = refresh || (raises && !useGen && len(groups) >= 2)
-	then, cas, reads := s.attemptOps(groups, raises, refresh)
+	then, cas := s.attemptOps(groups)
 	for _, it := range cas {
 		cmps = append(cmps, it.p.versionCmp())
 	}
@@ -78,10 +58,6 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 		return items, fmt.Errorf("etcdfence: commit of %d writes: %w", len(items), err)
 	}
 	if !resp.Succeeded {
-		if useGen {
-			s.gen.missed(gen)
-			return items, nil
-		}
 		return s.refused(ctx, items, groups, cas, results)
 	}
 	rev, op := resp.Header.Revision, 0
@@ -96,28 +72,15 @@ func (s *Store) attempt(ctx context.Context, items []item, results []Result, fir
 		}
 		s.cache.raise(g.scope, g.items[len(g.items)-1].p.w.Token.Epoch)
 	}
-	switch {
-	case useGen && raises:
-		scopes, floors := groupFloors(groups, nil)
-		s.gen.raised(gen, rev, scopes, floors)
-	case useGen:
-		s.gen.held()
-	case reads > 0:
-		s.learnFrom(rev, groups, resp.Responses[reads:])
-	case raises:
-		s.gen.invalidate()
-	}
 	return nil, nil
 }
 
 // attemptOps returns the Then operations of an attempt over groups, whose
-// raise fields are set: the writes, by scope and epoch, each followed by
-// its scope's floor where it rises, and the generation if a floor rises;
-// with refresh, and room left under MaxTxnOps, then the reads of the
-// generation and the floors, from index reads (0: no reads). It also
-// returns the compare-and-swaps among the writes. The slice comes from
-// s.ops: give it back with releaseOps once the transaction is committed.
-func (s *Store) attemptOps(groups []scopeGroup, raises, refresh bool) (then *[]clientv3.Op, cas []*item, reads int) {
+// raise fields are set: the writes, by scope and epoch, each scope's
+// followed by its floor where it rises. It also returns the
+// compare-and-swaps among the writes. The slice comes from s.ops: give it
+// back with releaseOps once the transaction is committed.
+func (s *Store) attemptOps(groups []scopeGroup) (then *[]clientv3.Op, cas []*item) {
 	then = s.ops.Get().(*[]clientv3.Op)
 	ops := (*then)[:0]
 	for _, g := range groups {
@@ -131,18 +94,8 @@ func (s *Store) attemptOps(groups []scopeGroup, raises, refresh bool) (then *[]c
 			ops = append(ops, clientv3.OpPut(g.floor, encodeEpoch(g.items[len(g.items)-1].p.w.Token.Epoch)))
 		}
 	}
-	if raises {
-		ops = append(ops, s.genPut())
-	}
-	if refresh && len(ops)+1+len(groups) <= s.cfg.MaxTxnOps {
-		reads = len(ops)
-		ops = append(ops, clientv3.OpGet(s.GenerationKey(), clientv3.WithKeysOnly()))
-		for _, g := range groups {
-			ops = append(ops, clientv3.OpGet(g.floor))
-		}
-	}
 	*then = ops
-	return then, cas, reads
+	return then, cas
 }
 
 // releaseOps gives back a slice of attemptOps. The etcd client turns
@@ -180,50 +133,6 @@ func groupByScope(items []item) []scopeGroup {
 	return groups
 }
 
-// groupFloors returns the scopes of groups and the floors a successful
-// transaction left them at: the highest epoch of each group that raised
-// its floor, else what floors says (the floors read), or the known floor.
-func groupFloors(groups []scopeGroup, read []int64) (scopes []string, floors []int64) {
-	scopes, floors = make([]string, len(groups)), make([]int64, len(groups))
-	for i, g := range groups {
-		scopes[i] = g.scope
-		switch {
-		case g.raise:
-			floors[i] = g.items[len(g.items)-1].p.w.Token.Epoch
-		case read != nil:
-			floors[i] = read[i]
-		default:
-			floors[i] = g.known
-		}
-	}
-	return scopes, floors
-}
-
-// learnFrom records the generation and the floors of groups read back by a
-// transaction at revision rev: rs holds Get(generation), then Get(floor)
-// per group. A floor that does not decode is not learnt.
-func (s *Store) learnFrom(rev int64, groups []scopeGroup, rs []*pb.ResponseOp) {
-	read := make([]int64, len(groups))
-	for i, g := range groups {
-		f, err := s.floorOf(g.scope, rs[1+i].GetResponseRange().GetKvs())
-		if err != nil {
-			return
-		}
-		read[i] = f
-	}
-	scopes, floors := groupFloors(groups, read)
-	s.gen.learn(rev, modRevision(rs[0]), scopes, floors)
-}
-
-// modRevision is the ModRevision of the key read by r, 0 if it does not
-// exist.
-func modRevision(r *pb.ResponseOp) int64 {
-	if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
-		return kvs[0].ModRevision
-	}
-	return 0
-}
-
 // refused reads, after a refused attempt, the floors of groups and the keys
 // of the compare-and-swaps cas, answers the writes they refuse, and returns
 // the others.
@@ -235,20 +144,14 @@ func (s *Store) refused(ctx context.Context, items []item, groups []scopeGroup, 
 	for _, it := range cas {
 		reads = append(reads, clientv3.OpGet(it.p.full, clientv3.WithKeysOnly()))
 	}
-	reads = append(reads, clientv3.OpGet(s.GenerationKey(), clientv3.WithKeysOnly()))
 	rresp, err := s.kv.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
 		return items, fmt.Errorf("etcdfence: read floors after a refused commit of %d writes: %w", len(items), err)
 	}
 	done := make(map[int]bool)
-	var scopes []string
-	var floors []int64
 	for gi, g := range groups {
 		kvs := rresp.Responses[gi].GetResponseRange().GetKvs()
 		f, err := s.floorOf(g.scope, kvs)
-		if err == nil {
-			scopes, floors = append(scopes, g.scope), append(floors, f)
-		}
 		if len(kvs) == 0 {
 			continue
 		}
@@ -272,7 +175,6 @@ func (s *Store) refused(ctx context.Context, items []item, groups []scopeGroup, 
 			done[it.idx] = true
 		}
 	}
-	s.gen.learn(rresp.Header.Revision, modRevision(rresp.Responses[len(reads)-1]), scopes, floors)
 	rest := items[:0:0]
 	for _, it := range items {
 		if !done[it.idx] {

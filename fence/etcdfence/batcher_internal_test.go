@@ -37,8 +37,8 @@ func testBatchForming(t *testing.T, noCoalesce bool) {
 	c := cluster.New(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := Config{Prefix: "/forming/data/", FencePrefix: "/forming/fence/"}
-	single, err := New(c.NewClient(t), Config{Prefix: "/single/data/", FencePrefix: "/single/fence/"})
+	cfg := Config{Prefix: "/forming/data/", ClusterPrefix: "/forming/"}
+	single, err := New(c.NewClient(t), Config{Prefix: "/single/data/", ClusterPrefix: "/single/"})
 	require.NoError(t, err)
 	admin, err := New(c.NewClient(t), cfg)
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func outcome(r Result) any {
 func TestHandoffSkipsAbandonedWrites(t *testing.T) {
 	c := cluster.New(t, 1)
 	kv := &gatedKV{KV: c.NewClient(t), entered: make(chan struct{}), release: make(chan struct{})}
-	s, err := New(kv, Config{Prefix: "/handoff/data/", FencePrefix: "/handoff/fence/"})
+	s, err := New(kv, Config{Prefix: "/handoff/data/", ClusterPrefix: "/handoff/"})
 	require.NoError(t, err)
 	b, err := NewBatcher(s, BatcherConfig{})
 	require.NoError(t, err)

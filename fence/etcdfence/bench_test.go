@@ -271,3 +271,83 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 	b.ReportMetric(rot.PerSecond(1)/rot.PerSecond(0), "commit16/unfenced")
 	b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(3), "grouped/unfenced-grouped")
 }
+
+// BenchmarkFloorChecks measures, side by side on one etcd whose fence
+// prefix holds the floors of 1,024 partitions, what each way of checking a
+// transaction of 16 Puts in 16 scopes against their floors costs, as
+// transactions of one goroutine in alternating timed rounds:
+//
+//   - none: the Puts alone, unchecked;
+//   - value16: one Value comparison per scope, as Commit makes them;
+//   - range: one ModRevision comparison over the whole fence prefix, which
+//     etcd evaluates by reading every key in the range;
+//   - key1: one ModRevision comparison on one key, which checks no floor
+//     any other writer may raise.
+//
+// It reports each way's time per transaction and its throughput relative
+// to none.
+func BenchmarkFloorChecks(b *testing.B) { benchMembers(b, benchFloorChecks) }
+
+func benchFloorChecks(b *testing.B, cli *clientv3.Client) {
+	const scopes, partitions, round = 16, 1024, 100 * time.Millisecond
+	ctx := context.Background()
+	s := newStore(b, cli, "bench-checks")
+	for p := range partitions {
+		if err := s.Advance(ctx, fence.Token{Scope: fence.PartitionScope(p), Epoch: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fp, prefix := s.FencePrefix(), s.Config().Prefix
+	value := "a value of some thirty-two bytes"
+	puts := func(i int) []clientv3.Op {
+		ops := make([]clientv3.Op, scopes)
+		for w := range ops {
+			ops[w] = clientv3.OpPut(fmt.Sprintf("%sw%d/k%d", prefix, w, i%256), value)
+		}
+		return ops
+	}
+	// scope w of round i is one of 16 partitions spread over the range.
+	scope := func(w, i int) string { return fence.PartitionScope((w*partitions/scopes + i) % partitions) }
+	way := func(name string, cmps func(i int) []clientv3.Cmp) workload.Way {
+		return workload.Way{Name: name, Workers: 1, Per: 1, Op: func(_, i int) error {
+			resp, err := cli.Txn(ctx).If(cmps(i)...).Then(puts(i)...).Commit()
+			if err == nil && !resp.Succeeded {
+				err = fmt.Errorf("%s: checks failed", name)
+			}
+			return err
+		}}
+	}
+	bound := "0000000000000000001\x00"
+	last, err := cli.Get(ctx, fp, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	high := last.Kvs[0].ModRevision
+	rot := workload.Rotation{Ways: []workload.Way{
+		way("none", func(int) []clientv3.Cmp { return nil }),
+		way("value16", func(i int) []clientv3.Cmp {
+			cmps := make([]clientv3.Cmp, scopes)
+			for w := range cmps {
+				cmps[w] = clientv3.Compare(clientv3.Value(fp+scope(w, i)), "<", bound)
+			}
+			return cmps
+		}),
+		way("range", func(int) []clientv3.Cmp {
+			return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(fp).WithPrefix(), "<", high+1)}
+		}),
+		way("key1", func(int) []clientv3.Cmp {
+			return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(fp+fence.PartitionScope(0)), "<", high+1)}
+		}),
+	}}
+	for b.Loop() {
+		if err := rot.Round(round); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for k, w := range rot.Ways {
+		b.ReportMetric(1e9/rot.PerSecond(k), w.Name+"-ns/txn")
+		if k > 0 {
+			b.ReportMetric(rot.PerSecond(k)/rot.PerSecond(0), w.Name+"/none")
+		}
+	}
+}

@@ -91,7 +91,7 @@ func (s *Store) commitChunk(ctx context.Context, chunk []item, results []Result)
 				pending = nil
 			}
 		default:
-			pending, err = s.attempt(ctx, pending, results, attempt == 0)
+			pending, err = s.attempt(ctx, pending, results)
 		}
 		if err != nil {
 			for _, it := range pending {
@@ -106,7 +106,7 @@ func (s *Store) commitChunk(ctx context.Context, chunk []item, results []Result)
 // single runs one write in the single-write form, which needs no cached
 // floor:
 //
-//	If(Value(floor) > epoch) Then(Get(floor)) Else(Put(floor, epoch), write, Put(generation))
+//	If(Value(floor) > epoch) Then(Get(floor)) Else(Put(floor, epoch), write)
 //
 // The comparison fails on a missing floor, so the Else branch admits a
 // scope never written, and records the epoch in the same transaction (a
@@ -114,7 +114,7 @@ func (s *Store) commitChunk(ctx context.Context, chunk []item, results []Result)
 // Refusals come back in Result.Err; the error is reserved for etcd
 // failures.
 func (s *Store) single(ctx context.Context, p prepared) (Result, error) {
-	resp, stale, err := s.guarded(ctx, p.w.Token, p.floor, encodeEpoch(p.w.Token.Epoch), p.singleOps(s.genPut())...)
+	resp, stale, err := s.guarded(ctx, p.w.Token, p.floor, encodeEpoch(p.w.Token.Epoch), p.singleOps()...)
 	if err != nil {
 		return Result{}, fmt.Errorf("etcdfence: %s %q: %w", p.w.Kind, p.w.Key, err)
 	}
@@ -122,7 +122,6 @@ func (s *Store) single(ctx context.Context, p prepared) (Result, error) {
 		return Result{Err: stale}, nil
 	}
 	s.cfg.Metrics.Admitted(1)
-	s.gen.invalidate()
 	r := p.singleResult(resp.Header.Revision, resp.Responses)
 	if r.Err == nil {
 		s.cache.raise(p.w.Token.Scope, p.w.Token.Epoch)

@@ -140,11 +140,11 @@ func TestStaleCache(t *testing.T) {
 func TestCommitLimits(t *testing.T) {
 	cli := startCluster(t)
 	ctx := fencetest.Context(t)
-	for _, maxOps := range []int{0, 4, 9} {
+	for _, maxOps := range []int{0, 3, 4, 9} {
 		t.Run(fmt.Sprint("maxops=", maxOps), func(t *testing.T) {
 			cfg := etcdfence.DefaultConfig()
 			cfg.Prefix = fmt.Sprintf("/test/limits%d/data/", maxOps)
-			cfg.FencePrefix = fmt.Sprintf("/test/limits%d/fence/", maxOps)
+			cfg.ClusterPrefix = fmt.Sprintf("/test/limits%d/", maxOps)
 			cfg.MaxTxnOps = maxOps
 			s, err := etcdfence.New(cli, cfg)
 			require.NoError(t, err)
@@ -189,8 +189,8 @@ func TestCommitExactLimit(t *testing.T) {
 		kind etcdfence.WriteKind
 		fit  int // writes of one scope that fill 128 ops
 	}{
-		{etcdfence.KindPut, 126},            // 126 writes + 1 floor write + 1 generation write
-		{etcdfence.KindCompareAndSwap, 126}, // the same, the largest branch (127 checks in If)
+		{etcdfence.KindPut, 127},            // 127 writes + 1 floor write
+		{etcdfence.KindCompareAndSwap, 127}, // the same, and 128 checks in If: 1 floor, 127 versions
 	} {
 		for _, n := range []int{c.fit, c.fit + 1} {
 			var writes []etcdfence.Write

@@ -2,6 +2,7 @@ package etcdfence
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -18,17 +19,27 @@ const (
 	DefaultMaxTxnBytes = 5 << 18 // 1.25 MiB
 )
 
-// Config tunes a Store. A zero field takes the default documented on it.
+// Config tunes a Store. Cluster (or ClusterPrefix) is required: it names
+// the fleet whose floors the Store keeps. Any other zero field takes the
+// default documented on it.
 type Config struct {
-	// Prefix is prepended to every data key. Empty means keys are used as
-	// given.
-	Prefix string
+	// Cluster names the fleet, as ownership.Config.Cluster (and
+	// election's ElectionConfig.Cluster) does: set it to the same value.
+	// The floors live under the fleet's key prefix, "/tenure/<Cluster>/",
+	// unless ClusterPrefix is set, at "<prefix>fence/" (see
+	// Store.FencePrefix). It must not contain '/' or NUL. One of Cluster
+	// and ClusterPrefix is required: there is no default fleet, since two
+	// fleets that shared floors would fence out each other's owners.
+	Cluster string
 
-	// FencePrefix is where the floors live: the floor of scope s is the key
-	// FencePrefix+s. It must match the FencePrefix of every other Store and
-	// fencer of the same fleet. Empty means FencePrefixFor("default"),
-	// "/tenure/default/fence/". Data keys may not fall under it.
-	FencePrefix string
+	// ClusterPrefix, if set, is the fleet's key prefix instead of the one
+	// derived from Cluster, as ownership.Config.Prefix: set it to the same
+	// value. A trailing '/' is added if missing.
+	ClusterPrefix string
+
+	// Prefix is prepended to every data key. Empty means keys are used as
+	// given. Data keys may not fall under the fence prefix.
+	Prefix string
 
 	// MaxKeyLen bounds the length in bytes of a data key including Prefix.
 	// Zero means DefaultMaxKeyLen (4 KiB).
@@ -54,21 +65,27 @@ type Config struct {
 	Metrics *Metrics
 }
 
-// FencePrefixFor returns the fence prefix of the named cluster in tenure's
-// key layout, "/tenure/<cluster>/fence/".
-func FencePrefixFor(cluster string) string { return keys.New(cluster).Fences() }
+// fencePrefix is where the floors of c's fleet live.
+func (c Config) fencePrefix() string { return keys.For(c.Cluster, c.ClusterPrefix).Fences() }
 
 // DefaultConfig returns the configuration with every default filled in.
+// It names no fleet: set Cluster (or ClusterPrefix) before use.
 func DefaultConfig() Config { return Config{}.withDefaults() }
 
-// minTxnOps is the smallest MaxTxnOps with room for one write, its scope's
-// floor and the floor generation, a compare-and-swap in the single-write
-// form (whose nested transaction counts too) included.
-const minTxnOps = 4
+// minTxnOps is the smallest MaxTxnOps with room for one write and its
+// scope's floor, a compare-and-swap in the single-write form (whose nested
+// transaction counts too) included.
+const minTxnOps = 3
 
 // Validate reports whether c, with defaults applied to its zero fields, can
 // configure a Store. The error wraps ErrInvalidConfig.
 func (c Config) Validate() error {
+	switch err := keys.CheckFleet(c.Cluster, c.ClusterPrefix); {
+	case errors.Is(err, keys.ErrNoCluster):
+		return ErrNoFleet
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
 	if c.MaxKeyLen < 0 || c.MaxValueLen < 0 || c.MaxTxnOps < 0 || c.MaxTxnBytes < 0 {
 		return fmt.Errorf("%w: limits must not be negative (max key %d, max value %d, max txn ops %d, max txn bytes %d)",
 			ErrInvalidConfig, c.MaxKeyLen, c.MaxValueLen, c.MaxTxnOps, c.MaxTxnBytes)
@@ -84,14 +101,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max txn bytes %d must hold one write of max key length %d and max value length %d (%d bytes)",
 			ErrInvalidConfig, d.MaxTxnBytes, d.MaxKeyLen, d.MaxValueLen, need)
 	}
-	if strings.HasPrefix(d.Prefix, d.FencePrefix) {
-		return fmt.Errorf("%w: prefix %q lies inside fence prefix %q", ErrInvalidConfig, d.Prefix, d.FencePrefix)
+	if fp := d.fencePrefix(); strings.HasPrefix(d.Prefix, fp) {
+		return fmt.Errorf("%w: prefix %q lies inside fence prefix %q", ErrInvalidConfig, d.Prefix, fp)
 	}
 	return nil
 }
 
 func (c Config) withDefaults() Config {
-	c.FencePrefix = cmp.Or(c.FencePrefix, FencePrefixFor("default"))
 	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	c.MaxValueLen = cmp.Or(c.MaxValueLen, DefaultMaxValueLen)
 	c.MaxTxnOps = cmp.Or(c.MaxTxnOps, DefaultMaxTxnOps)

@@ -15,30 +15,34 @@
 // Delete and CompareAndSwap on a key's version, each taking the caller's
 // token. For every scope it keeps the highest epoch admitted so far, the
 // floor, in the key <FencePrefix><scope>, as a fixed-width 19-digit decimal
-// so that etcd's byte-wise value comparison orders epochs numerically. The
-// check of the token, the recording of its epoch and the write commit in one
-// transaction. A Store takes one of two forms for it:
+// so that etcd's byte-wise value comparison orders epochs numerically.
+// The check of the token, the recording of its epoch and the write commit
+// in one transaction, whose comparison is on the floor of the token's
+// scope as etcd records it. A Store takes one of two forms for it:
 //
 //	// Single-write form, when the Store has not seen the scope's floor yet.
 //	// Value comparisons fail on a missing key, so a scope never written
 //	// falls in the Else branch, which admits:
-//	If(Value(floor) > epoch)  Then(Get(floor))  Else(Put(floor, epoch), write, Put(generation))
+//	If(Value(floor) > epoch)  Then(Get(floor))  Else(Put(floor, epoch), write)
 //
 //	// Steady form, when the Store remembers floor c <= epoch (and for
 //	// batches). admitBound(e) sorts right after e's encoding, so the
 //	// comparison holds iff floor <= epoch; the floor is written only when
 //	// the epoch raises it:
-//	If(Value(floor) < admitBound(epoch))  Then([Put(floor, epoch), Put(generation) if epoch > c,] write)
+//	If(Value(floor) < admitBound(epoch))  Then([Put(floor, epoch) if epoch > c,] write)
 //
-// The remembered floor is a hint, never trusted: etcd checks every write. A
-// refused steady-form write reads the floor in a second request to learn
-// why. Floors only rise, so a token older than a remembered floor is
-// refused without a round trip. A rejected write returns a
-// *fence.StaleError carrying the scope, the presented epoch and the current
-// floor; errors.Is(err, fence.ErrStale) holds. Advance raises a scope's floor
-// on its own, as a new owner does before its first write, so that a stale
-// owner cannot write even keys the new owner never touches; with it a
-// Store is a fence.Fencer. Floors must never be deleted.
+// Admission depends only on the floors etcd records: any writer may raise
+// a floor (another Store, a process of another build, an operator's
+// etcdctl writing the 19-digit encoding), and the next write below it is
+// refused, whatever form it takes. The remembered floor is a hint that
+// only makes a write fail faster: a token older than it is refused without
+// a round trip, because floors only rise. A refused steady-form write
+// reads the floor in a second request to learn why. A rejected write
+// returns a *fence.StaleError carrying the scope, the presented epoch and
+// the current floor; errors.Is(err, fence.ErrStale) holds. Advance raises a
+// scope's floor on its own, as a new owner does before its first write, so
+// that a stale owner cannot write even keys the new owner never touches;
+// with it a Store is a fence.Fencer. Floors must never be deleted.
 //
 // Who raises the floor: Get checks a token against the floor but does not
 // record it, so a tenure's first operation must not be a read unless its
@@ -50,27 +54,23 @@
 // otherwise a stale holder that read before the change and writes after the
 // new holder's read loses the new holder an update.
 //
+// A fleet's floors are its own: Config names the fleet (Cluster, or
+// Prefix as in ownership.Config) and the floors live under that fleet's
+// prefix, so that two fleets on one etcd never fence each other.
+// FencePrefix reports where; a node refuses at Join a Store whose floors
+// are another fleet's.
+//
 // Group commit: Store.Commit applies many fenced writes in one flat
 // transaction (split at etcd's ops-per-transaction and request-size limits)
-// with one floor comparison per scope; if a check fails, the writes it
-// refuses are answered alone and the others commit in a retry, so a stale
-// write never takes its neighbours down with it. Once a Store knows the
-// floors of a transaction's scopes exactly, it replaces those comparisons
-// with one: on the ModRevision of the floor generation, a key
-// (GenerationKey) that every transaction writing a floor writes too, so
-// that an unchanged generation means unchanged floors:
+// in the steady form, with one floor comparison per scope:
 //
-//	// Generation form, for writes of two or more scopes whose floors the
-//	// Store read at generation G (and none below its floor):
-//	If(ModRevision(generation) = G)  Then(writes, [Put(floor, epoch), Put(generation) where a floor rises])
+//	If(per scope: Value(floor) < admitBound(lowest epoch), per compare-and-swap: Version(key) = expected)
+//	Then(writes, [Put(floor, highest epoch) where it rises])
 //
-// When any floor of the fleet rises, the comparison fails, and the writes go
-// again in the steady form, which reads the generation back. The rule binds
-// every writer of floors under a FencePrefix: all Stores of this package keep
-// it, but a floor written by anything else (a Store of an older version of
-// this package, a tool writing keys by hand) without the generation would
-// let a generation-form batch admit a write that floor should refuse. Batcher gathers writes from
-// many goroutines into such commits when they pay: a write that finds it
-// idle commits at once, writes to one key keep their order, and
-// consecutive Puts to one key under one token may be coalesced into one.
+// If a check fails, the writes it refuses are answered alone and the
+// others commit in a retry, so a stale write never takes its neighbours
+// down with it. Batcher gathers writes from many goroutines into such
+// commits when they pay: a write that finds it idle commits at once,
+// writes to one key keep their order, and consecutive Puts to one key
+// under one token may be coalesced into one.
 package etcdfence

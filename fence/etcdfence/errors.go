@@ -14,6 +14,11 @@ var (
 	// nil *Store). It wraps ErrInvalidConfig.
 	ErrNilArgument = fmt.Errorf("%w: nil argument", ErrInvalidConfig)
 
+	// ErrNoFleet reports a Config that names no fleet: neither Cluster nor
+	// ClusterPrefix. A Store's floors belong to one fleet, so there is no
+	// default. It wraps ErrInvalidConfig.
+	ErrNoFleet = fmt.Errorf("%w: no fleet named (set Cluster or ClusterPrefix, as in the node's ownership.Config)", ErrInvalidConfig)
+
 	// ErrMetrics reports metrics that NewMetrics could not register; the
 	// registry's error (such as a prometheus.AlreadyRegisteredError) is
 	// wrapped as well.

@@ -27,10 +27,12 @@ func startEtcd() (*cluster.Cluster, *clientv3.Client) {
 }
 
 // startStore starts an embedded etcd and a Store over it for an example:
-// etcdfence.New(cli, etcdfence.DefaultConfig()).
+// etcdfence.New(cli, cfg) with cfg naming the fleet, "demo".
 func startStore() (*cluster.Cluster, *etcdfence.Store) {
 	c, cli := startEtcd()
-	store, err := etcdfence.New(cli, etcdfence.DefaultConfig())
+	cfg := etcdfence.DefaultConfig()
+	cfg.Cluster = "demo" // the fleet's name, as in its nodes' ownership.Config
+	store, err := etcdfence.New(cli, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func newCmp(key string, result pb.Compare_CompareResult, target pb.Compare_Compa
 }
 
 // FloorKey returns the etcd key that holds scope's floor.
-func (s *Store) FloorKey(scope string) string { return s.cfg.FencePrefix + scope }
+func (s *Store) FloorKey(scope string) string { return s.fences + scope }
 
 // staleCmp is the comparison of the single-write form: it holds iff a token
 // of epoch (encoded) is older than the floor. It fails on a missing floor,
@@ -229,7 +229,7 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 		return err
 	}
 	floor, e := s.FloorKey(t.Scope), encodeEpoch(t.Epoch)
-	_, stale, err := s.guarded(ctx, t, floor, e, clientv3.OpPut(floor, e), s.genPut())
+	_, stale, err := s.guarded(ctx, t, floor, e, clientv3.OpPut(floor, e))
 	if err != nil {
 		return fmt.Errorf("etcdfence: advance %s: %w", t, err)
 	}
@@ -237,7 +237,6 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 		return stale
 	}
 	s.cache.raise(t.Scope, t.Epoch)
-	s.gen.invalidate()
 	s.cfg.Metrics.Admitted(1)
 	return nil
 }

@@ -23,7 +23,7 @@ func newStore(t testing.TB, cli *clientv3.Client, name string) *etcdfence.Store 
 	t.Helper()
 	cfg := etcdfence.DefaultConfig()
 	cfg.Prefix = "/test/" + name + "/data/"
-	cfg.FencePrefix = "/test/" + name + "/fence/"
+	cfg.ClusterPrefix = "/test/" + name + "/"
 	s, err := etcdfence.New(cli, cfg)
 	require.NoError(t, err)
 	return s
@@ -67,11 +67,8 @@ func startCluster(t testing.TB) *clientv3.Client {
 	return cluster.New(t, 1).NewClient(t)
 }
 
-// floors is dump of s's floors: its fence prefix without the generation
-// key.
+// floors is dump of s's floors: its fence prefix.
 func floors(t testing.TB, cli *clientv3.Client, s *etcdfence.Store) map[string]string {
 	t.Helper()
-	m := dump(t, cli, s.Config().FencePrefix)
-	delete(m, strings.TrimPrefix(s.GenerationKey(), s.Config().FencePrefix))
-	return m
+	return dump(t, cli, s.FencePrefix())
 }

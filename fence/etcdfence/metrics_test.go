@@ -28,10 +28,12 @@ func TestMetrics(t *testing.T) {
 
 	cli := startCluster(t)
 	cfg := etcdfence.DefaultConfig()
-	cfg.Metrics = m
-	s, err := etcdfence.New(cli, cfg)
+	cfg.Cluster = "metrics"
+	s, err := etcdfence.New(cli, cfg) // no metrics
 	require.NoError(t, err)
-	other, err := etcdfence.New(cli, etcdfence.DefaultConfig()) // no metrics
+	other := s
+	cfg.Metrics = m
+	s, err = etcdfence.New(cli, cfg)
 	require.NoError(t, err)
 	ctx := fencetest.Context(t)
 

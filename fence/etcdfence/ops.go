@@ -49,19 +49,19 @@ func (s *Store) prepare(w Write) (prepared, error) {
 }
 
 // singleOps are the Else operations of the single-write form: record the
-// epoch (and, with it, the generation: genPut) and write. A compare-and-swap
+// epoch and write. A compare-and-swap
 // nests its version check, so that a refused swap records nothing, as in a
 // flat transaction.
-func (p prepared) singleOps(genPut clientv3.Op) []clientv3.Op {
+func (p prepared) singleOps() []clientv3.Op {
 	put := clientv3.OpPut(p.floor, encodeEpoch(p.w.Token.Epoch))
 	if p.w.Kind == KindCompareAndSwap {
 		return []clientv3.Op{clientv3.OpTxn(
 			[]clientv3.Cmp{p.versionCmp()},
-			[]clientv3.Op{put, p.flatOp(), genPut},
+			[]clientv3.Op{put, p.flatOp()},
 			[]clientv3.Op{clientv3.OpGet(p.full, clientv3.WithKeysOnly())},
 		)}
 	}
-	return []clientv3.Op{put, p.flatOp(), genPut}
+	return []clientv3.Op{put, p.flatOp()}
 }
 
 // flatOp is the data operation of the write in a transaction whose If
@@ -84,7 +84,7 @@ func (p prepared) size() int {
 
 // writeSizeBound is the largest size of one write under c.
 func (c Config) writeSizeBound() int {
-	return c.MaxKeyLen + c.MaxValueLen + 3*(len(c.FencePrefix)+fence.MaxScopeLen) + 2*epochWidth + 64
+	return c.MaxKeyLen + c.MaxValueLen + 3*(len(c.fencePrefix())+fence.MaxScopeLen) + 2*epochWidth + 64
 }
 
 // admitted is the Result of a write admitted at revision rev, given the

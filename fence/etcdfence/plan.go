@@ -4,14 +4,14 @@ package etcdfence
 
 // plan splits items, in order, into chunks that each fit one transaction:
 // at most MaxTxnOps operations as etcd counts them (a data operation per
-// write, a floor operation per scope and the generation's in the largest
-// branch), at most MaxTxnBytes, and no key written twice. Items that fit
+// write and a floor operation per scope in the largest branch), at most
+// MaxTxnBytes, and no key written twice. Items that fit
 // one transaction even with a scope each, and write distinct keys, are one
 // chunk, found without counting scopes. distinct says that no two items
 // write the same key (as in a Batcher's batch), so that it need not be
 // checked.
 func (s *Store) plan(items []item, distinct bool) [][]item {
-	if 2*len(items)+1 <= s.cfg.MaxTxnOps {
+	if 2*len(items) <= s.cfg.MaxTxnOps {
 		bytes := 0
 		for _, it := range items {
 			bytes += it.p.size()
@@ -37,7 +37,7 @@ func (s *Store) plan(items []item, distinct bool) [][]item {
 	for _, it := range items {
 		_, dupKey := keys[it.p.full]
 		_, oldScope := scopes[it.p.w.Token.Scope]
-		ops := len(cur) + 1 + len(scopes) + 1
+		ops := len(cur) + 1 + len(scopes)
 		if !oldScope {
 			ops++
 		}

@@ -18,14 +18,14 @@ import (
 //
 // A Store is safe for concurrent use. Its only state is the floors it has
 // seen, kept as a hint (see the package documentation); any number of
-// Stores, in any number of processes, over the same etcd and FencePrefix
-// share the floors themselves. Create Stores with New.
+// Stores, in any number of processes, over the same etcd and of the same
+// fleet share the floors themselves. Create Stores with New.
 type Store struct {
 	writeMethods // Put, Delete, CompareAndSwap: one transaction each
 	kv           clientv3.KV
 	cfg          Config
+	fences       string // the fence prefix: cfg.fencePrefix()
 	cache        floorCache
-	gen          generation
 	ops          sync.Pool // of *[]clientv3.Op: see attemptOps
 	unfenced     bool      // benchmarks' baseline only: attempts check and record no floor
 }
@@ -59,7 +59,7 @@ func New(kv clientv3.KV, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{kv: kv, cfg: cfg.withDefaults()}
+	s := &Store{kv: kv, cfg: cfg.withDefaults(), fences: cfg.fencePrefix()}
 	s.ops.New = func() any { return new([]clientv3.Op) }
 	s.writeMethods = writeMethods{do: s.write}
 	return s, nil
@@ -77,6 +77,12 @@ func (s *Store) usable() error {
 // Config returns the store's configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
 
+// FencePrefix returns where the Store's floors live: the fence prefix of
+// its fleet's key layout, "<fleet prefix>fence/" ("/tenure/<Cluster>/fence/"
+// by default). The floor of scope s is the key FencePrefix()+s. A node
+// compares it with its own fleet's at Join.
+func (s *Store) FencePrefix() string { return s.fences }
+
 // dataKey validates key and returns it with the prefix.
 func (s *Store) dataKey(key string) (string, error) {
 	if key == "" {
@@ -86,8 +92,8 @@ func (s *Store) dataKey(key string) (string, error) {
 	if len(full) > s.cfg.MaxKeyLen {
 		return "", fmt.Errorf("%w: key of %d bytes (with prefix) exceeds %d", ErrKeyTooLong, len(full), s.cfg.MaxKeyLen)
 	}
-	if strings.HasPrefix(full, s.cfg.FencePrefix) {
-		return "", fmt.Errorf("%w: key %q falls under the fence prefix %q", ErrInvalidKey, full, s.cfg.FencePrefix)
+	if strings.HasPrefix(full, s.fences) {
+		return "", fmt.Errorf("%w: key %q falls under the fence prefix %q", ErrInvalidKey, full, s.fences)
 	}
 	return full, nil
 }

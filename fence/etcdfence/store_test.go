@@ -193,7 +193,7 @@ func TestBadInput(t *testing.T) {
 	// A data key that would land on a floor is refused.
 	cfg := etcdfence.DefaultConfig()
 	cfg.Prefix = "/test/bad/"
-	cfg.FencePrefix = "/test/bad/fence/"
+	cfg.ClusterPrefix = "/test/bad/"
 	s2, err := etcdfence.New(cli, cfg)
 	require.NoError(t, err)
 	_, err = s2.Put(ctx, ok, "fence/p/1", []byte("9999999999999999999"))
@@ -201,19 +201,35 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	require.NoError(t, etcdfence.DefaultConfig().Validate())
-	require.NoError(t, etcdfence.Config{}.Validate(), "zero config takes defaults")
+	named := etcdfence.DefaultConfig()
+	named.Cluster = "prod"
+	require.NoError(t, named.Validate())
+	require.NoError(t, etcdfence.Config{Cluster: "prod"}.Validate(), "zero fields take defaults")
+	require.NoError(t, etcdfence.Config{ClusterPrefix: "/x/"}.Validate())
 	for name, c := range map[string]etcdfence.Config{
-		"negative key len":     {MaxKeyLen: -1},
-		"negative value len":   {MaxValueLen: -1},
-		"too few ops":          {MaxTxnOps: 2},
-		"prefix fills key len": {Prefix: "/0123456789/", MaxKeyLen: 12},
-		"txn bytes too small":  {MaxTxnBytes: 1000},
-		"prefix inside fences": {Prefix: "/tenure/default/fence/x/"},
-		"prefix equals fences": {Prefix: "/f/", FencePrefix: "/f/"},
+		"no fleet (defaults)":  etcdfence.DefaultConfig(),
+		"no fleet (zero)":      {},
+		"no fleet (data only)": {Prefix: "/data/"},
+	} {
+		err := c.Validate()
+		require.ErrorIs(t, err, etcdfence.ErrNoFleet, name)
+		require.ErrorIs(t, err, etcdfence.ErrInvalidConfig, name)
+	}
+	for name, c := range map[string]etcdfence.Config{
+		"negative key len":     {Cluster: "c", MaxKeyLen: -1},
+		"negative value len":   {Cluster: "c", MaxValueLen: -1},
+		"too few ops":          {Cluster: "c", MaxTxnOps: 2},
+		"prefix fills key len": {Cluster: "c", Prefix: "/0123456789/", MaxKeyLen: 12},
+		"txn bytes too small":  {Cluster: "c", MaxTxnBytes: 1000},
+		"prefix inside fences": {Cluster: "c", Prefix: "/tenure/c/fence/x/"},
+		"prefix equals fences": {ClusterPrefix: "/f", Prefix: "/f/fence/"},
+		"cluster with slash":   {Cluster: "a/b"},
+		"cluster with NUL":     {Cluster: "a\x00"},
+		"prefix with NUL":      {ClusterPrefix: "/a\x00/"},
 	} {
 		err := c.Validate()
 		require.ErrorIs(t, err, etcdfence.ErrInvalidConfig, name)
+		require.NotErrorIs(t, err, etcdfence.ErrNoFleet, name)
 	}
 	_, err := etcdfence.New(nil, etcdfence.Config{})
 	require.ErrorIs(t, err, etcdfence.ErrInvalidConfig)
@@ -229,7 +245,13 @@ func TestConfigValidate(t *testing.T) {
 		require.ErrorIs(t, c.Validate(), etcdfence.ErrInvalidConfig, name)
 	}
 	require.True(t, errors.Is(etcdfence.ErrKeyTooLong, etcdfence.ErrInvalidKey))
-	require.Equal(t, "/tenure/prod/fence/", etcdfence.FencePrefixFor("prod"))
+	s, err := etcdfence.New(&clientv3.Client{KV: clientv3.NewKVFromKVClient(nil, nil)}, etcdfence.Config{Cluster: "prod"})
+	require.NoError(t, err)
+	require.Equal(t, "/tenure/prod/fence/", s.FencePrefix())
+	require.Equal(t, "/tenure/prod/fence/p/1", s.FloorKey("p/1"))
+	s, err = etcdfence.New(&clientv3.Client{KV: clientv3.NewKVFromKVClient(nil, nil)}, etcdfence.Config{Cluster: "prod", ClusterPrefix: "/x"})
+	require.NoError(t, err)
+	require.Equal(t, "/x/fence/", s.FencePrefix())
 }
 
 // TestNilArguments: every constructor and every method of a zero value

@@ -101,7 +101,7 @@ func backends(t *testing.T) map[string]backend {
 	c := cluster.New(t, 1)
 	cfg := etcdfence.DefaultConfig()
 	cfg.Prefix = "/svc/data/"
-	cfg.FencePrefix = "/svc/fence/"
+	cfg.ClusterPrefix = "/svc/"
 	s, err := etcdfence.New(c.NewClient(t), cfg)
 	require.NoError(t, err)
 	return map[string]backend{"gate": &gateBackend{}, "etcd": etcdBackend{s}}

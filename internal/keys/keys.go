@@ -17,6 +17,7 @@ package keys
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -50,6 +51,27 @@ func For(cluster, prefix string) Layout {
 		return ForPrefix(prefix)
 	}
 	return New(cluster)
+}
+
+// ErrNoCluster is returned by CheckFleet for a configuration that names no
+// cluster: neither a cluster nor a prefix.
+var ErrNoCluster = errors.New("Cluster or Prefix must be set")
+
+// CheckFleet reports whether cluster and prefix, as a configuration's
+// Cluster and Prefix fields, name a fleet whose keys For can lay out: one
+// of them set, a cluster without '/' or NUL, a prefix without NUL. A
+// configuration that names neither gets ErrNoCluster. Callers wrap the
+// error in their own invalid-configuration error.
+func CheckFleet(cluster, prefix string) error {
+	switch {
+	case cluster == "" && prefix == "":
+		return ErrNoCluster
+	case strings.ContainsAny(cluster, "/\x00"):
+		return fmt.Errorf("cluster %q must not contain '/' or NUL", cluster)
+	case strings.ContainsRune(prefix, 0):
+		return fmt.Errorf("prefix %q must not contain NUL", prefix)
+	}
+	return nil
 }
 
 // Prefix returns the cluster prefix, ending in '/'.

@@ -94,3 +94,15 @@ func FuzzDecodeClaim(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckFleet(t *testing.T) {
+	require.NoError(t, CheckFleet("prod", ""))
+	require.NoError(t, CheckFleet("", "/x/"))
+	require.NoError(t, CheckFleet("prod", "/x/"))
+	require.ErrorIs(t, CheckFleet("", ""), ErrNoCluster)
+	for _, bad := range [][2]string{{"a/b", ""}, {"a\x00", ""}, {"", "/x\x00/"}} {
+		err := CheckFleet(bad[0], bad[1])
+		require.Error(t, err, "%q", bad)
+		require.NotErrorIs(t, err, ErrNoCluster)
+	}
+}

@@ -87,7 +87,7 @@ func runRolling(ctx context.Context, e *env) ([]Section, error) {
 	}
 	defer cli.Close()
 	name := e.name("bench-rolling")
-	store, err := etcdfence.New(cli, etcdfence.Config{Prefix: "/bench/" + name + "/data/", FencePrefix: etcdfence.FencePrefixFor(name)})
+	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name, Prefix: "/bench/" + name + "/data/"})
 	if err != nil {
 		return nil, err
 	}

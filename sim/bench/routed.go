@@ -94,7 +94,7 @@ func runRouted(ctx context.Context, e *env) ([]Section, error) {
 	}
 	defer cli.Close()
 	name := e.name("bench-routed")
-	store, err := etcdfence.New(cli, etcdfence.Config{Prefix: "/bench/" + name + "/batched/", FencePrefix: etcdfence.FencePrefixFor(name)})
+	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name, Prefix: "/bench/" + name + "/batched/"})
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func newStore(e *env, cli *clientv3.Client, stem string) (*etcdfence.Store, erro
 	name := e.name(stem)
 	cfg := etcdfence.DefaultConfig()
 	cfg.Prefix = "/bench/" + name + "/data/"
-	cfg.FencePrefix = "/bench/" + name + "/fence/"
+	cfg.ClusterPrefix = "/bench/" + name + "/"
 	return etcdfence.New(cli, cfg)
 }
 

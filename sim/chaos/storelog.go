@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/sim/chaos/internal/wire"
 	"github.com/tenure-go/tenure/sim/check"
 )
@@ -54,7 +54,7 @@ func recordStore(f *fleet, log []*clientv3.Event, finals map[string][]byte) (ano
 	for _, w := range h.Writes {
 		byID[w.ID] = w
 	}
-	fencePrefix := etcdfence.FencePrefixFor(clusterName)
+	fencePrefix := keys.New(clusterName).Fences()
 	counterPrefix := dataPrefix() + wire.CounterKey("")
 	seen := make(map[check.WriteID]bool)
 	applied := make(map[string]string) // key and increment ID -> the write that applied it
@@ -62,8 +62,6 @@ func recordStore(f *fleet, log []*clientv3.Event, finals map[string][]byte) (ano
 	for _, ev := range log {
 		key := string(ev.Kv.Key)
 		switch {
-		case key == fencePrefix:
-			// The floor generation (etcdfence's GenerationKey): no floor.
 		case strings.HasPrefix(key, fencePrefix):
 			if ev.Type != mvccpb.PUT {
 				anomalies = append(anomalies, fmt.Sprintf("fence floor %s deleted at revision %d", key, ev.Kv.ModRevision))

@@ -148,7 +148,7 @@ func TestOwnershipFailoverOnVirtualTime(t *testing.T) {
 	var overlaps []string
 	join := func(id string) (*memetcd.Client, *ownership.Node, *etcdfence.Store) {
 		cli := srv.NewClient()
-		store, err := etcdfence.New(cli, etcdfence.DefaultConfig())
+		store, err := etcdfence.New(cli, etcdfence.Config{Cluster: "sim"})
 		require.NoError(t, err)
 		cfg := ownership.DefaultConfig()
 		cfg.Fencers = []fence.Fencer{store}

@@ -44,7 +44,7 @@ func staleOwnerUntouchedKey(protected bool) (Outcome, error) {
 	var out Outcome
 	for _, id := range []string{"a", "b"} {
 		n := &ownerNode{id: id, cli: e.client()}
-		n.store, err = etcdfence.New(n.cli, etcdfence.Config{Prefix: dataPrefix, FencePrefix: etcdfence.FencePrefixFor(clusterName)})
+		n.store, err = etcdfence.New(n.cli, etcdfence.Config{Cluster: clusterName, Prefix: dataPrefix})
 		if err != nil {
 			return out, err
 		}

@@ -65,7 +65,7 @@ type candidate struct {
 func (e *env) candidate(ctx context.Context, id string) (*candidate, error) {
 	c := &candidate{id: id, cli: e.client()}
 	var err error
-	c.store, err = etcdfence.New(c.cli, etcdfence.Config{Prefix: dataPrefix, FencePrefix: etcdfence.FencePrefixFor(clusterName)})
+	c.store, err = etcdfence.New(c.cli, etcdfence.Config{Cluster: clusterName, Prefix: dataPrefix})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/sim/check"
 	"github.com/tenure-go/tenure/sim/memetcd"
@@ -30,8 +31,8 @@ const (
 // tenureEx runs the workload on ownership nodes: route to the owner, Hold,
 // read and write through an etcdfence.Store under the partition's token.
 // With an odd seed, each node's writes go through an etcdfence.Batcher, so
-// that they share transactions across partitions (group commit, with its
-// one comparison on the floor generation). Unfenced, the nodes have no
+// that they share transactions across partitions (group commit, with one
+// floor comparison per partition). Unfenced, the nodes have no
 // Fencers and write with plain puts.
 type tenureEx struct {
 	w        *world
@@ -57,10 +58,10 @@ func (ex *tenureEx) revTime(rev int64) time.Duration {
 }
 
 func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
-	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: etcdfence.FencePrefixFor(cluster), revs: map[int64]time.Duration{}}
+	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: keys.New(cluster).Fences(), revs: map[int64]time.Duration{}}
 	ex.observe()
 	for _, n := range w.nodes {
-		store, err := etcdfence.New(n.cli, etcdfence.Config{Prefix: dataPrefix, FencePrefix: ex.fencePf})
+		store, err := etcdfence.New(n.cli, etcdfence.Config{Cluster: cluster, Prefix: dataPrefix})
 		if err != nil {
 			return nil, err
 		}
@@ -124,8 +125,6 @@ func (ex *tenureEx) observe() {
 				if id := decodeCounter(string(ev.Kv.Value)).Write; id != 0 {
 					w.rec.Applied(id, d)
 				}
-			case k == ex.fencePf:
-				// The floor generation (etcdfence's GenerationKey): no floor.
 			case strings.HasPrefix(k, ex.fencePf):
 				if e, err := strconv.ParseInt(strings.TrimLeft(string(ev.Kv.Value), "0"), 10, 64); err == nil {
 					w.rec.RaiseFloor(strings.TrimPrefix(k, ex.fencePf), e, d)

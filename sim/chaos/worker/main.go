@@ -131,7 +131,7 @@ func serve(ctx context.Context, f flags, out *reporter) error {
 		return err
 	}
 	defer cli.Close()
-	store, err := etcdfence.New(cli, etcdfence.Config{Prefix: "/" + f.cluster + "/data/", FencePrefix: etcdfence.FencePrefixFor(f.cluster)})
+	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: f.cluster, Prefix: "/" + f.cluster + "/data/"})
 	if err != nil {
 		return err
 	}
