@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
@@ -317,7 +318,24 @@ func benchFloorChecks(b *testing.B, cli *clientv3.Client) {
 			return err
 		}}
 	}
-	bound := "0000000000000000001\x00"
+	bound := []byte("0000000000000000001\x00")
+	// cmp builds a comparison as the Store does, without the deep copy
+	// clientv3.Compare makes.
+	cmp := func(key, end string, result pb.Compare_CompareResult, target pb.Compare_CompareTarget, union any) clientv3.Cmp {
+		var c clientv3.Cmp
+		pc := c.GetCompare()
+		pc.Key, pc.Result, pc.Target = []byte(key), result, target
+		if end != "" {
+			pc.RangeEnd = []byte(end)
+		}
+		switch u := union.(type) {
+		case []byte:
+			pc.TargetUnion = &pb.Compare_Value{Value: u}
+		case int64:
+			pc.TargetUnion = &pb.Compare_ModRevision{ModRevision: u}
+		}
+		return c
+	}
 	last, err := cli.Get(ctx, fp, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
 		b.Fatal(err)
@@ -328,15 +346,15 @@ func benchFloorChecks(b *testing.B, cli *clientv3.Client) {
 		way("value16", func(i int) []clientv3.Cmp {
 			cmps := make([]clientv3.Cmp, scopes)
 			for w := range cmps {
-				cmps[w] = clientv3.Compare(clientv3.Value(fp+scope(w, i)), "<", bound)
+				cmps[w] = cmp(fp+scope(w, i), "", pb.Compare_LESS, pb.Compare_VALUE, bound)
 			}
 			return cmps
 		}),
 		way("range", func(int) []clientv3.Cmp {
-			return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(fp).WithPrefix(), "<", high+1)}
+			return []clientv3.Cmp{cmp(fp, clientv3.GetPrefixRangeEnd(fp), pb.Compare_LESS, pb.Compare_MOD, high+1)}
 		}),
 		way("key1", func(int) []clientv3.Cmp {
-			return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(fp+fence.PartitionScope(0)), "<", high+1)}
+			return []clientv3.Cmp{cmp(fp+fence.PartitionScope(0), "", pb.Compare_LESS, pb.Compare_MOD, high+1)}
 		}),
 	}}
 	for b.Loop() {

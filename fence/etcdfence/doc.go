@@ -14,7 +14,7 @@
 // The floor-based Store is a fenced key-value store over etcd: Get, Put,
 // Delete and CompareAndSwap on a key's version, each taking the caller's
 // token. For every scope it keeps the highest epoch admitted so far, the
-// floor, in the key <FencePrefix><scope>, as a fixed-width 19-digit decimal
+// floor, in the key FencePrefix()+scope, as a fixed-width 19-digit decimal
 // so that etcd's byte-wise value comparison orders epochs numerically.
 // The check of the token, the recording of its epoch and the write commit
 // in one transaction, whose comparison is on the floor of the token's
@@ -54,11 +54,12 @@
 // otherwise a stale holder that read before the change and writes after the
 // new holder's read loses the new holder an update.
 //
-// A fleet's floors are its own: Config names the fleet (Cluster, or
-// Prefix as in ownership.Config) and the floors live under that fleet's
-// prefix, so that two fleets on one etcd never fence each other.
-// FencePrefix reports where; a node refuses at Join a Store whose floors
-// are another fleet's.
+// A fleet's floors are its own: Config names the fleet as
+// ownership.Config does (Cluster, or ClusterPrefix for its Prefix), there
+// is no default, and the floors live under that fleet's prefix,
+// "/tenure/<Cluster>/fence/", so that two fleets on one etcd never fence
+// each other. Store.FencePrefix reports where; a node refuses at Join a
+// Store whose floors are another fleet's.
 //
 // Group commit: Store.Commit applies many fenced writes in one flat
 // transaction (split at etcd's ops-per-transaction and request-size limits)
