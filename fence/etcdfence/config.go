@@ -78,7 +78,8 @@ func DefaultConfig() Config { return Config{}.withDefaults() }
 const minTxnOps = 3
 
 // Validate reports whether c, with defaults applied to its zero fields, can
-// configure a Store. The error wraps ErrInvalidConfig.
+// configure a Store. The error wraps ErrInvalidConfig; for a Config that
+// names no fleet, it is ErrNoFleet.
 func (c Config) Validate() error {
 	switch err := keys.CheckFleet(c.Cluster, c.ClusterPrefix); {
 	case errors.Is(err, keys.ErrNoCluster):
