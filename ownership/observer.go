@@ -110,14 +110,21 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 	if lst.outside > 0 {
 		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, lst.outside, cfg.Ring.Partitions, layout.Prefix())
 	}
-	o := &Observer{reader: r, fleet: newFleetState(cfg.Ring, cfg.Logger), changed: make(chan struct{}), done: make(chan struct{}),
-		highest: make([]int64, cfg.Ring.Partitions), reads: make(chan struct{}, maxVerifyReads)}
-	o.fleet.apply(fleetUpdate{lst: lst})
-	o.publish()
+	o := newObserver(r, cfg, lst)
 	runCtx, cancel := context.WithCancel(context.Background())
 	o.cancel = cancel
 	go o.run(runCtx, lst.rev)
 	return o, nil
+}
+
+// newObserver returns an Observer of the fleet r reads, with the view of
+// lst published, that follows nothing yet.
+func newObserver(r *fleetReader, cfg ObserverConfig, lst *listing) *Observer {
+	o := &Observer{reader: r, fleet: newFleetState(cfg.Ring, cfg.Logger), changed: make(chan struct{}), done: make(chan struct{}),
+		highest: make([]int64, cfg.Ring.Partitions), reads: make(chan struct{}, maxVerifyReads)}
+	o.fleet.apply(fleetUpdate{lst: lst})
+	o.publish()
+	return o
 }
 
 // run follows the fleet after revision rev until ctx ends.
