@@ -46,7 +46,7 @@ type fleet struct {
 	public   ed25519.PublicKey
 }
 
-func newFleet(t *testing.T, partitions int) *fleet {
+func newFleet(t testing.TB, partitions int) *fleet {
 	t.Helper()
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)
@@ -83,7 +83,7 @@ func newFleet(t *testing.T, partitions int) *fleet {
 // hold waits, on the node's and the observer's signals, until the node
 // serves p and the observer sees its claim, and returns the node's hold of
 // p (released when the test ends).
-func (f *fleet) hold(t *testing.T, p int) ownership.Held {
+func (f *fleet) hold(t testing.TB, p int) ownership.Held {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
