@@ -59,6 +59,11 @@ type ElectionConfig struct {
 	// the same interface serves ownership's Config.Fencers. Nil entries, typed nils included,
 	// are invalid.
 	Fencers []fence.Fencer
+	// Signer, if not nil, signs the token of every term this candidate
+	// wins (Term.Signature; Run's fn gets it in its context), so that
+	// downstream services can verify the leader's tokens with the public
+	// key alone (fence.SignatureVerifier). Nil means terms go unsigned.
+	Signer *fence.Signer
 	// Hooks, if not nil, observes the terms that Run holds.
 	Hooks *Hooks
 	// Clock is the time source. Nil means the session's clock, or the system clock

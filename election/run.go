@@ -13,9 +13,10 @@ import (
 // Run campaigns, runs fn under the won term's context and token, and when
 // the term ends campaigns again, until ctx is done or the session ends.
 //
-// fn's context carries the term's token (fence.FromContext) and is
-// cancelled the moment the term ends or ctx is done; fn must then return
-// promptly. After fn returns, Run resigns the
+// fn's context carries the term's token (fence.FromContext), with its
+// signature when ElectionConfig.Signer is set (fence.SignatureFromContext),
+// and is cancelled the moment the term ends or ctx is done; fn must then
+// return promptly. After fn returns, Run resigns the
 // term (bounded by ElectionConfig.ResignTimeout, even if ctx is done) so
 // that the next candidate takes over at once. If fn returns an error while
 // the term still stands, Run returns that error; if it returns nil while the
@@ -65,7 +66,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 		// fn's context ends with the term or with ctx.
 		fctx, fcancel := context.WithCancelCause(t.Context())
 		stop := context.AfterFunc(ctx, func() { fcancel(context.Cause(ctx)) })
-		ferr := fn(fence.NewContext(fctx, tok), tok)
+		ferr := fn(fence.NewSignedContext(fctx, tok, t.Signature()), tok)
 		stop()
 		fcancel(nil)
 		reason := t.Err()

@@ -33,7 +33,8 @@ type Term struct {
 	e      *Election
 	key    string
 	token  fence.Token
-	rev    int64 // revision at which the term was won
+	sig    fence.Signature // the token's signature; zero without a Signer
+	rev    int64           // revision at which the term was won
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	log    hclog.Logger
@@ -48,10 +49,16 @@ type Term struct {
 
 func newTerm(e *Election, epoch, rev int64) *Term {
 	ctx, cancel := context.WithCancelCause(e.session.Context())
+	tok := fence.Token{Scope: e.scope, Epoch: epoch}
+	var sig fence.Signature
+	if e.cfg.Signer != nil {
+		sig, _ = e.cfg.Signer.Sign(tok) // a valid token: Sign cannot fail
+	}
 	return &Term{
 		e:         e,
 		key:       e.key,
-		token:     fence.Token{Scope: e.scope, Epoch: epoch},
+		token:     tok,
+		sig:       sig,
 		rev:       rev,
 		ctx:       ctx,
 		cancel:    cancel,
@@ -63,6 +70,12 @@ func newTerm(e *Election, epoch, rev int64) *Term {
 // Token returns the term's fencing token: Scope "leader/<name>", Epoch the
 // leader key's create revision.
 func (t *Term) Token() fence.Token { return t.token }
+
+// Signature returns the signature of the term's token by
+// ElectionConfig.Signer, the zero fence.Signature without one. Put both in
+// a context with fence.NewSignedContext (Run's fn gets such a context) for
+// httpfence.Transport to send downstream.
+func (t *Term) Signature() fence.Signature { return t.sig }
 
 // Epoch returns the term's epoch, the leader key's create revision.
 func (t *Term) Epoch() int64 { return t.token.Epoch }

@@ -58,3 +58,40 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale }
 func NewStaleError(t Token, current int64) *StaleError {
 	return &StaleError{Scope: t.Scope, Presented: t.Epoch, Current: current}
 }
+
+// The errors of token verification. Every one wraps ErrUnverified, so that
+// errors.Is(err, ErrUnverified) tells a token nobody can show the fleet
+// issued from a stale one (ErrStale) or a verifier that could not decide
+// (any other error).
+var (
+	// ErrUnverified reports a token whose issue by the fleet cannot be
+	// shown: it is refused and never raises a floor.
+	ErrUnverified = errors.New("fence: unverified token")
+
+	// ErrUnsigned reports a token presented without a signature where one
+	// is required. It wraps ErrUnverified.
+	ErrUnsigned = fmt.Errorf("%w: unsigned", ErrUnverified)
+
+	// ErrBadSignature reports a signature that is malformed or does not
+	// match the token and key it names (another key's, another token's,
+	// a tampered scope or epoch). It wraps ErrUnverified.
+	ErrBadSignature = fmt.Errorf("%w: bad signature", ErrUnverified)
+
+	// ErrUnknownKey reports a signature made with a key ID the verifier
+	// holds no public key for. It wraps ErrUnverified.
+	ErrUnknownKey = fmt.Errorf("%w: unknown signing key", ErrUnverified)
+
+	// ErrUnknownEpoch reports an epoch above every claim the verifier
+	// knows of for the token's scope: no holder of the scope was issued
+	// it. It wraps ErrUnverified.
+	ErrUnknownEpoch = fmt.Errorf("%w: epoch not issued", ErrUnverified)
+
+	// ErrUnknownScope reports a scope the verifier cannot check (such as a
+	// leader scope for a verifier of partition claims, or a partition
+	// outside the fleet's). It wraps ErrUnverified.
+	ErrUnknownScope = fmt.Errorf("%w: scope cannot be verified", ErrUnverified)
+
+	// ErrInvalidKey reports a signing or verifying key that cannot be used:
+	// a key of the wrong size, or an invalid key ID.
+	ErrInvalidKey = errors.New("fence: invalid key")
+)

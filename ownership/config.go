@@ -101,6 +101,13 @@ type Config struct {
 	// etcdfence.Store) that does not return this fleet's
 	// "<prefix>fence/" (ErrForeignFencer).
 	Fencers []fence.Fencer
+	// Signer, if not nil, signs the token of every tenure this node
+	// starts; the signature travels with the token in the partition's
+	// context (fence.SignatureFromContext), httpfence.Transport sends it,
+	// and downstream services verify it with the public key alone
+	// (fence.SignatureVerifier). Every node of the fleet should sign with
+	// a key the services hold. Nil means tokens go unsigned.
+	Signer *fence.Signer
 	// Clock is the time source for timers and backoff, and for the Session
 	// unless Session.Clock is set. Nil means clock.Real().
 	Clock clock.Clock

@@ -78,7 +78,12 @@
 // JSON {"node", "since"} or, as older builds wrote it, the bare node ID, a
 // claim outside [0, P) is reported and never applied). Observe gives
 // callers outside the fleet (such as the router's Client) that reader's
-// view as an Observer with the same Route type the nodes use.
+// view as an Observer with the same Route type the nodes use. An Observer
+// is also an httpfence.Verifier: Observer.Verify admits a partition token
+// only if its epoch is the CreateRevision of the partition's claim, so a
+// downstream service that can reach etcd refuses made-up tokens without a
+// round trip per request. Config.Signer signs every tenure's token
+// instead, for services that hold only a public key.
 //
 // # Operating a fleet
 //

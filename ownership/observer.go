@@ -65,6 +65,8 @@ type Observer struct {
 	fleet  *fleetState // owned by the goroutine of run
 
 	table   atomic.Pointer[table]
+	highest []int64       // by partition: the newest claim epoch ever seen; owned by publish's caller
+	reads   chan struct{} // Verify's etcd reads in flight (see maxVerifyReads)
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every published table
 	resyncs atomic.Int64
@@ -73,10 +75,12 @@ type Observer struct {
 	done   chan struct{}
 }
 
-// table is an Observer's immutable routing table.
+// table is an Observer's immutable routing table, with the claims Verify
+// checks tokens against.
 type table struct {
 	rev    int64
 	routes []Route
+	claims claimEpochs
 }
 
 // Observe reads the fleet's members and claims through etcd, bounded by
@@ -106,13 +110,21 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 	if lst.outside > 0 {
 		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, lst.outside, cfg.Ring.Partitions, layout.Prefix())
 	}
-	o := &Observer{reader: r, fleet: newFleetState(cfg.Ring, cfg.Logger), changed: make(chan struct{}), done: make(chan struct{})}
-	o.fleet.apply(fleetUpdate{lst: lst})
-	o.publish()
+	o := newObserver(r, cfg, lst)
 	runCtx, cancel := context.WithCancel(context.Background())
 	o.cancel = cancel
 	go o.run(runCtx, lst.rev)
 	return o, nil
+}
+
+// newObserver returns an Observer of the fleet r reads, with the view of
+// lst published, that follows nothing yet.
+func newObserver(r *fleetReader, cfg ObserverConfig, lst *listing) *Observer {
+	o := &Observer{reader: r, fleet: newFleetState(cfg.Ring, cfg.Logger), changed: make(chan struct{}), done: make(chan struct{}),
+		highest: make([]int64, cfg.Ring.Partitions), reads: make(chan struct{}, maxVerifyReads)}
+	o.fleet.apply(fleetUpdate{lst: lst})
+	o.publish()
+	return o
 }
 
 // run follows the fleet after revision rev until ctx ends.
@@ -137,7 +149,7 @@ func (o *Observer) run(ctx context.Context, rev int64) {
 func (o *Observer) publish() {
 	f := o.fleet
 	version := f.ring.Version()
-	t := &table{rev: f.rev, routes: make([]Route, len(f.claims))}
+	t := &table{rev: f.rev, routes: make([]Route, len(f.claims)), claims: o.claimEpochs()}
 	for p := range t.routes {
 		r := Route{Partition: p, RingVersion: version}
 		if c := f.claims[p]; c.epoch != 0 && f.addr(c.owner) != "" {

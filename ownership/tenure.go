@@ -32,15 +32,23 @@ type tenure struct {
 	drainedOnce sync.Once
 }
 
-func newTenure(parent context.Context, s *slot, p int, epoch int64) *tenure {
+// newTenure returns the tenure over p of the claim created at epoch. Its
+// context carries its token and, with a signer, the signer's signature of
+// the token (fence.SignatureFromContext), which httpfence.Transport sends
+// downstream with it.
+func newTenure(parent context.Context, s *slot, p int, epoch int64, signer *fence.Signer) *tenure {
 	t := &tenure{
 		p:       p,
 		token:   fence.Token{Scope: fence.PartitionScope(p), Epoch: epoch},
 		slot:    s,
 		drained: make(chan struct{}),
 	}
+	var sig fence.Signature
+	if signer != nil {
+		sig, _ = signer.Sign(t.token) // a valid token: Sign cannot fail
+	}
 	ctx, cancel := context.WithCancelCause(parent)
-	t.ctx, t.cancel = fence.NewContext(ctx, t.token), cancel
+	t.ctx, t.cancel = fence.NewSignedContext(ctx, t.token, sig), cancel
 	return t
 }
 
@@ -120,7 +128,8 @@ type Held struct {
 	// Token is the tenure's fencing token: present it with every write.
 	Token fence.Token
 	// Context is the partition's context. It carries Token
-	// (fence.FromContext).
+	// (fence.FromContext) and, when the node has a Config.Signer, the
+	// token's signature (fence.SignatureFromContext).
 	Context context.Context
 
 	h *hold

@@ -9,7 +9,8 @@ import (
 )
 
 // workContext returns the context that work admitted by h runs under: it
-// carries ctx's values and deadline and h's token (fence.FromContext), and
+// carries ctx's values and deadline and h's token (fence.FromContext) with
+// its signature, if the partition's context has one, and
 // it ends when ctx ends or when h's tenure ends, in the latter case with the
 // partition context's cause (ownership.ErrMoved, ErrLost or ErrClosed).
 // The returned function releases its resources.
@@ -24,7 +25,8 @@ func workContext(ctx context.Context, h ownership.Held) (context.Context, contex
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(part, func() { cancel(context.Cause(part)) })
-	return fence.NewContext(wctx, h.Token), func() {
+	sig, _ := fence.SignatureFromContext(part)
+	return fence.NewSignedContext(wctx, h.Token, sig), func() {
 		stop()
 		cancel(context.Canceled)
 	}

@@ -46,6 +46,8 @@ type fleetOptions struct {
 	Router router.Config
 	// DrainTimeout of the nodes (default 2s).
 	DrainTimeout time.Duration
+	// Signer signs every node's tokens (nil: unsigned).
+	Signer *fence.Signer
 	// Faulty gives each node its own etcd client behind a FaultPoint, so
 	// that kill can cut it off from etcd.
 	Faulty bool
@@ -97,6 +99,7 @@ func (f *fleet) nodeConfig(id, addr string) ownership.Config {
 	cfg.Session.TTL = 2 * time.Second
 	cfg.DrainTimeout = f.opts.DrainTimeout
 	cfg.Fencers = f.opts.Fencers
+	cfg.Signer = f.opts.Signer
 	return cfg
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
@@ -59,7 +60,8 @@ func KeyFromQuery(name string) KeyFunc {
 //     counted as in flight like Do's work, with a context that carries the
 //     fencing token (fence.FromContext) and ends when the client goes away
 //     or the tenure ends, and with the token in the HeaderFenceToken
-//     request header. A partition in handoff is waited for as in Do. Local
+//     request header (and its signature, when the node signs, in
+//     HeaderFenceSignature). A partition in handoff is waited for as in Do. Local
 //     answers the failures of its fenced writes with WriteError, so that a
 //     write refused because the tenure ended is retried at the new owner.
 //   - If another node owns it (or is about to, when this node is handing
@@ -126,6 +128,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		defer cancel()
 		req = req.WithContext(context.WithValue(ctx, routedKey{}, &routed{r: r, key: key}))
 		req.Header.Set(HeaderFenceToken, held.Token.String())
+		sig, _ := fence.SignatureFromContext(ctx)
+		httpfence.SetSignatureHeader(req.Header, sig)
 		r.served.Add(1)
 		h.Local.ServeHTTP(w, req)
 		return
@@ -181,6 +185,7 @@ func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Host = we.Addr
 	pr.SetXForwarded()
 	pr.Out.Header.Del(HeaderFenceToken)
+	pr.Out.Header.Del(HeaderFenceSignature)
 	pr.Out.Header.Add(HeaderForwarded, r.id) // Add: a second hop, were there one, would show
 	pr.Out.Header.Set(HeaderRingVersion, strconv.FormatUint(we.RingVersion, 10))
 }

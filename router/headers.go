@@ -23,6 +23,12 @@ const (
 	// fence/httpfence.
 	HeaderFenceToken = httpfence.Header
 
+	// HeaderFenceSignature carries the fleet's signature of the token in
+	// HeaderFenceToken, when the node signs its tokens
+	// (ownership.Config.Signer). The router sets or removes it with
+	// HeaderFenceToken. It is httpfence.SignatureHeader.
+	HeaderFenceSignature = httpfence.SignatureHeader
+
 	// HeaderIdempotencyKey identifies one logical request across the
 	// attempts Client makes. Client sets it on every attempt (generating a
 	// random key if the request has none); servers dedupe on it.

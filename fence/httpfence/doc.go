@@ -3,17 +3,37 @@
 // wire format of tenure's refusals.
 //
 // The token travels in the Tenure-Fence-Token header as its text form,
-// "<scope>@<epoch>" (fence.Token.String). On the client side, Transport
-// attaches the token found in each request's context (fence.NewContext).
-// On the server side, Middleware reads the header, advances a
-// fence.Fencer (a store, or a fence.Gate through Gate.Fencer) to the
-// token, and either refuses the request or passes it on with the token in
-// its context (fence.FromContext).
+// "<scope>@<epoch>" (fence.Token.String), and the fleet's signature of it,
+// when the fleet signs (fence.Signer), in the Tenure-Fence-Signature
+// header ("<key ID>:<base64url>", fence.Signature.String). On the client
+// side, Transport attaches the token and signature found in each request's
+// context (fence.NewContext, fence.NewSignedContext; a node's partition
+// contexts carry both). On the server side, Middleware reads the headers,
+// asks a Verifier whether the fleet issued the token, advances a
+// fence.Fencer (a store, or a fence.Gate through Gate.Fencer) to it, and
+// either refuses the request or passes it on with the token and signature
+// in its context (fence.FromContext, fence.SignatureFromContext).
+//
+// A Handler admits only tokens it can verify, because a floor raised by a
+// made-up token shuts the real holder out: anyone who can reach the
+// service could otherwise send "p/5@<the owner's epoch + 1>" and take the
+// scope over. A token the Verifier cannot verify is refused (403,
+// RefusalUnverified) and never reaches the Fencer. Two verifiers come with
+// tenure: *fence.SignatureVerifier checks the fleet's Ed25519 signature
+// with public keys alone (for services that cannot reach etcd), and
+// *ownership.Observer checks the epoch against its watched view of the
+// fleet's claims (partition scopes; leader scopes need signatures).
+// Admitting unverified tokens takes InsecureNoVerify, for a network where
+// every caller is trusted. A verified token shows that the fleet issued
+// it, not who presents it: a signature is a bearer credential, to be sent
+// over TLS.
 //
 // A Handler counts what it admits and refuses when its Metrics field is set
-// (NewMetrics registers tenure_fence_admitted_total and
-// tenure_fence_rejections_total, with store="http", with a registry the
-// caller passes).
+// (NewMetrics registers tenure_fence_admitted_total,
+// tenure_fence_rejections_total and, by reason,
+// tenure_fence_verify_refusals_total, with store="http", with a registry
+// the caller passes), and logs the tokens its Verifier refuses when its
+// Logger is set (never their signatures).
 //
 // Refusal is the one wire format of tenure's refusals, for this package and
 // for routers alike: WriteRefusal writes it (a status by kind, the
@@ -25,6 +45,7 @@
 //	421 Misdirected Request    not-owner: {"kind", "message", "partition", "owner", "addr", "epoch", "ring_version"}
 //	503 Service Unavailable    handoff, session-lost, unavailable (with Retry-After)
 //	400 Bad Request            invalid-token: the header is malformed or the token invalid
+//	403 Forbidden              unverified: the Verifier cannot show the fleet issued the token
 //	428 Precondition Required  no-token: the header is missing (unless Handler.Optional)
 //
 // A response without the Tenure-Refusal header is the application's own

@@ -2,6 +2,8 @@ package httpfence_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +15,26 @@ import (
 	"github.com/tenure-go/tenure/fence/httpfence"
 )
 
-// A downstream service fences its callers' tokens; a caller's client sends
-// the token of its context.
+// A downstream service fences its callers' tokens, and admits only tokens
+// the fleet signed; a caller's client sends the token and signature of its
+// context. The fleet's nodes hold the private key (ownership.Config.Signer
+// signs every tenure's token), the service only the public key.
 func Example() {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		log.Fatal(err)
+	}
+	signer, err := fence.NewSigner("2026-11", priv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	verifier, err := fence.NewSignatureVerifier(map[string]ed25519.PublicKey{"2026-11": pub})
+	if err != nil {
+		log.Fatal(err)
+	}
+
 	var gate fence.Gate
-	h, err := httpfence.Middleware(gate.Fencer(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h, err := httpfence.Middleware(gate.Fencer(), verifier, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := fence.FromContext(r.Context())
 		fmt.Fprintf(w, "accepted %s", tok)
 	}))
@@ -28,8 +45,7 @@ func Example() {
 	defer srv.Close()
 	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 
-	call := func(t fence.Token) {
-		ctx := fence.NewContext(context.Background(), t)
+	call := func(ctx context.Context) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
 		if err != nil {
 			log.Fatal(err)
@@ -40,17 +56,26 @@ func Example() {
 		}
 		defer resp.Body.Close()
 		if err := httpfence.ResponseError(resp); err != nil {
-			fmt.Println(resp.StatusCode, errors.Is(err, fence.ErrStale), err)
+			fmt.Println(resp.StatusCode, errors.Is(err, fence.ErrStale), errors.Is(err, fence.ErrUnverified))
 			return
 		}
 		b, _ := io.ReadAll(resp.Body)
 		fmt.Println(resp.StatusCode, string(b))
 	}
-	call(fence.Token{Scope: "p/9", Epoch: 7})
-	call(fence.Token{Scope: "p/9", Epoch: 8}) // a new owner
-	call(fence.Token{Scope: "p/9", Epoch: 7}) // the old one, resumed
+	issued := func(t fence.Token) context.Context { // as a node issues it
+		sig, err := signer.Sign(t)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return fence.NewSignedContext(context.Background(), t, sig)
+	}
+	call(issued(fence.Token{Scope: "p/9", Epoch: 7}))
+	call(issued(fence.Token{Scope: "p/9", Epoch: 8}))                                       // a new owner
+	call(issued(fence.Token{Scope: "p/9", Epoch: 7}))                                       // the old one, resumed
+	call(fence.NewContext(context.Background(), fence.Token{Scope: "p/9", Epoch: 1 << 40})) // made up
 	// Output:
 	// 200 accepted p/9@7
 	// 200 accepted p/9@8
-	// 409 true fence: stale token for scope "p/9": epoch 7 < current epoch 8
+	// 409 true false
+	// 403 false true
 }

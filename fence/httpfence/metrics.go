@@ -1,9 +1,12 @@
 package httpfence
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/internal/metrics"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // StoreLabel is the value of the store label of the metrics of this package.
@@ -12,16 +15,32 @@ const StoreLabel = "http"
 // Metrics counts what Handlers admit and refuse:
 //
 //	tenure_fence_admitted_total{store="http"}                        counter  requests whose token the Fencer admitted
-//	tenure_fence_rejections_total{store="http",scope_kind="..."}     counter  requests refused: stale, invalid or missing token, or the fence could not decide
+//	tenure_fence_rejections_total{store="http",scope_kind="..."}     counter  requests refused: stale, unverified, invalid or missing token, or the fence could not decide
+//	tenure_fence_verify_refusals_total{store="http",reason="..."}    counter  requests refused by the Handler's Verifier, before the Fencer
 //
 // scope_kind is the kind of the token's scope: partition ("p/<n>"), leader
 // ("leader/<name>"), or other (any other scope, and requests refused before
-// a token was read). Requests that Handler.Optional lets through without a
-// token are not counted. The fence stores of other packages export the
-// same two metrics with their own store label, so they share a registry
-// with these. A Metrics is safe for concurrent use and may serve several
-// Handlers; methods on a nil *Metrics do nothing.
-type Metrics = metrics.Fence
+// a token was read). reason says why the Verifier refused:
+//
+//	stale          a real token of a tenure that has ended (fence.ErrStale)
+//	unsigned       no signature where one is required (fence.ErrUnsigned)
+//	bad-signature  a malformed signature, or one that does not match the token (fence.ErrBadSignature)
+//	unknown-key    a signature by a key ID the verifier has no key for (fence.ErrUnknownKey)
+//	unknown-epoch  an epoch above every claim known for the scope (fence.ErrUnknownEpoch)
+//	unknown-scope  a scope the verifier cannot check (fence.ErrUnknownScope)
+//	unverified     any other fence.ErrUnverified
+//	unavailable    the verifier could not decide (its etcd read failed)
+//
+// Requests that Handler.Optional lets through without a token are not
+// counted. The fence stores of other packages export the first two metrics
+// with their own store label, so they share a registry with these. A
+// Metrics is safe for concurrent use and may serve several Handlers;
+// methods on a nil *Metrics do nothing.
+type Metrics struct {
+	fence   *metrics.Fence
+	refused *prometheus.CounterVec
+	set     *metrics.Set
+}
 
 // NewMetrics creates the metrics and registers them with reg. It returns an
 // error wrapping ErrNilArgument for a nil reg (a typed nil included), and
@@ -29,5 +48,59 @@ type Metrics = metrics.Fence
 // prometheus.AlreadyRegisteredError when they are registered already) if
 // they cannot be registered. Unregister undoes the registration.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	return metrics.NewStoreFence(reg, StoreLabel, ErrNilArgument, ErrMetrics)
+	if nilness.Is(reg) {
+		return nil, fmt.Errorf("%w: prometheus.Registerer %T", ErrNilArgument, reg)
+	}
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace:   metrics.Namespace,
+		Subsystem:   "fence",
+		Name:        "verify_refusals_total",
+		Help:        "Requests whose token the Handler's verifier refused before the fence saw it, by reason.",
+		ConstLabels: prometheus.Labels{metrics.LabelStore: StoreLabel},
+	}, []string{"reason"})
+	for _, r := range reasons {
+		refused.WithLabelValues(r)
+	}
+	set, err := metrics.Register(reg, refused)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
+	}
+	f, err := metrics.NewFence(reg, StoreLabel)
+	if err != nil {
+		set.Unregister()
+		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
+	}
+	return &Metrics{fence: f, refused: refused, set: set}, nil
+}
+
+// admitted counts an admitted request.
+func (m *Metrics) admitted() {
+	if m != nil {
+		m.fence.Admitted(1)
+	}
+}
+
+// rejected counts a refused request whose token has scope ("" when none
+// was read).
+func (m *Metrics) rejected(scope string) {
+	if m != nil {
+		m.fence.Rejected(scope)
+	}
+}
+
+// unverified counts a request of scope that the verifier refused for
+// reason; it counts as rejected too.
+func (m *Metrics) unverified(scope, reason string) {
+	if m != nil {
+		m.fence.Rejected(scope)
+		m.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+// Unregister unregisters the metrics; it is idempotent.
+func (m *Metrics) Unregister() {
+	if m != nil {
+		m.fence.Unregister()
+		m.set.Unregister()
+	}
 }

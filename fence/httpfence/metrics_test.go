@@ -20,7 +20,7 @@ func TestMiddlewareMetrics(t *testing.T) {
 	m, err := httpfence.NewMetrics(reg)
 	require.NoError(t, err)
 	var g fence.Gate
-	h, err := httpfence.Middleware(g.Fencer(), echo)
+	h, err := httpfence.Middleware(g.Fencer(), httpfence.InsecureNoVerify{}, echo)
 	require.NoError(t, err)
 	h.Metrics = m
 
@@ -49,7 +49,7 @@ func TestMiddlewareMetrics(t *testing.T) {
 
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, mfs, 2, "two metric families")
+	require.Len(t, mfs, 3, "three metric families")
 	assert.Equal(t, 4.0, metricstest.MustValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
 	for kind, n := range map[string]float64{"partition": 1, "leader": 1, "other": 3} {
 		assert.Equal(t, n, metricstest.MustValue(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": kind}), kind)
@@ -63,7 +63,7 @@ func TestMiddlewareMetrics(t *testing.T) {
 	m.Unregister()
 	m2, err := httpfence.NewMetrics(reg)
 	require.NoError(t, err)
-	assert.Equal(t, 4, testutil.CollectAndCount(reg), "admitted, and rejections of 3 scope kinds")
+	assert.Equal(t, 12, testutil.CollectAndCount(reg), "admitted, rejections of 3 scope kinds, verify refusals of 8 reasons")
 	m2.Unregister()
 
 	_, err = httpfence.NewMetrics(nil)

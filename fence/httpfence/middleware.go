@@ -3,16 +3,28 @@ package httpfence
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// Handler advances its Fencer to the token of each request before passing
-// the request on. It is safe for concurrent use if its Fencer and Next are.
+// Handler admits a request only with a token that its Verifier shows the
+// fleet issued, and that its Fencer then admits: it verifies the token,
+// advances the Fencer to it, and passes the request on with the token (and
+// its signature, if one came) in its context. A token the Verifier cannot
+// verify never reaches the Fencer, so it never raises a floor. It is safe
+// for concurrent use if its Verifier, Fencer and Next are.
 type Handler struct {
-	// Fencer advances to each request's token, or refuses it: nil, a
+	// Verifier tells whether the fleet issued each request's token (see
+	// Verifier): a *fence.SignatureVerifier, an *ownership.Observer, or
+	// InsecureNoVerify on a network where every caller is trusted. A nil
+	// Verifier (a typed nil included) refuses every request with
+	// RefusalUnavailable: a Handler never admits unverified tokens unless
+	// it is told to.
+	Verifier Verifier
+	// Fencer advances to each verified token, or refuses it: nil, a
 	// *fence.StaleError (errors.Is fence.ErrStale), an error wrapping
 	// fence.ErrInvalidToken, or any other failure. etcdfence.Store and
 	// sqlfence.Fencer are Fencers; fence.Gate.Fencer adapts a Gate. A nil
@@ -30,62 +42,98 @@ type Handler struct {
 	// refuses (see Metrics); several Handlers may share one. Nil means no
 	// metrics.
 	Metrics *Metrics
+	// Logger, if not nil, receives a warning for every request whose token
+	// the Verifier refused or could not decide on: the scope, epoch and key
+	// ID of the token, the reason and the caller's address, never the
+	// signature. Nil means no logs.
+	Logger *slog.Logger
 }
 
-// Middleware returns the Handler that advances f to each request's token
-// before calling next; set its Metrics field to count admissions and
-// refusals. It returns an error wrapping ErrNilArgument if f or
-// next is nil, a typed nil included.
-func Middleware(f fence.Fencer, next http.Handler) (*Handler, error) {
+// Middleware returns the Handler that verifies each request's token with
+// v and advances f to it before calling next; set its Metrics and Logger
+// fields to count and log admissions and refusals. It returns an error
+// wrapping ErrNoVerifier (and so ErrNilArgument) if v is nil, and one
+// wrapping ErrNilArgument if f or next is nil, typed nils included.
+func Middleware(f fence.Fencer, v Verifier, next http.Handler) (*Handler, error) {
+	if nilness.Is(v) {
+		return nil, fmt.Errorf("%w: verifier %T", ErrNoVerifier, v)
+	}
 	if nilness.Is(f) {
 		return nil, fmt.Errorf("%w: fencer %T", ErrNilArgument, f)
 	}
 	if nilness.Is(next) {
 		return nil, fmt.Errorf("%w: next handler %T", ErrNilArgument, next)
 	}
-	return &Handler{Fencer: f, Next: next}, nil
+	return &Handler{Verifier: v, Fencer: f, Next: next}, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h == nil || nilness.Is(h.Fencer) || nilness.Is(h.Next) {
+	if h == nil || nilness.Is(h.Verifier) || nilness.Is(h.Fencer) || nilness.Is(h.Next) {
 		if h != nil {
-			h.Metrics.Rejected("")
+			h.Metrics.rejected("")
 		}
-		_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable, Message: "httpfence: the handler has no fencer or no next handler"})
+		_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable, Message: "httpfence: the handler has no verifier, no fencer or no next handler"})
 		return
 	}
 	tok, present, err := FromHeader(r.Header)
 	switch {
 	case err != nil:
-		h.Metrics.Rejected("")
+		h.Metrics.rejected("")
 		WriteError(w, err)
 		return
 	case !present && h.Optional:
 		h.Next.ServeHTTP(w, r)
 		return
 	case !present:
-		h.Metrics.Rejected("")
+		h.Metrics.rejected("")
 		WriteError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
 		return
 	}
+	sig, err := SignatureFromHeader(r.Header)
+	if err == nil {
+		err = h.Verifier.Verify(r.Context(), tok, sig)
+	}
+	if err != nil {
+		h.refuseUnverified(w, r, tok, sig, err)
+		return
+	}
 	if err := h.Fencer.Advance(r.Context(), tok); err != nil {
-		h.Metrics.Rejected(tok.Scope)
+		h.Metrics.rejected(tok.Scope)
 		if !WriteError(w, err) {
 			_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable,
 				Message: fmt.Sprintf("httpfence: the fence could not advance to %s: %v", tok, err)})
 		}
 		return
 	}
-	h.Metrics.Admitted(1)
-	h.Next.ServeHTTP(w, r.WithContext(fence.NewContext(r.Context(), tok)))
+	h.Metrics.admitted()
+	h.Next.ServeHTTP(w, r.WithContext(fence.NewSignedContext(r.Context(), tok, sig)))
+}
+
+// refuseUnverified answers a request whose token tok (with sig) the
+// Verifier refused with err, counts and logs it: stale as RefusalStale,
+// unverified as RefusalUnverified, anything else as RefusalUnavailable.
+func (h *Handler) refuseUnverified(w http.ResponseWriter, r *http.Request, tok fence.Token, sig fence.Signature, err error) {
+	reason := reasonOf(err)
+	h.Metrics.unverified(tok.Scope, reason)
+	if h.Logger != nil {
+		h.Logger.LogAttrs(r.Context(), slog.LevelWarn, "httpfence: token refused by the verifier",
+			slog.String("scope", tok.Scope), slog.Int64("epoch", tok.Epoch), slog.String("key_id", sig.KeyID),
+			slog.String("reason", reason), slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
+	}
+	if WriteError(w, err) {
+		return
+	}
+	_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable,
+		Message: fmt.Sprintf("httpfence: the verifier could not decide on %s: %v", tok, err)})
 }
 
 // WriteError answers a request with the refusal that err stands for, if it
 // is one: a *Refusal as it is, a stale token (errors.Is fence.ErrStale,
 // described when errors.As finds a *fence.StaleError) as RefusalStale, an
 // invalid one (fence.ErrInvalidToken) as RefusalInvalidToken, a missing
-// one (fence.ErrNoToken) as RefusalNoToken. It reports whether it
+// one (fence.ErrNoToken) as RefusalNoToken, an unverified one
+// (fence.ErrUnverified) as RefusalUnverified. It reports whether it
 // answered; for any other error, or a nil w, it writes nothing and returns
 // false. Handlers use it for the refusals of their own fenced writes.
 func WriteError(w http.ResponseWriter, err error) bool {
@@ -112,6 +160,8 @@ func refusalOf(err error) (*Refusal, bool) {
 		return &Refusal{Kind: RefusalInvalidToken, Message: err.Error()}, true
 	case errors.Is(err, fence.ErrNoToken):
 		return &Refusal{Kind: RefusalNoToken, Message: err.Error()}, true
+	case errors.Is(err, fence.ErrUnverified):
+		return &Refusal{Kind: RefusalUnverified, Message: err.Error()}, true
 	}
 	return nil, false
 }

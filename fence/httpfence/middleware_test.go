@@ -47,10 +47,12 @@ func body(t *testing.T, w *httptest.ResponseRecorder) httpfence.Refusal {
 	return *r
 }
 
-// middleware is httpfence.Middleware for arguments that must be accepted.
+// middleware is httpfence.Middleware for arguments that must be accepted,
+// with InsecureNoVerify: these tests are about fencing, and present tokens
+// of their own making.
 func middleware(t *testing.T, f fence.Fencer, next http.Handler) *httpfence.Handler {
 	t.Helper()
-	h, err := httpfence.Middleware(f, next)
+	h, err := httpfence.Middleware(f, httpfence.InsecureNoVerify{}, next)
 	require.NoError(t, err)
 	return h
 }
@@ -83,7 +85,7 @@ func TestMiddleware(t *testing.T) {
 	require.Equal(t, http.StatusPreconditionRequired, w.Code)
 	require.Equal(t, string(httpfence.RefusalNoToken), w.Header().Get(httpfence.RefusalHeader))
 
-	opt := &httpfence.Handler{Fencer: g.Fencer(), Next: echo, Optional: true}
+	opt := &httpfence.Handler{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Next: echo, Optional: true}
 	w = serve(opt)
 	require.Equal(t, http.StatusOK, w.Code)
 	require.Equal(t, "no token", w.Body.String())
@@ -103,8 +105,10 @@ func TestMiddleware(t *testing.T) {
 	w = serve(invalid, "p/1@9")
 	require.Equal(t, http.StatusBadRequest, w.Code)
 
-	w = serve(&httpfence.Handler{Next: echo}, "p/1@9")
+	w = serve(&httpfence.Handler{Verifier: httpfence.InsecureNoVerify{}, Next: echo}, "p/1@9")
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no fencer: refuse, never pass unfenced")
+	w = serve(&httpfence.Handler{Fencer: g.Fencer(), Next: echo}, "p/1@9")
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no verifier: refuse, never admit unverified")
 }
 
 func TestTransportAndResponseError(t *testing.T) {
@@ -178,20 +182,34 @@ func TestTransportAndResponseError(t *testing.T) {
 func TestNilArguments(t *testing.T) {
 	var g fence.Gate
 	for name, call := range map[string]func() error{
-		"Middleware(nil, h)": func() error { _, err := httpfence.Middleware(nil, echo); return err },
-		"Middleware(nil *etcdfence.Store, h)": func() error {
-			_, err := httpfence.Middleware((*etcdfence.Store)(nil), echo)
+		"Middleware(nil, v, h)": func() error { _, err := httpfence.Middleware(nil, httpfence.InsecureNoVerify{}, echo); return err },
+		"Middleware(nil *etcdfence.Store, v, h)": func() error {
+			_, err := httpfence.Middleware((*etcdfence.Store)(nil), httpfence.InsecureNoVerify{}, echo)
 			return err
 		},
-		"Middleware(nil FencerFunc, h)": func() error { _, err := httpfence.Middleware(fence.FencerFunc(nil), echo); return err },
-		"Middleware(nil *Gate .Fencer(), h)": func() error {
-			_, err := httpfence.Middleware((*fence.Gate)(nil).Fencer(), echo)
+		"Middleware(nil FencerFunc, v, h)": func() error {
+			_, err := httpfence.Middleware(fence.FencerFunc(nil), httpfence.InsecureNoVerify{}, echo)
 			return err
 		},
-		"Middleware(f, nil)":             func() error { _, err := httpfence.Middleware(g.Fencer(), nil); return err },
-		"Middleware(f, nil HandlerFunc)": func() error { _, err := httpfence.Middleware(g.Fencer(), http.HandlerFunc(nil)); return err },
-		"Middleware(f, nil *Handler)": func() error {
-			_, err := httpfence.Middleware(g.Fencer(), (*httpfence.Handler)(nil))
+		"Middleware(nil *Gate .Fencer(), v, h)": func() error {
+			_, err := httpfence.Middleware((*fence.Gate)(nil).Fencer(), httpfence.InsecureNoVerify{}, echo)
+			return err
+		},
+		"Middleware(f, v, nil)": func() error {
+			_, err := httpfence.Middleware(g.Fencer(), httpfence.InsecureNoVerify{}, nil)
+			return err
+		},
+		"Middleware(f, v, nil HandlerFunc)": func() error {
+			_, err := httpfence.Middleware(g.Fencer(), httpfence.InsecureNoVerify{}, http.HandlerFunc(nil))
+			return err
+		},
+		"Middleware(f, v, nil *Handler)": func() error {
+			_, err := httpfence.Middleware(g.Fencer(), httpfence.InsecureNoVerify{}, (*httpfence.Handler)(nil))
+			return err
+		},
+		"Middleware(f, nil, h)": func() error { _, err := httpfence.Middleware(g.Fencer(), nil, echo); return err },
+		"Middleware(f, nil *SignatureVerifier, h)": func() error {
+			_, err := httpfence.Middleware(g.Fencer(), (*fence.SignatureVerifier)(nil), echo)
 			return err
 		},
 		"WriteRefusal(nil, r)": func() error {
@@ -219,13 +237,17 @@ func TestNilArguments(t *testing.T) {
 	}
 	require.False(t, httpfence.WriteError(nil, fence.ErrStale), "nothing answered on a nil writer")
 
+	trust := httpfence.InsecureNoVerify{}
 	for name, h := range map[string]*httpfence.Handler{
-		"no fencer":            {Next: echo},
-		"typed-nil fencer":     {Fencer: (*etcdfence.Store)(nil), Next: echo},
-		"nil FencerFunc":       {Fencer: fence.FencerFunc(nil), Next: echo},
-		"no next":              {Fencer: g.Fencer()},
-		"typed-nil next":       {Fencer: g.Fencer(), Next: http.HandlerFunc(nil)},
-		"optional and no next": {Fencer: g.Fencer(), Optional: true},
+		"no fencer":            {Verifier: trust, Next: echo},
+		"typed-nil fencer":     {Verifier: trust, Fencer: (*etcdfence.Store)(nil), Next: echo},
+		"nil FencerFunc":       {Verifier: trust, Fencer: fence.FencerFunc(nil), Next: echo},
+		"no next":              {Verifier: trust, Fencer: g.Fencer()},
+		"typed-nil next":       {Verifier: trust, Fencer: g.Fencer(), Next: http.HandlerFunc(nil)},
+		"optional and no next": {Verifier: trust, Fencer: g.Fencer(), Optional: true},
+		"no verifier":          {Fencer: g.Fencer(), Next: echo},
+		"optional no verifier": {Fencer: g.Fencer(), Next: echo, Optional: true},
+		"typed-nil verifier":   {Verifier: (*fence.SignatureVerifier)(nil), Fencer: g.Fencer(), Next: echo},
 		"nil handler":          nil,
 	} {
 		for _, header := range [][]string{{"p/1@1"}, nil, {"bad"}} {

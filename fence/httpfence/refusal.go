@@ -42,6 +42,13 @@ const (
 	// RefusalInvalidToken (400 Bad Request): the request's token header is
 	// malformed, or the fence found the token invalid.
 	RefusalInvalidToken RefusalKind = "invalid-token"
+	// RefusalUnverified (403 Forbidden): the request's token is well formed
+	// but the Handler cannot show that the fleet issued it (no signature,
+	// a bad one, an epoch no claim has): it was not admitted and raised no
+	// floor. 403, not 401: the caller is not asked to authenticate (401
+	// requires a WWW-Authenticate challenge); the token itself is refused,
+	// and the same request would be refused again.
+	RefusalUnverified RefusalKind = "unverified"
 	// RefusalNoToken (428 Precondition Required): the request carries no
 	// token where one is required.
 	RefusalNoToken RefusalKind = "no-token"
@@ -67,7 +74,8 @@ const maxRefusalBody = 64 << 10
 // A *Refusal is an error: errors.Is(err, ErrRefused) holds for every one,
 // errors.Is(err, fence.ErrStale) for RefusalStale (and errors.As finds a
 // *fence.StaleError when Scope and Presented are set), fence.ErrInvalidToken
-// for RefusalInvalidToken and fence.ErrNoToken for RefusalNoToken.
+// for RefusalInvalidToken, fence.ErrNoToken for RefusalNoToken and
+// fence.ErrUnverified for RefusalUnverified.
 type Refusal struct {
 	// Kind says why the request was refused.
 	Kind RefusalKind `json:"kind"`
@@ -124,7 +132,8 @@ func (r *Refusal) Is(target error) bool { return target == ErrRefused }
 
 // Unwrap returns the fencing error the refusal stands for: a
 // *fence.StaleError (or fence.ErrStale when the token is not described)
-// for RefusalStale, fence.ErrInvalidToken, fence.ErrNoToken, or nil.
+// for RefusalStale, fence.ErrInvalidToken, fence.ErrNoToken,
+// fence.ErrUnverified, or nil.
 func (r *Refusal) Unwrap() error {
 	if r.Kind == RefusalStale && r.Scope != "" && r.Presented > 0 {
 		return r.staleError()
@@ -145,6 +154,8 @@ func kindError(k RefusalKind) error {
 		return fence.ErrInvalidToken
 	case RefusalNoToken:
 		return fence.ErrNoToken
+	case RefusalUnverified:
+		return fence.ErrUnverified
 	}
 	return nil
 }
@@ -153,7 +164,7 @@ func kindError(k RefusalKind) error {
 // a delay and to the partition's owner as it resolves it then: true for a
 // stale token (the tenure that served it ended; a router client resolves
 // the new owner), not-owner, handoff, session-lost and unavailable; false
-// for an invalid or missing token, which the same request would meet
+// for an invalid, missing or unverified token, which the same request would meet
 // again, and for kinds this version does not know. A refusal says nothing
 // of writes a handler made before it refused: make retries safe with an
 // idempotency key.
@@ -179,6 +190,8 @@ func (r *Refusal) Status() int {
 		return http.StatusBadRequest
 	case RefusalNoToken:
 		return http.StatusPreconditionRequired
+	case RefusalUnverified:
+		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
 }

@@ -78,8 +78,14 @@ func (b etcdBackend) read(ctx context.Context, key string) (string, bool) {
 
 // service is a test HTTP service: PUT /<key> writes the body under the
 // request's token, fenced at the store, and answers the commit position.
+// It verifies nothing (InsecureNoVerify): its tests are about fencing.
 func service(t *testing.T, b backend) http.Handler {
-	return middleware(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return middleware(t, b, writes(b))
+}
+
+// writes is the test service's handler behind the middleware.
+func writes(b backend) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := fence.FromContext(r.Context())
 		if !ok {
 			httpfence.WriteError(w, fence.ErrNoToken)
@@ -94,7 +100,7 @@ func service(t *testing.T, b backend) http.Handler {
 			return
 		}
 		_, _ = io.WriteString(w, strconv.FormatInt(seq, 10))
-	}))
+	})
 }
 
 func backends(t *testing.T) map[string]backend {

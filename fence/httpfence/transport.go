@@ -10,7 +10,10 @@ import (
 
 // Transport is an http.RoundTripper that attaches the token carried by each
 // request's context (see fence.NewContext) as the Tenure-Fence-Token
-// header, replacing any such header already set. It never modifies the
+// header, and its signature, if the context carries one
+// (fence.NewSignedContext), as the Tenure-Fence-Signature header,
+// replacing any such headers already set (a signature header is removed
+// when the context's token has no signature). It never modifies the
 // caller's request. A Transport is safe for concurrent use if Base is.
 type Transport struct {
 	// Base performs the requests. Nil means http.DefaultTransport; a typed
@@ -46,6 +49,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := req.Clone(req.Context())
 	r.Header.Set(Header, tok.String())
+	sig, _ := fence.SignatureFromContext(req.Context())
+	SetSignatureHeader(r.Header, sig)
 	return base.RoundTrip(r)
 }
 
