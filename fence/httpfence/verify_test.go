@@ -52,7 +52,7 @@ func newFleet(t testing.TB, partitions int) *fleet {
 	cli := c.NewClient(t)
 	scfg := etcdfence.DefaultConfig()
 	scfg.Prefix = "/svc/data/"
-	scfg.FencePrefix = "/svc/fence/"
+	scfg.Cluster = "verify"
 	store, err := etcdfence.New(cli, scfg)
 	require.NoError(t, err)
 	signer, pub := newSigner(t, "k1")
