@@ -53,6 +53,8 @@ func TestRefusalRoundTrip(t *testing.T) {
 			status: 400, is: fence.ErrInvalidToken},
 		{r: httpfence.Refusal{Kind: httpfence.RefusalNoToken, Message: "no token"},
 			status: 428, is: fence.ErrNoToken},
+		{r: httpfence.Refusal{Kind: httpfence.RefusalUnverified, Message: "made up"},
+			status: 403, is: fence.ErrUnverified},
 		{r: httpfence.Refusal{Kind: "from-the-future", Message: "新しい", Owner: "ключ"},
 			status: 500},
 	}
@@ -109,6 +111,8 @@ func TestWriteError(t *testing.T) {
 		{fence.ErrStale, &httpfence.Refusal{Kind: httpfence.RefusalStale, Message: fence.ErrStale.Error()}},
 		{fence.ErrMalformedToken, &httpfence.Refusal{Kind: httpfence.RefusalInvalidToken, Message: fence.ErrMalformedToken.Error()}},
 		{fence.ErrNoToken, &httpfence.Refusal{Kind: httpfence.RefusalNoToken, Message: fence.ErrNoToken.Error()}},
+		{fence.ErrBadSignature, &httpfence.Refusal{Kind: httpfence.RefusalUnverified, Message: fence.ErrBadSignature.Error()}},
+		{fence.ErrUnknownEpoch, &httpfence.Refusal{Kind: httpfence.RefusalUnverified, Message: fence.ErrUnknownEpoch.Error()}},
 		{errors.New("disk full"), nil},
 		{nil, nil},
 	} {

@@ -272,3 +272,44 @@ func TestMadeUpTokensRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestTransportSignature: Transport sends the signature of the context's
+// token, and removes a signature header the caller set when the context's
+// token has none; the caller's request is not modified.
+func TestTransportSignature(t *testing.T) {
+	signer, _ := newSigner(t, "k1")
+	tok := fence.Token{Scope: "p/1", Epoch: 3}
+	sig, err := signer.Sign(tok)
+	require.NoError(t, err)
+	headers := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { headers <- r.Header.Clone() }))
+	defer srv.Close()
+	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
+	send := func(ctx context.Context) http.Header {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set(httpfence.SignatureHeader, "k9:caller")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, "k9:caller", req.Header.Get(httpfence.SignatureHeader), "the caller's request is not modified")
+		return <-headers
+	}
+	h := send(fence.NewSignedContext(context.Background(), tok, sig))
+	require.Equal(t, tok.String(), h.Get(httpfence.Header))
+	require.Equal(t, sig.String(), h.Get(httpfence.SignatureHeader))
+	got, err := httpfence.SignatureFromHeader(h)
+	require.NoError(t, err)
+	require.Equal(t, sig, got)
+
+	h = send(fence.NewContext(context.Background(), tok))
+	require.Equal(t, tok.String(), h.Get(httpfence.Header))
+	require.Empty(t, h.Values(httpfence.SignatureHeader), "no signature for an unsigned token")
+
+	_, err = httpfence.SignatureFromHeader(http.Header{httpfence.SignatureHeader: {sig.String(), sig.String()}})
+	require.ErrorIs(t, err, fence.ErrBadSignature)
+	got, err = httpfence.SignatureFromHeader(http.Header{})
+	require.NoError(t, err)
+	require.True(t, got.IsZero())
+}
