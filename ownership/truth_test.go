@@ -1,16 +1,23 @@
 package ownership
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -126,4 +133,98 @@ func findLogs(lines []map[string]any, msg string, want map[string]any) []map[str
 		}
 	}
 	return out
+}
+
+// A session's end is told once, by what etcd records, however the node
+// learns of it: the lease gone (expired or revoked) takes the member key
+// and the claims with it, which is a session loss and never a forced
+// release; a member key deleted while the lease lives is a loss of its own
+// ("deleted"). Each case counts one loss under its cause, no forced
+// release, every lost partition under reason lost, and logs one line that
+// names them all.
+func TestSessionLossToldOnce(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	const P = 8
+	cases := []struct {
+		name  string
+		cause string
+		setup func(cfg *Config)
+		end   func(t *testing.T, n *Node, l keys.Layout)
+	}{{
+		// The session's clock stands still, as a paused process's timers
+		// do: etcd expires the lease, and the node sees its keys deleted
+		// while its session still looks alive to it. Its clock says the safe
+		// deadline has not passed, so etcd's answer (no such lease) is told
+		// as revoked.
+		name: "lease expired unseen", cause: "revoked",
+		setup: func(cfg *Config) { cfg.Session.Clock = clockwork.NewFakeClock() },
+		end:   func(*testing.T, *Node, keys.Layout) {},
+	}, {
+		name: "lease revoked", cause: "revoked",
+		end: func(t *testing.T, n *Node, _ keys.Layout) {
+			id, err := strconv.ParseInt(n.Status().Lease, 16, 64)
+			require.NoError(t, err)
+			_, err = cli.Revoke(context.Background(), clientv3.LeaseID(id))
+			require.NoError(t, err)
+		},
+	}, {
+		name: "member key deleted", cause: "deleted",
+		end: func(t *testing.T, n *Node, l keys.Layout) {
+			_, err := cli.Delete(context.Background(), l.Member(n.ID()))
+			require.NoError(t, err)
+		},
+	}}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("told%d", i)
+			reg := prometheus.NewPedanticRegistry()
+			buf := &testlog.Buffer{}
+			cfg := testConfig(t, name, "a", P)
+			cfg.Metrics = reg
+			cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
+			if tc.setup != nil {
+				tc.setup(&cfg)
+			}
+			a := join(t, cli, cfg)
+			waitStable(t, 20*time.Second, a)
+			tc.end(t, a, keys.New(name))
+
+			waitMetric(t, reg, 1, "tenure_session_losses_total", "a", "cause", tc.cause)
+			waitMetric(t, reg, P, "tenure_partition_releases_total", "a", "reason", "lost")
+			var line map[string]any
+			require.NoError(t, waitFor(10*time.Second, func() error {
+				if line = findLog(logLines(t, buf), "session lost: released", nil); line == nil {
+					return errors.New("no loss logged")
+				}
+				return nil
+			}, a))
+			assert.Equal(t, 0.0, metricOf(t, reg, "tenure_forced_releases_total", "a"))
+			for _, cause := range []string{"expired", "revoked", "deleted", "closed", "other"} {
+				want := 0.0
+				if cause == tc.cause {
+					want = 1
+				}
+				assert.Equal(t, want, metricOf(t, reg, "tenure_session_losses_total", "a", "cause", cause), "cause %s", cause)
+			}
+			closeNode(t, a)
+			lines := logLines(t, buf)
+			assert.Equal(t, tc.cause, line["cause"])
+			assert.Equal(t, float64(P), line["count"])
+			assert.Equal(t, partitionRanges(slices.Collect(intRange(P))), line["partitions"])
+			assert.Len(t, findLogs(lines, "session lost: released", nil), 1, "one line for the loss")
+			assert.Empty(t, findLogs(lines, "forced release observed", nil))
+		})
+	}
+}
+
+// intRange yields 0, 1, ..., n-1.
+func intRange(n int) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for i := range n {
+			if !yield(i) {
+				return
+			}
+		}
+	}
 }
