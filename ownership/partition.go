@@ -33,9 +33,9 @@ const (
 // one can tell, by comparing pointers, whether the partition has moved on.
 type pstate struct {
 	phase    phase
-	t        *tenure // fencing to releasing: the tenure; nil otherwise
-	epoch    int64   // deleting, deleteWait: the epoch of the claim to delete
-	attempts int     // failed fencing or deletion attempts in a row
+	t        *tenure  // fencing to releasing: the tenure; nil otherwise
+	epoch    int64    // deleting, deleteWait: the epoch of the claim to delete
+	attempts int      // failed fencing or deletion attempts in a row
 	reason   Reason   // draining: why the tenure is ending (moved or closed)
 	handoff  *handoff // draining to deleteWait: the batch a planned release belongs to; nil otherwise
 }

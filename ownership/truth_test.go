@@ -11,11 +11,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jonboulle/clockwork"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
