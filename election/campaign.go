@@ -134,11 +134,12 @@ const (
 
 // endReason classifies the end of t. A deleted key whose lease etcd no
 // longer has went with the session (probed by the watch, which then ended
-// the session), not with an operator.
+// the session as expired or revoked), not with an operator.
 func endReason(t *Term) string {
 	cause := context.Cause(t.ctx)
+	serr := t.e.session.Err()
 	switch {
-	case errors.Is(cause, ErrKeyDeleted) && errors.Is(t.e.session.Err(), ErrLeaseLost):
+	case errors.Is(cause, ErrKeyDeleted) && (errors.Is(serr, ErrLeaseLost) || errors.Is(serr, ErrSessionExpired)):
 		return endSessionLost
 	case errors.Is(cause, ErrKeyDeleted):
 		return endKeyDeleted
@@ -193,7 +194,7 @@ func (e *Election) campaign(ctx context.Context) (*Term, error) {
 		epoch, err := e.enter(cctx)
 		if err != nil {
 			if etcderr.LeaseNotFound(err) {
-				s.lost(err)
+				s.missing(err)
 			}
 			// The put may have landed although its answer was lost.
 			e.withdraw(0)

@@ -15,8 +15,13 @@
 // keepalive dates the deadline from the response, which is optimistic by a
 // round trip.) The session ends shortly before the safe deadline if no newer
 // renewal was acknowledged, whether or not etcd can be reached: Done is
-// closed, Context is cancelled, and Err says why — ErrSessionExpired,
-// ErrLeaseLost (revoked or missing in etcd) or ErrSessionClosed.
+// closed, Context is cancelled, and Err says why — ErrSessionExpired (the
+// safe deadline passed, or etcd reported the lease missing after it),
+// ErrLeaseLost (etcd reported it missing before: revoked), ErrKeyRemoved
+// (its owner found a key bound to it removed by someone else) or
+// ErrSessionClosed. The end is classified once, where it happens, and
+// LossCause names it for the loss metric, the log line and any health
+// answer alike.
 //
 // Losing a session is for real losses. A renewal that fails or goes
 // unanswered is followed by another attempt within RenewRetryInterval
@@ -91,7 +96,7 @@
 //	tenure_session_renewal_failures_total        counter                          renewal attempts failed or unanswered
 //	tenure_session_safe_deadline_margin_seconds  gauge                            time left before the live session's safe deadline
 //	tenure_session_opened_total                  counter                          sessions opened
-//	tenure_session_losses_total                  counter    cause                 sessions ended: expired, revoked, closed, other
+//	tenure_session_losses_total                  counter    cause                 sessions ended: expired, revoked, deleted, closed, other
 //	tenure_election_is_leader                    gauge      election, candidate   1 while this candidate holds a term
 //	tenure_election_terms_total                  counter    election, candidate   terms won and handed out
 //	tenure_election_campaign_failures_total      counter    election, candidate   campaigns failed (not by the caller's ctx)

@@ -35,9 +35,19 @@ var (
 	// wraps ErrSessionDone.
 	ErrLeaseLost = fmt.Errorf("%w: lease lost", ErrSessionDone)
 
+	// ErrKeyRemoved reports a session that its owner ended with
+	// Session.EndKeyRemoved: a key it had bound to the lease (a node's
+	// member key) was deleted or replaced by someone else while the lease
+	// lived. It wraps ErrSessionDone.
+	ErrKeyRemoved = fmt.Errorf("%w: a key bound to the lease was removed", ErrSessionDone)
+
 	// ErrSessionClosed reports that the session was closed by its owner. It
 	// wraps ErrSessionDone.
 	ErrSessionClosed = fmt.Errorf("%w: closed", ErrSessionDone)
+
+	// ErrCheckFailed reports a Session.Check that could not ask etcd about
+	// the lease; the session is as it was.
+	ErrCheckFailed = errors.New("election: cannot check the lease")
 
 	// ErrNoLeader reports that an election currently has no leader.
 	ErrNoLeader = errors.New("election: no leader")

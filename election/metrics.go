@@ -20,19 +20,31 @@ const (
 	// LossRevoked: etcd no longer had the lease, revoked or expired there
 	// (ErrLeaseLost).
 	LossRevoked = "revoked"
+	// LossDeleted: a key its owner had bound to the lease (a node's member
+	// key) was deleted or replaced by someone else while the lease lived,
+	// and the owner ended the session (ErrKeyRemoved).
+	LossDeleted = "deleted"
 	// LossClosed: the session's owner closed it (ErrSessionClosed).
 	LossClosed = "closed"
 	// LossOther: any other cause; not expected.
 	LossOther = "other"
 )
 
-// lossCause returns the cause label of a session's end.
-func lossCause(err error) string {
+// LossCause classifies the end of a session: it returns the cause label
+// (LossExpired, LossRevoked, LossDeleted, LossClosed or LossOther) of err,
+// a Session's Err, and "" for nil (the session lives). The session's loss
+// metric, its log line and the health answers of its users all take their
+// cause from it, so that one end is told one way.
+func LossCause(err error) string {
 	switch {
+	case err == nil:
+		return ""
 	case errors.Is(err, ErrSessionExpired):
 		return LossExpired
 	case errors.Is(err, ErrLeaseLost):
 		return LossRevoked
+	case errors.Is(err, ErrKeyRemoved):
+		return LossDeleted
 	case errors.Is(err, ErrSessionClosed):
 		return LossClosed
 	}
@@ -50,7 +62,7 @@ func lossCause(err error) string {
 //	tenure_session_renewal_failures_total       counter    renewal attempts that failed or went unanswered
 //	tenure_session_safe_deadline_margin_seconds gauge      time left before the live session's safe deadline (0 without one)
 //	tenure_session_opened_total                 counter    sessions opened
-//	tenure_session_losses_total{cause}          counter    sessions ended, by cause: expired, revoked, closed, other
+//	tenure_session_losses_total{cause}          counter    sessions ended, by cause: expired, revoked, deleted, closed, other
 //
 // To tell the sessions of several nodes in one process apart, register
 // through prometheus.WrapRegistererWith with a const label (a node label,
@@ -95,10 +107,10 @@ func NewSessionMetrics(reg prometheus.Registerer) (*SessionMetrics, error) {
 		}),
 		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "losses_total",
-			Help: "Sessions ended, by cause: expired (no renewal acknowledged before the safe deadline), revoked (etcd no longer had the lease), closed (closed by its owner).",
+			Help: "Sessions ended, each counted once by the cause of its end: expired (the safe deadline passed without an acknowledged renewal, a pause or an etcd outage), revoked (etcd no longer had the lease before the safe deadline), deleted (a key bound to the lease was deleted by someone else while the lease lived), closed (closed by its owner).",
 		}, []string{"cause"}),
 	}
-	for _, c := range []string{LossExpired, LossRevoked, LossClosed, LossOther} {
+	for _, c := range []string{LossExpired, LossRevoked, LossDeleted, LossClosed, LossOther} {
 		m.losses.WithLabelValues(c)
 	}
 	margin := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -142,7 +154,7 @@ func (m *SessionMetrics) sessionOpened(s *Session) {
 
 func (m *SessionMetrics) sessionEnded(s *Session, cause error) {
 	if m != nil {
-		m.losses.WithLabelValues(lossCause(cause)).Inc()
+		m.losses.WithLabelValues(LossCause(cause)).Inc()
 		m.current.CompareAndSwap(s, nil)
 	}
 }

@@ -73,7 +73,7 @@ func (s *Session) run(sent time.Time) {
 			inflight--
 			if r.err != nil {
 				if etcderr.LeaseNotFound(r.err) {
-					s.lost(r.err)
+					s.missing(r.err)
 					return
 				}
 				if s.ctx.Err() != nil {

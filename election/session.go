@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -153,9 +154,11 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 
 // Err returns nil while the session is alive. Once Done is closed it
 // returns an error wrapping ErrSessionExpired (the safe deadline was reached
-// without an acknowledged renewal), ErrLeaseLost (etcd revoked the lease or
-// reported it missing) or ErrSessionClosed (Close was called). All three wrap
-// ErrSessionDone.
+// without an acknowledged renewal, or etcd reported the lease missing after
+// it: the lease expired), ErrLeaseLost (etcd reported the lease missing
+// before the safe deadline: it was revoked), ErrKeyRemoved (EndKeyRemoved
+// was called) or ErrSessionClosed (Close was called). All wrap
+// ErrSessionDone; LossCause names them.
 //
 // Err reads the clock: once the safe deadline has passed it ends the
 // session on the spot, even if the goroutine that watches the deadline has
@@ -245,7 +248,7 @@ func (s *Session) end(cause error) {
 	s.mu.Unlock()
 	s.met.sessionEnded(s, cause)
 	s.cancel(cause)
-	kind := lossCause(cause)
+	kind := LossCause(cause)
 	if kind == LossClosed {
 		s.log.Info("session closed", "cause", kind)
 		return
@@ -253,10 +256,56 @@ func (s *Session) end(cause error) {
 	s.log.Warn("session lost", "cause", kind, "error", cause, "remaining", s.Stats().Remaining)
 }
 
-// lost ends the session because an operation found the lease missing in
-// etcd.
-func (s *Session) lost(detail error) {
+// missing ends the session because etcd reported the lease missing: as
+// expired if the safe deadline has passed (etcd expired it: the node could
+// not renew it in time, a pause say), else as lost (someone revoked it).
+// etcd does not record why a lease went, and it never expires one before
+// the safe deadline, so the deadline tells the two apart.
+func (s *Session) missing(detail error) {
+	if s.untilEnd(s.clock.Now()) <= 0 {
+		s.expire()
+		return
+	}
 	s.end(fmt.Errorf("%w: lease %x: %v", ErrLeaseLost, int64(s.id), detail))
+}
+
+// Check asks etcd whether the session's lease still exists
+// (LeaseTimeToLive) and returns Err afterwards. If etcd reports the lease
+// missing, the session ends, with ErrSessionExpired if its safe deadline
+// has passed and ErrLeaseLost if not. If etcd cannot be asked, Check
+// returns an error that wraps ErrCheckFailed and the call's, and the session
+// stays as it was (it still ends at its safe deadline).
+//
+// A user of the session calls it when keys it bound to the lease disappear
+// while the session looks alive: with the lease gone they went with it (a
+// session loss), with the lease alive someone else deleted them.
+func (s *Session) Check(ctx context.Context) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	resp, err := s.lease.TimeToLive(ctx, s.id)
+	switch {
+	case err != nil && !etcderr.LeaseNotFound(err):
+		if serr := s.Err(); serr != nil {
+			return serr
+		}
+		return fmt.Errorf("%w: lease %x: %w", ErrCheckFailed, int64(s.id), err)
+	case err != nil:
+		s.missing(err)
+	case resp.TTL < 0:
+		s.missing(errors.New("etcd reports no such lease"))
+	}
+	return s.Err()
+}
+
+// EndKeyRemoved ends the session with an error wrapping ErrKeyRemoved and
+// naming key, unless it has already ended; it does not revoke the lease
+// (Close does). The session's owner calls it when it finds a key it bound
+// to the lease deleted or replaced by someone else while the lease lives
+// (Check returned nil): the work bound to the session must stop, and the
+// loss is counted under LossDeleted.
+func (s *Session) EndKeyRemoved(key string) {
+	s.end(fmt.Errorf("%w: lease %x: %s deleted or replaced by someone else while the lease lived", ErrKeyRemoved, int64(s.id), key))
 }
 
 // untilEnd returns how long from now the session may still run: up to the

@@ -139,7 +139,7 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	resp, err := e.kv.Txn(ctx).If(t.Cmp()).Then(put).Commit()
 	if err != nil {
 		if etcderr.LeaseNotFound(err) {
-			e.session.lost(err)
+			e.session.missing(err)
 		}
 		return fmt.Errorf("election %q: proclaim epoch %d: %w", e.cfg.Name, t.token.Epoch, err)
 	}
@@ -185,23 +185,14 @@ func (t *Term) resign(ctx context.Context, cause error) error {
 }
 
 // probeLease asks etcd, once the leader key was deleted, whether the
-// session's lease still exists: a lease revoked or expired in etcd deletes
-// the key too, and the session must then end now, not at its next renewal.
-// Errors leave the session to its renewals.
+// session's lease still exists (Session.Check): a lease revoked or expired
+// in etcd deletes the key too, and the session must then end now, not at
+// its next renewal. Errors leave the session to its renewals.
 func (e *Election) probeLease() {
 	s := e.session
-	if s.Err() != nil {
-		return
-	}
 	ctx, cancel := clock.WithTimeout(s.Context(), e.cfg.Clock, min(e.cfg.ResignTimeout, renewAttemptTimeout))
 	defer cancel()
-	resp, err := s.lease.TimeToLive(ctx, s.id)
-	switch {
-	case err != nil && etcderr.LeaseNotFound(err):
-		s.lost(err)
-	case err == nil && resp.TTL <= 0:
-		s.lost(fmt.Errorf("the leader key was deleted with the lease (TTL %d)", resp.TTL))
-	}
+	_ = s.Check(ctx)
 }
 
 // end ends the term with cause unless it has already ended.

@@ -151,11 +151,13 @@ func (n *Node) fireAcquired(t *tenure) {
 	}
 }
 
-// fireReleased queues OnReleased for t, whose tenure was served and has
-// ended, and returns a channel closed when it has returned; nil if there is
-// no OnReleased. The event loop calls it once per served tenure, as the
-// partition's state leaves serving or draining.
+// fireReleased counts the end of t, whose tenure was served and has ended,
+// queues OnReleased for it, and returns a channel closed when that has
+// returned; nil if there is no OnReleased. The event loop calls it once per
+// served tenure, as the partition's state leaves serving or draining, so
+// that the callback and the release metric tell the same reason.
 func (n *Node) fireReleased(t *tenure) <-chan struct{} {
+	n.ops.tenureEnded(t)
 	f := n.cfg.Callbacks.OnReleased
 	if f == nil {
 		return nil

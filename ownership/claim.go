@@ -79,9 +79,10 @@ func (l *loop) holdClaims() {
 	})
 }
 
-// startDelete queues the deletion of p's claim at epoch.
-func (l *loop) startDelete(p int, epoch int64) {
-	l.set(p, &pstate{phase: phaseDeleting, epoch: epoch})
+// startDelete queues the deletion of p's claim at epoch; b is the handoff
+// batch of a planned release, nil for any other deletion.
+func (l *loop) startDelete(p int, epoch int64, b *handoff) {
+	l.set(p, &pstate{phase: phaseDeleting, epoch: epoch, handoff: b})
 	l.pendingDeletes = append(l.pendingDeletes, p)
 }
 
@@ -122,18 +123,21 @@ func (l *loop) deleted(batch []int, states []*pstate, rev int64, out []outcome, 
 		case tooLarge:
 			l.pendingDeletes = append(l.pendingDeletes, p)
 		case err != nil:
-			wait := &pstate{phase: phaseDeleteWait, epoch: st.epoch, attempts: st.attempts + 1}
+			wait := &pstate{phase: phaseDeleteWait, epoch: st.epoch, attempts: st.attempts + 1, handoff: st.handoff}
 			l.set(p, wait)
 			if wait.attempts == 1 {
 				l.n.log.Warn("delete claim", "partition", p, "epoch", st.epoch, "error", err)
 			}
 			l.n.after(l.gen, backoff(wait.attempts-1), func(l *loop) {
 				if l.state(p) == wait {
-					l.set(p, &pstate{phase: phaseDeleting, epoch: wait.epoch, attempts: wait.attempts})
+					l.set(p, &pstate{phase: phaseDeleting, epoch: wait.epoch, attempts: wait.attempts, handoff: wait.handoff})
 					l.pendingDeletes = append(l.pendingDeletes, p)
 				}
 			})
 		default:
+			if st.handoff != nil {
+				l.handedOff(st.handoff, p)
+			}
 			l.fleet.setClaim(p, rev, claimOf(out[i].kv)) // no claim when the delete succeeded
 			l.set(p, idle)
 		}

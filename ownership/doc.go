@@ -110,14 +110,14 @@
 //
 //	name                                        type       labels  meaning
 //	tenure_partition_acquisitions_total         counter            partitions acquired (claimed, fenced, serving)
-//	tenure_partition_releases_total             counter    reason  tenures ended: moved, lost or closed
+//	tenure_partition_releases_total             counter    reason  served tenures ended, by OnReleased's reason: moved, lost or closed
 //	tenure_partition_claim_conflicts_total      counter            claims beaten by another node's claim (contention)
-//	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission to the claim's deletion
-//	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: how long this node saw the partition assigned to it and not served by it
+//	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission (drain included) to the claim's deletion
+//	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: from seeing the partition assigned to it and claimed by no other node to serving it
 //	tenure_partitions_owned                     gauge              partitions served
 //	tenure_partition_oldest_held_seconds        gauge              age of the oldest tenure served, from its claim's creation
 //	tenure_fencer_failures_total                counter            failed fencer advances (retried)
-//	tenure_forced_releases_total                counter            claims deleted by someone else while the session lived
+//	tenure_forced_releases_total                counter            claims deleted by someone else while the lease lived (checked with etcd)
 //	tenure_drains_total                         counter            times this node saw itself drained
 //	tenure_callback_queue_length                gauge              callbacks queued for the dispatcher
 //	tenure_session_*                            (see the election package's Operability section)
@@ -125,25 +125,48 @@
 // A ChanCallbacks adapter counts its drops itself (its third result); the
 // node cannot see them, so it exports the length of its own callback queue.
 //
-// Events go to Config.Logger with the field node, and partition, epoch and
-// lease where they apply: joined, rejoined, left the cluster; partition
-// acquired (epoch, unowned_for) and partition released (reason) at Info,
-// aggregated per snapshot when several partitions change at once ("acquired
-// 37 partitions" at Info with the count, the epoch range and the longest
-// unowned time; the list of partitions and epochs at Debug); forced release
-// observed (Warn); drain and undrain observed; fence rejection (a fencer's
-// fence.ErrStale: scope, presented, current; Warn); claim conflict (Debug).
-// The node's sessions log with the node's logger and its node field:
-// session opened, lost (cause) or closed, renewal attempts failed (Debug)
-// and failing (Warn). Nothing the node logs carries a credential: it never
-// sees a DSN, and an etcd client's username and password stay in the client.
+// Each event is classified once, where it is decided, and that one account
+// feeds the OnReleased reason, the log line, the metric and the health
+// answer. A session's end is named by election.LossCause: expired (the
+// safe deadline passed: a pause past the TTL, an etcd outage), revoked,
+// deleted (the member key removed by someone else while the lease lived)
+// or closed. Claims and a member key that disappear while the session
+// looks alive are told apart by what etcd records: if the session's lease
+// is gone (election.Session.Check), they went with it, a session loss;
+// if it lives, someone else deleted them, a forced release of each claim.
+// A process resumed after a pause sees its expired lease's deletions on
+// its watch, perhaps before its own timers fire; its safe deadline has
+// passed by then, so that is a session loss, expired, never a forced
+// release.
+//
+// Events go to Config.Logger with the fields node and lease, and for
+// partitions count and partitions, written as ranges ("0-5,9,12-15"):
+// joined, rejoined, left the cluster; "acquired N partitions" (epochs,
+// longest_unowned_for) per routing snapshot; "released N partitions" once
+// per move batch (reason moved or closed), when its last claim is deleted,
+// with handoff, how long it took from the end of admission; "session lost:
+// released N partitions" (Warn; cause, as counted); "forced release
+// observed" (Warn, one line per batch of claims); drain and undrain
+// observed; fence rejection (a fencer's fence.ErrStale: partition, scope,
+// presented, current; Warn); claim conflict (Debug). The node's sessions
+// log with the node's logger and its node field: session opened, lost
+// (cause) or closed, renewal attempts failed (Debug) and failing (Warn).
+// Nothing the node logs carries a credential: it never sees a DSN, and an
+// etcd client's username and password stay in the client.
+//
+// The etcd client logs on its own, through zap, as JSON on standard error.
+// Silence it with one line of its configuration,
+// clientv3.Config{..., Logger: zap.NewNop()}, or keep its errors only with
+// Logger: zap.Must(zap.NewProduction(zap.IncreaseLevel(zap.ErrorLevel))).
 //
 // Node.Status is a snapshot for dashboards (session statistics, the lease,
 // the served partitions with their epochs and acquire times, the ring
 // version, the member count); Node.Live (the session is valid) and
 // Node.Ready (live, and serving every partition the ring gives the node)
 // back Node.HealthHandler, which answers /livez and /readyz probes with
-// 200 or 503 and a short JSON body.
+// 200 or 503 and a short JSON body; after a session loss, its reason names
+// the loss's cause ("no live session: lost (expired)"), as NodeStatus's
+// SessionEnd does.
 //
 // # Simulation
 //

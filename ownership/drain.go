@@ -2,14 +2,51 @@ package ownership
 
 import "time"
 
+// handoff is one batch of partitions handed off together: those that one
+// reconciliation stopped admitting work for. Each partition's state
+// (draining to deleteWait) names its batch until the partition leaves it:
+// its claim deleted (handedOff), or the tenure lost meanwhile. When the
+// last one has left, the batch is logged in one line. Only the event loop
+// touches it.
+type handoff struct {
+	reason  Reason
+	stopped time.Time     // when its partitions stopped admitting work
+	pending int           // partitions still in the batch
+	done    []int         // partitions whose claims were deleted
+	longest time.Duration // the slowest of them: end of admission to the deletion
+}
+
 // flushReleases starts the drains of the tenures released by reconcile.
 func (l *loop) flushReleases() {
 	if len(l.releaseQ) == 0 {
 		return
 	}
 	n, gen, ts := l.n, l.gen, l.releaseQ
-	l.releaseQ = nil
+	l.releaseQ, l.handoff = nil, nil
+	n.log.Debug("handing off "+partitionCount(len(ts)), "partitions", partitionRanges(partitionsOf(ts)))
 	n.spawn(func() { n.drain(gen, ts) })
+}
+
+// partitionsOf returns the partitions of ts.
+func partitionsOf(ts []*tenure) []int {
+	ps := make([]int, len(ts))
+	for i, t := range ts {
+		ps[i] = t.p
+	}
+	return ps
+}
+
+// handedOff records that p's claim was deleted, ending its handoff in b.
+func (l *loop) handedOff(b *handoff, p int) { l.n.ops.handoffDone(b, p) }
+
+// leftHandoff records that p left its handoff batch b (its claim deleted,
+// or its tenure lost), and logs the batch once the last partition has
+// left.
+func (l *loop) leftHandoff(b *handoff) {
+	b.pending--
+	if b.pending == 0 {
+		l.n.ops.handoffEnded(b, leaseString(l.gen))
+	}
 }
 
 // drain runs on its own goroutine for tenures that are being handed off:

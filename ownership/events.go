@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -11,10 +13,13 @@ import (
 	"github.com/tenure-go/tenure/fence"
 )
 
-// ops derives a Node's events and metrics from what its event loop
-// publishes: every routing snapshot is compared with the previous one, so
-// that the state machine needs only a few one-line hooks. The fields below
-// sess and drained are touched by the event loop only.
+// ops tells what happens to a Node, in its log and its metrics. The event
+// loop reports each event once, where it is decided: a handoff batch
+// completed (handoffDone), tenures lost with the session (sessionLost) or to
+// someone else's deletion of their claims (forcedReleases), and every
+// routing snapshot it publishes, from which ops derives acquisitions and a
+// drain mark on this node. The fields below sess and drained are touched by
+// the event loop only.
 type ops struct {
 	n *Node
 	m *nodeMetrics
@@ -22,31 +27,18 @@ type ops struct {
 	sess    atomic.Pointer[election.Session] // the session of the current generation
 	drained atomic.Bool                      // this node is drained, as it last saw
 
-	// pendingSince[p] is when this node first saw partition p assigned to
-	// it by the ring and not served by it; zero otherwise.
-	pendingSince []time.Time
-	// handoffs[p] is a planned release of p in progress: its epoch and when
-	// admission ended.
-	handoffs []handoff
+	// unownedSince[p] is when this node first saw partition p assigned to
+	// it by the ring with no claim of another node (the previous owner's
+	// claim deleted, or gone with its lease) and not served by it; zero
+	// otherwise.
+	unownedSince []time.Time
 }
 
-type handoff struct {
-	epoch int64
-	at    time.Time
-}
-
-// acquisition and release are one partition's change, for the event lines.
+// acquisition is one partition acquired, for the event line.
 type acquisition struct {
 	p       int
 	epoch   int64
 	unowned time.Duration
-}
-
-type release struct {
-	p      int
-	epoch  int64
-	reason Reason
-	forced bool
 }
 
 func newOps(n *Node) (*ops, error) {
@@ -57,8 +49,7 @@ func newOps(n *Node) (*ops, error) {
 	return &ops{
 		n:            n,
 		m:            m,
-		pendingSince: make([]time.Time, n.cfg.Ring.Partitions),
-		handoffs:     make([]handoff, n.cfg.Ring.Partitions),
+		unownedSince: make([]time.Time, n.cfg.Ring.Partitions),
 	}, nil
 }
 
@@ -67,14 +58,14 @@ func (o *ops) close() { o.m.unregister() }
 
 // published is called by the event loop after it published s, which
 // replaced old (nil for the first snapshot). It counts and logs the
-// partitions acquired and released in between, the handoffs completed, and
-// a drain mark on this node.
+// partitions acquired in between and a drain mark on this node, and
+// follows how long the partitions the ring gives this node go unowned.
 func (o *ops) published(l *loop, old, s *snapshot) {
 	n := o.n
 	now := n.clock.Now()
 	o.sess.Store(l.gen.sess)
 	live := l.gen.ctx.Err() == nil && l.lost == nil
-	lease := fmt.Sprintf("%x", int64(l.gen.lease))
+	lease := leaseString(l.gen)
 	if d := l.fleet.drained[n.id]; d != o.drained.Load() {
 		o.drained.Store(d)
 		if d {
@@ -85,110 +76,163 @@ func (o *ops) published(l *loop, old, s *snapshot) {
 		}
 	}
 	var acq []acquisition
-	var rel []release
 	for p := range s.routes {
 		e := &s.routes[p]
 		var before *tenure
 		if old != nil {
 			before = old.routes[p].t
 		}
-		if before != nil && before != e.t {
-			r := release{p: p, epoch: before.token.Epoch, reason: before.reason}
-			if st := l.state(p); r.reason == 0 && st.t == before {
-				r.reason = st.reason // draining: the reason is recorded when the context is cancelled
-			}
-			r.forced = r.reason == ReasonLost && live && !s.closed
-			rel = append(rel, r)
-			if r.reason != ReasonLost && live {
-				o.handoffs[p] = handoff{epoch: r.epoch, at: now}
-			}
-		}
-		if h := o.handoffs[p]; h.epoch != 0 && (!live || e.route.Epoch != h.epoch) {
-			if live {
-				o.m.handoffDone(now.Sub(h.at))
-			}
-			o.handoffs[p] = handoff{}
-		}
 		if e.t != nil && e.t != before {
 			a := acquisition{p: p, epoch: e.t.token.Epoch}
-			if since := o.pendingSince[p]; !since.IsZero() {
+			if since := o.unownedSince[p]; !since.IsZero() {
 				a.unowned = now.Sub(since)
 			}
 			acq = append(acq, a)
 		}
+		// A route of this node that it does not serve has epoch 0 (see
+		// entry.unserved); another node's claim has its epoch.
 		switch {
-		case e.t != nil || e.next != n.id || !live || s.closed:
-			o.pendingSince[p] = time.Time{}
-		case o.pendingSince[p].IsZero():
-			o.pendingSince[p] = now
+		case e.t != nil || e.next != n.id || e.route.Epoch != 0 || !live || s.closed:
+			o.unownedSince[p] = time.Time{}
+		case o.unownedSince[p].IsZero():
+			o.unownedSince[p] = now
 		}
 	}
-	o.logReleased(rel, lease)
 	o.logAcquired(acq, lease)
 }
 
-// logAcquired counts and logs the partitions acquired by one snapshot: one
-// Info line for one partition, else one Info line with the count and the
-// longest unowned time and one Debug line with the list.
+// leaseString is gen's lease as the logs show it.
+func leaseString(gen *generation) string { return fmt.Sprintf("%x", int64(gen.lease)) }
+
+// logAcquired counts and logs the partitions acquired by one snapshot, in
+// one Info line with the count, the partitions as ranges, the epochs and
+// the longest unowned time.
 func (o *ops) logAcquired(acq []acquisition, lease string) {
 	if len(acq) == 0 {
-		return
-	}
-	log := o.n.log
-	for _, a := range acq {
-		o.m.acquired(a.unowned)
-	}
-	if len(acq) == 1 {
-		a := acq[0]
-		log.Info("partition acquired", "partition", a.p, "epoch", a.epoch, "lease", lease, "unowned_for", a.unowned)
 		return
 	}
 	ps, epochs := make([]int, len(acq)), make([]int64, len(acq))
 	var longest time.Duration
 	for i, a := range acq {
+		o.m.acquired(a.unowned)
 		ps[i], epochs[i] = a.p, a.epoch
 		longest = max(longest, a.unowned)
 	}
-	log.Info(fmt.Sprintf("acquired %d partitions", len(acq)), "partitions", len(acq), "lease", lease,
-		"epochs", fmt.Sprintf("%d..%d", slices.Min(epochs), slices.Max(epochs)), "longest_unowned_for", longest)
-	if log.IsDebug() {
-		log.Debug("partitions acquired", "partition", ps, "epoch", epochs, "lease", lease)
-	}
+	o.n.log.Info("acquired "+partitionCount(len(ps)), "count", len(ps), "partitions", partitionRanges(ps),
+		"epochs", epochRange(epochs), "lease", lease, "longest_unowned_for", longest)
 }
 
-// logReleased counts and logs the tenures that ended by one snapshot, by
-// reason, as logAcquired does; a forced release gets its own Warn line.
-func (o *ops) logReleased(rel []release, lease string) {
-	if len(rel) == 0 {
+// tenureEnded counts the end of a served tenure, for the reason its
+// OnReleased is given. The event loop calls it once per served tenure, as
+// it queues that OnReleased.
+func (o *ops) tenureEnded(t *tenure) { o.m.released(t.reason) }
+
+// handoffDone records one partition of b whose claim was deleted: its
+// handoff took from the end of admission to now.
+func (o *ops) handoffDone(b *handoff, p int) {
+	d := o.n.clock.Now().Sub(b.stopped)
+	o.m.handoffDone(d)
+	b.done = append(b.done, p)
+	b.longest = max(b.longest, d)
+}
+
+// handoffEnded logs a handoff batch whose partitions have all left it: one
+// Info line with the partitions whose claims were deleted and how long the
+// batch took from the end of admission to the last deletion. Partitions
+// lost meanwhile are told by the loss's own line.
+func (o *ops) handoffEnded(b *handoff, lease string) {
+	if len(b.done) == 0 {
 		return
 	}
-	log := o.n.log
-	for _, reason := range releaseReasons {
-		var ps []int
-		var epochs []int64
-		for _, r := range rel {
-			if r.reason != reason {
-				continue
-			}
-			o.m.released(r.reason)
-			if r.forced {
-				o.m.forcedRelease()
-				log.Warn("forced release observed: the claim was deleted while the session lived",
-					"partition", r.p, "epoch", r.epoch, "lease", lease)
-			}
-			ps, epochs = append(ps, r.p), append(epochs, r.epoch)
-		}
-		switch len(ps) {
-		case 0:
-		case 1:
-			log.Info("partition released", "partition", ps[0], "epoch", epochs[0], "lease", lease, "reason", reason.String())
-		default:
-			log.Info(fmt.Sprintf("released %d partitions", len(ps)), "partitions", len(ps), "lease", lease, "reason", reason.String())
-			if log.IsDebug() {
-				log.Debug("partitions released", "partition", ps, "epoch", epochs, "lease", lease, "reason", reason.String())
-			}
-		}
+	o.n.log.Info("released "+partitionCount(len(b.done)), "reason", b.reason.String(), "count", len(b.done),
+		"partitions", partitionRanges(b.done), "lease", lease, "handoff", b.longest)
+}
+
+// sessionLost logs, in one Warn line, the tenures ts that ended with the
+// session of gen, with the session's cause (election.LossCause: the one
+// the session counted its loss under).
+func (o *ops) sessionLost(gen *generation, ts []*tenure, err error) {
+	ps := make([]int, len(ts))
+	for i, t := range ts {
+		ps[i] = t.p
 	}
+	o.n.log.Warn("session lost: released "+partitionCount(len(ps)), "reason", ReasonLost.String(),
+		"cause", election.LossCause(gen.sess.Err()), "count", len(ps), "partitions", partitionRanges(ps),
+		"lease", leaseString(gen), "error", err)
+}
+
+// forcedReleases counts and logs, in one Warn line, the tenures ts whose
+// claims someone else deleted while this node's session lived (its lease
+// checked alive after the deletion): an operator's force release.
+func (o *ops) forcedReleases(gen *generation, ts []*tenure) {
+	if len(ts) == 0 {
+		return
+	}
+	ps, epochs := make([]int, len(ts)), make([]int64, len(ts))
+	for i, t := range ts {
+		ps[i], epochs[i] = t.p, t.token.Epoch
+		o.m.forcedRelease()
+	}
+	o.n.log.Warn("forced release observed: claims deleted by someone else while the session lived",
+		"reason", ReasonLost.String(), "count", len(ps), "partitions", partitionRanges(ps), "epochs", epochRange(epochs),
+		"lease", leaseString(gen))
+}
+
+// closeAborted logs, in one Info line, the tenures ts that ended without a
+// handoff because Close's context ended.
+func (o *ops) closeAborted(gen *generation, ts []*tenure) {
+	if len(ts) == 0 {
+		return
+	}
+	ps := make([]int, len(ts))
+	for i, t := range ts {
+		ps[i] = t.p
+	}
+	o.n.log.Info("released "+partitionCount(len(ps))+" without a handoff: Close's context ended", "reason", ReasonClosed.String(),
+		"count", len(ps), "partitions", partitionRanges(ps), "lease", leaseString(gen))
+}
+
+// partitionCount returns "1 partition" or "n partitions".
+func partitionCount(n int) string {
+	if n == 1 {
+		return "1 partition"
+	}
+	return strconv.Itoa(n) + " partitions"
+}
+
+// epochRange returns "e" for one epoch, "min..max" for several.
+func epochRange(epochs []int64) string {
+	lo, hi := slices.Min(epochs), slices.Max(epochs)
+	if lo == hi {
+		return strconv.FormatInt(lo, 10)
+	}
+	return strconv.FormatInt(lo, 10) + ".." + strconv.FormatInt(hi, 10)
+}
+
+// partitionRanges writes a set of partitions as the logs show it: ascending, runs
+// of consecutive partitions as first-last, separated by commas
+// ("0-5,9,12-15"); duplicates count once, and no partitions is "".
+func partitionRanges(ps []int) string {
+	s := slices.Clone(ps)
+	slices.Sort(s)
+	s = slices.Compact(s)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(s[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(s[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // fencerFailed counts a failed advance of t's fencers and logs a rejection

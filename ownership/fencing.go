@@ -179,7 +179,7 @@ func (l *loop) fenced(t *tenure, err error) {
 			l.end(t.p, idle, ReasonLost) // the generation ended under it
 		}
 		if l.holds(t.p, t) {
-			l.startDelete(t.p, t.token.Epoch)
+			l.startDelete(t.p, t.token.Epoch, nil)
 		} else {
 			l.set(t.p, idle)
 		}

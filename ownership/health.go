@@ -26,6 +26,10 @@ type NodeStatus struct {
 	// Lease is the current session's lease ID in hexadecimal, as the logs
 	// show it; empty before the first session.
 	Lease string `json:"lease,omitempty"`
+	// SessionEnd is why the current session ended, as its loss was counted
+	// (election.LossCause: expired, revoked, deleted or closed); empty
+	// while it lives.
+	SessionEnd string `json:"session_end,omitempty"`
 	// Session is the current session's renewal statistics: renewals,
 	// failures, last renewal latency, and Remaining, the margin left before
 	// its safe deadline.
@@ -67,6 +71,7 @@ func (n *Node) Status() NodeStatus {
 		if sess := n.ops.sess.Load(); sess != nil {
 			st.Lease = fmt.Sprintf("%x", int64(sess.Lease()))
 			st.Session = sess.Stats()
+			st.SessionEnd = election.LossCause(sess.Err())
 		}
 	}
 	for _, p := range s.owned {
@@ -155,6 +160,8 @@ func (h healthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case st.Closed:
 		a.Reason = "node closed"
+	case !st.Live && st.SessionEnd != "":
+		a.Reason = "no live session: lost (" + st.SessionEnd + ")"
 	case !st.Live:
 		a.Reason = "no live session"
 	case check == "readyz" && !st.Ready:

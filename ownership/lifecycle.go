@@ -16,8 +16,7 @@ func (l *loop) run() error {
 		if closed {
 			return err
 		}
-		l.n.log.Warn("session lost; all partitions released", "error", err)
-		l.loseAll()
+		l.loseAll(err)
 		if l.closing {
 			// Close was handing off when the session ended: the remaining
 			// claims go with the lease.
@@ -37,20 +36,24 @@ func (l *loop) run() error {
 	}
 }
 
-// loseAll ends the generation: every tenure ends at once with ReasonLost.
-// The claims go with the lease.
-func (l *loop) loseAll() {
+// loseAll ends the generation, whose session ended with err: every tenure
+// ends at once with ReasonLost, and the loss is logged in one line with
+// every tenure it ended (those whose claims vanished first included). The
+// claims go with the lease.
+func (l *loop) loseAll(err error) {
 	l.unwatch()
 	l.gen.end(ErrLost)
 	ended := l.endAll(ReasonLost)
 	l.claimsInFlight = 0
-	l.pendingDeletes, l.pendingFences, l.releaseQ = nil, nil, nil
+	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
 	l.memberDeleting = false
 	l.publish()
 	l.fireAcquired()
 	for _, t := range ended {
 		l.n.fireReleased(t)
 	}
+	l.n.ops.sessionLost(l.gen, append(l.vanished, ended...), err)
+	l.vanished, l.memberGone, l.checking, l.checks = nil, false, false, 0
 }
 
 // endAll ends every tenure of this node for reason r at once (a tenure
@@ -192,6 +195,7 @@ func (l *loop) abort() {
 	for _, t := range due {
 		l.n.fireReleased(t)
 	}
+	l.n.ops.closeAborted(l.gen, due)
 	// Revoke the lease if etcd answers at once; otherwise it expires.
 	ctx, cancel := l.n.withTimeout(context.Background(), 100*time.Millisecond)
 	_ = l.gen.sess.Close(ctx)

@@ -2,13 +2,8 @@ package ownership
 
 import (
 	"context"
-	"errors"
 	"time"
 )
-
-// errMemberGone ends a generation whose member key was deleted or taken
-// over while its session was still alive.
-var errMemberGone = errors.New("ownership: member key deleted or replaced")
 
 // loop is the event loop's state. Only the loop goroutine touches it; the
 // partitions' states are in Node.slots, which the loop alone writes.
@@ -31,6 +26,17 @@ type loop struct {
 	pendingFences  []*tenure
 	acquiredQ      []*tenure // serving, OnAcquired not yet queued
 	releaseQ       []*tenure // handed off, drain not yet started
+	handoff        *handoff  // the batch of releaseQ
+
+	// vanished are served tenures that ended because their claims
+	// disappeared while the session looked alive; memberGone reports the
+	// member key deleted or replaced so. Whether the session's lease went
+	// with them (a session loss) or someone else deleted them (a forced
+	// release, a removed member) is decided once, by classify.
+	vanished   []*tenure
+	memberGone bool
+	checking   bool // a check of the lease is in flight
+	checks     int  // failed checks in a row
 
 	closing        bool
 	memberDeleting bool
@@ -100,7 +106,7 @@ func (l *loop) apply(u fleetUpdate) {
 	l.fleet.apply(u)
 	l.me = l.fleet.ring.MemberIndex(l.n.id)
 	if me, ok := l.fleet.members[l.n.id]; !l.closing && (!ok || me.lease != l.gen.lease) {
-		l.lost = errMemberGone
+		l.memberGone = true
 	}
 	l.dirty = true
 }
@@ -115,10 +121,13 @@ func (l *loop) serve() (closed bool, err error) {
 		closeC = nil
 	}
 	for {
+		l.classify()
 		if l.lost != nil {
 			return false, l.lost
 		}
-		l.reconcile()
+		if !l.memberGone { // the member key's removal ends the generation once classified
+			l.reconcile()
+		}
 		if l.dirty {
 			l.publish()
 		}

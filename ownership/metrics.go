@@ -58,7 +58,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "releases_total",
-			Help: "Tenures of this node that ended, by reason: moved (the ring moved the partition away), lost (session lost or claim deleted by someone else), closed (the node left).",
+			Help: "Served tenures of this node that ended, counted as OnReleased is queued, by its reason: moved (the ring moved the partition away), lost (the session ended, or someone else deleted the claim), closed (the node left).",
 		}, []string{"reason"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "claim_conflicts_total",
@@ -66,12 +66,12 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		}),
 		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "handoff_duration_seconds",
-			Help:    "Planned releases (moved or closed): time from the end of admission to the deletion of the claim.",
+			Help:    "Planned releases (moved or closed) whose claim this node deleted: time from the moment the partition stopped admitting work (in-flight work draining included) to the deletion of its claim.",
 			Buckets: handoffBuckets,
 		}),
 		unowned: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "unowned_duration_seconds",
-			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition was assigned to it by the ring without being served by it (unowned or in handoff).",
+			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition went unowned: from the moment this node saw it assigned to it by the ring with no other node's claim (the previous claim deleted, or gone with its lease) to this node serving it.",
 			Buckets: handoffBuckets,
 		}),
 		fencerFailures: prometheus.NewCounter(prometheus.CounterOpts{
@@ -80,7 +80,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		}),
 		forced: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "forced_releases_total",
-			Help: "Tenures that ended because someone else deleted this node's claim while its session lived (an operator's force release).",
+			Help: "Tenures that ended because someone else deleted this node's claim while its session lived (an operator's force release), as checked with etcd: claims that went with the session's lease (expired or revoked) are session losses, never counted here.",
 		}),
 		drains: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "drains_total",

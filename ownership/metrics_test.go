@@ -200,19 +200,16 @@ func logLines(t testing.TB, buf *testlog.Buffer) []map[string]any {
 }
 
 // releasedLogged counts the partitions that node's log lines say were
-// released for reason: one per "partition released" line, N per
-// "released N partitions".
+// released for reason: the count of every line that releases partitions
+// (a handoff batch's, a session loss's, a forced release's).
 func releasedLogged(lines []map[string]any, node, reason string) int {
 	n := 0
 	for _, l := range lines {
 		if fmt.Sprint(l["node"]) != node || fmt.Sprint(l["reason"]) != reason {
 			continue
 		}
-		switch m, _ := l["@message"].(string); {
-		case m == "partition released":
-			n++
-		case strings.HasPrefix(m, "released "):
-			if k, ok := l["partitions"].(float64); ok {
+		if m, _ := l["@message"].(string); strings.Contains(m, "released ") || strings.HasPrefix(m, "forced release observed") {
+			if k, ok := l["count"].(float64); ok {
 				n += int(k)
 			}
 		}
@@ -278,6 +275,7 @@ func TestNodeEvents(t *testing.T) {
 		}
 	}()
 	waitStable(t, 20*time.Second, a, b)
+	b0 := b.Owned()
 
 	op, err := NewOperator(cli, OperatorConfig{Cluster: "events"})
 	require.NoError(t, err)
@@ -309,9 +307,8 @@ func TestNodeEvents(t *testing.T) {
 	}{
 		{"joined", map[string]any{"node": "a", "lease": nil}},
 		{"session opened", map[string]any{"node": "a", "lease": nil}},
-		{"partition acquired", map[string]any{"node": "a", "partition": victim, "epoch": nil, "unowned_for": nil}},
-		{"partition released", map[string]any{"node": "a", "partition": victim, "reason": "lost"}},
-		{"forced release observed", map[string]any{"node": "a", "partition": victim, "epoch": nil, "lease": nil}},
+		{"acquired 1 partition", map[string]any{"node": "a", "count": 1, "partitions": fmt.Sprint(victim), "epochs": nil, "longest_unowned_for": nil}},
+		{"forced release observed", map[string]any{"node": "a", "reason": "lost", "count": 1, "partitions": fmt.Sprint(victim), "epochs": nil, "lease": nil}},
 		{"fence rejection", map[string]any{"node": "a", "partition": 3, "scope": "p/3", "presented": nil, "current": nil}},
 		{"drain observed", map[string]any{"node": "b", "lease": nil}},
 		{"left the cluster", map[string]any{"node": "a"}},
@@ -319,16 +316,14 @@ func TestNodeEvents(t *testing.T) {
 	} {
 		assert.NotNil(t, findLog(lines, e.msg, e.fields), "event %q with %v", e.msg, e.fields)
 	}
-	// Moves of several partitions that one snapshot publishes are logged as
-	// one line (with the list at Debug); whether a move lands in one
-	// snapshot or several depends on timing, so either form will do, but
-	// a batch line must carry its fields and its Debug list.
-	if batch := findLog(lines, "acquired ", map[string]any{"lease": nil, "epochs": nil, "longest_unowned_for": nil}); batch != nil {
-		assert.NotNil(t, findLog(lines, "partitions acquired", map[string]any{"node": batch["node"], "partition": nil, "epoch": nil}))
-	}
-	if findLog(lines, "released ", map[string]any{"node": "a", "reason": "moved", "lease": nil}) == nil {
-		assert.NotNil(t, findLog(lines, "partition released", map[string]any{"node": "a", "reason": "moved", "lease": nil}), "a's moves to b")
-	}
+	// A move batch is logged once, when its last claim is deleted, with
+	// the partitions as ranges and how long the handoff took; a forced
+	// release is not a session loss.
+	moved := findLog(lines, "released ", map[string]any{"node": "a", "reason": "moved", "lease": nil, "count": nil, "partitions": nil, "handoff": nil})
+	require.NotNil(t, moved, "a's moves to b")
+	assert.Equal(t, len(b0), int(moved["count"].(float64)))
+	assert.Equal(t, partitionRanges(b0), moved["partitions"])
+	assert.Nil(t, findLog(lines, "session lost", map[string]any{"node": "a"}))
 	assert.NotContains(t, buf.String(), password)
 }
 
@@ -386,12 +381,11 @@ func TestNodeHealth(t *testing.T) {
 	code, ans = get("/livez")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.False(t, ans.OK)
-	assert.Equal(t, "no live session", ans.Reason)
+	assert.Equal(t, "no live session: lost (expired)", ans.Reason)
 	code, _ = get("/readyz")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
-	// The loss is logged once the snapshot that ends the tenures is
-	// published, which may come after Live turns false, and in one line
-	// or several.
+	// The loss is logged in one line once the generation has ended, which
+	// may come after Live turns false.
 	deadline := time.After(10 * time.Second)
 	for {
 		written := buf.Written()
@@ -406,7 +400,8 @@ func TestNodeHealth(t *testing.T) {
 		}
 	}
 	lines := logLines(t, buf)
-	assert.NotNil(t, findLog(lines, "session lost", map[string]any{"node": "a", "lease": nil, "cause": nil}))
+	assert.NotNil(t, findLog(lines, "session lost", map[string]any{"node": "a", "lease": nil, "cause": "expired"}))
+	assert.NotNil(t, findLog(lines, "session lost: released 4 partitions", map[string]any{"node": "a", "lease": nil, "cause": "expired", "count": 4, "partitions": "0-3"}))
 	assert.NotNil(t, findLog(lines, "renewal attempt failed", map[string]any{"node": "a", "lease": nil}))
 
 	fp.Heal()

@@ -33,10 +33,11 @@ const (
 // one can tell, by comparing pointers, whether the partition has moved on.
 type pstate struct {
 	phase    phase
-	t        *tenure // fencing to releasing: the tenure; nil otherwise
-	epoch    int64   // deleting, deleteWait: the epoch of the claim to delete
-	attempts int     // failed fencing or deletion attempts in a row
-	reason   Reason  // draining: why the tenure is ending (moved or closed)
+	t        *tenure  // fencing to releasing: the tenure; nil otherwise
+	epoch    int64    // deleting, deleteWait: the epoch of the claim to delete
+	attempts int      // failed fencing or deletion attempts in a row
+	reason   Reason   // draining: why the tenure is ending (moved or closed)
+	handoff  *handoff // draining to deleteWait: the batch a planned release belongs to; nil otherwise
 }
 
 var idle = &pstate{}
@@ -77,10 +78,15 @@ func (s *slot) serving(t *tenure) bool {
 // state returns partition p's state.
 func (l *loop) state(p int) *pstate { return l.n.slots[p].load() }
 
-// set publishes st as partition p's state.
+// set publishes st as partition p's state. A partition whose new state
+// is no longer in its handoff batch leaves the batch.
 func (l *loop) set(p int, st *pstate) {
+	old := l.state(p)
 	l.n.slots[p].cur.Store(st)
 	l.dirty = true
+	if b := old.handoff; b != nil && st.handoff != b {
+		l.leftHandoff(b)
+	}
 }
 
 // stopAdmitting publishes st (draining) as partition p's state: p's

@@ -25,7 +25,7 @@ func (l *loop) reconcile() {
 			case c.epoch != 0 && c.owner == l.n.id:
 				// Left by an earlier session of this node, whose work has
 				// been cancelled.
-				l.startDelete(p, c.epoch)
+				l.startDelete(p, c.epoch, nil)
 			case c.epoch == 0 && canClaim && l.mine(p):
 				toClaim = append(toClaim, p)
 			}
@@ -36,7 +36,7 @@ func (l *loop) reconcile() {
 		case phaseFenceWait:
 			if !l.mine(p) {
 				l.end(p, idle, ReasonMoved)
-				l.startDelete(p, st.t.token.Epoch)
+				l.startDelete(p, st.t.token.Epoch, nil)
 			}
 		case phaseServing:
 			if !l.mine(p) {
@@ -55,7 +55,7 @@ func (l *loop) reconcile() {
 // adopt starts a tenure over p under the claim created at epoch.
 func (l *loop) adopt(p int, epoch int64) {
 	if !l.mine(p) {
-		l.startDelete(p, epoch)
+		l.startDelete(p, epoch, nil)
 		return
 	}
 	t := newTenure(l.gen.ctx, &l.n.slots[p], p, epoch, l.n.cfg.Signer)
@@ -96,11 +96,12 @@ func (l *loop) checkTenure(p int) {
 		l.end(p, idle, ReasonLost)
 	case phaseServing, phaseDraining:
 		// A loss, even in the middle of a handoff: the work in flight is
-		// cancelled at once, the next owner may be serving already.
-		l.n.log.Warn("claim lost", "partition", p, "epoch", t.token.Epoch, "in_flight", t.inflight.Load())
+		// cancelled at once, the next owner may be serving already. What
+		// deleted the claim is told once classify knows.
 		l.end(p, idle, ReasonLost)
 		l.flushAcquired()
 		l.n.fireReleased(t)
+		l.vanished = append(l.vanished, t)
 	}
 }
 
@@ -139,8 +140,12 @@ func (l *loop) release(p int) {
 	if l.closing {
 		r = ReasonClosed
 	}
+	if l.handoff == nil {
+		l.handoff = &handoff{reason: r, stopped: l.n.clock.Now()}
+	}
+	l.handoff.pending++
 	t := l.state(p).t
-	l.stopAdmitting(p, &pstate{phase: phaseDraining, t: t, reason: r})
+	l.stopAdmitting(p, &pstate{phase: phaseDraining, t: t, reason: r, handoff: l.handoff})
 	l.releaseQ = append(l.releaseQ, t)
 }
 
@@ -157,7 +162,7 @@ func (l *loop) drained(ts []*tenure, deadline time.Time, expired bool) {
 		if st.t != t || st.phase != phaseDraining {
 			continue // lost meanwhile
 		}
-		l.end(t.p, &pstate{phase: phaseReleasing, t: t}, st.reason)
+		l.end(t.p, &pstate{phase: phaseReleasing, t: t, handoff: st.handoff}, st.reason)
 		if ack := l.n.fireReleased(t); ack != nil {
 			last = ack // callbacks run in order: the last one returns last
 		}
@@ -179,7 +184,7 @@ func (l *loop) drained(ts []*tenure, deadline time.Time, expired bool) {
 func (l *loop) released(ts []*tenure) {
 	for _, t := range ts {
 		if st := l.state(t.p); st.t == t && st.phase == phaseReleasing {
-			l.startDelete(t.p, t.token.Epoch)
+			l.startDelete(t.p, t.token.Epoch, st.handoff)
 		}
 	}
 }
