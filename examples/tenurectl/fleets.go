@@ -120,5 +120,5 @@ func missingSpec(s *session, err error) error {
 	if lerr != nil {
 		return err
 	}
-	return fmt.Errorf("%w (no node has joined fleet %s); fleets under %s: %s", err, s.op.Prefix(), fleetsRoot, fleetNames(fs))
+	return fmt.Errorf("%w; fleets under %s: %s", err, fleetsRoot, fleetNames(fs))
 }
