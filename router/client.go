@@ -14,6 +14,7 @@ import (
 	"github.com/tenure-go/tenure/internal/metrics"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -49,7 +50,9 @@ type Client struct {
 // tries again. It logs why it waits, and when ctx ends first it returns an
 // error wrapping ErrUnavailable (etcd did not answer; the message names
 // the last cause, such as a refused connection) or ownership.ErrNoSpec,
-// and ctx's error. Other errors wrap ErrNilArgument, ErrInvalidConfig,
+// and ctx's error. An etcd client that is closed, or is closed while
+// NewClient waits, ends the wait at once with an error wrapping
+// ErrClientClosed. Other errors wrap ErrNilArgument, ErrInvalidConfig,
 // ownership.ErrSpecMismatch (cfg asserts a partition count or load factor
 // that differs from the spec's; the error is an
 // *ownership.SpecMismatchError), ErrPartitionMismatch or the etcd error.
@@ -61,7 +64,21 @@ func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	spec, err := waitSpec(ctx, etcd, cfg.prefix(), cfg.Logger)
+	if etcderr.Closed(etcd) {
+		return nil, fmt.Errorf("router: new client: %w", ErrClientClosed)
+	}
+	bound, unbind := etcderr.BindClient(ctx, etcd, ErrClientClosed)
+	defer unbind()
+	c, err := newClient(bound, etcd, cfg)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(bound), ErrClientClosed) {
+		return nil, fmt.Errorf("router: new client: %w while reading the fleet", ErrClientClosed)
+	}
+	return c, err
+}
+
+// newClient is NewClient after its checks of the arguments.
+func newClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client, error) {
+	spec, err := waitSpec(ctx, etcd, cfg.prefix(), cfg.Logger, cfg.Clock)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +149,11 @@ func (c *Client) LookupPartition(p int) ownership.Route { return c.obs.Route(p) 
 // ClientStats counts a Client's work since it was created.
 type ClientStats struct {
 	// Attempts is the number of requests sent to nodes, retries included.
+	// An attempt that found no node to send to is not counted.
 	Attempts int64
-	// Retries is the number of attempts that were retries.
+	// Retries is the number of requests sent to nodes that repeated an
+	// earlier sent attempt of the same call of Do: Attempts minus the calls
+	// that sent anything.
 	Retries int64
 	// Resyncs is the number of times the Client read the fleet again after
 	// its watch failed.
@@ -182,8 +202,8 @@ func (c *Client) Stats() ClientStats {
 // servers that dedupe on HeaderIdempotencyKey make a retry with the same
 // key safe.
 func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http.Response, err error) {
-	attempts := 0
-	defer func() { c.results.record(attempts, err) }()
+	sent := 0 // attempts sent to a node
+	defer func() { c.results.record(sent, err) }()
 	if req == nil {
 		return nil, fmt.Errorf("%w: request", ErrNilArgument)
 	}
@@ -203,15 +223,14 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			if attempt > c.cfg.Backoff.MaxAttempts {
-				return nil, fmt.Errorf("%w: %d attempts for key %q: %w", ErrRetriesExhausted, attempt-1, key, last)
+				return nil, fmt.Errorf("%w: key %q: %d attempts, %d sent: %w", ErrRetriesExhausted, key, attempt-1, sent, last)
 			}
-			if !replayable {
+			if !replayable && sent > 0 {
 				return nil, fmt.Errorf("%w: %w", ErrNotReplayable, last)
 			}
 			if err := c.cfg.Backoff.Wait(ctx, c.cfg.Clock, attempt-1); err != nil {
 				return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, err, last)
 			}
-			c.retries.Add(1)
 		}
 		if err := ctx.Err(); err != nil {
 			if last != nil {
@@ -224,25 +243,21 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		}
 		route := c.resolve(key, hint, failed)
 		if route.Addr == "" {
-			last = &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, RingVersion: route.RingVersion}
+			last = &unroutedError{&ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, RingVersion: route.RingVersion}}
 			continue
 		}
-		out := req.Clone(ctx)
-		out.URL.Scheme = c.cfg.Scheme
-		out.URL.Host = route.Addr
-		out.Host = ""
-		out.RequestURI = ""
-		if attempt > 1 && req.GetBody != nil {
-			body, err := req.GetBody()
-			if err != nil {
+		var body io.ReadCloser
+		if sent > 0 && req.GetBody != nil {
+			if body, err = req.GetBody(); err != nil {
 				return nil, fmt.Errorf("router: request body for retry: %w", err)
 			}
-			out.Body = body
 		}
-		out.Header.Set(HeaderIdempotencyKey, idem)
+		sent++
 		c.attempts.Add(1)
-		attempts = attempt
-		resp, err := c.httpc.Do(out)
+		if sent > 1 {
+			c.retries.Add(1)
+		}
+		resp, err := c.send(ctx, req, body, idem, route.Addr)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				if errors.Is(err, cerr) {
@@ -303,30 +318,6 @@ func readRefusal(resp *http.Response) (*httpfence.Refusal, error) {
 		}{io.MultiReader(&seen, body), body}
 	}
 	return ref, err
-}
-
-// refusedError is the error of an attempt that a node refused: the
-// refusal, and the wrong-owner error its hint stands for (nil for a stale
-// or unavailable refusal), so that errors.Is(err, ErrNotOwner) holds for
-// the router's own refusals and errors.Is(err, fence.ErrStale) for stale
-// ones.
-type refusedError struct {
-	*httpfence.Refusal
-	hint *ownership.WrongOwnerError
-}
-
-func (e *refusedError) Unwrap() []error {
-	if e.hint == nil {
-		return []error{e.Refusal}
-	}
-	return []error{e.Refusal, e.hint}
-}
-
-// drain reads a little of body, so that its connection can be reused, and
-// closes it.
-func drain(body io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
-	_ = body.Close()
 }
 
 // Post sends a POST of body with the given content type to path (which may

@@ -125,6 +125,8 @@ func TestClientConfig(t *testing.T) {
 		{Cluster: "x", Scheme: "gopher"},
 		{Cluster: "x", Backoff: router.Backoff{MaxAttempts: -1}},
 		{Cluster: "x\x00"},
+		{Cluster: "x", SessionTTL: time.Second},
+		{Cluster: "x", SessionTTL: -time.Second},
 	} {
 		_, err := router.NewClient(ctx, cli, cfg)
 		assert.ErrorIs(t, err, router.ErrInvalidConfig, "%+v", cfg)

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
@@ -34,8 +36,35 @@ type ClientConfig struct {
 	// HTTPClient sends the requests. Nil means a client with a pooled
 	// transport (DefaultMaxIdleConnsPerHost idle connections per node) whose
 	// idle connections Close closes. Its Timeout, if any, applies to each
-	// attempt.
+	// attempt as well as AttemptTimeout.
 	HTTPClient *http.Client
+	// SessionTTL is the lease TTL of the fleet's nodes (their
+	// ownership.Config.Session.TTL), from which AttemptTimeout's default is
+	// derived. Zero means election.DefaultTTL (10s), the nodes' default. It
+	// affects only how long an attempt waits, never what is admitted: a
+	// value other than the fleet's makes a Client give up on an unanswering
+	// owner sooner or later than it could.
+	SessionTTL time.Duration
+	// AttemptTimeout bounds how long one attempt waits for its answer (the
+	// response's headers; reading the body is bounded by ctx only). An
+	// attempt that times out is retried as a connection error is, with the
+	// same idempotency key. Zero means SessionTTL/2 (5s by default);
+	// negative means no bound but ctx's.
+	//
+	// Why SessionTTL/2: an owner that does not answer may be paused (GC,
+	// SIGSTOP, VM migration) or cut off from etcd. Its lease then expires
+	// at most SessionTTL after it stopped renewing, its claims go with it,
+	// and the next owner claims them within a few etcd round trips. Until
+	// then the fleet still names the silent owner, so a retry can only go
+	// back to it; from then on a retry reaches the new owner. With attempts
+	// of TTL/k, a request sent to a paused owner is answered about
+	// TTL + TTL/k after the pause began at worst (without a bound, only
+	// when the pause ends), at the cost of about k copies queued at the
+	// paused owner, which refuses them when it wakes without its session.
+	// k = 2 bounds the wait at about 1.5 TTL with two or three copies, and
+	// gives a healthy owner half a TTL to start answering before a copy is
+	// sent.
+	AttemptTimeout time.Duration
 	// Backoff is the retry policy. Zero fields take DefaultBackoff's values.
 	Backoff Backoff
 	// Logger receives the client's diagnostics, among them why NewClient
@@ -54,6 +83,12 @@ func (c ClientConfig) withDefaults() ClientConfig {
 		c.Scheme = "http"
 	}
 	c.Backoff = c.Backoff.WithDefaults()
+	if c.SessionTTL == 0 {
+		c.SessionTTL = election.DefaultTTL
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = c.SessionTTL / 2
+	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -89,6 +124,9 @@ func (c ClientConfig) Validate() error {
 	}
 	if d.Scheme != "http" && d.Scheme != "https" {
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
+	}
+	if d.SessionTTL < election.MinTTL {
+		return fmt.Errorf("%w: session TTL %v must be at least %v (a fleet's nodes take no shorter one)", ErrInvalidConfig, d.SessionTTL, election.MinTTL)
 	}
 	if err := nilFields(nil, c.Logger, c.Clock); err != nil {
 		return err

@@ -9,8 +9,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/ownership"
 )
 
@@ -19,9 +21,15 @@ import (
 // ownership.Join does.
 const reachAttempt = time.Second
 
+// watchRetry spaces the watches of the spec key that waitSpec starts after
+// one failed (a closed channel, a cancelled watch): 50ms doubling up to 2s,
+// so that a watch that keeps failing costs a few calls a second, not a
+// CPU.
+var watchRetry = retry.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
+
 // waitSpec reads the spec of the fleet under prefix, waiting while etcd
 // does not answer or no node has created the spec yet, until ctx ends.
-func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger) (ownership.Spec, error) {
+func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger, clk clock.Clock) (ownership.Spec, error) {
 	read := func() (ownership.Spec, error) {
 		var spec ownership.Spec
 		err := etcderr.Reach(ctx, log, "read the fleet's spec", etcd, reachAttempt, ErrUnavailable, func(ctx context.Context) error {
@@ -37,30 +45,39 @@ func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Log
 	}
 	// No node has joined yet. Watch the spec key (the watch is in place
 	// once etcd confirms it), read again, and then read at each change.
-	start := time.Now()
+	start := clk.Now()
 	log.Warn("the fleet has no spec yet (no node has joined it); waiting for one", "prefix", prefix)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	key := keys.ForPrefix(prefix).Spec()
 	wch := etcd.Watch(wctx, key, clientv3.WithCreatedNotify())
+	failed := 0 // watches in a row that ended without a response
+	gaveUp := func() error {
+		return fmt.Errorf("router: %w: waited %v: %w", err, clk.Since(start).Round(time.Millisecond), context.Cause(ctx))
+	}
 	for {
 		select {
 		case resp, ok := <-wch:
 			if !ok || resp.Canceled {
-				if ctx.Err() == nil {
-					// The watch failed: start another one and read again.
-					wch = etcd.Watch(wctx, key, clientv3.WithCreatedNotify())
+				// The watch failed: start another one after a delay, and
+				// read again once it is in place.
+				failed++
+				log.Debug("the watch of the fleet's spec ended; watching again", "prefix", prefix, "failed", failed, "error", resp.Err())
+				if watchRetry.Wait(ctx, clk, failed) != nil {
+					return ownership.Spec{}, gaveUp()
 				}
+				wch = etcd.Watch(wctx, key, clientv3.WithCreatedNotify())
 				continue
 			}
+			failed = 0
 		case <-ctx.Done():
-			return ownership.Spec{}, fmt.Errorf("router: %w: waited %v: %w", err, time.Since(start).Round(time.Millisecond), context.Cause(ctx))
+			return ownership.Spec{}, gaveUp()
 		}
 		var rerr error
 		spec, rerr = read()
 		if !errors.Is(rerr, ownership.ErrNoSpec) {
 			if rerr == nil {
-				log.Info("the fleet's spec appeared", "prefix", prefix, "partitions", spec.Partitions, "waited", time.Since(start).Round(time.Millisecond))
+				log.Info("the fleet's spec appeared", "prefix", prefix, "partitions", spec.Partitions, "waited", clk.Since(start).Round(time.Millisecond))
 			}
 			return spec, rerr
 		}

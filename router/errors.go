@@ -57,6 +57,11 @@ var (
 	// ownership.ErrUnavailable, which Join reports alike.
 	ErrUnavailable = ownership.ErrUnavailable
 
+	// ErrClientClosed reports that NewClient was given an etcd client that
+	// is closed, or that was closed before NewClient had read the fleet: no
+	// call through it can reach etcd. It is ownership.ErrClientClosed.
+	ErrClientClosed = ownership.ErrClientClosed
+
 	// ErrSpecMismatch reports a ClientConfig that asserts a partition count
 	// or load factor other than the fleet's spec. The error is an
 	// *ownership.SpecMismatchError naming both values. It is

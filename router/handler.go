@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"strings"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
@@ -153,7 +154,9 @@ func (r *Router) route(key string, err error, forwarded, ended bool) (fwd *owner
 	elsewhere := we.Owner != "" && we.Addr != "" && we.Owner != r.id
 	switch {
 	case ended:
-		return nil, hintRefusal(httpfence.RefusalHandoff, r.id, we, "router: waiting for handoff: "+we.Error())
+		ref := hintRefusal(httpfence.RefusalHandoff, r.id, we, "")
+		ref.Message = "router: the request ended while waiting for the handoff: " + strings.TrimPrefix(ref.Message, "router: ")
+		return nil, ref
 	case !forwarded && elsewhere:
 		return we, nil
 	case errors.Is(err, ownership.ErrClosed), errors.Is(err, ownership.ErrLost):

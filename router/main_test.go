@@ -1,9 +1,15 @@
 package router_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/tenure-go/tenure/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childNodeEnv) != "" {
+		os.Exit(childNode(os.Getenv(childNodeEnv)))
+	}
+	leakcheck.VerifyTestMain(m)
+}

@@ -21,7 +21,7 @@ import (
 // choice:
 //
 //	tenure_client_requests_total{result="ok|retried|failed"}  counter  calls of Client.Do: answered at the first attempt, answered after retries, or failed with an error
-//	tenure_client_retries_total                               counter  attempts that were retries
+//	tenure_client_retries_total                               counter  requests sent again after an attempt of the same call was sent (attempts that found no node to send to are not counted)
 //
 // The counters read the Stats counters when scraped: they cost nothing on
 // the request path.
@@ -64,13 +64,12 @@ type clientResults struct {
 	ok, retried, failed atomic.Int64
 }
 
-// record counts one call of Do that made attempts attempts and returned
-// err.
-func (c *clientResults) record(attempts int, err error) {
+// record counts one call of Do that sent sent attempts and returned err.
+func (c *clientResults) record(sent int, err error) {
 	switch {
 	case err != nil:
 		c.failed.Add(1)
-	case attempts > 1:
+	case sent > 1:
 		c.retried.Add(1)
 	default:
 		c.ok.Add(1)
@@ -93,7 +92,7 @@ func registerClientMetrics(reg prometheus.Registerer, c *Client) (*metrics.Set, 
 	}
 	retries := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Subsystem: "client", Name: "retries_total",
-		Help: "Attempts of Client.Do that were retries.",
+		Help: "Requests Client.Do sent again after an earlier attempt of the same call was sent.",
 	}, func() float64 { return float64(c.retries.Load()) })
 	set, err := metrics.Register(reg,
 		result(resultOK, &c.results.ok), result(resultRetried, &c.results.retried), result(resultFailed, &c.results.failed), retries)

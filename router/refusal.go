@@ -3,7 +3,9 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
@@ -51,9 +53,35 @@ func hintRefusal(kind httpfence.RefusalKind, self string, we *ownership.WrongOwn
 	ref.Owner, ref.Addr, ref.Epoch = we.Owner, we.Addr, we.Epoch
 	ref.Acquiring = we.Acquiring && we.Owner == self
 	if msg == "" {
-		ref.Message = we.Error()
+		ref.Message = refusalMessage(kind, ref)
 	}
 	return ref
+}
+
+// refusalMessage words a refusal of the router by its cause: a node that
+// does not own the partition says so and names the owner; a partition
+// changing hands names the next owner; one that no node serves is
+// unavailable, not "not the owner".
+func refusalMessage(kind httpfence.RefusalKind, ref *httpfence.Refusal) string {
+	owner := ""
+	if ref.Owner != "" {
+		owner = fmt.Sprintf(" %q", ref.Owner)
+		if ref.Addr != "" {
+			owner += " at " + ref.Addr
+		}
+		if ref.Epoch != 0 {
+			owner += " epoch " + strconv.FormatInt(ref.Epoch, 10)
+		}
+	}
+	switch {
+	case kind == httpfence.RefusalHandoff && ref.Acquiring:
+		return fmt.Sprintf("router: partition %d is changing owner: this node%s is acquiring it", ref.Partition, owner)
+	case kind == httpfence.RefusalHandoff && owner != "":
+		return fmt.Sprintf("router: partition %d is changing owner: next owner%s", ref.Partition, owner)
+	case owner == "":
+		return fmt.Sprintf("router: unavailable: no node serves partition %d yet (%s)", ref.Partition, kind)
+	}
+	return fmt.Sprintf("router: not the owner of partition %d: owner%s", ref.Partition, owner)
 }
 
 // refusalHint returns the wrong-owner error a refusal's hint stands for:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 type command func(g *globals, args []string, out io.Writer) error
 
 var commands = map[string]command{
+	"fleets":        cmdFleets,
 	"spec":          cmdSpec,
 	"members":       cmdMembers,
 	"partitions":    cmdPartitions,
@@ -41,8 +43,9 @@ func noArgs(name string, g *globals, args []string) error {
 	return nil
 }
 
-// do connects and runs f under the session, then prints its result with
-// text, or as JSON with --json.
+// do connects to the fleet and runs f under the session, then prints its
+// result (see emit). An error that says the fleet has no spec names the
+// fleets that exist.
 func do[T any](g *globals, out io.Writer, f func(*session) (T, error), text func(io.Writer, T)) error {
 	s, err := connect(g)
 	if err != nil {
@@ -50,9 +53,17 @@ func do[T any](g *globals, out io.Writer, f func(*session) (T, error), text func
 	}
 	defer s.close()
 	v, err := f(s)
-	if err != nil {
+	switch {
+	case errors.Is(err, ownership.ErrNoSpec) && s.ctx.Err() == nil:
+		return missingSpec(s, err)
+	case err != nil:
 		return s.wrap(err)
 	}
+	return emit(g, out, v, text)
+}
+
+// emit prints v with text, or as JSON with --json.
+func emit[T any](g *globals, out io.Writer, v T, text func(io.Writer, T)) error {
 	if g.json {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -206,7 +217,7 @@ func cmdStatus(g *globals, args []string, out io.Writer) error {
 			if st.Settled() {
 				settled = "yes"
 			}
-			fmt.Fprintf(w, "revision:\t%d\npartitions:\t%d\nring version:\t%x\nsettled:\t%s\n", st.Revision, st.Spec.Partitions, st.RingVersion, settled)
+			fmt.Fprintf(w, "revision:\t%d\npartitions:\t%d\nring version:\t%d\nsettled:\t%s\n", st.Revision, st.Spec.Partitions, st.RingVersion, settled)
 			fmt.Fprintf(w, "members:\t%s\ndrained:\t%s\nidle:\t%s\n", list(st.Members), list(st.Drained), list(st.Idle))
 			ints := make([]string, len(st.Unowned))
 			for i, p := range st.Unowned {

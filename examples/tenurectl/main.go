@@ -28,6 +28,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/ownership"
 )
 
@@ -37,6 +38,7 @@ Usage:
   tenurectl [global flags] COMMAND [flags] [args]
 
 Commands:
+  fleets                            the fleets under /tenure/: cluster name, partitions
   spec                              the fleet's spec (partitions, load factor, ring algorithm)
   members                           members: address, lease, TTL left, drained, partitions held
   partitions [--node N]             every partition's owner, epoch, acquire time and ring owner
@@ -61,7 +63,8 @@ Global flags (before or after the command):
   --user NAME        etcd user
   --password PW      etcd password ($TENURECTL_PASSWORD if unset); never echoed
   --timeout D        bound of the whole command, connecting included (default 5s)
-  --cluster NAME     the fleet's cluster name: keys under /tenure/NAME/ (default "default")
+  --cluster NAME     the fleet's cluster name: keys under /tenure/NAME/; without it (or
+                     --prefix), a fleet command lists the fleets it finds and exits 2
   --prefix P         the fleet's key prefix, instead of --cluster's
   --json             print JSON instead of text
 
@@ -110,7 +113,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 
 // run runs the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	g := &globals{endpoints: "127.0.0.1:2379", timeout: 5 * time.Second, cluster: "default"}
+	g := &globals{endpoints: "127.0.0.1:2379", timeout: 5 * time.Second}
 	top := flag.NewFlagSet("tenurectl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
@@ -197,13 +200,15 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	cli    *clientv3.Client
-	op     *ownership.Operator
+	op     *ownership.Operator // nil for commands that need no fleet
 	g      *globals
+	diag   time.Duration // kept from --timeout to say why etcd did not answer
 }
 
-// connect opens the etcd client and the Operator; the returned session's
-// context ends after --timeout.
-func connect(g *globals) (*session, error) {
+// dial opens the etcd client; the returned session's context ends before
+// --timeout, leaving time to diagnose an etcd that did not answer (see
+// wrap).
+func dial(g *globals) (*session, error) {
 	if g.timeout <= 0 {
 		return nil, usagef("--timeout %v must be positive", g.timeout)
 	}
@@ -231,13 +236,30 @@ func connect(g *globals) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	op, err := ownership.NewOperator(cli, ownership.OperatorConfig{Cluster: g.cluster, Prefix: g.prefix})
+	diag := min(g.timeout/5, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout-diag)
+	return &session{ctx: ctx, cancel: cancel, cli: cli, g: g, diag: diag}, nil
+}
+
+// connect opens the etcd client and the Operator of the fleet --cluster
+// or --prefix names. Without either, it lists the fleets it finds and
+// returns a usage error that names them.
+func connect(g *globals) (*session, error) {
+	s, err := dial(g)
 	if err != nil {
-		_ = cli.Close()
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
-	return &session{ctx: ctx, cancel: cancel, cli: cli, op: op, g: g}, nil
+	if g.cluster == "" && g.prefix == "" {
+		err := noFleet(s)
+		s.close()
+		return nil, err
+	}
+	s.op, err = ownership.NewOperator(s.cli, ownership.OperatorConfig{Cluster: g.cluster, Prefix: g.prefix})
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // close ends the session.
@@ -246,14 +268,17 @@ func (s *session) close() {
 	_ = s.cli.Close()
 }
 
-// wrap turns an error of an etcd call into the CLI's message: one that
-// names the endpoints and the timeout when etcd did not answer in time.
+// wrap turns an error of an etcd call into the CLI's message: when etcd did
+// not answer in time, one that names the endpoints, the timeout and the
+// likely cause (a refused connection, an endpoint that accepts connections
+// but does not answer), as ownership.Join reports it.
 func (s *session) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
 	if s.ctx.Err() != nil {
-		return fmt.Errorf("etcd at %s did not answer within %v (--timeout): %w", s.g.endpoints, s.g.timeout, err)
+		return fmt.Errorf("etcd at %s did not answer within %v (--timeout): %w; cause: %v",
+			s.g.endpoints, s.g.timeout, err, etcderr.Diagnose(s.cli, s.diag))
 	}
 	return err
 }

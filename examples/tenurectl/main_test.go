@@ -130,18 +130,24 @@ func settled(nodes []*ownership.Node, drained string) func() error {
 	}
 }
 
+// buildCtl builds the tenurectl binary and returns its path.
+func buildCtl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tenurectl")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestTenurectl builds tenurectl and runs it against a 3-member etcd and a
 // live fleet of 3 nodes in this process.
 func TestTenurectl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts a 3-member etcd")
 	}
-	bin := filepath.Join(t.TempDir(), "tenurectl")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
+	bin := buildCtl(t)
 	c := cluster.New(t, 3)
 	cli := c.NewClient(t)
 	const name, parts = "ctl", 16
@@ -229,6 +235,8 @@ func TestTenurectl(t *testing.T) {
 	assert.True(t, st.Settled(), "%+v", st)
 	assert.Empty(t, st.Idle)
 	assert.Contains(t, x.ok("status"), "settled:")
+	// The ring version is printed as --json and /readyz print it: decimal.
+	assert.Contains(t, x.ok("status"), fmt.Sprintf("ring version:  %d\n", st.RingVersion))
 
 	var recs []ownership.AuditRecord
 	x.json(&recs, "audit")
@@ -305,7 +313,65 @@ func TestTenurectl(t *testing.T) {
 	r = down.run("status")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.err, "did not answer within 1s")
+	assert.Contains(t, r.err, "connection refused", "the error names the cause")
 	assert.Less(t, r.took, 10*time.Second)
 	r = down.run("members", "--json")
 	assert.NotZero(t, r.code)
+}
+
+// Without --cluster, tenurectl lists the fleets it finds instead of
+// guessing one; a fleet without a spec is reported with the fleets that
+// exist.
+func TestTenurectlFleets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts etcd")
+	}
+	bin := buildCtl(t)
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec, err := json.Marshal(ownership.RingConfig{Partitions: 64, LoadFactor: 1.25}.Spec())
+	require.NoError(t, err)
+	for k, v := range map[string]string{
+		ownership.DefaultPrefix("alpha") + "spec":           string(spec),
+		ownership.DefaultPrefix("alpha") + "members/n1":     `{"id":"n1","addr":"n1:1"}`,
+		ownership.DefaultPrefix("sched") + "leader/job/1":   `{"id":"n2"}`,
+		ownership.DefaultPrefix("beta") + "spec":            string(spec),
+		"/tenure/stray":                                     "a key right under the root",
+		ownership.DefaultPrefix("alpha") + "claims/3":       "n1",
+		ownership.DefaultPrefix("alpha") + "audit/whatever": "{}",
+	} {
+		_, err := cli.Put(ctx, k, v)
+		require.NoError(t, err)
+	}
+	x := ctl{t: t, bin: bin, base: []string{"--endpoints", strings.Join(c.Endpoints(), ","), "--timeout", "10s"}}
+
+	const found = "fleets under /tenure/: alpha (64 partitions), beta (64 partitions), sched (no spec)"
+	r := x.run("status")
+	assert.Equal(t, 2, r.code, r.err)
+	assert.Contains(t, r.err, "no fleet chosen")
+	assert.Contains(t, r.err, found)
+
+	r = x.run("status", "--cluster", "gamma")
+	assert.Equal(t, 1, r.code, r.err)
+	assert.Contains(t, r.err, "no spec")
+	assert.Contains(t, r.err, found)
+
+	var fleets []struct {
+		Cluster string          `json:"cluster"`
+		Prefix  string          `json:"prefix"`
+		Spec    *ownership.Spec `json:"spec"`
+	}
+	x.json(&fleets, "fleets")
+	require.Len(t, fleets, 3)
+	assert.Equal(t, "alpha", fleets[0].Cluster)
+	assert.Equal(t, "/tenure/alpha/", fleets[0].Prefix)
+	require.NotNil(t, fleets[0].Spec)
+	assert.Equal(t, 64, fleets[0].Spec.Partitions)
+	assert.Equal(t, "sched", fleets[2].Cluster)
+	assert.Nil(t, fleets[2].Spec)
+	assert.Contains(t, x.ok("fleets"), "sched")
+
+	assert.Contains(t, x.ok("status", "--cluster", "alpha"), "members:")
 }
