@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/metrics"
 
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -106,6 +107,15 @@ func newClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 		c.httpc = &http.Client{Transport: c.transport}
 	}
 	return c, nil
+}
+
+// Verify reports whether the fleet issued t, against the Client's watched
+// view of the fleet's claims (ownership.Observer.Verify): a service that
+// already routes with a Client passes it to httpfence.Middleware as its
+// Verifier, so that it admits only tokens of real tenures, without a round
+// trip to etcd per request. sig is not consulted.
+func (c *Client) Verify(ctx context.Context, t fence.Token, sig fence.Signature) error {
+	return c.obs.Verify(ctx, t, sig)
 }
 
 // Close stops watching etcd and closes the idle connections of the

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -23,7 +24,8 @@ import (
 // cannot) and the requests the HTTP handler serves, locally or forwarded,
 // carry the token's valid signature, in the context and in
 // HeaderFenceSignature; a signature header sent by the caller is never
-// passed on.
+// passed on. An outside Client verifies the same tokens against the
+// fleet's claims.
 func TestSignedTokensReachTheWork(t *testing.T) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
@@ -52,6 +54,10 @@ func TestSignedTokensReachTheWork(t *testing.T) {
 	defer cancel()
 	hc := newHTTPClient(t)
 
+	rc, err := router.NewClient(ctx, f.cli, router.ClientConfig{Cluster: "signed", Partitions: 16})
+	require.NoError(t, err)
+	defer rc.Close()
+
 	for i := range 6 {
 		key := "key-" + strconv.Itoa(i)
 		owner, other := f.owner(key), f.nonOwner(key)
@@ -76,6 +82,16 @@ func TestSignedTokensReachTheWork(t *testing.T) {
 			hsig, err := httpfence.SignatureFromHeader(http.Header{router.HeaderFenceSignature: {g.header}})
 			require.NoError(t, err)
 			require.Equal(t, g.sig, hsig)
+			// The outside Client verifies the same token against the claims.
+			waitUntil(t, 20*time.Second, "client sees the claim", func() (string, <-chan struct{}) {
+				ch := rc.Changed()
+				if rc.Lookup(key).Epoch != g.tok.Epoch {
+					return "claim not seen", ch
+				}
+				return "", nil
+			})
+			require.NoError(t, rc.Verify(ctx, g.tok, fence.Signature{}))
+			require.ErrorIs(t, rc.Verify(ctx, fence.Token{Scope: g.tok.Scope, Epoch: g.tok.Epoch + 1}, fence.Signature{}), fence.ErrUnknownEpoch)
 		}
 	}
 }
