@@ -65,7 +65,7 @@
 // leave), it deletes the claims left under the old lease itself, and the
 // old lease is revoked in the background, best effort, bounded by its TTL.
 // TestRecoveryAfterEtcdOutage measures it on an etcd killed for 5s and
-// 30s: about 0.1s from etcd serving to every node ready.
+// 30s: 0.05-0.21s from etcd serving to every node ready.
 //
 // Work whose tenure ended under it (its context is done, or a store
 // refused its token) should return an error that says so: the context's
