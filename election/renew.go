@@ -27,7 +27,9 @@ type renewal struct {
 // acknowledgement moves the safe deadline if its send time is newer; the
 // renewal stops being due once an attempt sent less than RenewInterval ago
 // is acknowledged (an answer to an attempt sent long ago, held up in the
-// network, does not stop the retries).
+// network, does not stop the retries). Every retry first asks the etcd
+// client to reconnect at once if it is waiting to (etcderr.Redial), so
+// that an etcd member restarted within OutageBound is reached in time.
 func (s *Session) run(sent time.Time) {
 	defer close(s.loopDone)
 	cadence := s.cfg.RenewInterval
@@ -62,6 +64,11 @@ func (s *Session) run(sent time.Time) {
 			s.expire()
 			return
 		case <-next.Chan():
+			if due {
+				// A retry: the connection may be waiting out gRPC's
+				// reconnect backoff, which can outlast the session.
+				etcderr.Redial(s.lease)
+			}
 			due = true
 			// Never wait for an answer past the safe deadline.
 			if timeout := min(renewAttemptTimeout, s.untilEnd(s.clock.Now())+s.lead); timeout > 0 {

@@ -46,7 +46,9 @@ const (
 // is not answered within RenewRetryInterval (100ms), is followed by another
 // attempt — attempts overlap, each is given up after 1s, and none is sent
 // or waited for past the safe deadline — until one is acknowledged or the
-// session ends. The safe deadline counts from the send time of the last
+// session ends. Each retry asks a *clientv3.Client to reconnect at once
+// if it is waiting to (gRPC's reconnect backoff starts at 1s and grows),
+// so that an etcd member restarted within the bound is reached in time. The safe deadline counts from the send time of the last
 // acknowledged renewal (the etcd client's own keepalive counts from the
 // response's arrival, which overstates the lease by a round trip), and the
 // session ends lead = min(SafetyMargin/4, 100ms) before it. An etcd

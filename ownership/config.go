@@ -64,10 +64,24 @@ type Config struct {
 	// Meta is published with the member key for others to read (Members).
 	Meta map[string]string
 	// Ring sets the partition count and load factor. Every node of the
-	// cluster must use the same values. DefaultConfig sets
+	// cluster must use the same values: the first node to join stores them
+	// as the fleet's Spec, and Join refuses a node whose Ring differs from
+	// it (*SpecMismatchError), unless AdoptSpec is set. DefaultConfig sets
 	// DefaultRingConfig (1024 partitions, load factor 1.25); zero values are
 	// invalid.
 	Ring RingConfig
+	// AdoptSpec makes Join use the fleet's Spec (its partition count and
+	// load factor) in place of Ring when the fleet has one, instead of
+	// refusing a Ring that differs from it; Ring is then only the spec the
+	// node creates if the fleet has none yet. Creating the spec and reading
+	// the one that exists are one transaction, so nodes that join an empty
+	// fleet together all end up with the one spec that was stored, whatever
+	// the order. Node.Ring tells which spec the node uses. A stored spec
+	// that this build cannot compute (another ring algorithm) is refused
+	// with an error wrapping ErrInvalidSpec either way. Set it in services
+	// whose copies all start alike, so that none has to know whether it is
+	// the first.
+	AdoptSpec bool
 	// Session configures the node's lease. Its zero fields take the
 	// defaults documented in election.SessionConfig; a nil Clock means
 	// Config.Clock and a nil Logger means Config.Logger.

@@ -48,10 +48,24 @@
 // safe deadline passes without an acknowledged renewal), every partition
 // context is cancelled at once (ErrLost), OnReleased fires with ReasonLost,
 // and the node rejoins with a new Session, hence new claims and new epochs.
-// The old claims vanish with the old lease. A claim deleted by someone else
+// The old claims go with the old lease. A claim deleted by someone else
 // (an operator's force release) ends that tenure the same way. Until the
 // node has rejoined, Hold answers with a *WrongOwnerError whose SessionLost
 // is set (errors.Is ErrLost), and Lookup never names this node as an owner.
+//
+// A rejoin waits on nothing that an etcd outage leaves behind, so that
+// once etcd serves again every node serves its partitions again within
+// about 250ms plus the round trips of its grant, member key, listing,
+// claims and fencers, however long the outage lasted. While it rejoins, the
+// node asks its etcd client to reconnect every 250ms (gRPC's own
+// reconnect backoff grows to minutes; a client without a gRPC connection,
+// not a *clientv3.Client, reconnects on its own schedule), and retries a
+// failed attempt within 250ms. Its new member key takes over the one of
+// its old lease in the same transaction (the fleet never sees the member
+// leave), it deletes the claims left under the old lease itself, and the
+// old lease is revoked in the background, best effort, bounded by its TTL.
+// TestRecoveryAfterEtcdOutage measures it on an etcd killed for 5s and
+// 30s: 0.05-0.21s from etcd serving to every node ready.
 //
 // Work whose tenure ended under it (its context is done, or a store
 // refused its token) should return an error that says so: the context's

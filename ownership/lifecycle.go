@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/retry"
 )
 
 // run is the event loop. It returns when the node is closed.
@@ -71,23 +73,27 @@ func (l *loop) endAll(r Reason) []*tenure {
 	return due
 }
 
-// rejoin opens a new generation, retrying with backoff. It returns an error
-// wrapping ErrClosed if the node was closed first, or ErrClientClosed if
-// the etcd client was.
+// rejoin opens a new generation, retrying until it succeeds. It returns
+// an error wrapping ErrClosed if the node was closed first, or
+// ErrClientClosed if the etcd client was.
+//
+// Nothing on the way waits on the old lease: the new member key takes over
+// the old one (registerTxn), the new generation deletes the claims left
+// under the old lease (reconcile), and the old lease is revoked in the
+// background once the node has rejoined (closeSession). While it rejoins,
+// the node asks the etcd client to reconnect every rejoinRetry (redial),
+// and an attempt that fails is retried within rejoinRetry, so that the
+// node is back within about rejoinRetry of etcd serving again, whatever
+// the length of the outage.
 func (l *loop) rejoin() error {
 	n := l.n
 	old := l.gen.sess
 	if err := n.clientErr(nil); err != nil {
 		return err
 	}
-	// Revoke the old lease if etcd can be reached; if not, connect revokes
-	// it before it opens the next session.
-	stale := old.Lease()
-	ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
-	if old.Close(ctx) == nil {
-		stale = 0
-	}
-	cancel()
+	rctx, stopRedial := context.WithCancel(n.rootCtx)
+	defer stopRedial()
+	n.spawn(func() { n.redial(rctx) })
 	for attempt := 0; ; attempt++ {
 		if n.closeCtx.Err() != nil {
 			return ErrClosed
@@ -96,11 +102,12 @@ func (l *loop) rejoin() error {
 			return err
 		}
 		ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
-		gen, lst, err := n.connect(ctx, stale)
+		gen, lst, err := n.connect(ctx, old.Lease())
 		cancel()
 		if err == nil {
 			l.install(gen, lst)
 			n.log.Info("rejoined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "attempt", attempt)
+			n.spawn(func() { n.closeSession(old) })
 			return nil
 		}
 		if n.closeCtx.Err() != nil {
@@ -109,16 +116,55 @@ func (l *loop) rejoin() error {
 		if cerr := n.clientErr(err); cerr != nil {
 			return cerr
 		}
+		delay := rejoinPolicy.Next(attempt + 1)
 		var dup *DuplicateMemberError
 		switch {
 		case errors.As(err, &dup):
 			n.log.Error("rejoin: the node ID is taken by another process", "error", err, "attempt", attempt)
+			delay = backoff(attempt)
 		default:
 			n.log.Warn("rejoin", "error", err, "attempt", attempt)
 		}
-		if !n.sleep(n.closeCtx, backoff(attempt)) {
+		if !n.sleep(n.closeCtx, delay) {
 			return ErrClosed
 		}
+	}
+}
+
+// rejoinRetry caps the delay between rejoin attempts and the interval at
+// which a rejoining node asks its etcd client to reconnect; it is what an
+// etcd outage costs a node beyond the round trips of its rejoin and
+// claims.
+const rejoinRetry = 250 * time.Millisecond
+
+// rejoinPolicy is the retry policy of rejoin attempts: 50ms doubling up to
+// rejoinRetry, jittered. (An ID held by another process is retried on the
+// slower backoff.)
+var rejoinPolicy = retry.Policy{Initial: 50 * time.Millisecond, Max: rejoinRetry}
+
+// redial asks the node's etcd client to reconnect at once
+// (etcderr.Redial), every rejoinRetry until ctx ends: gRPC's own reconnect
+// backoff grows to minutes, which would keep a node away for as long after
+// etcd serves again. It returns at once for a client that has no gRPC
+// connection to ask.
+func (n *Node) redial(ctx context.Context) {
+	for etcderr.Redial(n.cli) {
+		if !n.sleep(ctx, rejoinRetry) {
+			return
+		}
+	}
+}
+
+// closeSession closes sess, a session of this node that has ended or never
+// served, and revokes its lease, best effort: it waits at most the
+// session's TTL, and stops when the node stops. A lease it cannot revoke
+// expires on its own; the keys bound to it have been taken over or are
+// deleted by the node's current generation.
+func (n *Node) closeSession(sess *election.Session) {
+	ctx, cancel := n.withTimeout(n.rootCtx, sess.TTL())
+	defer cancel()
+	if err := sess.Close(ctx); err != nil {
+		n.log.Debug("revoke the lease of an ended session; it expires on its own", "lease", fmt.Sprintf("%x", int64(sess.Lease())), "error", err)
 	}
 }
 

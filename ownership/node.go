@@ -83,12 +83,23 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	layout := keys.For(cfg.Cluster, cfg.Prefix)
+	log := cfg.Logger.With("node", cfg.NodeID)
+	var spec Spec
+	err := etcderr.Reach(ctx, log, "join "+cfg.NodeID, cli, reachAttempt, ErrUnavailable, func(ctx context.Context) (err error) {
+		spec, err = ensureSpec(ctx, cli, layout, cfg.Ring.Spec(), cfg.AdoptSpec)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Ring = spec.RingConfig()
 	n := &Node{
 		cfg:       cfg,
 		cli:       cli,
 		clientCtx: clientContext(cli),
-		layout:    keys.For(cfg.Cluster, cfg.Prefix),
-		log:       cfg.Logger.With("node", cfg.NodeID),
+		layout:    layout,
+		log:       log,
 		clock:     cfg.Clock,
 		id:        cfg.NodeID,
 		slots:     make([]slot, cfg.Ring.Partitions),
@@ -106,14 +117,6 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
 	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
 
-	err := etcderr.Reach(ctx, n.log, "join "+cfg.NodeID, cli, reachAttempt, ErrUnavailable, func(ctx context.Context) error {
-		return ensureSpec(ctx, cli, n.layout, cfg.Ring.Spec())
-	})
-	if err != nil {
-		n.rootCancel(ErrClosed)
-		n.closeReq()
-		return nil, err
-	}
 	if n.ops, err = newOps(n); err != nil {
 		n.rootCancel(ErrClosed)
 		n.closeReq()

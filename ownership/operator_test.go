@@ -235,7 +235,7 @@ func TestOperatorForceReleaseLeader(t *testing.T) {
 	ctx := opCtx(t)
 	const name = "lead"
 	l := keys.New(name)
-	require.NoError(t, ensureSpec(ctx, cli, l, DefaultRingConfig().Spec()))
+	require.NoError(t, createSpec(ctx, cli, l, DefaultRingConfig().Spec()))
 	put := func(k, v string) int64 {
 		resp, err := cli.Put(ctx, k, v)
 		require.NoError(t, err)
@@ -291,7 +291,7 @@ func TestClaimValueForms(t *testing.T) {
 	ctx := opCtx(t)
 	const name = "forms"
 	l := keys.New(name)
-	require.NoError(t, ensureSpec(ctx, cli, l, RingConfig{Partitions: 4, LoadFactor: DefaultRingConfig().LoadFactor}.Spec()))
+	require.NoError(t, createSpec(ctx, cli, l, RingConfig{Partitions: 4, LoadFactor: DefaultRingConfig().LoadFactor}.Spec()))
 	for id, v := range map[string]string{"old": "old", "new": keys.EncodeClaim("new", at)} {
 		_, err := cli.Put(ctx, l.Member(id), `{"id":"`+id+`","addr":"`+id+`:1"}`)
 		require.NoError(t, err)
@@ -334,7 +334,7 @@ func TestOperatorForceReleaseElection(t *testing.T) {
 	cli := c.NewClient(t)
 	ctx := opCtx(t)
 	const name = "elect"
-	require.NoError(t, ensureSpec(ctx, cli, keys.New(name), DefaultRingConfig().Spec()))
+	require.NoError(t, createSpec(ctx, cli, keys.New(name), DefaultRingConfig().Spec()))
 	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name})
 	require.NoError(t, err)
 	sess, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 2 * time.Second})

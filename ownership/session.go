@@ -7,7 +7,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -33,33 +32,35 @@ func (g *generation) end(cause error) {
 	g.cancel(cause)
 }
 
-// connect starts a generation: it revokes oldLease (the lease of the
-// previous generation, if any; one etcd no longer has is fine), opens a
-// Session, creates the member key if absent and reads the members and
-// claims. ctx bounds the whole.
-func (n *Node) connect(ctx context.Context, oldLease clientv3.LeaseID) (*generation, *listing, error) {
-	if oldLease != 0 {
-		if _, err := n.cli.Revoke(ctx, oldLease); err != nil && !etcderr.LeaseNotFound(err) {
-			return nil, nil, fmt.Errorf("ownership: revoke previous lease %x: %w", int64(oldLease), err)
-		}
-	}
+// connect starts a generation: it opens a Session, creates the member key
+// if absent (or takes over the one bound to prev, the lease of the
+// previous generation, if not zero; see registerTxn) and reads the members
+// and claims. ctx bounds the whole. connect never waits on prev: the
+// claims left under it are deleted by the new generation (reconcile), and
+// the lease itself is revoked off the critical path (revokeStale).
+func (n *Node) connect(ctx context.Context, prev clientv3.LeaseID) (*generation, *listing, error) {
 	sess, err := election.NewSession(ctx, n.cli, n.cfg.Session)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ownership: open session: %w", err)
 	}
 	ok := false
 	defer func() {
-		if !ok {
-			cctx, cancel := n.withTimeout(context.WithoutCancel(ctx), sess.TTL())
-			_ = sess.Close(cctx)
-			cancel()
+		if ok {
+			return
 		}
+		if prev != 0 { // a rejoin does not wait for the revoke
+			n.spawn(func() { n.closeSession(sess) })
+			return
+		}
+		cctx, cancel := n.withTimeout(context.WithoutCancel(ctx), sess.TTL())
+		_ = sess.Close(cctx)
+		cancel()
 	}()
 	val, err := keys.EncodeMember(keys.Member{ID: n.id, Addr: n.cfg.Addr, Meta: n.cfg.Meta})
 	if err != nil {
 		return nil, nil, fmt.Errorf("ownership: encode member: %w", err)
 	}
-	memberRev, err := n.registerTxn(ctx, sess.Lease(), val)
+	memberRev, err := n.registerTxn(ctx, sess.Lease(), prev, val)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,7 +21,8 @@ const RingAlgorithm = 1
 // to the same owner. It is stored once in etcd, at <prefix>spec, by the
 // first node that joins (create-if-absent), and never changed by a node.
 // Join refuses a node whose configuration contradicts it with a
-// *SpecMismatchError; router.NewClient reads it instead of being told.
+// *SpecMismatchError, or adopts it (Config.AdoptSpec); router.NewClient
+// reads it instead of being told.
 type Spec struct {
 	// Partitions is the fleet's partition count P.
 	Partitions int `json:"partitions"`
@@ -134,11 +135,14 @@ func readSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout) (Spec, er
 }
 
 // ensureSpec creates the fleet's spec as local if it does not exist, and
-// otherwise returns a *SpecMismatchError if the stored one differs.
-func ensureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local Spec) error {
+// returns the spec the node must use: local if it created it or the stored
+// one equals it; the stored one if adopt is set (AdoptSpec); otherwise a
+// *SpecMismatchError. Creating and reading back are one transaction, so
+// nodes that race to create the spec all see the one that won.
+func ensureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local Spec, adopt bool) (Spec, error) {
 	val, err := json.Marshal(local)
 	if err != nil {
-		return fmt.Errorf("ownership: encode spec: %w", err)
+		return Spec{}, fmt.Errorf("ownership: encode spec: %w", err)
 	}
 	k := layout.Spec()
 	resp, err := kv.Txn(ctx).
@@ -147,10 +151,10 @@ func ensureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local S
 		Else(clientv3.OpGet(k)).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("ownership: create or read the fleet's spec: %w", err)
+		return Spec{}, fmt.Errorf("ownership: create or read the fleet's spec: %w", err)
 	}
 	if resp.Succeeded {
-		return nil
+		return local, nil
 	}
 	var stored []byte
 	if len(resp.Responses) > 0 {
@@ -160,7 +164,10 @@ func ensureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local S
 	}
 	fleet, err := decodeSpec(stored)
 	if err != nil {
-		return err
+		return Spec{}, err
 	}
-	return compareSpec(fleet, local)
+	if adopt {
+		return fleet, nil
+	}
+	return local, compareSpec(fleet, local)
 }

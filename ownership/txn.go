@@ -100,28 +100,52 @@ func (n *Node) batchTxn(ctx context.Context, ops []clientv3.Op) (int64, []outcom
 }
 
 // registerTxn creates this node's member key, bound to lease, unless it
-// exists. It returns the key's CreateRevision, or a *DuplicateMemberError
-// naming the lease of the process that holds the ID.
-func (n *Node) registerTxn(ctx context.Context, lease clientv3.LeaseID, val string) (int64, error) {
+// exists. If prev is not zero, a key bound to prev (the lease of this
+// node's previous generation, which only this process holds) is taken over
+// in the same transaction: bound to lease, with val, keeping its
+// CreateRevision, so that the fleet never sees the member leave. It
+// returns the key's CreateRevision, or a *DuplicateMemberError naming the
+// lease of the process that holds the ID.
+func (n *Node) registerTxn(ctx context.Context, lease, prev clientv3.LeaseID, val string) (int64, error) {
 	mk := n.layout.Member(n.id)
+	put := clientv3.OpPut(mk, val, clientv3.WithLease(lease))
+	orElse := []clientv3.Op{clientv3.OpGet(mk)}
+	if prev != 0 {
+		orElse = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(mk), "=", prev)},
+			[]clientv3.Op{put, clientv3.OpGet(mk)},
+			[]clientv3.Op{clientv3.OpGet(mk)})}
+	}
 	resp, err := n.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(mk), "=", 0)).
-		Then(clientv3.OpPut(mk, val, clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(mk)).
+		Then(put).
+		Else(orElse...).
 		Commit()
 	if err != nil {
 		return 0, fmt.Errorf("ownership: register member %q: %w", n.id, err)
 	}
-	if !resp.Succeeded {
-		var holder int64
-		if len(resp.Responses) > 0 {
-			if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-				holder = rr.Kvs[0].Lease
+	if resp.Succeeded {
+		return resp.Header.Revision, nil
+	}
+	rs := resp.Responses
+	if prev != 0 && len(rs) > 0 {
+		if tr := rs[0].GetResponseTxn(); tr != nil {
+			rs = tr.Responses
+			if tr.Succeeded && len(rs) == 2 {
+				if rr := rs[1].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+					return rr.Kvs[0].CreateRevision, nil
+				}
+				return 0, fmt.Errorf("ownership: register member %q: the key taken over is missing from the response", n.id)
 			}
 		}
-		return 0, &DuplicateMemberError{ID: n.id, Lease: holder}
 	}
-	return resp.Header.Revision, nil
+	var holder int64
+	if len(rs) > 0 {
+		if rr := rs[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			holder = rr.Kvs[0].Lease
+		}
+	}
+	return 0, &DuplicateMemberError{ID: n.id, Lease: holder}
 }
 
 // unregisterTxn deletes this node's member key if it is still the one

@@ -14,6 +14,7 @@ set -euo pipefail
 
 dir=$(mktemp -d /tmp/counter-demo.XXXXXX)
 echo "== working in $dir"
+trap 'echo "demo.sh: line $LINENO: \"$BASH_COMMAND\" failed (status $?); logs in $dir" >&2' ERR
 go build -o "$dir/counter" ./examples/counter
 go build -o "$dir/tenurectl" ./examples/tenurectl
 
@@ -25,33 +26,68 @@ stop_all() {
 }
 trap stop_all EXIT
 
-# The etcd host serves etcd to the others and is a counter node itself.
+# fail says what went wrong, shows the end of node-$1's log, and exits.
+fail() {
+	echo "demo.sh: $2" >&2
+	echo "-- the end of $dir/node-$1.log:" >&2
+	tail -n 20 "$dir/node-$1.log" >&2 || true
+	exit 1
+}
+
+# wait_ready waits until node-$1 (pid $2) answers /readyz with 200: it
+# serves every partition the ring gives it. A busy machine may take a
+# while; a process that exited, or 60s without readiness, fails the demo.
+wait_ready() {
+	local i=$1 pid=$2 answer=
+	for _ in $(seq 300); do
+		if answer=$(curl -sf "127.0.0.1:809$i/readyz" 2>/dev/null); then
+			echo "   node-$i: $answer"
+			return 0
+		fi
+		kill -0 "$pid" 2>/dev/null || fail "$i" "node-$i (pid $pid) exited before it was ready"
+		sleep 0.2
+	done
+	answer=$(curl -s "127.0.0.1:809$i/readyz" 2>&1 || true)
+	fail "$i" "node-$i is not ready after 60s; /readyz says: ${answer:-nothing}"
+}
+
+# The etcd host serves etcd to the others and is a counter node itself. It
+# creates the fleet with 64 partitions; the others adopt the fleet's count
+# (no --partitions), so they start once it is ready.
 "$dir/counter" --id node-1 --listen 127.0.0.1:8091 --db "sqlite:$dir/counter.db" --ttl 2s --partitions 64 \
 	--embedded-etcd "$dir/etcd" --embedded-etcd-listen $etcd --embedded-etcd-peer 127.0.0.1:23900 \
 	2>"$dir/node-1.log" &
 pids+=($!)
-sleep 1
+echo "== waiting until every node serves its partitions (/readyz)"
+wait_ready 1 "${pids[0]}"
 for i in 2 3; do
 	"$dir/counter" --id "node-$i" --listen "127.0.0.1:809$i" --etcd "http://$etcd" --db "sqlite:$dir/counter.db" --ttl 2s \
 		2>"$dir/node-$i.log" &
 	pids+=($!)
 done
+for i in 1 2 3; do wait_ready "$i" "${pids[$((i - 1))]}"; done
 
-echo "== waiting until every node serves its partitions (/readyz)"
-for i in 1 2 3; do
-	for _ in $(seq 100); do curl -sf "127.0.0.1:809$i/readyz" >/dev/null && break; sleep 0.2; done
-	echo "   node-$i: $(curl -s "127.0.0.1:809$i/readyz")"
-done
+# http prints the answer to a request (curl's arguments), or says what
+# failed and exits.
+http() {
+	local out
+	out=$(curl -sS --max-time 30 --fail-with-body "$@" 2>&1) || { echo "demo.sh: curl $*: $out" >&2; exit 1; }
+	echo "$out"
+}
 
 echo "== increments, all sent to node-2 (it forwards keys it does not own, one hop)"
 for k in apples pears plums; do
 	for n in 1 2 3; do
-		curl -s -X POST -H "Idempotency-Key: $k-$n" "127.0.0.1:8092/counters/$k/incr" >/dev/null
+		http -X POST -H "Idempotency-Key: $k-$n" "127.0.0.1:8092/counters/$k/incr" >/dev/null
 	done
 done
 echo "   the same increment again (Idempotency-Key apples-3): the stored result, not a fourth increment"
-echo "   $(curl -s -X POST -H 'Idempotency-Key: apples-3' 127.0.0.1:8092/counters/apples/incr)"
-for k in apples pears plums; do echo "   $(curl -s "127.0.0.1:8093/counters/$k")"; done
+again=$(http -X POST -H 'Idempotency-Key: apples-3' 127.0.0.1:8092/counters/apples/incr)
+echo "   $again"
+for k in apples pears plums; do
+	value=$(http "127.0.0.1:8093/counters/$k")
+	echo "   $value"
+done
 
 echo "== the fleet as an operator sees it"
 "$dir/tenurectl" --endpoints "$etcd" --cluster counter status | sed 's/^/   /'
@@ -64,12 +100,11 @@ grep -h "left the fleet" "$dir/node-3.log" | sed 's/^/   /'
 "$dir/counter" --id node-3 --listen 127.0.0.1:8093 --etcd "http://$etcd" --db "sqlite:$dir/counter.db" --ttl 2s \
 	2>>"$dir/node-3.log" &
 pids[2]=$!
-for _ in $(seq 100); do curl -sf 127.0.0.1:8093/readyz >/dev/null && break; sleep 0.2; done
-echo "   node-3: $(curl -s 127.0.0.1:8093/readyz)"
-curl -s -X POST -H "Idempotency-Key: apples-4" 127.0.0.1:8093/counters/apples/incr | sed 's/^/   /'
+wait_ready 3 "${pids[2]}"
+http -X POST -H "Idempotency-Key: apples-4" 127.0.0.1:8093/counters/apples/incr | sed 's/^/   /'
 
 echo "== /metrics of node-2, the owner of these keys (counter_* and tenure_fence_*)"
-curl -s 127.0.0.1:8092/metrics | grep -E '^(counter_(increments|commits|partitions|keys)|tenure_fence)' | sed 's/^/   /'
+http 127.0.0.1:8092/metrics | grep -E '^(counter_(increments|commits|partitions|keys)|tenure_fence)' | sed 's/^/   /'
 
 echo "== stopping everything, the etcd host last"
 for i in 2 1; do

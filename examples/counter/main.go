@@ -88,7 +88,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.embeddedListen, "embedded-etcd-listen", "127.0.0.1:2379", "client address of the embedded etcd")
 	fs.StringVar(&c.embeddedPeer, "embedded-etcd-peer", "127.0.0.1:2380", "peer address of the embedded etcd")
 	fs.StringVar(&c.db, "db", "sqlite:counter.db", "database: sqlite:PATH, or PostgreSQL: postgres://... or a key=value DSN (host=... dbname=...)")
-	fs.IntVar(&c.partitions, "partitions", 0, "partition count of a NEW fleet (0: the fleet's spec if it exists, else 1024); a fleet's count never changes, and a different value is refused")
+	fs.IntVar(&c.partitions, "partitions", 0, "partition count of the fleet, refused if the fleet's spec says otherwise (0: the fleet's count, or 1024 if this node creates the fleet; decided atomically with the spec's creation)")
 	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
 	fs.IntVar(&c.maxBatch, "max-batch", 256, "most increments per group commit")
@@ -230,13 +230,14 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	ncfg.Callbacks = st.callbacks()
 	ncfg.Fencers = []fence.Fencer{sqlfence.Fencer{DB: db, Fences: fences}}
 	ncfg.Metrics = m.reg // tenure_partition_*, tenure_session_*, ... labelled node=<id>
+	if cfg.partitions != 0 {
+		ncfg.Ring.Partitions = cfg.partitions // the fleet's spec must say the same
+	} else {
+		ncfg.AdoptSpec = true // the fleet's spec, or DefaultRingConfig's if there is none yet
+	}
 	var node *ownership.Node
 	err = retrying(ctx, startTimeout, log, "join", func(ctx context.Context) error {
-		ring, err := ringConfig(ctx, cli, cfg)
-		if err != nil {
-			return err
-		}
-		ncfg.Ring = ring
+		var err error
 		node, err = ownership.Join(ctx, cli, ncfg)
 		var mismatch *ownership.SpecMismatchError
 		if errors.As(err, &mismatch) || errors.Is(err, ownership.ErrInvalidConfig) || errors.Is(err, ownership.ErrDuplicateMember) {
@@ -285,7 +286,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		com.close()
 	}()
 	log.Info("serving HTTP", "addr", ln.Addr().String(), "advertise", addr, "pid", os.Getpid(), "db", dialect.String(),
-		"partitions", ncfg.Ring.Partitions, "ttl", cfg.ttl, "group_commit", cfg.groupCommit)
+		"partitions", node.Ring().Partitions(), "ttl", cfg.ttl, "group_commit", cfg.groupCommit)
 
 	select {
 	case <-ctx.Done():
@@ -297,24 +298,6 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	case <-node.Done():
 		return errors.New("the node stopped")
 	}
-}
-
-// ringConfig returns the ring of the fleet: its spec's if the fleet exists
-// (a --partitions that differs is then refused by Join), else --partitions
-// (or the default) for the spec that Join creates.
-func ringConfig(ctx context.Context, cli ownership.FleetClient, cfg config) (ownership.RingConfig, error) {
-	ring := ownership.DefaultRingConfig()
-	spec, err := ownership.ReadSpec(ctx, cli, ownership.DefaultPrefix(cfg.cluster))
-	switch {
-	case err == nil:
-		ring = spec.RingConfig()
-	case !errors.Is(err, ownership.ErrNoSpec):
-		return ring, err
-	}
-	if cfg.partitions != 0 {
-		ring.Partitions = cfg.partitions
-	}
-	return ring, nil
 }
 
 // permanent marks an error that retrying cannot fix.

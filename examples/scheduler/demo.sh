@@ -14,6 +14,7 @@ set -euo pipefail
 
 dir=$(mktemp -d /tmp/scheduler-demo.XXXXXX)
 echo "== working in $dir"
+trap 'echo "demo.sh: line $LINENO: \"$BASH_COMMAND\" failed (status $?); logs in $dir" >&2' ERR
 go build -o "$dir/scheduler" ./examples/scheduler
 
 etcd=127.0.0.1:23790
@@ -25,10 +26,38 @@ stop_all() {
 }
 trap stop_all EXIT
 
+# fail says what went wrong, shows the end of $1.log, and exits.
+fail() {
+	echo "demo.sh: $2" >&2
+	echo "-- the end of $dir/$1.log:" >&2
+	tail -n 20 "$dir/$1.log" >&2 || true
+	exit 1
+}
+
+# wait_ready waits until process $1 (HTTP port $2, pid $3) answers /readyz
+# with 200: a candidate with a live etcd session, or the etcd host. A busy
+# machine may take a while; a process that exited, or 60s without
+# readiness, fails the demo.
+wait_ready() {
+	local name=$1 port=$2 pid=$3 answer=
+	for _ in $(seq 300); do
+		if answer=$(curl -sf "127.0.0.1:$port/readyz" 2>/dev/null); then
+			echo "   $name: $answer"
+			return 0
+		fi
+		kill -0 "$pid" 2>/dev/null || fail "$name" "$name (pid $pid) exited before it was ready"
+		sleep 0.2
+	done
+	answer=$(curl -s "127.0.0.1:$port/readyz" 2>&1 || true)
+	fail "$name" "$name is not ready after 60s; /readyz says: ${answer:-nothing}"
+}
+
 "$dir/scheduler" --id etcd --candidate=false --listen 127.0.0.1:8090 \
 	--embedded-etcd "$dir/etcd" --embedded-etcd-listen $etcd --embedded-etcd-peer 127.0.0.1:23800 \
 	2>"$dir/etcd.log" &
 pids+=($!)
+echo "== waiting until the etcd host and every candidate are ready (/readyz)"
+wait_ready etcd 8090 "${pids[0]}"
 
 # A 2s period, a 2s lease, and a 400ms hold between deciding which period
 # to close and writing it: the window the pause below lands in.
@@ -37,24 +66,29 @@ for i in 1 2 3; do
 	"$dir/scheduler" --id "node-$i" --listen "127.0.0.1:809$i" "${flags[@]}" 2>"$dir/node-$i.log" &
 	pids+=($!)
 done
+for i in 1 2 3; do wait_ready "node-$i" "809$i" "${pids[$i]}"; done
 
 echo "== waiting for a leader"
 leader=
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	for i in 1 2 3; do
 		if curl -sf "127.0.0.1:809$i/readyz" 2>/dev/null | grep -q leader; then leader=$i; fi
 	done
 	[ -n "$leader" ] && break
 	sleep 0.2
 done
-[ -n "$leader" ] || { echo "no leader after 20s"; exit 1; }
+if [ -z "$leader" ]; then
+	for i in 1 2 3; do echo "   node-$i: $(curl -s "127.0.0.1:809$i/readyz" 2>&1 || true)" >&2; done
+	fail node-1 "no leader after 60s"
+fi
 pid=${pids[$leader]}
 echo "node-$leader leads (pid $pid); letting it close a few periods"
 sleep 5
 
 echo "== pausing node-$leader (SIGSTOP) as soon as it has decided to close a period"
 ( tail -n0 -F "$dir/node-$leader.log" & echo $! >"$dir/tail.pid"; wait ) |
-	grep -m1 "holding before the write" | sed "s/^/   /" || true
+	timeout 60 grep -m1 "holding before the write" | sed "s/^/   /" ||
+	echo "   (node-$leader logged no decision within 60s; pausing it anyway)"
 kill -STOP "$pid"
 kill "$(cat "$dir/tail.pid")" 2>/dev/null || true
 sleep 4 # longer than the 2s TTL: the others elect a new leader, which catches up
