@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/watchstream"
 )
 
 // Campaign enters the election and blocks until this candidate leads,
@@ -305,7 +306,7 @@ func (e *Election) wait(ctx context.Context, epoch int64) (won bool, rev int64, 
 func (e *Election) waitDelete(ctx context.Context, rev int64) bool {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for wr := range e.w.Watch(wctx, e.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+	for wr := range e.w.Watch(watchstream.Own(wctx), e.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
 		if wr.Canceled || wr.Err() != nil {
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/watchstream"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -71,7 +72,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 		offer(leadership(cands, resp.Header.Revision))
 
 		wctx, cancel := context.WithCancel(ctx)
-		wch := e.w.Watch(wctx, e.prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		wch := e.w.Watch(watchstream.Own(wctx), e.prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 		healthy := false
 	follow:
 		for {

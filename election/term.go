@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/watchstream"
 
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -226,7 +227,7 @@ func (t *Term) watch() {
 	rev := t.rev + 1
 	attempt := 1
 	for t.ctx.Err() == nil {
-		for wr := range e.w.Watch(t.ctx, t.key, clientv3.WithRev(rev)) {
+		for wr := range e.w.Watch(watchstream.Own(t.ctx), t.key, clientv3.WithRev(rev)) {
 			if wr.Canceled || wr.Err() != nil {
 				break
 			}

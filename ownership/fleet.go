@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/watchstream"
 )
 
 // fleetReader is the one reader of a cluster's members, drain marks and
@@ -241,7 +242,7 @@ var errStopped = errors.New("ownership: fleet consumer stopped")
 // watch delivers the decoded events of the member, drain and claim watches
 // after revision rev until a watch fails, ctx ends or deliver returns false.
 func (r *fleetReader) watch(ctx context.Context, rev int64, deliver func(fleetUpdate) bool) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := context.WithCancel(watchstream.Own(clientv3.WithRequireLeader(ctx)))
 	defer cancel()
 	mch := r.watcher.Watch(wctx, r.layout.Members(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	cch := r.watcher.Watch(wctx, r.layout.Claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))

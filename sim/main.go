@@ -37,6 +37,7 @@ type options struct {
 	out, svg             string
 	verbose, corpus      bool
 	nodes, faults, spins int
+	floorRaises          int
 	duration, yield      time.Duration
 }
 
@@ -68,6 +69,7 @@ func main() {
 	flag.StringVar(&o.strategy, "strategy", "tenure,redislock,etcdmutex", "comma-separated strategies (tenure, redislock, etcdmutex, tenure-unfenced) or all")
 	flag.IntVar(&o.nodes, "nodes", 0, "nodes (0: default)")
 	flag.IntVar(&o.faults, "faults", 0, "faults per run (0: default)")
+	flag.IntVar(&o.floorRaises, "floor-raises", 0, "floors raised per tenure run by a writer outside the fleet (0: default; negative: none)")
 	flag.DurationVar(&o.duration, "duration", 0, "virtual duration of a run (0: default)")
 	flag.IntVar(&o.parallel, "parallel", 0, "runs at once (0: GOMAXPROCS)")
 	flag.StringVar(&o.out, "out", "", "also write the markdown table to this file")
@@ -110,6 +112,9 @@ func run(o options) error {
 	if o.faults > 0 {
 		cfg.Faults = o.faults
 	}
+	if o.floorRaises != 0 {
+		cfg.FloorRaises = o.floorRaises
+	}
 	if o.duration > 0 {
 		cfg.Duration = o.duration
 	}
@@ -141,8 +146,8 @@ func run(o options) error {
 	}
 	wall := time.Since(start)
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "Seeds %d..%d, %d nodes, %d partitions, %d keys, %d clients, TTL %v, %v of virtual time and %d faults per run; liveness bound %v after the last fault heals.\n\n",
-		first, first+uint64(seeds)-1, cfg.Nodes, cfg.Partitions, cfg.Keys, cfg.Clients, cfg.TTL, cfg.Duration, cfg.Faults, cfg.LivenessBound())
+	fmt.Fprintf(&md, "Seeds %d..%d, %d nodes, %d partitions, %d keys, %d clients, TTL %v, %v of virtual time and %d faults per run (and %d floor raises by a writer outside the fleet per tenure run); liveness bound %v after the last fault heals.\n\n",
+		first, first+uint64(seeds)-1, cfg.Nodes, cfg.Partitions, cfg.Keys, cfg.Clients, cfg.TTL, cfg.Duration, cfg.Faults, max(cfg.FloorRaises, 0), cfg.LivenessBound())
 	if err := simulation.WriteMarkdown(&md, totals); err != nil {
 		return err
 	}
@@ -151,8 +156,12 @@ func run(o options) error {
 	for _, t := range totals {
 		runs += t.Runs
 		virtual += t.Virtual
-		fmt.Fprintf(&md, "\n%s: %d process pauses between check and write, %d hung release callbacks, %d writes refused as stale.",
+		fmt.Fprintf(&md, "\n%s: %d process pauses between check and write, %d hung release callbacks, %d writes refused as stale",
 			t.Strategy, t.Pauses, t.Hangs, t.Refused)
+		if t.FloorRaises > 0 {
+			fmt.Fprintf(&md, ", %d floors raised by a writer outside the fleet", t.FloorRaises)
+		}
+		md.WriteString(".")
 	}
 	md.WriteString("\n")
 	fmt.Fprintf(&md, "\n%d runs in %v of wall time (%.0f runs/minute), %v of virtual time.\n", runs, wall.Round(time.Millisecond),

@@ -110,6 +110,22 @@ func TestStaleWrites(t *testing.T) {
 			},
 		},
 		{
+			// A writer outside the fleet (an operator's etcdctl) raised the
+			// floor above every tenure's epoch, the live owner's included:
+			// no tenure or write holds epoch 90, and the owner's write
+			// after it in the store's log is stale all the same.
+			name: "a floor raised outside the fleet, above the live owner's epoch",
+			h: &check.History{
+				Tenures: []check.Tenure{tenure("A", 7, 0, -1)},
+				Store:   []check.StoreEvent{floor(7, 1), apply(1, 10), floor(90, 20), apply(2, 20)},
+				Writes: []check.Write{
+					wr(1, "A", 7, 5, 11, check.Accepted, "-", "a"),
+					wr(2, "A", 7, 15, 21, check.Accepted, "-", "b"),
+				},
+			},
+			stale: []check.WriteID{2}, floor: 90,
+		},
+		{
 			name: "other scopes do not fence",
 			h: &check.History{
 				Store:  []check.StoreEvent{{Kind: check.FloorRaised, Scope: "p/1", Epoch: 9, At: ms(1)}},

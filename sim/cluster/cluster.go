@@ -53,6 +53,11 @@ type Config struct {
 	// under taskset too). Empty means no confinement. It needs Processes and
 	// the taskset command (util-linux).
 	MemberCPUs string
+	// AuthTokenTTL is how long an auth token that no request uses stays
+	// valid, in whole seconds: etcd's --auth-token-ttl. Zero means etcd's
+	// default, 5m. It matters only once EnableAuth has turned authentication
+	// on.
+	AuthTokenTTL time.Duration
 }
 
 // DefaultConfig returns a 1-member cluster with fast raft timing suitable for
@@ -75,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if tick%time.Millisecond != 0 || election%time.Millisecond != 0 {
 		return fmt.Errorf("%w: tick interval %v and election timeout %v must be whole milliseconds", ErrInvalidConfig, tick, election)
+	}
+	if c.AuthTokenTTL < 0 || c.AuthTokenTTL%time.Second != 0 {
+		return fmt.Errorf("%w: auth token TTL %v must be whole seconds", ErrInvalidConfig, c.AuthTokenTTL)
 	}
 	if c.MemberBinary != "" && !c.Processes {
 		return fmt.Errorf("%w: member binary %q needs Processes", ErrInvalidConfig, c.MemberBinary)
@@ -155,6 +163,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			PeerURL:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])},
 			Tick:      cfg.TickInterval,
 			Election:  cfg.ElectionTimeout,
+
+			AuthTokenTTL: cfg.AuthTokenTTL,
 		}
 		s.Dir = filepath.Join(c.dir, s.Name)
 		initial = append(initial, s.Name+"="+s.PeerURL.String())
@@ -262,12 +272,17 @@ func (c *Cluster) MemberClient(i int) (*clientv3.Client, error) {
 }
 
 func (c *Cluster) newClient(endpoints []string) (*clientv3.Client, error) {
+	return c.clientWith(ClientConfig(endpoints))
+}
+
+// clientWith returns a new client made with cfg, which Close closes.
+func (c *Cluster) clientWith(cfg clientv3.Config) (*clientv3.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
-	cli, err := clientv3.New(ClientConfig(endpoints))
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: client: %w", err)
 	}

@@ -41,6 +41,8 @@ func TestConfigValidate(t *testing.T) {
 		{Members: -1},
 		{TickInterval: -time.Second},
 		{TickInterval: 100 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond},
+		{AuthTokenTTL: -time.Second},
+		{AuthTokenTTL: 1500 * time.Millisecond},
 	} {
 		err := cfg.Validate()
 		assert.ErrorIs(t, err, cluster.ErrInvalidConfig, "%+v", cfg)

@@ -43,6 +43,16 @@ func (c *Cluster) NewClient(tb testing.TB) *clientv3.Client {
 	return cli
 }
 
+// NewClientAs is ClientAs, failing tb on error.
+func (c *Cluster) NewClientAs(tb testing.TB, user, password string) *clientv3.Client {
+	tb.Helper()
+	cli, err := c.ClientAs(user, password)
+	if err != nil {
+		tb.Fatalf("etcd client as %s: %v", user, err)
+	}
+	return cli
+}
+
 // NewFaultyClient returns a client behind its own FaultPoint, failing tb on
 // error.
 func (c *Cluster) NewFaultyClient(tb testing.TB) (*clientv3.Client, *FaultPoint) {

@@ -53,6 +53,10 @@ type Config struct {
 	FaultFraction float64
 	// Faults is how many faults the schedule holds.
 	Faults int
+	// FloorRaises is how many RaiseFloor faults the schedule of a tenure
+	// strategy holds besides Faults: a writer outside the fleet raising a
+	// partition's fence floor. Zero means 2; negative means none.
+	FloorRaises int
 	// Step is how far the driver moves the virtual clock at a time and
 	// Yield the real time it sleeps between steps (zero: none; the
 	// scheduler yields of Spins suffice on an idle machine).
@@ -79,6 +83,7 @@ func DefaultConfig() Config {
 		Duration:      20 * time.Second,
 		FaultFraction: 0.7,
 		Faults:        8,
+		FloorRaises:   2,
 		Step:          10 * time.Millisecond,
 		Yield:         50 * time.Microsecond,
 		Spins:         8,
@@ -115,6 +120,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Faults == 0 {
 		c.Faults = d.Faults
+	}
+	if c.FloorRaises == 0 {
+		c.FloorRaises = d.FloorRaises
 	}
 	if c.Step == 0 {
 		c.Step = d.Step

@@ -40,7 +40,13 @@
 // writes of unknown outcome and lost renewals); an etcd leader loss of up to
 // 1s followed by a leader change (every lease countdown restarts); a
 // release callback that hangs for 1 to 3 TTLs; broken watch streams; and
-// compactions.
+// compactions. The tenure strategies also get Config.FloorRaises (2)
+// writers outside the fleet, each raising the fence floor of a partition
+// in use to etcd's current revision with a Put of the floor key in the
+// store's encoding, as an operator shutting out a zombie with etcdctl
+// would, and releasing its claim up to a TTL later; the store's log holds
+// that floor like any other, so a write admitted below it after it counts
+// as stale.
 //
 // # Workload
 //

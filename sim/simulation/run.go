@@ -30,6 +30,8 @@ type Result struct {
 	// Refused counts the writes the store refused as stale: the fence at
 	// work.
 	Refused int
+	// FloorRaises counts the RaiseFloor faults whose Put landed.
+	FloorRaises int
 	// HealedAt is when the last fault was over.
 	HealedAt time.Duration
 }
@@ -51,6 +53,9 @@ func ReplayCommand(cfg Config) string {
 	}
 	if cfg.Faults != d.Faults {
 		s += fmt.Sprintf(" -faults %d", cfg.Faults)
+	}
+	if cfg.FloorRaises != d.FloorRaises {
+		s += fmt.Sprintf(" -floor-raises %d", cfg.FloorRaises)
 	}
 	if cfg.Duration != d.Duration {
 		s += fmt.Sprintf(" -duration %v", cfg.Duration)
@@ -125,6 +130,9 @@ func Run(cfg Config) (*Result, error) {
 	drv.Stop()
 
 	res := &Result{Config: cfg, Schedule: w.sched, Virtual: until}
+	if t, ok := ex.(*tenureEx); ok {
+		res.FloorRaises = int(t.raised.Load())
+	}
 	w.mu.Lock()
 	res.Pauses, res.Hangs = w.pauses, w.hangs
 	res.HealedAt = max(w.healedAt, w.sched.HealedAt)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tenure-go/tenure/ownership"
 )
 
 // FaultKind is the kind of a Fault.
@@ -37,12 +39,22 @@ const (
 	DropWatches
 	// Compact: etcd compacts its history up to its current revision at At.
 	Compact
+	// RaiseFloor: at At, someone outside the fleet (an operator shutting
+	// out a zombie with etcdctl, a script, a process of another build)
+	// raises the fence floor of partition Partition: a Put of the floor key
+	// in the store's 19-digit encoding, to etcd's current revision, above
+	// the epoch of every tenure of the partition so far, the live owner's
+	// included. Dur later it deletes the claim it saw (a force release), so
+	// that the partition moves on at an epoch above the floor. Only the
+	// tenure strategies, whose floors these are, get it; their schedules
+	// hold Config.FloorRaises of them beside Faults.
+	RaiseFloor
 )
 
 var faultNames = map[FaultKind]string{
 	Pause: "pause", Crash: "crash", Partition: "partition", Latency: "latency",
 	LoseResponses: "lose-responses", LeaderChange: "leader-change", HangRelease: "hang-release",
-	DropWatches: "drop-watches", Compact: "compact",
+	DropWatches: "drop-watches", Compact: "compact", RaiseFloor: "raise-floor",
 }
 
 func (k FaultKind) String() string {
@@ -54,11 +66,12 @@ func (k FaultKind) String() string {
 
 // Fault is one entry of a fault schedule.
 type Fault struct {
-	Kind    FaultKind
-	At, Dur time.Duration
-	Node    int
-	Latency time.Duration
-	N       int
+	Kind      FaultKind
+	At, Dur   time.Duration
+	Node      int
+	Latency   time.Duration
+	N         int
+	Partition int // of a RaiseFloor
 }
 
 // End is when the fault is over (for a crash: when it happened).
@@ -69,6 +82,8 @@ func (f Fault) String() string {
 	fmt.Fprintf(&b, "%v %s", f.At, f.Kind)
 	switch f.Kind {
 	case LeaderChange, Compact:
+	case RaiseFloor:
+		fmt.Fprintf(&b, " p/%d", f.Partition)
 	default:
 		fmt.Fprintf(&b, " n%d", f.Node+1)
 	}
@@ -108,7 +123,9 @@ func (s Schedule) String() string {
 
 // NewSchedule derives the fault schedule of cfg.Seed. Faults start after
 // one TTL of warm-up and end by FaultFraction of the run; at most one node
-// crashes, so that a majority of the fleet survives.
+// crashes, so that a majority of the fleet survives. The floor raises of
+// the tenure strategies come from a random stream of their own, so that
+// they leave the other faults of a seed as they are.
 func NewSchedule(cfg Config) Schedule {
 	cfg = cfg.withDefaults()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
@@ -153,9 +170,31 @@ func NewSchedule(cfg Config) Schedule {
 		}
 		s.Faults = append(s.Faults, f)
 	}
+	if cfg.Strategy == Tenure || cfg.Strategy == TenureUnfenced {
+		s.Faults = append(s.Faults, floorRaises(cfg, window)...)
+	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 	for _, f := range s.Faults {
 		s.HealedAt = max(s.HealedAt, f.End())
 	}
 	return s
+}
+
+// floorRaises draws cfg.FloorRaises RaiseFloor faults within window: at
+// times between one TTL and window less a TTL, each on the partition of a
+// key of the workload, releasing the claim up to a TTL after its raise.
+func floorRaises(cfg Config, window time.Duration) []Fault {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0xf1002))
+	ttl := cfg.TTL
+	dur := func(lo, hi time.Duration) time.Duration {
+		return (lo + time.Duration(rng.Int64N(int64(hi-lo)+1))).Round(time.Millisecond)
+	}
+	var out []Fault
+	for range max(cfg.FloorRaises, 0) {
+		f := Fault{Kind: RaiseFloor, At: dur(ttl, window-ttl), Dur: dur(0, ttl),
+			Partition: ownership.PartitionOf(keyName(rng.IntN(cfg.Keys)), cfg.Partitions)}
+		f.Dur = min(f.Dur, max(0, window-f.At))
+		out = append(out, f)
+	}
+	return out
 }

@@ -34,6 +34,8 @@ type Totals struct {
 	Pauses, Hangs int
 	// Refused counts the writes refused as stale.
 	Refused int
+	// FloorRaises counts the floors raised by a writer outside the fleet.
+	FloorRaises int
 	// Failed lists the replay commands of failing runs.
 	Failed []string
 	// live: the strategy's runs were checked for liveness.
@@ -63,6 +65,7 @@ func (t *Totals) Add(r *Result) {
 	t.Pauses += r.Pauses
 	t.Hangs += r.Hangs
 	t.Refused += r.Refused
+	t.FloorRaises += r.FloorRaises
 	t.Wall += r.Wall
 	if !r.OK() {
 		t.FailedRuns++

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -42,6 +43,8 @@ type tenureEx struct {
 	stores   []*etcdfence.Store
 	batchers []*etcdfence.Batcher // with an odd seed
 	fencePf  string
+	raised   atomic.Int64   // RaiseFloor faults whose Put landed
+	outside  sync.WaitGroup // RaiseFloor faults in progress
 
 	mu   sync.Mutex
 	revs map[int64]time.Duration // revision -> when it was committed
@@ -60,6 +63,7 @@ func (ex *tenureEx) revTime(rev int64) time.Duration {
 func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: keys.New(cluster).Fences(), revs: map[int64]time.Duration{}}
 	ex.observe()
+	w.outsider = func(ctx context.Context, f Fault) { ex.outside.Go(func() { ex.raiseFloor(ctx, f) }) }
 	for _, n := range w.nodes {
 		store, err := etcdfence.New(n.cli, etcdfence.Config{Cluster: cluster, Prefix: dataPrefix})
 		if err != nil {
@@ -265,6 +269,7 @@ func (ex *tenureEx) close() {
 	for _, b := range ex.batchers {
 		_ = b.Close()
 	}
+	ex.outside.Wait()
 	ex.w.srv.OnCommit(nil)
 	_ = ex.admin.Close()
 }

@@ -28,6 +28,9 @@ type world struct {
 	nodes []*simNode
 	// ctx ends when the workload stops.
 	ctx context.Context
+	// outsider, if not nil, starts a RaiseFloor fault; nil: the strategy
+	// has no floors to raise.
+	outsider func(context.Context, Fault)
 
 	mu       sync.Mutex
 	healedAt time.Duration // the last fault's actual end
@@ -212,6 +215,10 @@ func (w *world) inject(ctx context.Context, admin *memetcd.Client) {
 			}()
 		case DropWatches:
 			w.srv.DropWatches(n.cli.ID())
+		case RaiseFloor:
+			if w.outsider != nil {
+				w.outsider(context.WithoutCancel(ctx), f)
+			}
 		case Compact:
 			cctx, cancel := context.WithCancel(ctx)
 			_, _ = admin.Compact(cctx, w.srv.Revision())

@@ -31,7 +31,16 @@ type Spec struct {
 	InitialCluster string // name=peerURL,...
 	Tick           time.Duration
 	Election       time.Duration
+	// AuthTokenTTL is how long a simple auth token lives unused, in whole
+	// seconds; zero means etcd's default (5m). It matters once
+	// authentication is enabled.
+	AuthTokenTTL time.Duration
 }
+
+// bcryptCost is the cost of the password hashes of every sim cluster:
+// bcrypt's minimum, so that authenticating (every new client stream does)
+// costs microseconds instead of tens of milliseconds of CPU.
+const bcryptCost = 4
 
 // EmbedConfig returns the embed configuration that runs s, logging to lg.
 func (s Spec) EmbedConfig(lg *zap.Logger) *embed.Config {
@@ -50,6 +59,10 @@ func (s Spec) EmbedConfig(lg *zap.Logger) *embed.Config {
 	ec.ListenMetricsUrls = nil
 	ec.EnableGRPCGateway = false
 	ec.UnsafeNoFsync = true
+	ec.BcryptCost = bcryptCost
+	if s.AuthTokenTTL > 0 {
+		ec.AuthTokenTTL = uint(s.AuthTokenTTL / time.Second)
+	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	return ec
 }
@@ -74,6 +87,7 @@ func Args(s Spec, f Flags) []string {
 		"-initial-cluster=" + s.InitialCluster,
 		"-tick=" + s.Tick.String(),
 		"-election=" + s.Election.String(),
+		"-auth-token-ttl=" + s.AuthTokenTTL.String(),
 		"-log-level=" + f.LogLevel,
 		"-exit-on-stdin-eof=" + strconv.FormatBool(f.ExitOnStdinEOF),
 	}
@@ -92,6 +106,7 @@ func Parse(args []string) (Spec, Flags, error) {
 	fs.StringVar(&s.InitialCluster, "initial-cluster", "", "name=peerURL,... of every member")
 	fs.DurationVar(&s.Tick, "tick", 50*time.Millisecond, "raft heartbeat interval")
 	fs.DurationVar(&s.Election, "election", 500*time.Millisecond, "raft election timeout")
+	fs.DurationVar(&s.AuthTokenTTL, "auth-token-ttl", 0, "lifetime of an unused simple auth token, whole seconds; 0: etcd's default")
 	fs.StringVar(&f.LogLevel, "log-level", "", "zap level of the logs on standard error; empty: none")
 	fs.BoolVar(&f.ExitOnStdinEOF, "exit-on-stdin-eof", false, "exit when standard input ends (the parent died)")
 	if err := fs.Parse(args); err != nil {

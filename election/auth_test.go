@@ -1,0 +1,150 @@
+package election_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// authTokenTTL is the lifetime of an unused etcd auth token in the tests
+// with authentication on: etcd's minimum.
+const authTokenTTL = time.Second
+
+const (
+	fleetUser     = "fleet-test"
+	fleetPassword = "fleet-test-password"
+	otherUser     = "fleet-other"
+	otherPassword = "fleet-other-password"
+)
+
+// authCluster is an etcd with authentication on and a short auth-token TTL:
+// the root user and two tenants, fleetUser, whose role may only read and
+// write the test elections' prefix, and otherUser, whose role may only read
+// and write another prefix.
+type authCluster struct {
+	*cluster.Cluster
+	logs  *observer.ObservedLogs // etcd's warnings
+	start time.Time
+}
+
+func newAuthCluster(t *testing.T) authCluster {
+	t.Helper()
+	core, logs := observer.New(zapcore.WarnLevel)
+	cfg := cluster.DefaultConfig()
+	cfg.AuthTokenTTL = authTokenTTL
+	cfg.Logger = zap.New(core)
+	c := cluster.NewWithConfig(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, cluster.EnableAuth(ctx, c.NewClient(t), "root-password",
+		cluster.User{Name: fleetUser, Password: fleetPassword, Prefix: "/tenure/" + testCluster + "/"},
+		cluster.User{Name: otherUser, Password: otherPassword, Prefix: "/tenure/other/"}))
+	return authCluster{Cluster: c, logs: logs, start: time.Now()}
+}
+
+// refusals counts the requests etcd refused for an expired or unknown auth
+// token so far.
+func (c authCluster) refusals() int { return c.logs.FilterMessage("invalid auth token").Len() }
+
+// maxRefusals is the most refusals for an expired token that clients
+// clients may have met since the cluster started if none of them spins on
+// one: a client that presents an expired token is refused once, fetches a
+// new one and is not refused again before that one expires. A watch created
+// on a stream opened under a token that has since expired is refused
+// however often it is retried.
+func (c authCluster) maxRefusals(clients int) int {
+	return clients * int(time.Since(c.start)/authTokenTTL+1)
+}
+
+// outliveTokens lets every auth token that nothing uses meanwhile expire
+// twice over: etcd deletes an unused simple token between TTL and TTL plus
+// one second after its last use.
+func outliveTokens() { time.Sleep(2*authTokenTTL + 2*time.Second) }
+
+// TestAuthTokenExpiry: with authentication on, a role limited to the
+// elections' prefix and auth tokens that expire after a second unused,
+// across several expiries: sessions renew and keep their leases, a leader
+// keeps its term, a Campaign blocked before the expiries wins when the
+// leader resigns after them, a Campaign begun after them wins in turn, and
+// Observe streams, begun before and after, see every leader, on clients
+// whose watch streams were opened before the tokens expired. No watch spins
+// on a refused token.
+func TestAuthTokenExpiry(t *testing.T) {
+	c := newAuthCluster(t)
+	ctx := testCtx(t)
+	cli1, cli2, cli3 := c.NewClientAs(t, fleetUser, fleetPassword), c.NewClientAs(t, fleetUser, fleetPassword), c.NewClientAs(t, fleetUser, fleetPassword)
+	con := newContest(t, ctx, cli1, cli2, "auth")
+	obs2 := con.e2.Observe(ctx) // a long-lived watch on the blocked candidate's client
+	require.Equal(t, "n1", recv(t, obs2, "n2's first observation").Leader.ID)
+	s3 := newSession(t, cli3, shortTTL)
+	e3 := newElection(t, s3, cli3, "auth", "n3")
+	obs3 := e3.Observe(ctx) // and one on a third client
+	require.Equal(t, "n1", recv(t, obs3, "n3's first observation").Leader.ID)
+	sessions := []*election.Session{con.s1, s3}
+	leases := []clientv3.LeaseID{con.s1.Lease(), s3.Lease()}
+
+	outliveTokens()
+
+	res3 := campaignAsync(ctx, e3) // begun after the expiries
+	waitCandidates(t, cli3, e3, 3)
+	obs1 := con.e1.Observe(ctx) // begun after the expiries, on the leader's client
+	require.Equal(t, "n1", recv(t, obs1, "n1's first observation").Leader.ID)
+	require.NoError(t, con.t1.Resign(ctx))
+	r2 := recv(t, con.res, "the blocked campaign to win")
+	require.NoError(t, r2.err)
+	assert.Greater(t, r2.term.Epoch(), con.t1.Epoch())
+	for _, obs := range []<-chan election.Observation{obs1, obs2, obs3} {
+		for o := recv(t, obs, "an observation"); o.Leader.ID != "n2"; o = recv(t, obs, "an observation of n2") {
+		}
+	}
+
+	outliveTokens()
+
+	select {
+	case <-r2.term.Done():
+		t.Fatalf("n2's term ended: %v", r2.term.Err())
+	default:
+	}
+	require.NoError(t, r2.term.Resign(ctx))
+	r3 := recv(t, res3, "the campaign begun after the expiries to win")
+	require.NoError(t, r3.err)
+	assert.Greater(t, r3.term.Epoch(), r2.term.Epoch())
+	for _, obs := range []<-chan election.Observation{obs1, obs2, obs3} {
+		for o := recv(t, obs, "an observation"); o.Leader.ID != "n3"; o = recv(t, obs, "an observation of n3") {
+		}
+	}
+	require.NoError(t, r3.term.Resign(ctx))
+
+	for i, s := range sessions {
+		assert.NoError(t, s.Err(), "session %d", i)
+		assert.Equal(t, leases[i], s.Lease(), "session %d", i)
+	}
+	t.Logf("requests refused for an expired token: %d", c.refusals())
+	assert.LessOrEqual(t, c.refusals(), c.maxRefusals(3), "refusals for an expired token: a watch spins on one")
+}
+
+// TestAuthOtherTenant: a candidate whose etcd user's role covers another
+// prefix only is refused at once, with an error that wraps etcd's
+// permission denied, not retried until its context ends.
+func TestAuthOtherTenant(t *testing.T) {
+	c := newAuthCluster(t)
+	ctx := testCtx(t)
+	cli := c.NewClientAs(t, otherUser, otherPassword)
+	e := newElection(t, newSession(t, cli, shortTTL), cli, "auth", "intruder")
+	_, err := e.Campaign(ctx)
+	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied)
+	require.NoError(t, ctx.Err(), "Campaign must not wait for its context to end")
+	_, err = e.Leader(ctx)
+	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied)
+}
