@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/errs"
+	"github.com/tenure-go/tenure/internal/keys"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -159,12 +160,10 @@ func (c ElectionConfig) Validate() error {
 	if err := ValidateName(c.Name); err != nil {
 		return err
 	}
-	switch {
-	case c.Cluster == "" && c.Prefix == "":
-		return errs.New(ErrInvalidConfig, "election %q: Cluster or Prefix must be set", c.Name)
-	case strings.ContainsRune(c.Cluster, 0) || strings.ContainsRune(c.Prefix, 0):
-		return errs.New(ErrInvalidConfig, "election %q: cluster or prefix contains NUL", c.Name)
-	case c.ResignTimeout < 0:
+	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
+		return errs.New(ErrInvalidConfig, "election %q: %v", c.Name, err)
+	}
+	if c.ResignTimeout < 0 {
 		return errs.New(ErrInvalidConfig, "election %q: resign timeout %v must not be negative", c.Name, c.ResignTimeout)
 	}
 	if err := typedNils(c.Name, c.Metrics, c.Logger, c.Clock); err != nil {

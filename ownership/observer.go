@@ -3,7 +3,6 @@ package ownership
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -42,11 +41,8 @@ type ObserverConfig struct {
 // ErrInvalidConfig; an invalid partition count or load factor also wraps
 // ErrInvalidPartitions or ErrInvalidLoadFactor.
 func (c ObserverConfig) Validate() error {
-	switch {
-	case c.Cluster == "" && c.Prefix == "":
-		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
-	case strings.ContainsRune(c.Cluster, 0) || strings.ContainsRune(c.Prefix, 0):
-		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
+	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if err := c.Ring.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -30,11 +30,8 @@ type OperatorConfig struct {
 // Validate reports whether c can configure an Operator. Errors wrap
 // ErrInvalidConfig.
 func (c OperatorConfig) Validate() error {
-	switch {
-	case c.Cluster == "" && c.Prefix == "":
-		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
-	case strings.ContainsRune(c.Cluster, 0) || strings.ContainsRune(c.Prefix, 0):
-		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
+	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package router
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -103,11 +103,8 @@ func (c ClientConfig) withDefaults() ClientConfig {
 // nil also wraps ErrNilArgument.
 func (c ClientConfig) Validate() error {
 	d := c.withDefaults()
-	if d.Cluster == "" && d.Prefix == "" {
-		return fmt.Errorf("%w: Cluster or Prefix must be set", ErrInvalidConfig)
-	}
-	if strings.ContainsRune(d.Cluster, 0) || strings.ContainsRune(d.Prefix, 0) {
-		return fmt.Errorf("%w: cluster or prefix contains NUL", ErrInvalidConfig)
+	if err := keys.CheckFleet(d.Cluster, d.Prefix); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if d.Partitions != 0 || d.LoadFactor != 0 {
 		// Assertions: check each one that is set.
