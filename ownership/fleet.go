@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/watchstream"
 )
@@ -194,8 +195,20 @@ var errWatchEnded = errors.New("ownership: watch ended")
 // change to deliver, in order, until ctx ends or deliver returns false.
 // When a watch fails it delivers a stale update, reads everything again
 // (each attempt bounded by timeout, if positive; failures retried with
-// backoff) and delivers the new listing before it watches again.
+// backoff) and delivers the new listing before it watches again. While it
+// follows, it keeps the etcd client from waiting out gRPC's reconnect
+// backoff (redial).
 func (r *fleetReader) follow(ctx context.Context, rev int64, timeout time.Duration, deliver func(fleetUpdate) bool) {
+	rctx, stopRedial := context.WithCancel(ctx)
+	redialed := make(chan struct{})
+	go func() {
+		defer close(redialed)
+		r.redial(rctx)
+	}()
+	defer func() {
+		stopRedial()
+		<-redialed
+	}()
 	for {
 		err := r.watch(ctx, rev, deliver)
 		if ctx.Err() != nil || errors.Is(err, errStopped) {
@@ -210,6 +223,22 @@ func (r *fleetReader) follow(ctx context.Context, rev int64, timeout time.Durati
 			return
 		}
 		rev = lst.rev
+	}
+}
+
+// redial asks the etcd client to reconnect at once (etcderr.Redial) every
+// rejoinRetry while its connection is down, until ctx ends. A watch whose
+// connection is lost does not fail: the client reopens it once the
+// connection is back, and a read waits for the connection too, so that
+// without redial a reader would see etcd again only when gRPC's reconnect
+// backoff, which grows to minutes, next lets it try. It returns at once
+// for a client that has no gRPC connection to watch.
+func (r *fleetReader) redial(ctx context.Context) {
+	for etcderr.WaitDown(ctx, r.watcher) {
+		etcderr.Redial(r.watcher)
+		if !clock.Sleep(ctx, r.clock, rejoinRetry) {
+			return
+		}
 	}
 }
 

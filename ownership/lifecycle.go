@@ -131,10 +131,11 @@ func (l *loop) rejoin() error {
 	}
 }
 
-// rejoinRetry caps the delay between rejoin attempts and the interval at
-// which a rejoining node asks its etcd client to reconnect; it is what an
-// etcd outage costs a node beyond the round trips of its rejoin and
-// claims.
+// rejoinRetry caps the delay between rejoin attempts and is the interval at
+// which a rejoining node, and a reader of the fleet whose connection is
+// down (fleetReader.redial), ask their etcd client to reconnect; it is
+// what an etcd outage costs a node or an Observer beyond the round trips
+// of its rejoin and claims or of its reads.
 const rejoinRetry = 250 * time.Millisecond
 
 // rejoinPolicy is the retry policy of rejoin attempts: 50ms doubling up to
