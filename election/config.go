@@ -30,10 +30,11 @@ const DefaultResignTimeout = 5 * time.Second
 type ElectionConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" under which the
 	// election's keys live ("<prefix>leader/<Name>/"). Either Cluster or
-	// Prefix must be set.
+	// Prefix must be set. Cluster must not contain '/' or NUL, as
+	// ownership.Config.Cluster.
 	Cluster string
 	// Prefix, if set, is used instead of the default prefix derived from
-	// Cluster. A trailing '/' is added if missing.
+	// Cluster. A trailing '/' is added if missing. It must not contain NUL.
 	Prefix string
 	// Name names the election. It must be non-empty, contain neither '/' nor
 	// NUL, and "leader/<Name>" must be a valid fence scope (no spaces or

@@ -25,8 +25,10 @@ type FleetClient interface {
 // required; Ring must equal the fleet's.
 type ObserverConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
+	// It must not contain '/' or NUL, as Config.Cluster.
 	Cluster string
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
+	// It must not contain NUL.
 	Prefix string
 	// Ring is the fleet's ring configuration.
 	Ring RingConfig

@@ -20,8 +20,10 @@ import (
 // OperatorConfig configures an Operator. Cluster (or Prefix) is required.
 type OperatorConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
+	// It must not contain '/' or NUL, as Config.Cluster.
 	Cluster string
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
+	// It must not contain NUL.
 	Prefix string
 	// Clock stamps drain marks and audit records. Nil means clock.Real().
 	Clock clock.Clock

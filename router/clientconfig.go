@@ -19,9 +19,11 @@ import (
 // documented default; Cluster (or Prefix) is required.
 type ClientConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
-	// Either Cluster or Prefix must be set.
+	// Either Cluster or Prefix must be set. Cluster must not contain '/'
+	// or NUL, as ownership.Config.Cluster.
 	Cluster string
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
+	// It must not contain NUL.
 	Prefix string
 	// Partitions, if set, asserts the fleet's partition count: NewClient
 	// reads the count from the fleet's spec in etcd and fails with an
