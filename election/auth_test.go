@@ -1,25 +1,16 @@
 package election_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// authTokenTTL is the lifetime of an unused etcd auth token in the tests
-// with authentication on: etcd's minimum.
-const authTokenTTL = time.Second
 
 const (
 	fleetUser     = "fleet-test"
@@ -28,49 +19,17 @@ const (
 	otherPassword = "fleet-other-password"
 )
 
-// authCluster is an etcd with authentication on and a short auth-token TTL:
+// newAuthCluster starts an etcd with authentication on and a short
+// auth-token TTL (cluster.AuthTokenTTL):
 // the root user and two tenants, fleetUser, whose role may only read and
 // write the test elections' prefix, and otherUser, whose role may only read
 // and write another prefix.
-type authCluster struct {
-	*cluster.Cluster
-	logs  *observer.ObservedLogs // etcd's warnings
-	start time.Time
-}
-
-func newAuthCluster(t *testing.T) authCluster {
+func newAuthCluster(t *testing.T) *cluster.AuthCluster {
 	t.Helper()
-	core, logs := observer.New(zapcore.WarnLevel)
-	cfg := cluster.DefaultConfig()
-	cfg.AuthTokenTTL = authTokenTTL
-	cfg.Logger = zap.New(core)
-	c := cluster.NewWithConfig(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	require.NoError(t, cluster.EnableAuth(ctx, c.NewClient(t), "root-password",
+	return cluster.NewWithAuth(t,
 		cluster.User{Name: fleetUser, Password: fleetPassword, Prefix: "/tenure/" + testCluster + "/"},
-		cluster.User{Name: otherUser, Password: otherPassword, Prefix: "/tenure/other/"}))
-	return authCluster{Cluster: c, logs: logs, start: time.Now()}
+		cluster.User{Name: otherUser, Password: otherPassword, Prefix: "/tenure/other/"})
 }
-
-// refusals counts the requests etcd refused for an expired or unknown auth
-// token so far.
-func (c authCluster) refusals() int { return c.logs.FilterMessage("invalid auth token").Len() }
-
-// maxRefusals is the most refusals for an expired token that clients
-// clients may have met since the cluster started if none of them spins on
-// one: a client that presents an expired token is refused once, fetches a
-// new one and is not refused again before that one expires. A watch created
-// on a stream opened under a token that has since expired is refused
-// however often it is retried.
-func (c authCluster) maxRefusals(clients int) int {
-	return clients * int(time.Since(c.start)/authTokenTTL+1)
-}
-
-// outliveTokens lets every auth token that nothing uses meanwhile expire
-// twice over: etcd deletes an unused simple token between TTL and TTL plus
-// one second after its last use.
-func outliveTokens() { time.Sleep(2*authTokenTTL + 2*time.Second) }
 
 // TestAuthTokenExpiry: with authentication on, a role limited to the
 // elections' prefix and auth tokens that expire after a second unused,
@@ -94,7 +53,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 	sessions := []*election.Session{con.s1, s3}
 	leases := []clientv3.LeaseID{con.s1.Lease(), s3.Lease()}
 
-	outliveTokens()
+	cluster.OutliveTokens()
 
 	res3 := campaignAsync(ctx, e3) // begun after the expiries
 	waitCandidates(t, cli3, e3, 3)
@@ -109,7 +68,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 		}
 	}
 
-	outliveTokens()
+	cluster.OutliveTokens()
 
 	select {
 	case <-r2.term.Done():
@@ -130,8 +89,8 @@ func TestAuthTokenExpiry(t *testing.T) {
 		assert.NoError(t, s.Err(), "session %d", i)
 		assert.Equal(t, leases[i], s.Lease(), "session %d", i)
 	}
-	t.Logf("requests refused for an expired token: %d", c.refusals())
-	assert.LessOrEqual(t, c.refusals(), c.maxRefusals(3), "refusals for an expired token: a watch spins on one")
+	t.Logf("requests refused for an expired token: %d", c.Refusals())
+	assert.LessOrEqual(t, c.Refusals(), c.MaxRefusals(3), "refusals for an expired token: a watch spins on one")
 }
 
 // TestAuthOtherTenant: a candidate whose etcd user's role covers another

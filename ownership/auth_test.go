@@ -8,19 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// authTokenTTL is the lifetime of an unused etcd auth token in the tests
-// with authentication on: etcd's minimum.
-const authTokenTTL = time.Second
 
 const (
 	authFleet      = "auth-a" // the fleet of the tests with authentication on
@@ -31,49 +24,17 @@ const (
 	otherPassword  = "fleet-b-password"
 )
 
-// authCluster is an etcd with authentication on and a short auth-token TTL:
+// newAuthCluster starts an etcd with authentication on and a short
+// auth-token TTL (cluster.AuthTokenTTL):
 // the root user and two tenants, fleetUser and otherUser, whose roles may
 // only read and write the prefix of their own fleet, authFleet and
 // authOtherFleet.
-type authCluster struct {
-	*cluster.Cluster
-	logs  *observer.ObservedLogs // etcd's warnings
-	start time.Time
-}
-
-func newAuthCluster(t *testing.T) authCluster {
+func newAuthCluster(t *testing.T) *cluster.AuthCluster {
 	t.Helper()
-	core, logs := observer.New(zapcore.WarnLevel)
-	cfg := cluster.DefaultConfig()
-	cfg.AuthTokenTTL = authTokenTTL
-	cfg.Logger = zap.New(core)
-	c := cluster.NewWithConfig(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, cluster.EnableAuth(ctx, c.NewClient(t), "root-password",
+	return cluster.NewWithAuth(t,
 		cluster.User{Name: fleetUser, Password: fleetPassword, Prefix: keys.DefaultPrefix(authFleet)},
-		cluster.User{Name: otherUser, Password: otherPassword, Prefix: keys.DefaultPrefix(authOtherFleet)}))
-	return authCluster{Cluster: c, logs: logs, start: time.Now()}
+		cluster.User{Name: otherUser, Password: otherPassword, Prefix: keys.DefaultPrefix(authOtherFleet)})
 }
-
-// refusals counts the requests etcd refused for an expired or unknown auth
-// token so far.
-func (c authCluster) refusals() int { return c.logs.FilterMessage("invalid auth token").Len() }
-
-// maxRefusals is the most refusals for an expired token that clients
-// clients may have met since the cluster started if none of them spins on
-// one: a client that presents an expired token is refused once, fetches a
-// new one and is not refused again before that one expires. A watch created
-// on a stream opened under a token that has since expired is refused
-// however often it is retried.
-func (c authCluster) maxRefusals(clients int) int {
-	return clients * int(time.Since(c.start)/authTokenTTL+1)
-}
-
-// outliveTokens lets every auth token that nothing uses meanwhile expire
-// twice over: etcd deletes an unused simple token between TTL and TTL plus
-// one second after its last use.
-func outliveTokens() { time.Sleep(2*authTokenTTL + 2*time.Second) }
 
 // TestAuthTokenExpiry runs a fleet whose etcd user may touch nothing but the
 // fleet's prefix, on an etcd whose auth tokens expire after a second unused.
@@ -112,7 +73,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 	leases := []string{a.Status().Lease, b.Status().Lease}
 
 	for i := range 2 {
-		outliveTokens()
+		cluster.OutliveTokens()
 		require.NoError(t, stableErr([]*Node{a, b}), "after expiry %d", i+1)
 		require.Equal(t, before, servedEpochs(t, []*Node{a, b}, parts), "epochs after expiry %d", i+1)
 		require.Equal(t, leases, []string{a.Status().Lease, b.Status().Lease}, "sessions after expiry %d", i+1)
@@ -131,13 +92,13 @@ func TestAuthTokenExpiry(t *testing.T) {
 		_, err := store.Put(ctx, fence.Token{Scope: fence.PartitionScope(p), Epoch: epoch}, "k", []byte("v"))
 		require.NoError(t, err, "partition %d epoch %d", p, epoch)
 	}
-	outliveTokens()
+	cluster.OutliveTokens()
 	require.NoError(t, stableErr([]*Node{a, b, n}))
 	assert.Equal(t, []string{a.Status().Lease, b.Status().Lease}, leases, "sessions")
 	assert.Zero(t, o.Resyncs(), "the Observer opened before the expiries read the fleet again")
 	assert.Zero(t, late.Resyncs(), "the Observer opened after the expiries read the fleet again")
-	t.Logf("requests refused for an expired token: %d", c.refusals())
-	assert.LessOrEqual(t, c.refusals(), c.maxRefusals(2), "refusals for an expired token: a watch spins on one")
+	t.Logf("requests refused for an expired token: %d", c.Refusals())
+	assert.LessOrEqual(t, c.Refusals(), c.MaxRefusals(2), "refusals for an expired token: a watch spins on one")
 }
 
 // TestAuthOtherTenant: a node whose etcd user's role covers another
