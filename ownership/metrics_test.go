@@ -199,6 +199,26 @@ func logLines(t testing.TB, buf *testlog.Buffer) []map[string]any {
 	return out
 }
 
+// waitLogged waits until cond holds for the lines of buf, checking again
+// after each write, and fails the test with cond's last error after
+// timeout.
+func waitLogged(t testing.TB, buf *testlog.Buffer, timeout time.Duration, cond func([]map[string]any) error) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		written := buf.Written()
+		err := cond(logLines(t, buf))
+		if err == nil {
+			return
+		}
+		select {
+		case <-written:
+		case <-deadline:
+			t.Fatalf("not logged after %v: %v", timeout, err)
+		}
+	}
+}
+
 // releasedLogged counts the partitions that node's log lines say were
 // released for reason: the count of every line that releases partitions
 // (a handoff batch's, a session loss's, a forced release's).
@@ -282,12 +302,14 @@ func TestNodeEvents(t *testing.T) {
 	victim := a.Owned()[0]
 	_, err = op.ForceRelease(ctx, victim, Action{Actor: "tester", Reason: "test"})
 	require.NoError(t, err)
-	require.NoError(t, waitFor(10*time.Second, func() error {
-		if findLog(logLines(t, buf), "forced release observed", nil) == nil {
+	// The forced release is logged once etcd has told the node that its
+	// lease lives, which may come after the node last changed.
+	waitLogged(t, buf, 10*time.Second, func(lines []map[string]any) error {
+		if findLog(lines, "forced release observed", nil) == nil {
 			return errors.New("no forced release logged")
 		}
 		return nil
-	}, a))
+	})
 	waitStable(t, 20*time.Second, a, b)
 	_, err = op.Drain(ctx, "b", Action{Actor: "tester", Reason: "test"})
 	require.NoError(t, err)
@@ -386,19 +408,12 @@ func TestNodeHealth(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	// The loss is logged in one line once the generation has ended, which
 	// may come after Live turns false.
-	deadline := time.After(10 * time.Second)
-	for {
-		written := buf.Written()
-		n := releasedLogged(logLines(t, buf), "a", "lost")
-		if n >= 4 {
-			break
+	waitLogged(t, buf, 10*time.Second, func(lines []map[string]any) error {
+		if n := releasedLogged(lines, "a", "lost"); n < 4 {
+			return fmt.Errorf("%d of 4 lost partitions logged", n)
 		}
-		select {
-		case <-written:
-		case <-deadline:
-			t.Fatalf("%d of 4 lost partitions logged", n)
-		}
-	}
+		return nil
+	})
 	lines := logLines(t, buf)
 	assert.NotNil(t, findLog(lines, "session lost", map[string]any{"node": "a", "lease": nil, "cause": "expired"}))
 	assert.NotNil(t, findLog(lines, "session lost: released 4 partitions", map[string]any{"node": "a", "lease": nil, "cause": "expired", "count": 4, "partitions": "0-3"}))

@@ -4,6 +4,7 @@ package metricstest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -36,6 +37,24 @@ func MustValue(t testing.TB, g prometheus.Gatherer, name string, labels map[stri
 		t.Fatalf("metric %s%v not found", name, labels)
 	}
 	return v
+}
+
+// WaitValue waits until the value of name with labels (as Lookup reads
+// it) is want, for a metric that is updated after the event a test waits
+// on, and fails the test with the last value after timeout.
+func WaitValue(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string, want float64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got, _ := Lookup(t, g, name, labels)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metric %s%v is %v after %v, want %v", name, labels, got, timeout, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Value returns a sample's counter or gauge value, or its histogram's
