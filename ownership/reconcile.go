@@ -58,7 +58,7 @@ func (l *loop) adopt(p int, epoch int64) {
 		l.startDelete(p, epoch, nil)
 		return
 	}
-	t := newTenure(l.gen.ctx, &l.n.slots[p], p, epoch, l.n.cfg.Signer)
+	t := newTenure(l.gen.ctx, l.gen.sess, &l.n.slots[p], p, epoch, l.n.cfg.Signer)
 	l.set(p, &pstate{phase: phaseFencing, t: t})
 	if len(l.n.cfg.Fencers) == 0 {
 		l.serveTenure(t)

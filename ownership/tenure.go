@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 )
 
@@ -24,8 +25,9 @@ type tenure struct {
 	token  fence.Token
 	ctx    context.Context // cancelled when the tenure ends; carries token
 	cancel context.CancelCauseFunc
-	slot   *slot  // the partition's state
-	reason Reason // why the tenure ended; written once, by the event loop, before ctx is cancelled
+	slot   *slot             // the partition's state
+	sess   *election.Session // the session the claim is bound to
+	reason Reason            // why the tenure ended; written once, by the event loop, before ctx is cancelled
 
 	inflight    atomic.Int64
 	drained     chan struct{} // closed once the tenure ended and inflight is zero
@@ -36,9 +38,10 @@ type tenure struct {
 // context carries its token and, with a signer, the signer's signature of
 // the token (fence.SignatureFromContext), which httpfence.Transport sends
 // downstream with it.
-func newTenure(parent context.Context, s *slot, p int, epoch int64, signer *fence.Signer) *tenure {
+func newTenure(parent context.Context, sess *election.Session, s *slot, p int, epoch int64, signer *fence.Signer) *tenure {
 	t := &tenure{
 		p:       p,
+		sess:    sess,
 		token:   fence.Token{Scope: fence.PartitionScope(p), Epoch: epoch},
 		slot:    s,
 		drained: make(chan struct{}),
@@ -56,7 +59,10 @@ func newTenure(parent context.Context, s *slot, p int, epoch int64, signer *fenc
 // is still the partition's state. It reports false if not.
 func (t *tenure) enter(st *pstate) bool {
 	t.inflight.Add(1)
-	if t.slot.cur.Load() != st || t.ctx.Err() != nil {
+	// The session's Err reads the clock: a process resumed after a pause
+	// past its safe deadline admits nothing, even before the goroutine that
+	// watches the deadline has run and cancelled ctx.
+	if t.slot.cur.Load() != st || t.ctx.Err() != nil || t.sess.Err() != nil {
 		t.exit()
 		return false
 	}
