@@ -43,22 +43,9 @@ func TestRecoveryAfterEtcdOutage(t *testing.T) {
 			waitStable(t, 30*time.Second, nodes...)
 			before := memberRevisions(t, c.NewClient(t), "recover")
 
-			require.NoError(t, c.KillMember(0))
-			// Every node loses its session: the outage outlasts OutageBound.
-			require.NoError(t, waitFor(30*time.Second, func() error {
-				for _, n := range nodes {
-					if n.Live() {
-						return fmt.Errorf("%s is still live", n.ID())
-					}
-				}
-				return nil
-			}, nodes...))
-			time.Sleep(outage) // the outage itself, not an assertion
-
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			require.NoError(t, c.RestartMember(ctx, 0))
-			served := time.Now()
+			served := etcdOutage(t, ctx, c, outage, nodes)
 			require.NoError(t, waitFor(5*time.Second, func() error {
 				var errs []error
 				for _, n := range nodes {
@@ -130,19 +117,7 @@ func TestObserverAfterEtcdOutage(t *testing.T) {
 			defer o.Close()
 			require.NoError(t, observerAgrees(o, nodes[0], parts))
 
-			require.NoError(t, c.KillMember(0))
-			require.NoError(t, waitFor(30*time.Second, func() error {
-				for _, n := range nodes {
-					if n.Live() {
-						return fmt.Errorf("%s is still live", n.ID())
-					}
-				}
-				return nil
-			}, nodes...))
-			time.Sleep(outage) // the outage itself, not an assertion
-
-			require.NoError(t, c.RestartMember(ctx, 0))
-			served := time.Now()
+			served := etcdOutage(t, ctx, c, outage, nodes)
 			// The nodes are back within about a second (see
 			// TestRecoveryAfterEtcdOutage); the revision etcd answers after
 			// that is one the Observer must reach.
@@ -154,6 +129,26 @@ func TestObserverAfterEtcdOutage(t *testing.T) {
 			t.Logf("observer current after a %v etcd outage %v after etcd served again", outage, time.Since(served).Round(time.Millisecond))
 		})
 	}
+}
+
+// etcdOutage kills c's one member, waits until every node has lost its
+// session (the outage outlasts OutageBound), keeps etcd down for outage
+// more, restarts it on its data directory and returns when it serves
+// again.
+func etcdOutage(t *testing.T, ctx context.Context, c *cluster.Cluster, outage time.Duration, nodes []*Node) time.Time {
+	t.Helper()
+	require.NoError(t, c.KillMember(0))
+	require.NoError(t, waitFor(30*time.Second, func() error {
+		for _, n := range nodes {
+			if n.Live() {
+				return fmt.Errorf("%s is still live", n.ID())
+			}
+		}
+		return nil
+	}, nodes...))
+	time.Sleep(outage) // the outage itself, not an assertion
+	require.NoError(t, c.RestartMember(ctx, 0))
+	return time.Now()
 }
 
 // observerCurrent waits, on o's and the nodes' Changed signals, until o's
