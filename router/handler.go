@@ -43,17 +43,6 @@ func KeyFromHeader(name string) KeyFunc {
 	}
 }
 
-// KeyFromQuery returns a KeyFunc that reads the query parameter name. An
-// empty value is an error wrapping ErrNoKey.
-func KeyFromQuery(name string) KeyFunc {
-	return func(r *http.Request) (string, error) {
-		if k := r.URL.Query().Get(name); k != "" {
-			return k, nil
-		}
-		return "", fmt.Errorf("%w: query parameter %q is empty", ErrNoKey, name)
-	}
-}
-
 // Handler routes each request by the key that Key extracts, for one
 // node's Router:
 //

@@ -2,8 +2,7 @@
 // github.com/jonboulle/clockwork's Clock: production code runs on
 // clockwork.NewRealClock(), tests and the simulator on a clockwork.FakeClock
 // that moves only when told. This package adds what every layer needs on top
-// of it: a default for a nil clock, timeouts and sleeps measured on the
-// clock.
+// of it: timeouts and sleeps measured on the clock.
 package clock
 
 import (
@@ -22,14 +21,6 @@ type Clock = clockwork.Clock
 func Real() Clock { return real }
 
 var real = clockwork.NewRealClock()
-
-// OrReal returns c, or the system clock if c is nil.
-func OrReal(c Clock) Clock {
-	if c == nil {
-		return real
-	}
-	return c
-}
 
 // WithTimeout is context.WithTimeout on clock c: the returned context is
 // cancelled d after the call on c's time, when parent is, or when cancel is

@@ -2,7 +2,7 @@
 //
 //	<prefix>spec                 JSON fleet spec (partitions, load factor, ring algorithm)
 //	<prefix>members/<nodeID>     JSON Member, lease = node Session
-//	<prefix>drained/<nodeID>     JSON Drain: an operator's mark; the ring excludes the node
+//	<prefix>drained/<nodeID>     JSON ownership.DrainMark: an operator's mark; the ring excludes the node
 //	<prefix>claims/<partition>   JSON Claim {node, since} (or, as written by
 //	                             older builds, the bare node ID), lease = owner's
 //	                             Session; epoch = CreateRevision
@@ -190,11 +190,4 @@ func DecodeClaim(v []byte) Claim {
 		}
 	}
 	return Claim{Node: string(v)}
-}
-
-// Drain is the value of a drain mark: who drained the node, why and when.
-type Drain struct {
-	Actor  string    `json:"actor"`
-	Reason string    `json:"reason"`
-	Time   time.Time `json:"time"`
 }
