@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/internal/watchstream"
 )
 
@@ -267,38 +268,38 @@ func (e *Election) enter(ctx context.Context) (int64, error) {
 // candidate's own key is gone (not won, no error). It returns the revision
 // at which it decided.
 func (e *Election) wait(ctx context.Context, epoch int64) (won bool, rev int64, err error) {
-	attempt := 1
-	for {
+	err = retry.Do(ctx, e.cfg.Clock, retry.Background(), func(int) (bool, error) {
 		resp, err := e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", epoch)).
 			Then(clientv3.OpGet(e.prefix, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(epoch-1))...)).
 			Commit()
 		if err != nil {
-			return false, 0, err
+			return true, err
 		}
 		rev = resp.Header.Revision
 		if !resp.Succeeded {
-			return false, rev, nil
+			return true, nil
 		}
 		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
-			return true, rev, nil
+			won = true
+			return true, nil
 		}
 		// Someone created before us still stands. Any deletion under the
 		// prefix (a predecessor's or our own) calls for another look.
 		if e.waitDelete(ctx, rev+1) {
-			attempt = 1
-			continue
+			return false, nil
 		}
 		if err := ctx.Err(); err != nil {
-			return false, 0, err
+			return true, err
 		}
 		// The watch ended without a deletion (compaction, a closed stream):
 		// look again, without spinning.
-		if !clock.Sleep(ctx, e.cfg.Clock, backoff.Next(attempt)) {
-			return false, 0, ctx.Err()
-		}
-		attempt++
+		return false, errWatchEnded
+	})
+	if err != nil {
+		return false, 0, err
 	}
+	return won, rev, nil
 }
 
 // waitDelete watches the prefix from rev and reports whether a deletion was

@@ -2,10 +2,8 @@ package election
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"time"
-
-	"github.com/tenure-go/tenure/internal/retry"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,6 +55,6 @@ func candidateKey(prefix string, lease clientv3.LeaseID) string {
 	return fmt.Sprintf("%s%x", prefix, int64(lease))
 }
 
-// backoff is the retry policy of election's background loops (campaign,
-// observe, resign): 50ms doubling up to 2s, jittered.
-var backoff = retry.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
+// errWatchEnded is the failure of an attempt whose watch ended without
+// news (compaction, a closed stream), retried after a delay.
+var errWatchEnded = errors.New("election: watch ended")

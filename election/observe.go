@@ -3,7 +3,7 @@ package election
 import (
 	"context"
 
-	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/internal/watchstream"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -54,16 +54,11 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 		pending = &o
 		e.observe1(o)
 	}
-	attempt := 1
-	for ctx.Err() == nil {
+	_ = retry.Do(ctx, e.cfg.Clock, retry.Background(), func(int) (bool, error) {
 		resp, err := e.kv.Get(ctx, e.prefix, clientv3.WithPrefix())
 		if err != nil {
 			e.log.Debug("observe: read failed", "error", err)
-			if !clock.Sleep(ctx, e.cfg.Clock, backoff.Next(attempt)) {
-				return
-			}
-			attempt++
-			continue
+			return false, err
 		}
 		cands := make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
 		for _, kv := range resp.Kvs {
@@ -84,7 +79,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 			select {
 			case <-ctx.Done():
 				cancel()
-				return
+				return true, nil
 			case send <- next:
 				last, pending = &next, nil
 			case wr, ok := <-wch:
@@ -111,14 +106,10 @@ func (e *Election) observe(ctx context.Context, out chan<- Observation) {
 		}
 		cancel()
 		if healthy {
-			attempt = 1
-			continue
+			return false, nil
 		}
-		if !clock.Sleep(ctx, e.cfg.Clock, backoff.Next(attempt)) {
-			return
-		}
-		attempt++
-	}
+		return false, errWatchEnded
+	})
 }
 
 // leadership returns the state given the candidates' keys.

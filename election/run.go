@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/retry"
 
 	"github.com/tenure-go/tenure/fence"
 )
@@ -38,27 +39,18 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 	if fn == nil {
 		return fmt.Errorf("%w: election %q: run: nil fn", ErrInvalidConfig, e.cfg.Name)
 	}
-	attempt := 1
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	return retry.Do(ctx, e.cfg.Clock, retry.Background(), func(attempt int) (bool, error) {
 		t, err := e.Campaign(ctx)
 		if err != nil {
 			switch {
 			case errors.Is(err, ErrSessionDone), errors.Is(err, ErrAlreadyCampaigning), errors.Is(err, ErrElectionClosed):
-				return err
+				return true, err
 			case ctx.Err() != nil:
-				return ctx.Err()
+				return true, ctx.Err()
 			}
 			e.log.Warn("campaign failed; retrying", "error", err, "attempt", attempt)
-			if !clock.Sleep(ctx, e.cfg.Clock, backoff.Next(attempt)) {
-				return ctx.Err()
-			}
-			attempt++
-			continue
+			return false, err
 		}
-		attempt = 1
 		tok := t.Token()
 		if h := e.cfg.Hooks; h != nil && h.OnElected != nil {
 			h.OnElected(tok)
@@ -90,13 +82,14 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 			h.OnEnded(tok, reason)
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return true, err
 		}
 		if standing && ferr != nil {
-			return fmt.Errorf("election %q: epoch %d: %w", e.cfg.Name, tok.Epoch, ferr)
+			return true, fmt.Errorf("election %q: epoch %d: %w", e.cfg.Name, tok.Epoch, ferr)
 		}
 		if serr := e.session.Err(); serr != nil {
-			return fmt.Errorf("election %q: run: %w", e.cfg.Name, serr)
+			return true, fmt.Errorf("election %q: run: %w", e.cfg.Name, serr)
 		}
-	}
+		return false, nil // campaign again
+	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/internal/watchstream"
 
 	"github.com/hashicorp/go-hclog"
@@ -225,8 +226,7 @@ func (t *Term) watch() {
 	}()
 	e := t.e
 	rev := t.rev + 1
-	attempt := 1
-	for t.ctx.Err() == nil {
+	_ = retry.Do(t.ctx, e.cfg.Clock, retry.Background(), func(int) (bool, error) {
 		for wr := range e.w.Watch(watchstream.Own(t.ctx), t.key, clientv3.WithRev(rev)) {
 			if wr.Canceled || wr.Err() != nil {
 				break
@@ -234,28 +234,24 @@ func (t *Term) watch() {
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != t.token.Epoch {
 					t.end(fmt.Errorf("%w: election %q epoch %d at revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, ev.Kv.ModRevision))
-					return
+					return true, nil
 				}
 			}
-			attempt = 1
 		}
 		if t.ctx.Err() != nil {
-			return
+			return true, nil
 		}
 		// The watch ended (compaction, a broken stream): read the key and
 		// watch again from there.
 		resp, err := e.kv.Get(t.ctx, t.key)
 		if err != nil {
-			if !clock.Sleep(t.ctx, e.cfg.Clock, backoff.Next(attempt)) {
-				return
-			}
-			attempt++
-			continue
+			return false, err
 		}
 		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != t.token.Epoch {
 			t.end(fmt.Errorf("%w: election %q epoch %d by revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, resp.Header.Revision))
-			return
+			return true, nil
 		}
 		rev = resp.Header.Revision + 1
-	}
+		return false, nil
+	})
 }

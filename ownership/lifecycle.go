@@ -116,7 +116,7 @@ func (l *loop) rejoin() error {
 		if cerr := n.clientErr(err); cerr != nil {
 			return cerr
 		}
-		delay := rejoinPolicy.Next(attempt + 1)
+		delay := retry.Rejoin().Next(attempt + 1)
 		var dup *DuplicateMemberError
 		switch {
 		case errors.As(err, &dup):
@@ -136,12 +136,7 @@ func (l *loop) rejoin() error {
 // down (fleetReader.redial), ask their etcd client to reconnect; it is
 // what an etcd outage costs a node or an Observer beyond the round trips
 // of its rejoin and claims or of its reads.
-const rejoinRetry = 250 * time.Millisecond
-
-// rejoinPolicy is the retry policy of rejoin attempts: 50ms doubling up to
-// rejoinRetry, jittered. (An ID held by another process is retried on the
-// slower backoff.)
-var rejoinPolicy = retry.Policy{Initial: 50 * time.Millisecond, Max: rejoinRetry}
+const rejoinRetry = retry.RejoinMax
 
 // redial asks the node's etcd client to reconnect at once
 // (etcderr.Redial), every rejoinRetry until ctx ends: gRPC's own reconnect

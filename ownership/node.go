@@ -86,7 +86,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
 	log := cfg.Logger.With("node", cfg.NodeID)
 	var spec Spec
-	err := etcderr.Reach(ctx, log, "join "+cfg.NodeID, cli, reachAttempt, ErrUnavailable, func(ctx context.Context) (err error) {
+	err := etcderr.Reach(ctx, etcderr.FirstCall{What: "join " + cfg.NodeID, Log: log, Client: cli, Unavailable: ErrUnavailable, Clock: cfg.Clock}, func(ctx context.Context) (err error) {
 		spec, err = ensureSpec(ctx, cli, layout, cfg.Ring.Spec(), cfg.AdoptSpec)
 		return err
 	})
@@ -137,10 +137,6 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	go n.run(l)
 	return n, nil
 }
-
-// reachAttempt bounds each attempt of Join's first etcd call, after which
-// Join logs that etcd does not answer, and why, and tries again.
-const reachAttempt = time.Second
 
 // clientContext returns cli's own context if it has one, else nil.
 func clientContext(cli Client) context.Context {
@@ -327,9 +323,6 @@ func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
 	return clock.Sleep(ctx, n.clock, d)
 }
 
-// retryPolicy is the retry policy of the node's background work (claims,
-// fencers, deletes, resyncs, rejoins): 50ms doubling up to 5s, jittered.
-var retryPolicy = retry.Policy{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
-
-// backoff returns the delay before retry number attempt (from 0).
-func backoff(attempt int) time.Duration { return retryPolicy.Next(attempt + 1) }
+// backoff returns the delay before retry number attempt (from 0) of the
+// node's background work, on the retry.Node policy.
+func backoff(attempt int) time.Duration { return retry.Node().Next(attempt + 1) }

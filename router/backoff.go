@@ -16,7 +16,7 @@ type Backoff = retry.Policy
 // DefaultBackoff returns the default retry policy: up to 10 attempts, delays
 // from 5ms doubling up to 1s, half of each delay randomized. The worst case
 // spends about 3.3s in delays.
-func DefaultBackoff() Backoff { return Backoff{}.WithDefaults() }
+func DefaultBackoff() Backoff { return retry.Request() }
 
 // validateBackoff is Backoff.Validate with the router's sentinel.
 func validateBackoff(b Backoff) error {

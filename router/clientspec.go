@@ -16,23 +16,12 @@ import (
 	"github.com/tenure-go/tenure/ownership"
 )
 
-// reachAttempt bounds each attempt of NewClient's first etcd read, after
-// which it logs that etcd does not answer, and why, and tries again; as
-// ownership.Join does.
-const reachAttempt = time.Second
-
-// watchRetry spaces the watches of the spec key that waitSpec starts after
-// one failed (a closed channel, a cancelled watch): 50ms doubling up to 2s,
-// so that a watch that keeps failing costs a few calls a second, not a
-// CPU.
-var watchRetry = retry.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
-
 // waitSpec reads the spec of the fleet under prefix, waiting while etcd
 // does not answer or no node has created the spec yet, until ctx ends.
 func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger, clk clock.Clock) (ownership.Spec, error) {
 	read := func() (ownership.Spec, error) {
 		var spec ownership.Spec
-		err := etcderr.Reach(ctx, log, "read the fleet's spec", etcd, reachAttempt, ErrUnavailable, func(ctx context.Context) error {
+		err := etcderr.Reach(ctx, etcderr.FirstCall{What: "read the fleet's spec", Log: log, Client: etcd, Unavailable: ErrUnavailable, Clock: clk}, func(ctx context.Context) error {
 			var err error
 			spec, err = ownership.ReadSpec(ctx, etcd, prefix)
 			return err
@@ -63,7 +52,7 @@ func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Log
 				// read again once it is in place.
 				failed++
 				log.Debug("the watch of the fleet's spec ended; watching again", "prefix", prefix, "failed", failed, "error", resp.Err())
-				if watchRetry.Wait(ctx, clk, failed) != nil {
+				if retry.Background().Wait(ctx, clk, failed) != nil {
 					return ownership.Spec{}, gaveUp()
 				}
 				wch = etcd.Watch(wctx, key, clientv3.WithCreatedNotify())

@@ -10,34 +10,54 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/internal/clock"
 )
 
-// Reach runs op, the first etcd call of a component (a Join, a client's
-// first read), in attempts of at most attempt each, until it succeeds, fails
-// with an answer from etcd, or ctx ends. The etcd client waits for a
-// connection as long as a call's context lasts and says nothing meanwhile;
-// Reach logs a warning with the likely cause after every unanswered attempt
-// (what, the cause from Diagnose), and when ctx ends returns an error that
-// wraps unavailable and ctx's error and names the last cause.
-//
-// op must be safe to repeat. cli is the etcd client, used only to diagnose
-// (see Diagnose).
-func Reach(ctx context.Context, log hclog.Logger, what string, cli any, attempt time.Duration, unavailable error, op func(context.Context) error) error {
-	start := time.Now()
+// FirstCall describes the first etcd call of a component (a Join, a
+// client's first read) for Reach.
+type FirstCall struct {
+	// What names the call in warnings and in the error ("join n1").
+	What string
+	// Log receives a warning after every unanswered attempt.
+	Log hclog.Logger
+	// Client is the etcd client, used only to diagnose (see Diagnose).
+	Client any
+	// Unavailable is the caller's sentinel that the error wraps when ctx
+	// ends before etcd answered.
+	Unavailable error
+	// Clock measures attempts and the time waited.
+	Clock clock.Clock
+}
+
+// reachAttempt bounds each attempt of a FirstCall, after which Reach logs
+// that etcd does not answer, and why, and tries again.
+const reachAttempt = time.Second
+
+// Reach runs op, the first etcd call of a component, in attempts of at
+// most a second each, until it succeeds, fails with an answer from etcd,
+// or ctx ends. The etcd client waits for a connection as long as a call's
+// context lasts and says nothing meanwhile; Reach logs a warning with the
+// likely cause after every unanswered attempt (the cause from Diagnose),
+// and when ctx ends returns an error that wraps call.Unavailable and ctx's
+// error and names the last cause. op must be safe to repeat.
+func Reach(ctx context.Context, call FirstCall, op func(context.Context) error) error {
+	start := call.Clock.Now()
 	for n := 1; ; n++ {
-		actx, cancel := context.WithTimeout(ctx, attempt)
+		actx, cancel := clock.WithTimeout(ctx, call.Clock, reachAttempt)
 		err := op(actx)
 		timedOut := actx.Err() != nil
 		cancel()
 		if err == nil || !timedOut {
 			return err
 		}
-		cause := Diagnose(cli, min(attempt, time.Second))
+		cause := Diagnose(call.Client, reachAttempt)
+		waited := call.Clock.Since(start).Round(time.Millisecond)
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %s: gave up after %v: %w; last cause: %v",
-				unavailable, what, time.Since(start).Round(time.Millisecond), context.Cause(ctx), cause)
+				call.Unavailable, call.What, waited, context.Cause(ctx), cause)
 		}
-		log.Warn("etcd does not answer; still trying", "op", what, "attempt", n, "waited", time.Since(start).Round(time.Millisecond), "cause", cause)
+		call.Log.Warn("etcd does not answer; still trying", "op", call.What, "attempt", n, "waited", waited, "cause", cause)
 	}
 }
 

@@ -1,6 +1,8 @@
-// Package retry holds tenure's one retry policy: exponential backoff with
-// jitter, optionally bounded in attempts. The router exposes it to users as
-// router.Backoff; election and ownership use it for their background loops.
+// Package retry holds tenure's one retry loop (Do) and its one policy
+// type: exponential backoff with jitter, bounded in attempts or not, on an
+// injected clock. The named policies (Background, Node, Rejoin, Request)
+// are the figures of each kind of retry; the router exposes the type to
+// users as router.Backoff.
 package retry
 
 import (
@@ -18,8 +20,8 @@ import (
 // attempts. The zero value of each field selects its documented default.
 type Policy struct {
 	// MaxAttempts is the most attempts one operation gets, the first
-	// included. Zero means 10. It must be at least 1 (1 disables retries).
-	// Background loops that retry until they are stopped ignore it.
+	// included. Zero means 10. It must be at least 1 (1 disables retries);
+	// Unbounded retries until the caller stops.
 	MaxAttempts int
 	// Initial is the delay before the first retry, before jitter. Zero means
 	// 5ms: a move of a partition takes a few etcd round trips.
@@ -36,6 +38,10 @@ type Policy struct {
 	// together.
 	Jitter float64
 }
+
+// Unbounded is the MaxAttempts of a policy that retries until its caller
+// stops it (its context ends).
+const Unbounded = math.MaxInt
 
 // ErrInvalid reports a Policy that Validate refuses.
 var ErrInvalid = errors.New("invalid retry policy")
