@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
-	"github.com/tenure-go/tenure/internal/errs"
 	"github.com/tenure-go/tenure/internal/keys"
 
 	"github.com/hashicorp/go-hclog"
@@ -162,17 +161,17 @@ func (c ElectionConfig) Validate() error {
 		return err
 	}
 	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
-		return errs.New(ErrInvalidConfig, "election %q: %v", c.Name, err)
+		return fmt.Errorf("%w: election %q: %v", ErrInvalidConfig, c.Name, err)
 	}
 	if c.ResignTimeout < 0 {
-		return errs.New(ErrInvalidConfig, "election %q: resign timeout %v must not be negative", c.Name, c.ResignTimeout)
+		return fmt.Errorf("%w: election %q: resign timeout %v must not be negative", ErrInvalidConfig, c.Name, c.ResignTimeout)
 	}
 	if err := typedNils(c.Name, c.Metrics, c.Logger, c.Clock); err != nil {
 		return err
 	}
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {
-			return errs.New(ErrInvalidConfig, "election %q: fencer %d is nil (%T)", c.Name, i, f)
+			return fmt.Errorf("%w: election %q: fencer %d is nil (%T)", ErrInvalidConfig, c.Name, i, f)
 		}
 	}
 	return nil
@@ -189,9 +188,9 @@ func typedNils(election string, metrics, logger, clock any) error {
 	}{{"metrics registerer", metrics}, {"logger", logger}, {"clock", clock}} {
 		if f.v != nil && nilness.Is(f.v) {
 			if election == "" {
-				return errs.New(ErrInvalidConfig, "%s is a nil %T", f.name, f.v)
+				return fmt.Errorf("%w: %s is a nil %T", ErrInvalidConfig, f.name, f.v)
 			}
-			return errs.New(ErrInvalidConfig, "election %q: %s is a nil %T", election, f.name, f.v)
+			return fmt.Errorf("%w: election %q: %s is a nil %T", ErrInvalidConfig, election, f.name, f.v)
 		}
 	}
 	return nil

@@ -69,19 +69,19 @@ func TestDefaultSessionConfig(t *testing.T) {
 func TestNilClients(t *testing.T) {
 	ctx := context.Background()
 	_, err := election.NewSession(ctx, nil, election.SessionConfig{})
-	assert.ErrorIs(t, err, election.ErrNilClient)
+	assert.ErrorIs(t, err, election.ErrNilArgument)
 	var nilClient *clientv3.Client
 	_, err = election.NewSession(ctx, nilClient, election.SessionConfig{})
-	assert.ErrorIs(t, err, election.ErrNilClient, "a typed nil client must not panic")
+	assert.ErrorIs(t, err, election.ErrNilArgument, "a typed nil client must not panic")
 
 	cfg := election.ElectionConfig{Cluster: testCluster, Name: "x"}
 	_, err = election.NewElection(nil, nil, nil, cfg)
-	assert.ErrorIs(t, err, election.ErrNilClient)
+	assert.ErrorIs(t, err, election.ErrNilArgument)
 	_, err = election.NewElection(nil, nilClient, nilClient, cfg)
-	assert.ErrorIs(t, err, election.ErrNilClient)
+	assert.ErrorIs(t, err, election.ErrNilArgument)
 	kv := clientv3.NewKVFromKVClient(nil, nil)
 	_, err = election.NewElection(nil, kv, nil, cfg)
-	assert.ErrorIs(t, err, election.ErrNilClient)
+	assert.ErrorIs(t, err, election.ErrNilArgument)
 }
 
 func TestElectionConfigValidate(t *testing.T) {

@@ -58,17 +58,17 @@ type Election struct {
 // session. With a nil session the Election can only observe (Leader,
 // Observe); Campaign and Run then return ErrNoSession.
 //
-// It returns an error wrapping ErrNilClient for a nil kv or w,
+// It returns an error wrapping ErrNilArgument for a nil kv or w,
 // ErrInvalidConfig (ErrInvalidName for the name) for an invalid cfg, nil or
 // typed-nil fencers included, and ErrMetrics if cfg.Metrics is set and the
 // election's metrics cannot be registered with it. cfg is validated first,
 // then copied. Close ends the Election and unregisters its metrics.
 func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg ElectionConfig) (*Election, error) {
 	if nilness.Is(kv) {
-		return nil, fmt.Errorf("%w: nil clientv3.KV", ErrNilClient)
+		return nil, fmt.Errorf("%w: clientv3.KV %T", ErrNilArgument, kv)
 	}
 	if nilness.Is(w) {
-		return nil, fmt.Errorf("%w: nil clientv3.Watcher", ErrNilClient)
+		return nil, fmt.Errorf("%w: clientv3.Watcher %T", ErrNilArgument, w)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

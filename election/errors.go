@@ -15,9 +15,10 @@ var (
 	// "leader/". It wraps ErrInvalidConfig.
 	ErrInvalidName = fmt.Errorf("%w: invalid election name", ErrInvalidConfig)
 
-	// ErrNilClient reports a nil etcd client interface (clientv3.Lease,
-	// clientv3.KV or clientv3.Watcher) passed to a constructor.
-	ErrNilClient = errors.New("election: nil etcd client")
+	// ErrNilArgument reports a nil etcd client interface (clientv3.Lease,
+	// clientv3.KV or clientv3.Watcher) passed to a constructor, or one
+	// holding a nil pointer (such as a nil *clientv3.Client).
+	ErrNilArgument = errors.New("election: nil argument")
 
 	// ErrSessionDone reports that a Session has ended. Every reason a session
 	// ends for (ErrSessionExpired, ErrLeaseLost, ErrSessionClosed) wraps it,

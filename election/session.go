@@ -87,11 +87,11 @@ type SessionStats struct {
 // before the grant was sent.
 //
 // A *clientv3.Client satisfies clientv3.Lease. NewSession returns an error
-// wrapping ErrNilClient for a nil lease and ErrInvalidConfig for an invalid
+// wrapping ErrNilArgument for a nil lease and ErrInvalidConfig for an invalid
 // cfg.
 func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*Session, error) {
 	if nilness.Is(lease) {
-		return nil, fmt.Errorf("%w: nil clientv3.Lease", ErrNilClient)
+		return nil, fmt.Errorf("%w: clientv3.Lease %T", ErrNilArgument, lease)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

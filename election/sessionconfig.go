@@ -1,12 +1,12 @@
 package election
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/internal/clock"
-	"github.com/tenure-go/tenure/internal/errs"
 )
 
 const (
@@ -190,17 +190,17 @@ func (c SessionConfig) Validate() error {
 	d := c.withDefaults()
 	switch {
 	case d.TTL < MinTTL:
-		return errs.New(ErrInvalidConfig, "TTL %v must be at least %v", d.TTL, MinTTL)
+		return fmt.Errorf("%w: TTL %v must be at least %v", ErrInvalidConfig, d.TTL, MinTTL)
 	case d.RenewInterval <= 0:
-		return errs.New(ErrInvalidConfig, "renew interval %v must be positive", d.RenewInterval)
+		return fmt.Errorf("%w: renew interval %v must be positive", ErrInvalidConfig, d.RenewInterval)
 	case d.SafetyMargin < 0:
-		return errs.New(ErrInvalidConfig, "safety margin %v must not be negative", d.SafetyMargin)
+		return fmt.Errorf("%w: safety margin %v must not be negative", ErrInvalidConfig, d.SafetyMargin)
 	case d.RenewInterval >= d.TTL:
-		return errs.New(ErrInvalidConfig, "renew interval %v must be < TTL %v", d.RenewInterval, d.TTL)
+		return fmt.Errorf("%w: renew interval %v must be < TTL %v", ErrInvalidConfig, d.RenewInterval, d.TTL)
 	case d.SafetyMargin >= d.TTL:
-		return errs.New(ErrInvalidConfig, "safety margin %v must be < TTL %v", d.SafetyMargin, d.TTL)
+		return fmt.Errorf("%w: safety margin %v must be < TTL %v", ErrInvalidConfig, d.SafetyMargin, d.TTL)
 	case d.RenewInterval >= d.TTL-d.SafetyMargin:
-		return errs.New(ErrInvalidConfig, "renew interval %v must be < TTL %v - safety margin %v", d.RenewInterval, d.TTL, d.SafetyMargin)
+		return fmt.Errorf("%w: renew interval %v must be < TTL %v - safety margin %v", ErrInvalidConfig, d.RenewInterval, d.TTL, d.SafetyMargin)
 	}
 	return nil
 }

@@ -158,34 +158,34 @@ func DefaultConfig() Config {
 // panic later.
 func (c Config) Validate() error {
 	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
-		return errs.New(ErrInvalidConfig, "%v", err)
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if err := ValidateNodeID(c.NodeID); err != nil {
 		return errs.Nest(ErrInvalidConfig, "node ID", err)
 	}
 	if len(c.Addr) > maxAddrLen {
-		return errs.New(ErrInvalidConfig, "address of %d bytes exceeds %d", len(c.Addr), maxAddrLen)
+		return fmt.Errorf("%w: address of %d bytes exceeds %d", ErrInvalidConfig, len(c.Addr), maxAddrLen)
 	}
 	if kind, field, detail := c.Ring.check(); kind != nil {
-		return errs.Nest(ErrInvalidConfig, "ring", errs.New(kind, "%s %s", field, detail))
+		return errs.Nest(ErrInvalidConfig, "ring", fmt.Errorf("%w: %s %s", kind, field, detail))
 	}
 	if err := c.Session.Validate(); err != nil {
 		return errs.Nest(ErrInvalidConfig, "session", err)
 	}
 	switch {
 	case c.DrainTimeout < 0:
-		return errs.New(ErrInvalidConfig, "drain timeout %v must not be negative", c.DrainTimeout)
+		return fmt.Errorf("%w: drain timeout %v must not be negative", ErrInvalidConfig, c.DrainTimeout)
 	case c.MaxTxnOps < 0 || c.MaxTxnOps == 1:
-		return errs.New(ErrInvalidConfig, "max txn ops %d must be 0 (default %d) or at least 2", c.MaxTxnOps, DefaultMaxTxnOps)
+		return fmt.Errorf("%w: max txn ops %d must be 0 (default %d) or at least 2", ErrInvalidConfig, c.MaxTxnOps, DefaultMaxTxnOps)
 	}
 	fences := keys.For(c.Cluster, c.Prefix).Fences()
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {
-			return errs.New(ErrInvalidConfig, "fencer %d is nil (%T)", i, f)
+			return fmt.Errorf("%w: fencer %d is nil (%T)", ErrInvalidConfig, i, f)
 		}
 		if fp, ok := f.(fencePrefixer); ok && fp.FencePrefix() != fences {
 			return errs.Nest(ErrInvalidConfig, fmt.Sprintf("fencer %d", i),
-				errs.New(ErrForeignFencer, "%T keeps its floors under %q, not under the fleet's %q", f, fp.FencePrefix(), fences))
+				fmt.Errorf("%w: %T keeps its floors under %q, not under the fleet's %q", ErrForeignFencer, f, fp.FencePrefix(), fences))
 		}
 	}
 	for _, v := range []struct {
@@ -197,7 +197,7 @@ func (c Config) Validate() error {
 		{"metrics registerer", c.Metrics},
 	} {
 		if v.v != nil && nilness.Is(v.v) {
-			return errs.New(ErrInvalidConfig, "%s is a nil %T", v.name, v.v)
+			return fmt.Errorf("%w: %s is a nil %T", ErrInvalidConfig, v.name, v.v)
 		}
 	}
 	return nil

@@ -93,8 +93,8 @@ func TestTypedNil(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{"client", func() error { _, err := Join(context.Background(), nilCli, good()); return err }, ErrNilClient, "ownership: nil etcd client"},
-		{"untyped client", func() error { _, err := Join(context.Background(), nil, good()); return err }, ErrNilClient, "ownership: nil etcd client"},
+		{"client", func() error { _, err := Join(context.Background(), nilCli, good()); return err }, ErrNilArgument, "ownership: nil argument: etcd client"},
+		{"untyped client", func() error { _, err := Join(context.Background(), nil, good()); return err }, ErrNilArgument, "ownership: nil argument: etcd client"},
 		{"context", func() error { _, err := Join(nilCtx, nil, good()); return err }, ErrNilArgument, "ownership: nil argument: context"},
 		{"fencer", func() error {
 			c := good()

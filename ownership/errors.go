@@ -15,12 +15,9 @@ var (
 	// Config.Validate.
 	ErrInvalidConfig = errors.New("ownership: invalid config")
 
-	// ErrNilClient reports a nil etcd client passed to Join, or an
-	// interface holding a nil pointer (such as a nil *clientv3.Client).
-	ErrNilClient = errors.New("ownership: nil etcd client")
-
-	// ErrNilArgument reports another nil argument, such as a nil context
-	// passed to Join or Close.
+	// ErrNilArgument reports a nil argument, or an interface holding a nil
+	// pointer (such as a nil *clientv3.Client): an etcd client or a
+	// context passed to Join, Observe, NewOperator or Close.
 	ErrNilArgument = errors.New("ownership: nil argument")
 
 	// ErrDuplicateMember reports that another live process is registered

@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/internal/clock"
-	"github.com/tenure-go/tenure/internal/errs"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -74,10 +73,10 @@ type Node struct {
 // (at most the session TTL).
 func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	if nilness.Is(ctx) {
-		return nil, errs.New(ErrNilArgument, "context")
+		return nil, fmt.Errorf("%w: context", ErrNilArgument)
 	}
 	if nilness.Is(cli) {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("%w: etcd client", ErrNilArgument)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -297,7 +296,7 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 // callback. A nil ctx is refused (ErrNilArgument) and closes nothing.
 func (n *Node) Close(ctx context.Context) error {
 	if nilness.Is(ctx) {
-		return errs.New(ErrNilArgument, "context")
+		return fmt.Errorf("%w: context", ErrNilArgument)
 	}
 	n.closeReq()
 	select {

@@ -72,7 +72,7 @@ func TestConfigValidate(t *testing.T) {
 func TestJoinBadInput(t *testing.T) {
 	ctx := context.Background()
 	_, err := Join(ctx, nil, DefaultConfig())
-	require.ErrorIs(t, err, ErrNilClient)
+	require.ErrorIs(t, err, ErrNilArgument)
 
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)

@@ -83,12 +83,12 @@ type table struct {
 
 // Observe reads the fleet's members and claims through etcd, bounded by
 // ctx, and returns an Observer that keeps following them until Close.
-// Errors wrap ErrNilClient, ErrInvalidConfig (see Validate), ErrPartitionMismatch (a claim
+// Errors wrap ErrNilArgument, ErrInvalidConfig (see Validate), ErrPartitionMismatch (a claim
 // for a partition outside [0, cfg.Ring.Partitions) exists) or the etcd
 // error.
 func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observer, error) {
 	if nilness.Is(etcd) {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("%w: etcd client", ErrNilArgument)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -94,10 +94,10 @@ func TestObserveErrors(t *testing.T) {
 	ring := DefaultRingConfig()
 
 	_, err := Observe(ctx, nil, ObserverConfig{Cluster: "x", Ring: ring})
-	assert.ErrorIs(t, err, ErrNilClient)
+	assert.ErrorIs(t, err, ErrNilArgument)
 	var none *clientv3.Client
 	_, err = Observe(ctx, none, ObserverConfig{Cluster: "x", Ring: ring})
-	assert.ErrorIs(t, err, ErrNilClient, "a typed nil")
+	assert.ErrorIs(t, err, ErrNilArgument, "a typed nil")
 	for _, cfg := range []ObserverConfig{
 		{Ring: ring},
 		{Cluster: "x\x00", Ring: ring},

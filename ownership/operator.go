@@ -61,10 +61,10 @@ type Operator struct {
 // NewOperator returns an Operator of the fleet cfg names, reached through
 // kv. If kv also implements clientv3.Lease (a *clientv3.Client does),
 // Members reports the time left on each member's lease. Errors wrap
-// ErrNilClient or ErrInvalidConfig.
+// ErrNilArgument or ErrInvalidConfig.
 func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	if nilness.Is(kv) {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("%w: etcd client", ErrNilArgument)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -317,10 +317,10 @@ func TestClaimValueForms(t *testing.T) {
 
 func TestOperatorConfig(t *testing.T) {
 	_, err := NewOperator(nil, OperatorConfig{Cluster: "x"})
-	assert.ErrorIs(t, err, ErrNilClient)
+	assert.ErrorIs(t, err, ErrNilArgument)
 	var typed *clientv3.Client
 	_, err = NewOperator(typed, OperatorConfig{Cluster: "x"})
-	assert.ErrorIs(t, err, ErrNilClient)
+	assert.ErrorIs(t, err, ErrNilArgument)
 	_, err = NewOperator(&clientv3.Client{}, OperatorConfig{})
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.True(t, errors.Is(Action{}.check(false), ErrNoActor))

@@ -5,8 +5,6 @@ import (
 	"math"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/tenure-go/tenure/internal/errs"
 )
 
 const (
@@ -51,7 +49,7 @@ func DefaultRingConfig() RingConfig {
 // ErrInvalidLoadFactor.
 func (c RingConfig) Validate() error {
 	if kind, field, detail := c.check(); kind != nil {
-		return errs.New(kind, "%s %s", field, detail)
+		return fmt.Errorf("%w: %s %s", kind, field, detail)
 	}
 	return nil
 }
@@ -76,17 +74,17 @@ func (c RingConfig) check() (kind error, field, detail string) {
 // ErrInvalidNodeID and quote the ID.
 func ValidateNodeID(id string) error {
 	if id == "" {
-		return errs.New(ErrInvalidNodeID, "empty")
+		return fmt.Errorf("%w: empty", ErrInvalidNodeID)
 	}
 	if len(id) > MaxNodeIDLen {
-		return errs.New(ErrInvalidNodeID, "%q... is %d bytes (must be <= %d)", id[:32], len(id), MaxNodeIDLen)
+		return fmt.Errorf("%w: %q... is %d bytes (must be <= %d)", ErrInvalidNodeID, id[:32], len(id), MaxNodeIDLen)
 	}
 	if !utf8.ValidString(id) {
-		return errs.New(ErrInvalidNodeID, "%q is not valid UTF-8", id)
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidNodeID, id)
 	}
 	for i, r := range id {
 		if r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return errs.New(ErrInvalidNodeID, "%q has forbidden character %q at byte %d", id, r, i)
+			return fmt.Errorf("%w: %q has forbidden character %q at byte %d", ErrInvalidNodeID, id, r, i)
 		}
 	}
 	return nil
