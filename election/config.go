@@ -166,8 +166,8 @@ func (c ElectionConfig) Validate() error {
 	if c.ResignTimeout < 0 {
 		return fmt.Errorf("%w: election %q: resign timeout %v must not be negative", ErrInvalidConfig, c.Name, c.ResignTimeout)
 	}
-	if err := typedNils(c.Name, c.Metrics, c.Logger, c.Clock); err != nil {
-		return err
+	if err := nilness.TypedNil(nilness.Field{Name: "metrics registerer", Value: c.Metrics}, nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}); err != nil {
+		return fmt.Errorf("%w: election %q: %w", ErrInvalidConfig, c.Name, err)
 	}
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {
@@ -177,21 +177,3 @@ func (c ElectionConfig) Validate() error {
 	return nil
 }
 
-// typedNils refuses an interface-typed config field that holds a nil
-// pointer (a typed nil), which would pass a nil check and fail later: the
-// metrics registerer, the logger and the clock, in that order. A plain nil
-// means the field's default.
-func typedNils(election string, metrics, logger, clock any) error {
-	for _, f := range []struct {
-		name string
-		v    any
-	}{{"metrics registerer", metrics}, {"logger", logger}, {"clock", clock}} {
-		if f.v != nil && nilness.Is(f.v) {
-			if election == "" {
-				return fmt.Errorf("%w: %s is a nil %T", ErrInvalidConfig, f.name, f.v)
-			}
-			return fmt.Errorf("%w: election %q: %s is a nil %T", ErrInvalidConfig, election, f.name, f.v)
-		}
-	}
-	return nil
-}

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 const (
@@ -184,8 +185,8 @@ func (c SessionConfig) OutageBound() time.Duration {
 // Validate reports whether c, with its defaults applied, can configure a
 // Session. Errors wrap ErrInvalidConfig and name the values involved.
 func (c SessionConfig) Validate() error {
-	if err := typedNils("", nil, c.Logger, c.Clock); err != nil {
-		return err
+	if err := nilness.TypedNil(nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	d := c.withDefaults()
 	switch {

@@ -188,17 +188,8 @@ func (c Config) Validate() error {
 				fmt.Errorf("%w: %T keeps its floors under %q, not under the fleet's %q", ErrForeignFencer, f, fp.FencePrefix(), fences))
 		}
 	}
-	for _, v := range []struct {
-		name string
-		v    any
-	}{
-		{"logger", c.Logger},
-		{"clock", c.Clock},
-		{"metrics registerer", c.Metrics},
-	} {
-		if v.v != nil && nilness.Is(v.v) {
-			return fmt.Errorf("%w: %s is a nil %T", ErrInvalidConfig, v.name, v.v)
-		}
+	if err := nilness.TypedNil(nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}, nilness.Field{Name: "metrics registerer", Value: c.Metrics}); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
 
@@ -127,11 +126,8 @@ func (c ClientConfig) Validate() error {
 	if d.SessionTTL < election.MinTTL {
 		return fmt.Errorf("%w: session TTL %v must be at least %v (a fleet's nodes take no shorter one)", ErrInvalidConfig, d.SessionTTL, election.MinTTL)
 	}
-	if err := nilFields(nil, c.Logger, c.Clock); err != nil {
+	if err := nilFields(nil, c.Logger, c.Clock, c.Metrics); err != nil {
 		return err
-	}
-	if d.Metrics != nil && nilness.Is(d.Metrics) {
-		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, d.Metrics)
 	}
 	return validateBackoff(d.Backoff)
 }

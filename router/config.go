@@ -105,10 +105,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: handoff wait %v must not be negative", ErrInvalidConfig, d.HandoffWait)
 	case d.Scheme != "http" && d.Scheme != "https":
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
-	case d.Metrics != nil && nilness.Is(d.Metrics):
-		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, d.Metrics)
 	}
-	if err := nilFields(c.Transport, c.Logger, c.Clock); err != nil {
+	if err := nilFields(c.Transport, c.Logger, c.Clock, c.Metrics); err != nil {
 		return err
 	}
 	return validateBackoff(d.Backoff)
@@ -122,17 +120,14 @@ func newTransport() *http.Transport {
 	return t
 }
 
-// nilFields reports a Transport, Logger or Clock field that holds a typed
-// nil, on which the first call would panic. (An untyped nil selects the
-// field's default.)
-func nilFields(transport http.RoundTripper, logger hclog.Logger, clk clock.Clock) error {
-	switch {
-	case transport != nil && nilness.Is(transport):
-		return fmt.Errorf("%w: %w: transport is a nil %T", ErrInvalidConfig, ErrNilArgument, transport)
-	case logger != nil && nilness.Is(logger):
-		return fmt.Errorf("%w: %w: logger is a nil %T", ErrInvalidConfig, ErrNilArgument, logger)
-	case clk != nil && nilness.Is(clk):
-		return fmt.Errorf("%w: %w: clock is a nil %T", ErrInvalidConfig, ErrNilArgument, clk)
+// nilFields reports a Transport, Logger, Clock or Metrics field that holds
+// a typed nil, on which the first call would panic. (An untyped nil selects
+// the field's default.)
+func nilFields(transport http.RoundTripper, logger hclog.Logger, clk clock.Clock, reg prometheus.Registerer) error {
+	err := nilness.TypedNil(nilness.Field{Name: "transport", Value: transport}, nilness.Field{Name: "logger", Value: logger},
+		nilness.Field{Name: "clock", Value: clk}, nilness.Field{Name: "metrics registerer", Value: reg})
+	if err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrInvalidConfig, ErrNilArgument, err)
 	}
 	return nil
 }
