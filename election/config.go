@@ -176,4 +176,3 @@ func (c ElectionConfig) Validate() error {
 	}
 	return nil
 }
-
