@@ -59,11 +59,8 @@ func TestSessionLossClassifiedOnce(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
-			sm, err := election.NewSessionMetrics(reg)
-			require.NoError(t, err)
-			defer sm.Unregister()
 			clk := clockwork.NewFakeClock()
-			s, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: shortTTL, Metrics: sm, Clock: clk})
+			s, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: shortTTL, Metrics: reg, Clock: clk})
 			require.NoError(t, err)
 			require.NoError(t, s.Check(ctx), "a fresh lease lives")
 

@@ -84,11 +84,10 @@
 // # Operability
 //
 // Metrics are registered with a prometheus.Registerer the user passes, never
-// the global one. A node's sessions share one SessionMetrics
-// (NewSessionMetrics, SessionConfig.Metrics), because a node opens a new
-// Session after each loss; an Election registers its own metrics with
-// ElectionConfig.Metrics, under the const labels election and candidate,
-// and Close unregisters them.
+// the global one. The sessions opened with one SessionConfig.Metrics share
+// their metrics, because a node opens a new Session after each loss; an
+// Election registers its own metrics with ElectionConfig.Metrics, under the
+// const labels election and candidate, and Close unregisters them.
 //
 //	name                                         type       labels                meaning
 //	tenure_session_renewal_duration_seconds      histogram                        send to acknowledgement of acknowledged renewals

@@ -78,7 +78,7 @@ var (
 	ErrNoSession = errors.New("election: no session: this election can only observe")
 
 	// ErrMetrics reports metrics that could not be registered with the
-	// prometheus.Registerer given (NewSessionMetrics, ElectionConfig.Metrics):
+	// prometheus.Registerer given (SessionConfig.Metrics, ElectionConfig.Metrics):
 	// the error also wraps the registry's, a
 	// prometheus.AlreadyRegisteredError when metrics with the same names and
 	// labels are registered already (another Election of the same name and

@@ -173,12 +173,10 @@ func TestRenewalEvents(t *testing.T) {
 	cli, fp := c.NewFaultyClient(t)
 	captured, log := newLogs()
 	reg := prometheus.NewPedanticRegistry()
-	sm, err := election.NewSessionMetrics(reg)
-	require.NoError(t, err)
 	clk := clockwork.NewFakeClockAt(time.Unix(1_000_000, 0))
 	start := clk.Now()
 	s, err := election.NewSession(testCtx(t), cli, election.SessionConfig{
-		TTL: 9 * time.Second, RenewInterval: 3 * time.Second, SafetyMargin: time.Second, Clock: clk, Logger: log, Metrics: sm,
+		TTL: 9 * time.Second, RenewInterval: 3 * time.Second, SafetyMargin: time.Second, Clock: clk, Logger: log, Metrics: reg,
 	})
 	require.NoError(t, err)
 	defer s.Close(testCtx(t))
@@ -235,7 +233,6 @@ func TestRenewalEvents(t *testing.T) {
 	assert.Equal(t, float64(s.Stats().Failures), value(t, reg, "tenure_session_renewal_failures_total", map[string]string{}))
 	assert.Positive(t, s.Stats().Failures)
 	assert.Equal(t, float64(s.Stats().Renewals), value(t, reg, "tenure_session_renewals_total", map[string]string{}))
-	sm.Unregister()
 }
 
 func fmtHex(v int64) string { return strconv.FormatInt(v, 16) }

@@ -12,9 +12,10 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// Register a node's session metrics once and an election's with its
-// config; read the leader gauge; proclaim a new value; Close unregisters.
-func ExampleNewSessionMetrics() {
+// Register a node's session metrics and an election's with their configs;
+// read the leader gauge; proclaim a new value; Close unregisters the
+// election's.
+func ExampleSessionConfig_metrics() {
 	ctx := context.Background()
 	etcd, err := cluster.Start(ctx, cluster.DefaultConfig()) // an embedded etcd, for the example
 	if err != nil {
@@ -30,14 +31,8 @@ func ExampleNewSessionMetrics() {
 	defer cli.Close()
 
 	reg := prometheus.NewRegistry() // the application's registry, served on /metrics
-	sessionMetrics, err := election.NewSessionMetrics(reg)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer sessionMetrics.Unregister()
-	// Every session the node opens reports to the same SessionMetrics.
-	session, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 5 * time.Second, Metrics: sessionMetrics})
+	// Every session the node opens with reg shares the session metrics.
+	session, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 5 * time.Second, Metrics: reg})
 	if err != nil {
 		fmt.Println(err)
 		return

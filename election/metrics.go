@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/internal/metrics"
-	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // The values of the cause label of tenure_session_losses_total.
@@ -51,43 +50,32 @@ func LossCause(err error) string {
 	return LossOther
 }
 
-// SessionMetrics are the Prometheus metrics of a node's sessions. A node
-// opens a new Session after each loss, so the metrics outlive sessions:
-// create them once with NewSessionMetrics and pass them to every session
-// through SessionConfig.Metrics; counters add up across sessions, and the
+// sessionMetrics are the Prometheus metrics of the sessions opened with
+// one SessionConfig.Metrics registerer (see SessionConfig.Metrics). They
+// are one collector, registered by the first such session and shared by
+// the later ones (found through prometheus.AlreadyRegisteredError), so that
+// the metrics outlive sessions: counters add up across sessions, and the
 // margin gauge follows the session opened last.
-//
-//	tenure_session_renewal_duration_seconds     histogram  send to acknowledgement of each acknowledged renewal
-//	tenure_session_renewals_total               counter    acknowledged renewals
-//	tenure_session_renewal_failures_total       counter    renewal attempts that failed or went unanswered
-//	tenure_session_safe_deadline_margin_seconds gauge      time left before the live session's safe deadline (0 without one)
-//	tenure_session_opened_total                 counter    sessions opened
-//	tenure_session_losses_total{cause}          counter    sessions ended, by cause: expired, revoked, deleted, closed, other
-//
-// To tell the sessions of several nodes in one process apart, register
-// through prometheus.WrapRegistererWith with a const label (a node label,
-// say). SessionMetrics are safe for concurrent use.
-type SessionMetrics struct {
-	set      *metrics.Set
+type sessionMetrics struct {
 	latency  prometheus.Histogram
 	renewals prometheus.Counter
 	failures prometheus.Counter
 	opened   prometheus.Counter
 	losses   *prometheus.CounterVec
+	marginG  prometheus.GaugeFunc
 	current  atomic.Pointer[Session] // the session opened last, while it lives
 }
 
-// NewSessionMetrics creates the session metrics and registers them with reg.
-// It returns an error wrapping ErrInvalidConfig for a nil reg (a typed nil
-// included), and one wrapping ErrMetrics and the registry's error (a
-// prometheus.AlreadyRegisteredError if reg has them already) if they cannot
-// be registered; none is registered then. Unregister undoes it.
-func NewSessionMetrics(reg prometheus.Registerer) (*SessionMetrics, error) {
-	if nilness.Is(reg) {
-		return nil, fmt.Errorf("%w: nil prometheus.Registerer %T", ErrInvalidConfig, reg)
+// sessionMetricsOf returns the session metrics registered with reg,
+// registering them if reg has none yet; nil, nil for a nil reg. It returns
+// an error wrapping ErrMetrics and the registry's error if they cannot be
+// registered (another collector has their names).
+func sessionMetricsOf(reg prometheus.Registerer) (*sessionMetrics, error) {
+	if reg == nil {
+		return nil, nil
 	}
 	const sub = "session"
-	m := &SessionMetrics{
+	m := &sessionMetrics{
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "renewal_duration_seconds",
 			Help:    "Time from sending a lease renewal to its acknowledgement, for acknowledged renewals.",
@@ -113,29 +101,38 @@ func NewSessionMetrics(reg prometheus.Registerer) (*SessionMetrics, error) {
 	for _, c := range []string{LossExpired, LossRevoked, LossDeleted, LossClosed, LossOther} {
 		m.losses.WithLabelValues(c)
 	}
-	margin := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	m.marginG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Subsystem: sub, Name: "safe_deadline_margin_seconds",
 		Help: "Time left before the live session's safe deadline; 0 without a live session.",
 	}, m.margin)
-	set, err := metrics.Register(reg, m.latency, m.renewals, m.failures, m.opened, m.losses, margin)
+	shared, err := metrics.Shared(reg, m)
 	if err != nil {
 		return nil, fmt.Errorf("%w: session: %w", ErrMetrics, err)
 	}
-	m.set = set
-	return m, nil
+	return shared, nil
 }
 
-// Unregister unregisters the metrics from the registry they were registered
-// with, so that NewSessionMetrics can register them again. Sessions may
-// keep updating them, to no effect. It is idempotent, and a no-op on nil.
-func (m *SessionMetrics) Unregister() {
-	if m != nil {
-		m.set.Unregister()
+// collectors are the metrics m is made of.
+func (m *sessionMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.latency, m.renewals, m.failures, m.opened, m.losses, m.marginG}
+}
+
+// Describe implements prometheus.Collector.
+func (m *sessionMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *sessionMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
 	}
 }
 
 // margin is the value of the margin gauge.
-func (m *SessionMetrics) margin() float64 {
+func (m *sessionMetrics) margin() float64 {
 	s := m.current.Load()
 	if s == nil || s.Err() != nil {
 		return 0
@@ -145,28 +142,28 @@ func (m *SessionMetrics) margin() float64 {
 
 // The hooks of a Session; all are no-ops on nil.
 
-func (m *SessionMetrics) sessionOpened(s *Session) {
+func (m *sessionMetrics) sessionOpened(s *Session) {
 	if m != nil {
 		m.opened.Inc()
 		m.current.Store(s)
 	}
 }
 
-func (m *SessionMetrics) sessionEnded(s *Session, cause error) {
+func (m *sessionMetrics) sessionEnded(s *Session, cause error) {
 	if m != nil {
 		m.losses.WithLabelValues(LossCause(cause)).Inc()
 		m.current.CompareAndSwap(s, nil)
 	}
 }
 
-func (m *SessionMetrics) renewed(r renewal) {
+func (m *sessionMetrics) renewed(r renewal) {
 	if m != nil {
 		m.renewals.Inc()
 		m.latency.Observe(r.acked.Sub(r.sent).Seconds())
 	}
 }
 
-func (m *SessionMetrics) renewFailed() {
+func (m *sessionMetrics) renewFailed() {
 	if m != nil {
 		m.failures.Inc()
 	}

@@ -59,18 +59,16 @@ func TestMetrics(t *testing.T) {
 	ctx := testCtx(t)
 	reg := prometheus.NewPedanticRegistry()
 
-	sm, err := election.NewSessionMetrics(reg)
-	require.NoError(t, err)
-	_, err = election.NewSessionMetrics(reg)
+	// A registry where other metrics have the session metrics' names.
+	other := prometheus.NewPedanticRegistry()
+	other.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "tenure_session_opened_total", Help: "another"}))
+	_, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: shortTTL, Metrics: other})
 	require.ErrorIs(t, err, election.ErrMetrics)
-	require.True(t, errors.As(err, new(prometheus.AlreadyRegisteredError)))
-	_, err = election.NewSessionMetrics(nil)
-	require.ErrorIs(t, err, election.ErrInvalidConfig)
 
 	// A session on a clock that moves only when told: renewals are exact.
 	clk := clockwork.NewFakeClockAt(time.Unix(1_000_000, 0))
 	s, err := election.NewSession(ctx, cli, election.SessionConfig{
-		TTL: 9 * time.Second, RenewInterval: 3 * time.Second, SafetyMargin: time.Second, Clock: clk, Metrics: sm,
+		TTL: 9 * time.Second, RenewInterval: 3 * time.Second, SafetyMargin: time.Second, Clock: clk, Metrics: reg,
 	})
 	require.NoError(t, err)
 	defer s.Close(ctx)
@@ -192,7 +190,7 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, reg, "tenure_session_losses_total", map[string]string{"cause": "closed"}))
 	assert.Equal(t, 0.0, value(t, reg, "tenure_session_safe_deadline_margin_seconds", none), "no live session")
 
-	s3 := openSession(t, cli, sm)
+	s3 := openSession(t, cli, reg)
 	assert.Equal(t, 2.0, value(t, reg, "tenure_session_opened_total", none))
 	assert.Positive(t, value(t, reg, "tenure_session_safe_deadline_margin_seconds", none))
 	_, err = cli.Revoke(ctx, s3.Lease())
@@ -200,20 +198,13 @@ func TestMetrics(t *testing.T) {
 	recv(t, s3.Done(), "the session to see its lease revoked")
 	assert.Equal(t, 1.0, value(t, reg, "tenure_session_losses_total", map[string]string{"cause": "revoked"}))
 	assert.Equal(t, 0.0, value(t, reg, "tenure_session_losses_total", map[string]string{"cause": "expired"}))
-
-	sm.Unregister()
-	sm.Unregister()
-	assert.Nil(t, metricstest.Sample(t, reg, "tenure_session_opened_total", none))
-	sm2, err := election.NewSessionMetrics(reg)
-	require.NoError(t, err, "registers again after Unregister")
-	sm2.Unregister()
 }
 
-// openSession opens a TTL-2s session reporting to sm, closed when the test
-// ends.
-func openSession(t *testing.T, cli clientv3.Lease, sm *election.SessionMetrics) *election.Session {
+// openSession opens a TTL-2s session registering its metrics with reg,
+// closed when the test ends.
+func openSession(t *testing.T, cli clientv3.Lease, reg prometheus.Registerer) *election.Session {
 	t.Helper()
-	s, err := election.NewSession(testCtx(t), cli, election.SessionConfig{TTL: shortTTL, Metrics: sm})
+	s, err := election.NewSession(testCtx(t), cli, election.SessionConfig{TTL: shortTTL, Metrics: reg})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

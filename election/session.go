@@ -37,7 +37,7 @@ type Session struct {
 	cfg    SessionConfig
 	clock  clock.Clock
 	log    hclog.Logger
-	met    *SessionMetrics // nil: none
+	met    *sessionMetrics // nil: none
 	id     clientv3.LeaseID
 	ttl    time.Duration // granted by etcd
 	margin time.Duration
@@ -87,8 +87,9 @@ type SessionStats struct {
 // before the grant was sent.
 //
 // A *clientv3.Client satisfies clientv3.Lease. NewSession returns an error
-// wrapping ErrNilArgument for a nil lease and ErrInvalidConfig for an invalid
-// cfg.
+// wrapping ErrNilArgument for a nil lease, ErrInvalidConfig for an invalid
+// cfg, and ErrMetrics if cfg.Metrics is set and the session metrics cannot
+// be registered there.
 func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*Session, error) {
 	if nilness.Is(lease) {
 		return nil, fmt.Errorf("%w: clientv3.Lease %T", ErrNilArgument, lease)
@@ -98,6 +99,10 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 	}
 	cfg = cfg.withDefaults()
 	clk := cfg.Clock
+	met, err := sessionMetricsOf(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
 
 	sent := clk.Now()
 	resp, err := lease.Grant(ctx, ttlSeconds(cfg.TTL))
@@ -115,7 +120,7 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 		ttl:      time.Duration(resp.TTL) * time.Second,
 		margin:   cfg.SafetyMargin,
 		lead:     lead(cfg.SafetyMargin),
-		met:      cfg.Metrics,
+		met:      met,
 		loopDone: make(chan struct{}),
 	}
 	s.log = cfg.Logger.With("lease", fmt.Sprintf("%x", int64(s.id)))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -108,11 +109,21 @@ type SessionConfig struct {
 	// when the time left before the safe deadline falls below half of
 	// OutageBound), renewal recovered (Info). Nil discards them.
 	Logger hclog.Logger
-	// Metrics, if not nil, receives the session's metrics; see
-	// SessionMetrics. Create them once per node with NewSessionMetrics and
-	// pass the same value to every session the node opens. Nil means no
-	// metrics.
-	Metrics *SessionMetrics
+	// Metrics, if not nil, is the registry the session's metrics are
+	// registered with. Sessions opened with one registry share them (a node
+	// opens a new session after each loss): counters add up across
+	// sessions, and the margin gauge follows the session opened last. To
+	// tell the sessions of several nodes in one process apart, wrap the
+	// registry with a const label (prometheus.WrapRegistererWith). Nil
+	// means no metrics.
+	//
+	//	tenure_session_renewal_duration_seconds     histogram  send to acknowledgement of each acknowledged renewal
+	//	tenure_session_renewals_total               counter    acknowledged renewals
+	//	tenure_session_renewal_failures_total       counter    renewal attempts that failed or went unanswered
+	//	tenure_session_safe_deadline_margin_seconds gauge      time left before the live session's safe deadline (0 without one)
+	//	tenure_session_opened_total                 counter    sessions opened
+	//	tenure_session_losses_total{cause}          counter    sessions ended, by cause: expired, revoked, deleted, closed, other
+	Metrics prometheus.Registerer
 }
 
 // DefaultSessionConfig returns the default configuration: TTL 10s, renewal
@@ -185,7 +196,7 @@ func (c SessionConfig) OutageBound() time.Duration {
 // Validate reports whether c, with its defaults applied, can configure a
 // Session. Errors wrap ErrInvalidConfig and name the values involved.
 func (c SessionConfig) Validate() error {
-	if err := nilness.TypedNil(nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}); err != nil {
+	if err := nilness.TypedNil(nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}, nilness.Field{Name: "metrics registerer", Value: c.Metrics}); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	d := c.withDefaults()

@@ -122,8 +122,8 @@
 // Metrics are registered with the prometheus.Registerer of Config.Metrics
 // (nil: none; never the global registry) under the const label node=<NodeID>,
 // so that several nodes of one process share a registry. Join registers
-// them, together with the election.SessionMetrics that every Session of the
-// node shares (unless Config.Session.Metrics is set), and fails with
+// them, and the session metrics that every Session of the node shares
+// (unless Config.Session.Metrics is set), and fails with
 // ErrMetrics if it cannot; they are unregistered when the node stops, so a
 // node re-created in the process registers again. No label is per key,
 // partition or lease.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
@@ -28,7 +27,7 @@ var handoffBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 // documentation, "Operability"). A nil *nodeMetrics records nothing.
 type nodeMetrics struct {
 	set     *metrics.Set
-	session *election.SessionMetrics // created by the Node, nil if the user passed one
+	session *metrics.Tracker // registers the sessions' metrics; nil if the user set Session.Metrics
 
 	acquisitions   prometheus.Counter
 	releases       *prometheus.CounterVec
@@ -41,8 +40,9 @@ type nodeMetrics struct {
 }
 
 // newNodeMetrics creates the metrics of node n and registers them with
-// cfg.Metrics under the const label node, together with the session metrics
-// (unless cfg.Session.Metrics is set), which it stores into n.cfg. It
+// cfg.Metrics under the const label node, and sets n.cfg.Session.Metrics,
+// unless it is set, to the same registry, so that the node's sessions
+// register theirs there and unregister stops them too. It
 // returns nil, nil without a registerer, and an error wrapping ErrMetrics and
 // the registry's error if the metrics cannot be registered (none is then).
 func newNodeMetrics(n *Node) (*nodeMetrics, error) {
@@ -103,22 +103,14 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		Help: "OnAcquired and OnReleased callbacks queued and not yet taken by the node's dispatcher: how far the callbacks lag behind.",
 	}, func() float64 { return float64(n.disp.pending()) })
 
-	if n.cfg.Session.Metrics == nil {
-		sm, err := election.NewSessionMetrics(reg)
-		if err != nil {
-			return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
-		}
-		m.session = sm
-		n.cfg.Session.Metrics = sm
-	}
 	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.unowned,
 		m.fencerFailures, m.forced, m.drains, owned, oldest, queue)
 	if err != nil {
-		m.session.Unregister()
-		if m.session != nil {
-			n.cfg.Session.Metrics = nil
-		}
 		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
+	}
+	if n.cfg.Session.Metrics == nil {
+		m.session = metrics.NewTracker(reg)
+		n.cfg.Session.Metrics = m.session
 	}
 	m.set = set
 	return m, nil
@@ -128,7 +120,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 func (m *nodeMetrics) unregister() {
 	if m != nil {
 		m.set.Unregister()
-		m.session.Unregister()
+		m.session.UnregisterAll()
 	}
 }
 

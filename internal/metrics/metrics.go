@@ -75,3 +75,72 @@ func IsAlreadyRegistered(err error) bool {
 	var are prometheus.AlreadyRegisteredError
 	return errors.As(err, &are)
 }
+
+// Shared registers c with reg and returns it, or, if reg has a collector
+// of c's type with c's descriptors already, returns that one: components
+// that come and go (a node's sessions) share one collector so that its
+// counters add up across them. Any other error is the registry's.
+func Shared[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(T); ok {
+			return existing, nil
+		}
+	}
+	var zero T
+	return zero, err
+}
+
+// Tracker is a prometheus.Registerer that registers through another and
+// remembers what it registered, so that the owner of components that
+// register themselves (a node, the metrics of its sessions) unregisters
+// them together. A Tracker is safe for concurrent use.
+type Tracker struct {
+	reg prometheus.Registerer
+	mu  sync.Mutex
+	cs  []prometheus.Collector
+}
+
+// NewTracker returns a Tracker that registers with reg.
+func NewTracker(reg prometheus.Registerer) *Tracker { return &Tracker{reg: reg} }
+
+// Register implements prometheus.Registerer.
+func (t *Tracker) Register(c prometheus.Collector) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.reg.Register(c); err != nil {
+		return err
+	}
+	t.cs = append(t.cs, c)
+	return nil
+}
+
+// MustRegister implements prometheus.Registerer.
+func (t *Tracker) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Unregister implements prometheus.Registerer.
+func (t *Tracker) Unregister(c prometheus.Collector) bool { return t.reg.Unregister(c) }
+
+// UnregisterAll unregisters every collector registered through t. It is
+// idempotent, and a no-op on a nil Tracker.
+func (t *Tracker) UnregisterAll() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.cs {
+		t.reg.Unregister(c)
+	}
+	t.cs = nil
+}
