@@ -1,20 +1,12 @@
 package httpfence
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 var (
 	// ErrNilArgument reports a required argument or Handler field that is
 	// nil, a typed nil included (such as a nil *etcdfence.Store passed as the
 	// fence.Fencer, or a nil http.HandlerFunc).
 	ErrNilArgument = errors.New("httpfence: nil argument")
-
-	// ErrNoVerifier reports a Handler constructed without a Verifier: a
-	// Handler admits only tokens it can verify, unless it is given
-	// InsecureNoVerify. It wraps ErrNilArgument.
-	ErrNoVerifier = fmt.Errorf("%w: no verifier (pass a Verifier, or InsecureNoVerify on a trusted network)", ErrNilArgument)
 
 	// ErrMetrics reports metrics that NewMetrics could not register; the
 	// error also wraps the registry's (a prometheus.AlreadyRegisteredError

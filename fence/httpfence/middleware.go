@@ -52,11 +52,12 @@ type Handler struct {
 // Middleware returns the Handler that verifies each request's token with
 // v and advances f to it before calling next; set its Metrics and Logger
 // fields to count and log admissions and refusals. It returns an error
-// wrapping ErrNoVerifier (and so ErrNilArgument) if v is nil, and one
-// wrapping ErrNilArgument if f or next is nil, typed nils included.
+// wrapping ErrNilArgument if v, f or next is nil, typed nils included: a
+// Handler admits only tokens it can verify, unless it is given
+// InsecureNoVerify.
 func Middleware(f fence.Fencer, v Verifier, next http.Handler) (*Handler, error) {
 	if nilness.Is(v) {
-		return nil, fmt.Errorf("%w: verifier %T", ErrNoVerifier, v)
+		return nil, fmt.Errorf("%w: verifier %T (pass a Verifier, or InsecureNoVerify on a trusted network)", ErrNilArgument, v)
 	}
 	if nilness.Is(f) {
 		return nil, fmt.Errorf("%w: fencer %T", ErrNilArgument, f)
