@@ -19,28 +19,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fixed is a policy without jitter, so that its delays are exact.
 var fixed = retry.Policy{MaxAttempts: retry.Unbounded, Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond, Jitter: 1e-12}
 
-// TestDelay: delays grow by Multiplier from Initial up to Max; jitter
-// takes up to its fraction off.
-func TestDelay(t *testing.T) {
-	p := retry.Policy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: 0.5}
-	for _, tt := range []struct {
-		retry int
-		u     float64
-		want  time.Duration
-	}{
-		{0, 0, 0},
-		{1, 0, 10 * time.Millisecond},
-		{2, 0, 20 * time.Millisecond},
-		{3, 0, 40 * time.Millisecond},
-		{4, 0, 50 * time.Millisecond},
-		{100, 0, 50 * time.Millisecond},
-		{1, 1, 5 * time.Millisecond},
-		{2, 0.5, 15 * time.Millisecond},
-	} {
-		assert.Equal(t, tt.want, p.Delay(tt.retry, tt.u), "retry %d, u %v", tt.retry, tt.u)
-	}
-}
-
 // attempts runs retry.Do on a fake clock with an op that reports each
 // attempt's number on the returned channel and then does what the test
 // sends back.
