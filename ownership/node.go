@@ -85,7 +85,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
 	log := cfg.Logger.With("node", cfg.NodeID)
 	var spec Spec
-	err := etcderr.Reach(ctx, etcderr.FirstCall{What: "join " + cfg.NodeID, Log: log, Client: cli, Unavailable: ErrUnavailable, Clock: cfg.Clock}, func(ctx context.Context) (err error) {
+	err := etcderr.Reach(ctx, etcderr.FirstCall{What: "join " + cfg.NodeID, Log: log, Client: cli, Unavailable: ErrUnavailable}, func(ctx context.Context) (err error) {
 		spec, err = ensureSpec(ctx, cli, layout, cfg.Ring.Spec(), cfg.AdoptSpec)
 		return err
 	})

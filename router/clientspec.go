@@ -21,7 +21,7 @@ import (
 func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger, clk clock.Clock) (ownership.Spec, error) {
 	read := func() (ownership.Spec, error) {
 		var spec ownership.Spec
-		err := etcderr.Reach(ctx, etcderr.FirstCall{What: "read the fleet's spec", Log: log, Client: etcd, Unavailable: ErrUnavailable, Clock: clk}, func(ctx context.Context) error {
+		err := etcderr.Reach(ctx, etcderr.FirstCall{What: "read the fleet's spec", Log: log, Client: etcd, Unavailable: ErrUnavailable}, func(ctx context.Context) error {
 			var err error
 			spec, err = ownership.ReadSpec(ctx, etcd, prefix)
 			return err

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/tenure-go/tenure/internal/clock"
 )
 
 // FirstCall describes the first etcd call of a component (a Join, a
@@ -26,8 +24,6 @@ type FirstCall struct {
 	// Unavailable is the caller's sentinel that the error wraps when ctx
 	// ends before etcd answered.
 	Unavailable error
-	// Clock measures attempts and the time waited.
-	Clock clock.Clock
 }
 
 // reachAttempt bounds each attempt of a FirstCall, after which Reach logs
@@ -36,15 +32,17 @@ const reachAttempt = time.Second
 
 // Reach runs op, the first etcd call of a component, in attempts of at
 // most a second each, until it succeeds, fails with an answer from etcd,
-// or ctx ends. The etcd client waits for a connection as long as a call's
-// context lasts and says nothing meanwhile; Reach logs a warning with the
-// likely cause after every unanswered attempt (the cause from Diagnose),
-// and when ctx ends returns an error that wraps call.Unavailable and ctx's
-// error and names the last cause. op must be safe to repeat.
+// or ctx ends. Attempts are measured on the system clock, like the network
+// waits they bound. The etcd client waits for a connection as long as a
+// call's context lasts and says nothing meanwhile; Reach logs a warning
+// with the likely cause after every unanswered attempt (the cause from
+// Diagnose), and when ctx ends returns an error that wraps
+// call.Unavailable and ctx's error and names the last cause. op must be
+// safe to repeat.
 func Reach(ctx context.Context, call FirstCall, op func(context.Context) error) error {
-	start := call.Clock.Now()
+	start := time.Now()
 	for n := 1; ; n++ {
-		actx, cancel := clock.WithTimeout(ctx, call.Clock, reachAttempt)
+		actx, cancel := context.WithTimeout(ctx, reachAttempt)
 		err := op(actx)
 		timedOut := actx.Err() != nil
 		cancel()
@@ -52,7 +50,7 @@ func Reach(ctx context.Context, call FirstCall, op func(context.Context) error) 
 			return err
 		}
 		cause := Diagnose(call.Client, reachAttempt)
-		waited := call.Clock.Since(start).Round(time.Millisecond)
+		waited := time.Since(start).Round(time.Millisecond)
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %s: gave up after %v: %w; last cause: %v",
 				call.Unavailable, call.What, waited, context.Cause(ctx), cause)

@@ -23,3 +23,13 @@ func TestIs(t *testing.T) {
 	assert.False(t, nilness.Is(""))
 	assert.False(t, nilness.Is(map[string]int{}))
 }
+
+func TestTypedNil(t *testing.T) {
+	var cli *clientv3.Client
+	var kv clientv3.KV = cli
+	assert.NoError(t, nilness.TypedNil())
+	assert.NoError(t, nilness.TypedNil(nilness.Field{Name: "kv", Value: nil}), "a plain nil is a default")
+	assert.NoError(t, nilness.TypedNil(nilness.Field{Name: "kv", Value: &clientv3.Client{}}))
+	err := nilness.TypedNil(nilness.Field{Name: "logger", Value: nil}, nilness.Field{Name: "kv", Value: kv}, nilness.Field{Name: "m", Value: map[string]int(nil)})
+	assert.EqualError(t, err, "kv is a nil *clientv3.Client", "the first typed nil")
+}
