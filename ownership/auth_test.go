@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -39,15 +40,15 @@ func newAuthCluster(t *testing.T) *cluster.AuthCluster {
 // TestAuthTokenExpiry runs a fleet whose etcd user may touch nothing but the
 // fleet's prefix, on an etcd whose auth tokens expire after a second unused.
 // Across several expiries no session ends and no partition changes epoch;
-// then a node joins on a client whose watch streams (an Observer's, the
+// then a node joins on a client whose watch streams (an fleet.Observer's, the
 // first node's) were opened before the expiries, claims its partitions and
 // raises their floors, and every node and both Observers, one opened before
 // the expiries and one after, agree on the new routes. No watch spins on a
-// refused token, and no Observer has to read the fleet again.
+// refused token, and no fleet.Observer has to read the fleet again.
 func TestAuthTokenExpiry(t *testing.T) {
 	c := newAuthCluster(t)
 	const parts = 16
-	cliA := c.NewClientAs(t, fleetUser, fleetPassword) // one process: an Observer and a node
+	cliA := c.NewClientAs(t, fleetUser, fleetPassword) // one process: an fleet.Observer and a node
 	cliB := c.NewClientAs(t, fleetUser, fleetPassword)
 	scfg := etcdfence.DefaultConfig()
 	scfg.Cluster = authFleet
@@ -62,9 +63,9 @@ func TestAuthTokenExpiry(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ocfg := ObserverConfig{Cluster: authFleet, Ring: testConfig(t, authFleet, "x", parts).Ring}
+	ocfg := fleet.ObserverConfig{Cluster: authFleet, Ring: testConfig(t, authFleet, "x", parts).Ring}
 	a := join(t, cliA, config("a"))
-	o, err := Observe(ctx, cliA, ocfg)
+	o, err := fleet.Observe(ctx, cliA, ocfg)
 	require.NoError(t, err)
 	defer o.Close()
 	b := join(t, cliB, config("b"))
@@ -79,12 +80,12 @@ func TestAuthTokenExpiry(t *testing.T) {
 		require.Equal(t, leases, []string{a.Status().Lease, b.Status().Lease}, "sessions after expiry %d", i+1)
 	}
 
-	late, err := Observe(ctx, cliA, ocfg) // its watches come after the expiries
+	late, err := fleet.Observe(ctx, cliA, ocfg) // its watches come after the expiries
 	require.NoError(t, err)
 	defer late.Close()
 	n := join(t, cliA, config("c")) // and so do the node's
 	waitStable(t, 20*time.Second, a, b, n)
-	for _, o := range []*Observer{o, late} {
+	for _, o := range []*fleet.Observer{o, late} {
 		waitObserver(t, o, func() error { return observerAgrees(o, n, parts) }, a, b, n)
 	}
 	for _, p := range n.Owned() {
@@ -95,8 +96,8 @@ func TestAuthTokenExpiry(t *testing.T) {
 	cluster.OutliveTokens()
 	require.NoError(t, stableErr([]*Node{a, b, n}))
 	assert.Equal(t, []string{a.Status().Lease, b.Status().Lease}, leases, "sessions")
-	assert.Zero(t, o.Resyncs(), "the Observer opened before the expiries read the fleet again")
-	assert.Zero(t, late.Resyncs(), "the Observer opened after the expiries read the fleet again")
+	assert.Zero(t, o.Resyncs(), "the fleet.Observer opened before the expiries read the fleet again")
+	assert.Zero(t, late.Resyncs(), "the fleet.Observer opened after the expiries read the fleet again")
 	t.Logf("requests refused for an expired token: %d", c.Refusals())
 	assert.LessOrEqual(t, c.Refusals(), c.MaxRefusals(2), "refusals for an expired token: a watch spins on one")
 }
@@ -104,7 +105,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 // TestAuthOtherTenant: a node whose etcd user's role covers another
 // fleet's prefix only is refused at Join at once, with an error that wraps
 // etcd's permission denied (no retries until the context ends), and so is
-// an Observer; the fleet's own user joins with nothing more than its role.
+// an fleet.Observer; the fleet's own user joins with nothing more than its role.
 func TestAuthOtherTenant(t *testing.T) {
 	c := newAuthCluster(t)
 	const parts = 8
@@ -122,7 +123,7 @@ func TestAuthOtherTenant(t *testing.T) {
 	require.NoError(t, ctx.Err(), "Join must not wait for its context to end")
 	assert.NotContains(t, etcdMembers(t, c.NewClientAs(t, fleetUser, fleetPassword), authFleet), "intruder")
 
-	_, err = Observe(ctx, other, ObserverConfig{Cluster: authFleet, Ring: testConfig(t, authFleet, "x", parts).Ring})
+	_, err = fleet.Observe(ctx, other, fleet.ObserverConfig{Cluster: authFleet, Ring: testConfig(t, authFleet, "x", parts).Ring})
 	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied)
 	require.NoError(t, ctx.Err())
 

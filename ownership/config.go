@@ -17,6 +17,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/ring"
 )
 
 const (
@@ -69,7 +70,7 @@ type Config struct {
 	// it (*SpecMismatchError), unless AdoptSpec is set. DefaultConfig sets
 	// DefaultRingConfig (1024 partitions, load factor 1.25); zero values are
 	// invalid.
-	Ring RingConfig
+	Ring ring.Config
 	// AdoptSpec makes Join use the fleet's Spec (its partition count and
 	// load factor) in place of Ring when the fleet has one, instead of
 	// refusing a Ring that differs from it; Ring is then only the spec the
@@ -141,7 +142,7 @@ type Config struct {
 // others). Cluster and NodeID are left for the caller to set.
 func DefaultConfig() Config {
 	return Config{
-		Ring:         DefaultRingConfig(),
+		Ring:         ring.DefaultConfig(),
 		Session:      election.SessionConfig{}, // zero fields: the session's defaults
 		DrainTimeout: DefaultDrainTimeout,
 		MaxTxnOps:    DefaultMaxTxnOps,
@@ -160,14 +161,14 @@ func (c Config) Validate() error {
 	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
 		return errs.New(ErrInvalidConfig, "%v", err)
 	}
-	if err := ValidateNodeID(c.NodeID); err != nil {
+	if err := ring.ValidateNodeID(c.NodeID); err != nil {
 		return errs.Nest(ErrInvalidConfig, "node ID", err)
 	}
 	if len(c.Addr) > maxAddrLen {
 		return errs.New(ErrInvalidConfig, "address of %d bytes exceeds %d", len(c.Addr), maxAddrLen)
 	}
-	if kind, field, detail := c.Ring.check(); kind != nil {
-		return errs.Nest(ErrInvalidConfig, "ring", errs.New(kind, "%s %s", field, detail))
+	if err := c.Ring.Validate(); err != nil {
+		return errs.Nest(ErrInvalidConfig, "ring", err)
 	}
 	if err := c.Session.Validate(); err != nil {
 		return errs.Nest(ErrInvalidConfig, "session", err)

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -132,18 +134,18 @@ func waitFor(timeout time.Duration, cond func() error, nodes ...*Node) error {
 }
 
 // etcdClaims returns the owner and epoch of every claim in etcd.
-func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]claim {
+func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]fleetview.Claim {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l := keys.New(cluster)
 	resp, err := cli.Get(ctx, l.Claims(), clientv3.WithPrefix())
 	require.NoError(t, err)
-	out := map[int]claim{}
+	out := map[int]fleetview.Claim{}
 	for _, kv := range resp.Kvs {
 		p, ok := l.ClaimPartition(string(kv.Key))
 		require.True(t, ok, "claim key %q", kv.Key)
-		out[p] = claimOf(kv)
+		out[p] = fleetview.ClaimOf(kv)
 	}
 	return out
 }
@@ -163,4 +165,40 @@ func etcdMembers(t testing.TB, cli *clientv3.Client, cluster string) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// observerAgrees reports how o's routes differ from n's, nil if they do
+// not: owner, address and epoch of every partition.
+func observerAgrees(o *fleet.Observer, n *Node, parts int) error {
+	for p := range parts {
+		got, want := o.Route(p), n.LookupPartition(p)
+		if got.Owner != want.Owner || got.Addr != want.Addr || got.Epoch != want.Epoch || got.RingVersion != want.RingVersion {
+			return fmt.Errorf("partition %d: observer %+v, node %+v", p, got, want)
+		}
+	}
+	return nil
+}
+
+// waitObserver waits, on the observer's and the nodes' Changed signals,
+// until cond returns nil.
+func waitObserver(t *testing.T, o *fleet.Observer, cond func() error, nodes ...*Node) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(o.Changed())},
+		}
+		for _, n := range nodes {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.Changed())})
+		}
+		err := cond()
+		if err == nil {
+			return
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			t.Fatalf("observer did not agree: %v", err)
+		}
+	}
 }

@@ -12,12 +12,15 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/errs"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/internal/retry"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // Node is one process's membership in a cluster: it holds the process's
@@ -43,7 +46,7 @@ type Node struct {
 	// acquired together are fenced together.
 	batchFencing bool
 
-	reader *fleetReader
+	reader *fleetview.Reader
 	slots  []slot // by partition: each one's state, written by the event loop
 	snap   atomic.Pointer[snapshot]
 	disp   *dispatcher
@@ -85,15 +88,15 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	cfg = cfg.withDefaults()
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
 	log := cfg.Logger.With("node", cfg.NodeID)
-	var spec Spec
+	var spec ring.Spec
 	err := etcderr.Reach(ctx, log, "join "+cfg.NodeID, cli, reachAttempt, ErrUnavailable, func(ctx context.Context) (err error) {
-		spec, err = ensureSpec(ctx, cli, layout, cfg.Ring.Spec(), cfg.AdoptSpec)
+		spec, err = fleetview.EnsureSpec(ctx, cli, layout, cfg.Ring.Spec(), cfg.AdoptSpec)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	cfg.Ring = spec.RingConfig()
+	cfg.Ring = spec.Config()
 	n := &Node{
 		cfg:       cfg,
 		cli:       cli,
@@ -113,7 +116,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 			n.batchFencing = true
 		}
 	}
-	n.reader = &fleetReader{kv: cli, watcher: cli, layout: n.layout, partitions: cfg.Ring.Partitions, log: n.log, clock: n.clock}
+	n.reader = &fleetview.Reader{KV: cli, Watcher: cli, Layout: n.layout, Partitions: cfg.Ring.Partitions, Log: n.log, Clock: n.clock}
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
 	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
 
@@ -132,7 +135,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	l := newLoop(n)
 	l.install(gen, lst)
 	l.publish()
-	n.log.Info("joined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "members", len(l.fleet.members), "partitions", cfg.Ring.Partitions)
+	n.log.Info("joined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "members", len(l.fleet.Members), "partitions", cfg.Ring.Partitions)
 	go n.disp.run()
 	go n.run(l)
 	return n, nil
@@ -172,17 +175,17 @@ func (n *Node) PartitionOf(key string) int { return n.snap.Load().ring.Partition
 
 // Lookup returns the route of key's partition. It takes no lock and does
 // not allocate.
-func (n *Node) Lookup(key string) Route {
+func (n *Node) Lookup(key string) fleet.Route {
 	s := n.snap.Load()
 	return s.route(s.ring.PartitionOf(key))
 }
 
 // LookupPartition returns the route of partition p. For p outside [0, P)
 // it returns a Route with only Partition and RingVersion set.
-func (n *Node) LookupPartition(p int) Route {
+func (n *Node) LookupPartition(p int) fleet.Route {
 	s := n.snap.Load()
 	if uint(p) >= uint(len(s.routes)) {
-		return Route{Partition: p, RingVersion: s.ring.Version()}
+		return fleet.Route{Partition: p, RingVersion: s.ring.Version()}
 	}
 	return s.route(p)
 }
@@ -269,7 +272,7 @@ func (n *Node) Owned() []int {
 }
 
 // Members returns the registered members, sorted by ID.
-func (n *Node) Members() []Member {
+func (n *Node) Members() []fleet.Member {
 	ms := slices.Clone(n.snap.Load().members)
 	for i := range ms {
 		ms[i].Meta = maps.Clone(ms[i].Meta)
@@ -278,7 +281,7 @@ func (n *Node) Members() []Member {
 }
 
 // Ring returns the ring computed from the current members.
-func (n *Node) Ring() *Ring { return n.snap.Load().ring }
+func (n *Node) Ring() *ring.Ring { return n.snap.Load().ring }
 
 // Done returns a channel that is closed when the node has stopped, with
 // every goroutine of the node ended: after Close, or on its own when its etcd

@@ -204,7 +204,7 @@ func TestPauseIsOneSessionLoss(t *testing.T) {
 
 	require.NoError(t, w.proc.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
-	// etcd expires w's lease: b serves everything.
+	// etcd expires w's Lease: b serves everything.
 	require.NoError(t, waitFor(30*time.Second, func() error { return servedErr(b, "b") }, b))
 	time.Sleep(time.Until(stopped.Add(3 * ttl))) // the pause lasts 3 TTLs
 	require.NoError(t, w.proc.Signal(syscall.SIGCONT))

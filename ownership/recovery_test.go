@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -83,16 +85,16 @@ func memberRevisions(t testing.TB, cli *clientv3.Client, cluster string) map[str
 }
 
 // TestObserverAfterEtcdOutage kills a 1-member etcd running in its own
-// process under two nodes (TTL 2s, 32 partitions) and an Observer on a
+// process under two nodes (TTL 2s, 32 partitions) and an fleet.Observer on a
 // client of its own, keeps it down for 5s and for 30s (every session is
 // lost, so every claim is taken again at a new epoch), restarts it on the
 // same data directory, and measures the time from etcd serving again to
-// the Observer's view being current: its revision has reached the one
+// the fleet.Observer's view being current: its revision has reached the one
 // etcd answers once the nodes are back, and it routes every partition to
 // its owner at the new epoch, as the nodes do. The figure goes to the log
 // ("observer current ... after etcd served again"). It asserts that the
-// Observer is current within 5s, five times the goal of about a second
-// (an Observer whose client waits out gRPC's reconnect backoff is current
+// fleet.Observer is current within 5s, five times the goal of about a second
+// (an fleet.Observer whose client waits out gRPC's reconnect backoff is current
 // only 8s to 15s after a 30s outage). The 30s outage is skipped with
 // -short.
 func TestObserverAfterEtcdOutage(t *testing.T) {
@@ -112,7 +114,7 @@ func TestObserverAfterEtcdOutage(t *testing.T) {
 			waitStable(t, 30*time.Second, nodes...)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			o, err := Observe(ctx, c.NewClient(t), ObserverConfig{Cluster: "observe-outage", Ring: RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor}})
+			o, err := fleet.Observe(ctx, c.NewClient(t), fleet.ObserverConfig{Cluster: "observe-outage", Ring: ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor}})
 			require.NoError(t, err)
 			defer o.Close()
 			require.NoError(t, observerAgrees(o, nodes[0], parts))
@@ -120,7 +122,7 @@ func TestObserverAfterEtcdOutage(t *testing.T) {
 			served := etcdOutage(t, ctx, c, outage, nodes)
 			// The nodes are back within about a second (see
 			// TestRecoveryAfterEtcdOutage); the revision etcd answers after
-			// that is one the Observer must reach.
+			// that is one the fleet.Observer must reach.
 			require.NoError(t, waitFor(30*time.Second, func() error { return stableErr(nodes) }, nodes...))
 			resp, err := c.NewClient(t).Get(ctx, "observe-outage") // any key: its header's revision
 			require.NoError(t, err)
@@ -154,7 +156,7 @@ func etcdOutage(t *testing.T, ctx context.Context, c *cluster.Cluster, outage ti
 // observerCurrent waits, on o's and the nodes' Changed signals, until o's
 // revision is at least rev and it routes every partition as nodes[0] does,
 // or deadline passes.
-func observerCurrent(deadline time.Time, o *Observer, rev int64, nodes []*Node, parts int) error {
+func observerCurrent(deadline time.Time, o *fleet.Observer, rev int64, nodes []*Node, parts int) error {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {

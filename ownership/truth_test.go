@@ -20,6 +20,7 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -62,7 +63,7 @@ func TestHandoffDurationIncludesDrain(t *testing.T) {
 	waitStable(t, 20*time.Second, a)
 
 	// The partitions that b's arrival moves to b; one of them is busy.
-	ring, err := NewRing([]string{"a", "b"}, cfgA.Ring)
+	ring, err := ring.New([]string{"a", "b"}, cfgA.Ring)
 	require.NoError(t, err)
 	var moving []int
 	for p := range P {

@@ -12,6 +12,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // lookupMembers and lookupKeys size the lookup comparison: 16 members, the
@@ -88,14 +89,14 @@ var sink int
 
 func runLookup(ctx context.Context, e *env) ([]Section, error) {
 	cfg := e.cfg
-	rc := ownership.DefaultRingConfig()
+	rc := ring.DefaultConfig()
 	members := make([]string, lookupMembers)
 	cms := make([]consistent.Member, lookupMembers)
 	for i := range members {
 		members[i] = "node-" + strconv.Itoa(i+1)
 		cms[i] = ringMember(members[i])
 	}
-	ring, err := ownership.NewRing(members, rc)
+	ring, err := ring.New(members, rc)
 	if err != nil {
 		return nil, err
 	}

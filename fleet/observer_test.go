@@ -1,4 +1,4 @@
-package ownership
+package fleet_test
 
 import (
 	"context"
@@ -11,12 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // observerAgrees reports how o's routes differ from n's, nil if they do
 // not: owner, address and epoch of every partition.
-func observerAgrees(o *Observer, n *Node, parts int) error {
+func observerAgrees(o *fleet.Observer, n *ownership.Node, parts int) error {
 	for p := range parts {
 		got, want := o.Route(p), n.LookupPartition(p)
 		if got.Owner != want.Owner || got.Addr != want.Addr || got.Epoch != want.Epoch || got.RingVersion != want.RingVersion {
@@ -28,7 +31,7 @@ func observerAgrees(o *Observer, n *Node, parts int) error {
 
 // waitObserver waits, on the observer's and the nodes' Changed signals,
 // until cond returns nil.
-func waitObserver(t *testing.T, o *Observer, cond func() error, nodes ...*Node) {
+func waitObserver(t *testing.T, o *fleet.Observer, cond func() error, nodes ...*ownership.Node) {
 	t.Helper()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
@@ -62,13 +65,13 @@ func TestObserverFollowsTheFleet(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	o, err := Observe(ctx, cli, ObserverConfig{Cluster: "observe", Ring: RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor}})
+	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "observe", Ring: ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor}})
 	require.NoError(t, err)
 	defer o.Close()
 	require.NoError(t, observerAgrees(o, a, parts))
 	assert.Positive(t, o.Revision())
-	assert.Equal(t, Route{Partition: parts}, o.Route(parts))
-	assert.Equal(t, Route{Partition: -1}, o.Route(-1))
+	assert.Equal(t, fleet.Route{Partition: parts}, o.Route(parts))
+	assert.Equal(t, fleet.Route{Partition: -1}, o.Route(-1))
 
 	b := join(t, cli, testConfig(t, "observe", "b", parts))
 	waitStable(t, 20*time.Second, a, b)
@@ -91,26 +94,26 @@ func TestObserveErrors(t *testing.T) {
 	cli := c.NewClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ring := DefaultRingConfig()
+	rc := ring.DefaultConfig()
 
-	_, err := Observe(ctx, nil, ObserverConfig{Cluster: "x", Ring: ring})
-	assert.ErrorIs(t, err, ErrNilClient)
+	_, err := fleet.Observe(ctx, nil, fleet.ObserverConfig{Cluster: "x", Ring: rc})
+	assert.ErrorIs(t, err, fleet.ErrNilClient)
 	var none *clientv3.Client
-	_, err = Observe(ctx, none, ObserverConfig{Cluster: "x", Ring: ring})
-	assert.ErrorIs(t, err, ErrNilClient, "a typed nil")
-	for _, cfg := range []ObserverConfig{
-		{Ring: ring},
-		{Cluster: "x\x00", Ring: ring},
+	_, err = fleet.Observe(ctx, none, fleet.ObserverConfig{Cluster: "x", Ring: rc})
+	assert.ErrorIs(t, err, fleet.ErrNilClient, "a typed nil")
+	for _, cfg := range []fleet.ObserverConfig{
+		{Ring: rc},
+		{Cluster: "x\x00", Ring: rc},
 		{Cluster: "x"},
-		{Cluster: "x", Ring: RingConfig{Partitions: 8, LoadFactor: 0.5}},
+		{Cluster: "x", Ring: ring.Config{Partitions: 8, LoadFactor: 0.5}},
 	} {
-		_, err = Observe(ctx, cli, cfg)
-		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", cfg)
+		_, err = fleet.Observe(ctx, cli, cfg)
+		assert.ErrorIs(t, err, fleet.ErrInvalidConfig, "%+v", cfg)
 	}
 
 	// A claim beyond the partition count: the counts differ.
 	a := join(t, cli, testConfig(t, "mismatch", "a", 16))
 	waitStable(t, 20*time.Second, a)
-	_, err = Observe(ctx, cli, ObserverConfig{Cluster: "mismatch", Ring: RingConfig{Partitions: 8, LoadFactor: 1.25}})
-	assert.ErrorIs(t, err, ErrPartitionMismatch)
+	_, err = fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "mismatch", Ring: ring.Config{Partitions: 8, LoadFactor: 1.25}})
+	assert.ErrorIs(t, err, fleet.ErrPartitionMismatch)
 }
