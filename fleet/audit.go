@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
 )
@@ -37,7 +37,11 @@ type AuditRecord struct {
 	// claim or leader key was deleted, or the drain mark written. Filled by
 	// readers and by the action's own result.
 	Revision int64 `json:"revision,omitempty"`
-	// Actor is who acted, Reason why, Time when (the operator's clock).
+	// Actor is who acted, Action what (ActionForceRelease, ActionDrain or
+	// ActionUndrain), Target on what, Reason why, Time when (the operator's
+	// clock). A force release's Target is the fence scope of what it
+	// released (fence.PartitionScope or fence.LeaderScope); a drain's or
+	// undrain's is "node/<id>".
 	Actor  string    `json:"actor"`
 	Action string    `json:"action"`
 	Target string    `json:"target"`
@@ -79,14 +83,6 @@ func (a Action) check(needReason bool) error {
 	}
 	return nil
 }
-
-// PartitionTarget returns the AuditRecord target of partition p, named as
-// its fence scope is: "p/<p>".
-func PartitionTarget(p int) string { return "p/" + strconv.Itoa(p) }
-
-// LeaderTarget returns the AuditRecord target of the election name, named
-// as its fence scope is: "leader/<name>".
-func LeaderTarget(name string) string { return "leader/" + name }
 
 // nodeTarget returns the AuditRecord target of a drain: "node/<id>".
 func nodeTarget(id string) string { return "node/" + id }
@@ -132,7 +128,7 @@ func (o *Operator) ForceRelease(ctx context.Context, p int, a Action) (AuditReco
 		return AuditRecord{}, fmt.Errorf("%w: %d not in [0, %d)", ErrInvalidPartition, p, spec.Partitions)
 	}
 	k := o.layout.Claim(p)
-	target := PartitionTarget(p)
+	target := fence.PartitionScope(p)
 	resp, err := o.kv.Get(ctx, k)
 	if err != nil {
 		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w", target, err)
@@ -161,7 +157,7 @@ func (o *Operator) ForceReleaseLeader(ctx context.Context, name string, a Action
 	if name == "" || strings.ContainsRune(name, 0) {
 		return AuditRecord{}, fmt.Errorf("%w: election name %q", ErrInvalidConfig, name)
 	}
-	target := LeaderTarget(name)
+	target := fence.LeaderScope(name)
 	byName, err := election.Candidates(ctx, o.kv, o.layout.Leaders())
 	if err != nil {
 		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w", target, err)
@@ -308,11 +304,11 @@ func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, e
 	holders := make(map[string]int64) // target -> epoch of its holder now
 	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
 		if p, ok := o.layout.ClaimPartition(string(kv.Key)); ok {
-			holders[PartitionTarget(p)] = kv.CreateRevision
+			holders[fence.PartitionScope(p)] = kv.CreateRevision
 		}
 	}
 	for name, cs := range leaders {
-		holders[LeaderTarget(name)] = cs[0].Epoch
+		holders[fence.LeaderScope(name)] = cs[0].Epoch
 	}
 	var out []AuditRecord
 	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {

@@ -29,7 +29,8 @@ var (
 	// joined it.
 	ErrNoSpec = fleetview.ErrNoSpec
 
-	// ErrInvalidPartition reports a partition number outside [0, P).
+	// ErrInvalidPartition reports a partition number outside [0, P), given
+	// to ownership.Node.HoldPartition or Operator.ForceRelease.
 	ErrInvalidPartition = errors.New("fleet: invalid partition")
 )
 

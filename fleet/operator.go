@@ -82,9 +82,6 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	return o, nil
 }
 
-// Prefix returns the fleet's key prefix, ending in '/'.
-func (o *Operator) Prefix() string { return o.layout.Prefix() }
-
 // Spec reads the fleet's spec. Errors wrap ErrNoSpec, ring.ErrInvalidSpec
 // or the etcd error.
 func (o *Operator) Spec(ctx context.Context) (ring.Spec, error) {

@@ -192,7 +192,7 @@ func TestOperatorForceRelease(t *testing.T) {
 	rec, err := op.ForceRelease(ctx, p, fleet.Action{Actor: "tester", Reason: "stuck consumer"})
 	require.NoError(t, err)
 	assert.Equal(t, fleet.ActionForceRelease, rec.Action)
-	assert.Equal(t, fleet.PartitionTarget(p), rec.Target)
+	assert.Equal(t, fence.PartitionScope(p), rec.Target)
 	assert.Equal(t, "a", rec.Holder)
 	assert.Equal(t, old.Epoch, rec.OldEpoch)
 
@@ -269,7 +269,7 @@ func TestOperatorForceReleaseLeader(t *testing.T) {
 	recs, err := op.Audit(ctx, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	assert.Equal(t, fleet.LeaderTarget("sched"), recs[0].Target)
+	assert.Equal(t, fence.LeaderScope("sched"), recs[0].Target)
 	assert.Zero(t, recs[0].NewEpoch, "n2's key predates the release")
 	e3 := put(l.Leader("sched")+"0", `{"id":"n3"}`)
 	_, err = cli.Delete(ctx, l.Leader("sched")+"2")

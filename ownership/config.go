@@ -21,11 +21,11 @@ import (
 )
 
 const (
-	// DefaultDrainTimeout bounds how long a handoff waits for in-flight work
+	// defaultDrainTimeout bounds how long a handoff waits for in-flight work
 	// when Config.DrainTimeout is zero. Work that takes longer has its
 	// context cancelled when the timeout passes; if it runs on, it is fenced
 	// off by the next owner's epoch.
-	DefaultDrainTimeout = 5 * time.Second
+	defaultDrainTimeout = 5 * time.Second
 
 	// DefaultMaxTxnOps is etcd's default limit of operations per transaction
 	// (its --max-txn-ops flag), used when Config.MaxTxnOps is zero.
@@ -91,7 +91,7 @@ type Config struct {
 	// in-flight work, whose context stays live meanwhile, and then for its
 	// OnReleased callback, before the claim is deleted. When it passes with
 	// work still in flight, that work's context is cancelled and the handoff
-	// goes on. Zero means DefaultDrainTimeout (5s); negative is invalid.
+	// goes on. Zero means 5s; negative is invalid.
 	DrainTimeout time.Duration
 	// MaxTxnOps is the etcd server's limit of operations per transaction.
 	// Claims and releases are batched into transactions within this limit.
@@ -144,7 +144,7 @@ func DefaultConfig() Config {
 	return Config{
 		Ring:         ring.DefaultConfig(),
 		Session:      election.SessionConfig{}, // zero fields: the session's defaults
-		DrainTimeout: DefaultDrainTimeout,
+		DrainTimeout: defaultDrainTimeout,
 		MaxTxnOps:    DefaultMaxTxnOps,
 	}
 }
@@ -213,7 +213,7 @@ type fencePrefixer interface{ FencePrefix() string }
 // filled in, and its reference fields (Meta, Fencers) copied.
 func (c Config) withDefaults() Config {
 	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DefaultDrainTimeout
+		c.DrainTimeout = defaultDrainTimeout
 	}
 	if c.MaxTxnOps == 0 {
 		c.MaxTxnOps = DefaultMaxTxnOps

@@ -39,9 +39,6 @@ var (
 	// errors.Is(err, ErrNotOwner) holds as well.
 	ErrReleasing = errors.New("ownership: partition is being released")
 
-	// ErrInvalidPartition reports a partition number outside [0, P).
-	ErrInvalidPartition = errors.New("ownership: invalid partition")
-
 	// ErrClosed reports an operation on a Node that has been closed. It is
 	// also the cause of the contexts of partitions released by Close.
 	ErrClosed = errors.New("ownership: node closed")

@@ -48,7 +48,7 @@ func (f *staleOnce) Advance(_ context.Context, t fence.Token) error {
 
 func metricOf(t testing.TB, g prometheus.Gatherer, name, node string, kv ...string) float64 {
 	t.Helper()
-	labels := map[string]string{LabelNode: node}
+	labels := map[string]string{labelNode: node}
 	for i := 0; i+1 < len(kv); i += 2 {
 		labels[kv[i]] = kv[i+1]
 	}
@@ -143,9 +143,9 @@ func TestNodeMetrics(t *testing.T) {
 
 	// Close unregisters; the same node ID registers again when it rejoins.
 	closeNode(t, b)
-	_, ok := metricstest.Lookup(t, reg, "tenure_partition_acquisitions_total", map[string]string{LabelNode: "b"})
+	_, ok := metricstest.Lookup(t, reg, "tenure_partition_acquisitions_total", map[string]string{labelNode: "b"})
 	assert.False(t, ok, "b's metrics unregistered by Close")
-	_, ok = metricstest.Lookup(t, reg, "tenure_session_opened_total", map[string]string{LabelNode: "b"})
+	_, ok = metricstest.Lookup(t, reg, "tenure_session_opened_total", map[string]string{labelNode: "b"})
 	assert.False(t, ok, "b's session metrics unregistered by Close")
 	_, err = op.Undrain(ctx, "b", fleet.Action{Actor: "tester"})
 	require.NoError(t, err)

@@ -29,7 +29,7 @@ import (
 // protocol.
 //
 // A Node is safe for concurrent use by multiple goroutines. Lookup,
-// LookupPartition, PartitionOf and Hold take no lock; Lookup and
+// LookupPartition and Hold take no lock; Lookup and
 // LookupPartition allocate nothing.
 type Node struct {
 	cfg Config
@@ -170,9 +170,6 @@ func (n *Node) run(l *loop) {
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.id }
 
-// PartitionOf returns the partition of key.
-func (n *Node) PartitionOf(key string) int { return n.snap.Load().ring.PartitionOf(key) }
-
 // Lookup returns the route of key's partition. It takes no lock and does
 // not allocate.
 func (n *Node) Lookup(key string) fleet.Route {
@@ -212,11 +209,11 @@ func (n *Node) Hold(key string) (Held, error) {
 }
 
 // HoldPartition is Hold for partition p. A p outside [0, P) yields an error
-// wrapping ErrInvalidPartition.
+// wrapping fleet.ErrInvalidPartition.
 func (n *Node) HoldPartition(p int) (Held, error) {
 	s := n.snap.Load()
 	if uint(p) >= uint(len(s.routes)) {
-		return Held{}, fmt.Errorf("%w: %d not in [0, %d)", ErrInvalidPartition, p, len(s.routes))
+		return Held{}, fmt.Errorf("%w: %d not in [0, %d)", fleet.ErrInvalidPartition, p, len(s.routes))
 	}
 	return n.hold(s, p)
 }

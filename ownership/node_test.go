@@ -198,7 +198,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 	// keys get a wrong-owner error with a hint.
 	for i := range 50 {
 		key := fmt.Sprintf("key-%d", i)
-		p := n0.PartitionOf(key)
+		p := n0.Ring().PartitionOf(key)
 		r := n0.Lookup(key)
 		require.Equal(t, p, r.Partition)
 		h, err := n0.Hold(key)
@@ -218,9 +218,9 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 		require.Equal(t, WrongOwnerError{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch, RingVersion: r.RingVersion}, *wo)
 	}
 	_, err := n0.HoldPartition(parts)
-	require.ErrorIs(t, err, ErrInvalidPartition)
+	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
 	_, err = n0.HoldPartition(-1)
-	require.ErrorIs(t, err, ErrInvalidPartition)
+	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
 	require.Equal(t, fleet.Route{Partition: -1, RingVersion: ring.Version()}, n0.LookupPartition(-1))
 }
 

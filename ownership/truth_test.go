@@ -27,7 +27,7 @@ import (
 // histogramOf returns node's histogram name from g.
 func histogramOf(t *testing.T, g prometheus.Gatherer, name, node string) *dto.Histogram {
 	t.Helper()
-	m := metricstest.Sample(t, g, name, map[string]string{LabelNode: node})
+	m := metricstest.Sample(t, g, name, map[string]string{labelNode: node})
 	require.NotNil(t, m, "%s node=%s", name, node)
 	return m.GetHistogram()
 }

@@ -37,10 +37,10 @@ func (s Spec) Config() Config {
 	return Config{Partitions: s.Partitions, LoadFactor: s.LoadFactor}
 }
 
-// Validate reports whether s can be used by this build: a valid ring
+// validate reports whether s can be used by this build: a valid ring
 // configuration and a ring algorithm this build computes. Errors wrap
 // ErrInvalidSpec.
-func (s Spec) Validate() error {
+func (s Spec) validate() error {
 	if err := s.Config().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
@@ -50,14 +50,15 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// DecodeSpec parses and validates a stored spec (the JSON encoding of a
-// Spec). Errors wrap ErrInvalidSpec.
+// DecodeSpec parses a stored spec (the JSON encoding of a Spec) and checks
+// that this build can use it: a valid ring configuration and a ring
+// algorithm this build computes. Errors wrap ErrInvalidSpec.
 func DecodeSpec(b []byte) (Spec, error) {
 	var s Spec
 	if err := json.Unmarshal(b, &s); err != nil {
 		return Spec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
-	if err := s.Validate(); err != nil {
+	if err := s.validate(); err != nil {
 		return Spec{}, err
 	}
 	return s, nil

@@ -274,7 +274,7 @@ func waitUntil(tb testing.TB, timeout time.Duration, what string, check func() (
 
 // partitionOf returns key's partition.
 func (f *testFleet) partitionOf(key string) int {
-	return f.list()[0].node.PartitionOf(key)
+	return f.list()[0].node.Ring().PartitionOf(key)
 }
 
 // owner returns the member owning key.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/ownership"
 )
 
@@ -38,7 +37,7 @@ func newTestStore(t *testing.T) (*store, sqlfence.Fencer) {
 // loaded partition.
 func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *partition {
 	t.Helper()
-	tok := fence.Token{Scope: fleet.PartitionTarget(p), Epoch: epoch}
+	tok := fence.Token{Scope: fence.PartitionScope(p), Epoch: epoch}
 	if err := f.Advance(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}

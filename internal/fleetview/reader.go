@@ -15,8 +15,8 @@ import (
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/retry"
-	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/internal/watchstream"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // Reader is the one reader of a cluster's members, drain marks and
