@@ -40,7 +40,7 @@ func newAuthCluster(t *testing.T) *cluster.AuthCluster {
 // TestAuthTokenExpiry runs a fleet whose etcd user may touch nothing but the
 // fleet's prefix, on an etcd whose auth tokens expire after a second unused.
 // Across several expiries no session ends and no partition changes epoch;
-// then a node joins on a client whose watch streams (an fleet.Observer's, the
+// then a node joins on a client whose watch streams (a fleet.Observer's, the
 // first node's) were opened before the expiries, claims its partitions and
 // raises their floors, and every node and both Observers, one opened before
 // the expiries and one after, agree on the new routes. No watch spins on a
@@ -48,7 +48,7 @@ func newAuthCluster(t *testing.T) *cluster.AuthCluster {
 func TestAuthTokenExpiry(t *testing.T) {
 	c := newAuthCluster(t)
 	const parts = 16
-	cliA := c.NewClientAs(t, fleetUser, fleetPassword) // one process: an fleet.Observer and a node
+	cliA := c.NewClientAs(t, fleetUser, fleetPassword) // one process: a fleet.Observer and a node
 	cliB := c.NewClientAs(t, fleetUser, fleetPassword)
 	scfg := etcdfence.DefaultConfig()
 	scfg.Cluster = authFleet
@@ -105,7 +105,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 // TestAuthOtherTenant: a node whose etcd user's role covers another
 // fleet's prefix only is refused at Join at once, with an error that wraps
 // etcd's permission denied (no retries until the context ends), and so is
-// an fleet.Observer; the fleet's own user joins with nothing more than its role.
+// a fleet.Observer; the fleet's own user joins with nothing more than its role.
 func TestAuthOtherTenant(t *testing.T) {
 	c := newAuthCluster(t)
 	const parts = 8

@@ -55,7 +55,7 @@ type Config struct {
 	// Prefix, if set, is the key prefix of the cluster instead of the one
 	// derived from Cluster. A trailing '/' is added if missing.
 	Prefix string
-	// NodeID identifies this node; it must pass ValidateNodeID and be unique
+	// NodeID identifies this node; it must pass ring.ValidateNodeID and be unique
 	// among live nodes of the cluster.
 	NodeID string
 	// Addr is the address (host:port) at which other nodes reach this one,
@@ -66,10 +66,10 @@ type Config struct {
 	Meta map[string]string
 	// Ring sets the partition count and load factor. Every node of the
 	// cluster must use the same values: the first node to join stores them
-	// as the fleet's Spec, and Join refuses a node whose Ring differs from
-	// it (*SpecMismatchError), unless AdoptSpec is set. DefaultConfig sets
-	// DefaultRingConfig (1024 partitions, load factor 1.25); zero values are
-	// invalid.
+	// as the fleet's ring.Spec, and Join refuses a node whose Ring differs
+	// from it (*ring.SpecMismatchError), unless AdoptSpec is set.
+	// DefaultConfig sets ring.DefaultConfig (1024 partitions, load factor
+	// 1.25); zero values are invalid.
 	Ring ring.Config
 	// AdoptSpec makes Join use the fleet's Spec (its partition count and
 	// load factor) in place of Ring when the fleet has one, instead of
@@ -79,7 +79,7 @@ type Config struct {
 	// fleet together all end up with the one spec that was stored, whatever
 	// the order. Node.Ring tells which spec the node uses. A stored spec
 	// that this build cannot compute (another ring algorithm) is refused
-	// with an error wrapping ErrInvalidSpec either way. Set it in services
+	// with an error wrapping ring.ErrInvalidSpec either way. Set it in services
 	// whose copies all start alike, so that none has to know whether it is
 	// the first.
 	AdoptSpec bool
@@ -152,7 +152,7 @@ func DefaultConfig() Config {
 // Validate reports whether c can configure a Node. Errors wrap
 // ErrInvalidConfig and say each package's prefix once ("ownership: invalid
 // config: session: TTL 1s must be at least 2s"); an invalid node ID,
-// partition count, load factor or session also wraps ErrInvalidNodeID,
+// partition count, load factor or session also wraps ring.ErrInvalidNodeID,
 // ErrInvalidPartitions, ErrInvalidLoadFactor or the election package's
 // error. An interface-typed field (a Fencer, Logger, Clock, Session.Clock
 // or Session.Logger) that holds a nil pointer is refused, not left to

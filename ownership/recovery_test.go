@@ -85,7 +85,7 @@ func memberRevisions(t testing.TB, cli *clientv3.Client, cluster string) map[str
 }
 
 // TestObserverAfterEtcdOutage kills a 1-member etcd running in its own
-// process under two nodes (TTL 2s, 32 partitions) and an fleet.Observer on a
+// process under two nodes (TTL 2s, 32 partitions) and a fleet.Observer on a
 // client of its own, keeps it down for 5s and for 30s (every session is
 // lost, so every claim is taken again at a new epoch), restarts it on the
 // same data directory, and measures the time from etcd serving again to
@@ -94,7 +94,7 @@ func memberRevisions(t testing.TB, cli *clientv3.Client, cluster string) map[str
 // its owner at the new epoch, as the nodes do. The figure goes to the log
 // ("observer current ... after etcd served again"). It asserts that the
 // fleet.Observer is current within 5s, five times the goal of about a second
-// (an fleet.Observer whose client waits out gRPC's reconnect backoff is current
+// (a fleet.Observer whose client waits out gRPC's reconnect backoff is current
 // only 8s to 15s after a 30s outage). The 30s outage is skipped with
 // -short.
 func TestObserverAfterEtcdOutage(t *testing.T) {

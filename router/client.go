@@ -28,7 +28,7 @@ type EtcdClient = fleet.FleetClient
 
 // Client sends requests for keys straight to their owners, for callers
 // outside the fleet. It follows the fleet's members and claims in etcd
-// through an fleet.Observer (read-only, no lease; the reader the nodes
+// through a fleet.Observer (read-only, no lease; the reader the nodes
 // use), whose immutable routing table lookups read without locking. A Client is safe for concurrent use by
 // multiple goroutines.
 type Client struct {

@@ -96,7 +96,7 @@ func runLookup(ctx context.Context, e *env) ([]Section, error) {
 		members[i] = "node-" + strconv.Itoa(i+1)
 		cms[i] = ringMember(members[i])
 	}
-	ring, err := ring.New(members, rc)
+	rg, err := ring.New(members, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func runLookup(ctx context.Context, e *env) ([]Section, error) {
 	for i := range keys {
 		keys[i] = "tenant-" + strconv.Itoa(i*7919) + "/order"
 		bkeys[i] = []byte(keys[i])
-		id, _ := ring.OwnerOfKey(keys[i])
+		id, _ := rg.OwnerOfKey(keys[i])
 		if got := cons.LocateKey(bkeys[i]).String(); got != id+"\x00" {
 			return nil, fmt.Errorf("key %q: consistent says %q, ring says %q", keys[i], got, id)
 		}
@@ -135,7 +135,7 @@ func runLookup(ctx context.Context, e *env) ([]Section, error) {
 		name string
 		op   func(i int) int
 	}{
-		{"tenure `Ring` (PartitionOf + owner table)", func(i int) int { return ring.OwnerIndex(ring.PartitionOf(keys[i&(lookupKeys-1)])) }},
+		{"tenure `Ring` (PartitionOf + owner table)", func(i int) int { return rg.OwnerIndex(rg.PartitionOf(keys[i&(lookupKeys-1)])) }},
 		{"tenure `Node.Lookup` (route: owner, address, epoch)", func(i int) int { return node.Lookup(keys[i&(lookupKeys-1)]).Partition }},
 		{"buraksezer/consistent `LocateKey`", func(i int) int { return len(cons.LocateKey(bkeys[i&(lookupKeys-1)]).String()) }},
 		{"groupcache-style ring (50 virtual nodes per member)", func(i int) int { return len(gc.get(keys[i&(lookupKeys-1)])) }},
