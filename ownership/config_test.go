@@ -62,8 +62,8 @@ func TestConfigErrorMessages(t *testing.T) {
 	}
 	// On their own, the ring's and the node ID's errors say their own
 	// sentinel once.
-	assert.Equal(t, "ownership: invalid partition count: partition count 0 must be > 0", ring.Config{LoadFactor: 1}.Validate().Error())
-	assert.Equal(t, "ownership: invalid node ID: empty", ring.ValidateNodeID("").Error())
+	assert.Equal(t, "ring: invalid partition count: partition count 0 must be > 0", ring.Config{LoadFactor: 1}.Validate().Error())
+	assert.Equal(t, "ring: invalid node ID: empty", ring.ValidateNodeID("").Error())
 	_, err := ring.New([]string{"a"}, ring.Config{Partitions: -1, LoadFactor: 1})
 	require.ErrorIs(t, err, ring.ErrInvalidPartitions)
 }

@@ -258,7 +258,7 @@ func TestRingValidateNodeID(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, ErrInvalidNodeID)
-			require.True(t, strings.HasPrefix(err.Error(), "ownership: invalid node ID"), err.Error())
+			require.True(t, strings.HasPrefix(err.Error(), "ring: invalid node ID"), err.Error())
 			if tt.id != "" && len(tt.id) <= MaxNodeIDLen {
 				require.Contains(t, err.Error(), strconv.Quote(tt.id))
 			}
