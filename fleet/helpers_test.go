@@ -2,9 +2,6 @@ package fleet_test
 
 import (
 	"context"
-	"fmt"
-	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
@@ -73,41 +71,7 @@ func closeNode(t testing.TB, n *ownership.Node) {
 
 // stableErr returns nil once nodes agree on a ring of exactly their IDs and
 // every partition is served by its ring owner, as every node sees it.
-func stableErr(nodes []*ownership.Node) error {
-	if len(nodes) == 0 {
-		return nil
-	}
-	ids := make([]string, len(nodes))
-	byID := map[string]*ownership.Node{}
-	for i, n := range nodes {
-		ids[i] = n.ID()
-		byID[n.ID()] = n
-	}
-	slices.Sort(ids)
-	r := nodes[0].Ring()
-	if !slices.Equal(r.Members(), ids) {
-		return fmt.Errorf("%s sees members %v, want %v", nodes[0].ID(), r.Members(), ids)
-	}
-	for _, n := range nodes[1:] {
-		if v := n.Ring().Version(); v != r.Version() {
-			return fmt.Errorf("%s has ring version %x, %s has %x", n.ID(), v, nodes[0].ID(), r.Version())
-		}
-	}
-	for p := range r.Partitions() {
-		owner, _ := r.Owner(p)
-		want := byID[owner].LookupPartition(p)
-		if !want.Local || want.Owner != owner || want.Epoch == 0 {
-			return fmt.Errorf("partition %d: ring owner %s does not serve it: %+v", p, owner, want)
-		}
-		for _, n := range nodes {
-			got := n.LookupPartition(p)
-			if got.Owner != owner || got.Epoch != want.Epoch || got.Addr != owner+".test:7000" || got.Local != (n.ID() == owner) {
-				return fmt.Errorf("partition %d: %s sees %+v, owner serves %+v", p, n.ID(), got, want)
-			}
-		}
-	}
-	return nil
-}
+func stableErr(nodes []*ownership.Node) error { return fleettest.StableErr(nodes) }
 
 // waitStable waits, on the nodes' Changed signals, until stableErr is nil.
 func waitStable(t testing.TB, timeout time.Duration, nodes ...*ownership.Node) {
@@ -118,40 +82,12 @@ func waitStable(t testing.TB, timeout time.Duration, nodes ...*ownership.Node) {
 // waitFor re-evaluates cond whenever one of the nodes publishes a new
 // routing snapshot, until it returns nil or timeout passes.
 func waitFor(timeout time.Duration, cond func() error, nodes ...*ownership.Node) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		cases := []reflect.SelectCase{
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
-		}
-		for _, n := range nodes {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.Changed())})
-		}
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if i, _, _ := reflect.Select(cases); i == 0 {
-			return fmt.Errorf("not reached after %v: %w", timeout, err)
-		}
-	}
+	return fleettest.WaitFor(timeout, cond, fleettest.Changes(nodes...)...)
 }
 
 // etcdClaims returns the owner and epoch of every claim in etcd.
 func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]fleetview.Claim {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l := keys.New(cluster)
-	resp, err := cli.Get(ctx, l.Claims(), clientv3.WithPrefix())
-	require.NoError(t, err)
-	out := map[int]fleetview.Claim{}
-	for _, kv := range resp.Kvs {
-		p, ok := l.ClaimPartition(string(kv.Key))
-		require.True(t, ok, "claim key %q", kv.Key)
-		out[p] = fleetview.ClaimOf(kv)
-	}
-	return out
+	return fleettest.EtcdClaims(t, cli, cluster)
 }
 
 // createSpec stores the fleet's spec s as the first node to join does.

@@ -3,7 +3,6 @@ package fleet_test
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -20,37 +20,14 @@ import (
 // observerAgrees reports how o's routes differ from n's, nil if they do
 // not: owner, address and epoch of every partition.
 func observerAgrees(o *fleet.Observer, n *ownership.Node, parts int) error {
-	for p := range parts {
-		got, want := o.Route(p), n.LookupPartition(p)
-		if got.Owner != want.Owner || got.Addr != want.Addr || got.Epoch != want.Epoch || got.RingVersion != want.RingVersion {
-			return fmt.Errorf("partition %d: observer %+v, node %+v", p, got, want)
-		}
-	}
-	return nil
+	return fleettest.ObserverAgrees(o, n, parts)
 }
 
 // waitObserver waits, on the observer's and the nodes' Changed signals,
 // until cond returns nil.
 func waitObserver(t *testing.T, o *fleet.Observer, cond func() error, nodes ...*ownership.Node) {
 	t.Helper()
-	deadline := time.NewTimer(20 * time.Second)
-	defer deadline.Stop()
-	for {
-		cases := []reflect.SelectCase{
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(o.Changed())},
-		}
-		for _, n := range nodes {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.Changed())})
-		}
-		err := cond()
-		if err == nil {
-			return
-		}
-		if i, _, _ := reflect.Select(cases); i == 0 {
-			t.Fatalf("observer did not agree: %v", err)
-		}
-	}
+	fleettest.WaitObserver(t, o, cond, nodes...)
 }
 
 // TestObserverFollowsTheFleet: an Observer outside the fleet, which reads
@@ -116,4 +93,29 @@ func TestObserveErrors(t *testing.T) {
 	waitStable(t, 20*time.Second, a)
 	_, err = fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "mismatch", Ring: ring.Config{Partitions: 8, LoadFactor: 1.25}})
 	assert.ErrorIs(t, err, fleet.ErrPartitionMismatch)
+}
+
+// TestObserverLookup: Lookup(key) is the route of key's partition, the
+// partition every node computes for it.
+func TestObserverLookup(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	const parts = 16
+	a := join(t, cli, testConfig(t, "lookup", "a", parts))
+	waitStable(t, 20*time.Second, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "lookup", Ring: ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor}})
+	require.NoError(t, err)
+	defer o.Close()
+	waitObserver(t, o, func() error { return observerAgrees(o, a, parts) }, a)
+	for i := range 100 {
+		key := fmt.Sprintf("key-%d", i)
+		got, want := o.Lookup(key), a.Lookup(key)
+		require.Equal(t, ring.PartitionOf(key, parts), got.Partition, key)
+		require.Equal(t, want.Partition, got.Partition, key)
+		require.Equal(t, "a", got.Owner, key)
+		require.Equal(t, want.Epoch, got.Epoch, key)
+	}
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = o.Lookup("some-key") }))
 }

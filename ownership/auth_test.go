@@ -40,15 +40,15 @@ func newAuthCluster(t *testing.T) *cluster.AuthCluster {
 // TestAuthTokenExpiry runs a fleet whose etcd user may touch nothing but the
 // fleet's prefix, on an etcd whose auth tokens expire after a second unused.
 // Across several expiries no session ends and no partition changes epoch;
-// then a node joins on a client whose watch streams (a fleet.Observer's, the
+// then a node joins on a client whose watch streams (an Observer's, the
 // first node's) were opened before the expiries, claims its partitions and
 // raises their floors, and every node and both Observers, one opened before
 // the expiries and one after, agree on the new routes. No watch spins on a
-// refused token, and no fleet.Observer has to read the fleet again.
+// refused token, and no Observer has to read the fleet again.
 func TestAuthTokenExpiry(t *testing.T) {
 	c := newAuthCluster(t)
 	const parts = 16
-	cliA := c.NewClientAs(t, fleetUser, fleetPassword) // one process: a fleet.Observer and a node
+	cliA := c.NewClientAs(t, fleetUser, fleetPassword) // one process: an Observer and a node
 	cliB := c.NewClientAs(t, fleetUser, fleetPassword)
 	scfg := etcdfence.DefaultConfig()
 	scfg.Cluster = authFleet
@@ -96,8 +96,8 @@ func TestAuthTokenExpiry(t *testing.T) {
 	cluster.OutliveTokens()
 	require.NoError(t, stableErr([]*Node{a, b, n}))
 	assert.Equal(t, []string{a.Status().Lease, b.Status().Lease}, leases, "sessions")
-	assert.Zero(t, o.Resyncs(), "the fleet.Observer opened before the expiries read the fleet again")
-	assert.Zero(t, late.Resyncs(), "the fleet.Observer opened after the expiries read the fleet again")
+	assert.Zero(t, o.Resyncs(), "the Observer opened before the expiries read the fleet again")
+	assert.Zero(t, late.Resyncs(), "the Observer opened after the expiries read the fleet again")
 	t.Logf("requests refused for an expired token: %d", c.Refusals())
 	assert.LessOrEqual(t, c.Refusals(), c.MaxRefusals(2), "refusals for an expired token: a watch spins on one")
 }
@@ -105,7 +105,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 // TestAuthOtherTenant: a node whose etcd user's role covers another
 // fleet's prefix only is refused at Join at once, with an error that wraps
 // etcd's permission denied (no retries until the context ends), and so is
-// a fleet.Observer; the fleet's own user joins with nothing more than its role.
+// an Observer; the fleet's own user joins with nothing more than its role.
 func TestAuthOtherTenant(t *testing.T) {
 	c := newAuthCluster(t)
 	const parts = 8

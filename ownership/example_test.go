@@ -65,9 +65,9 @@ func ExampleJoin() {
 	_, err = node.Hold("user:42")
 	fmt.Println("after Close:", errors.Is(err, ownership.ErrClosed))
 	// Output:
-	// Owner: node-a 10.0.0.1:7000 local: true
+	// owner: node-a 10.0.0.1:7000 local: true
 	// token scope is the key's partition: true
-	// token epoch is the claim's Epoch: true
+	// token epoch is the claim's epoch: true
 	// after Close: true
 }
 

@@ -85,16 +85,16 @@ func memberRevisions(t testing.TB, cli *clientv3.Client, cluster string) map[str
 }
 
 // TestObserverAfterEtcdOutage kills a 1-member etcd running in its own
-// process under two nodes (TTL 2s, 32 partitions) and a fleet.Observer on a
+// process under two nodes (TTL 2s, 32 partitions) and an Observer on a
 // client of its own, keeps it down for 5s and for 30s (every session is
 // lost, so every claim is taken again at a new epoch), restarts it on the
 // same data directory, and measures the time from etcd serving again to
-// the fleet.Observer's view being current: its revision has reached the one
+// the Observer's view being current: its revision has reached the one
 // etcd answers once the nodes are back, and it routes every partition to
 // its owner at the new epoch, as the nodes do. The figure goes to the log
 // ("observer current ... after etcd served again"). It asserts that the
-// fleet.Observer is current within 5s, five times the goal of about a second
-// (a fleet.Observer whose client waits out gRPC's reconnect backoff is current
+// Observer is current within 5s, five times the goal of about a second
+// (an Observer whose client waits out gRPC's reconnect backoff is current
 // only 8s to 15s after a 30s outage). The 30s outage is skipped with
 // -short.
 func TestObserverAfterEtcdOutage(t *testing.T) {
@@ -122,7 +122,7 @@ func TestObserverAfterEtcdOutage(t *testing.T) {
 			served := etcdOutage(t, ctx, c, outage, nodes)
 			// The nodes are back within about a second (see
 			// TestRecoveryAfterEtcdOutage); the revision etcd answers after
-			// that is one the fleet.Observer must reach.
+			// that is one the Observer must reach.
 			require.NoError(t, waitFor(30*time.Second, func() error { return stableErr(nodes) }, nodes...))
 			resp, err := c.NewClient(t).Get(ctx, "observe-outage") // any key: its header's revision
 			require.NoError(t, err)
