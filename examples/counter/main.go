@@ -234,7 +234,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	if cfg.partitions != 0 {
 		ncfg.Ring.Partitions = cfg.partitions // the fleet's spec must say the same
 	} else {
-		ncfg.AdoptSpec = true // the fleet's spec, or DefaultRingConfig's if there is none yet
+		ncfg.AdoptSpec = true // the fleet's spec, or ring.DefaultConfig's if there is none yet
 	}
 	var node *ownership.Node
 	err = retrying(ctx, startTimeout, log, "join", func(ctx context.Context) error {
