@@ -9,14 +9,14 @@ import (
 	"github.com/tenure-go/tenure/ring"
 )
 
-// State is the fleet as one consumer of a Reader knows it: the
-// members, the drained ones, their ring, and every partition's claim with
-// the revision it is known at. The ring is a pure function of the ring
+// State is the fleet as one consumer of a Reader knows it: the members,
+// the drained ones, their ring, and every partition's claim with the
+// revision it is known at. The ring is a pure function of the ring
 // configuration and the members that are not drained; a drained node stays
 // a member. The Node's event loop and the Observer fold the reader's
 // listings and events into it by the same rules; each then builds its own
-// immutable routing table from it. It is not safe for concurrent use: one
-// goroutine owns it.
+// immutable routing table from it by the one route rule (State.Route). It
+// is not safe for concurrent use: one goroutine owns it.
 type State struct {
 	ringCfg ring.Config
 	log     hclog.Logger
