@@ -31,7 +31,8 @@ func waitObserver(t *testing.T, o *fleet.Observer, cond func() error, nodes ...*
 }
 
 // TestObserverFollowsTheFleet: an Observer outside the fleet, which reads
-// through the nodes' own reader, routes every partition as the nodes do,
+// through the nodes' own reader, routes every partition (and looks every
+// key up) as the nodes do,
 // across a join and a graceful leave.
 func TestObserverFollowsTheFleet(t *testing.T) {
 	c := cluster.New(t, 1)
@@ -46,6 +47,15 @@ func TestObserverFollowsTheFleet(t *testing.T) {
 	require.NoError(t, err)
 	defer o.Close()
 	require.NoError(t, observerAgrees(o, a, parts))
+	for i := range 100 { // Lookup(key) is the route of key's partition, as every node computes it
+		key := fmt.Sprintf("key-%d", i)
+		got, want := o.Lookup(key), a.Lookup(key)
+		require.Equal(t, ring.PartitionOf(key, parts), got.Partition, key)
+		require.Equal(t, want.Partition, got.Partition, key)
+		require.Equal(t, "a", got.Owner, key)
+		require.Equal(t, want.Epoch, got.Epoch, key)
+	}
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = o.Lookup("some-key") }))
 	assert.Positive(t, o.Revision())
 	assert.Equal(t, fleet.Route{Partition: parts}, o.Route(parts))
 	assert.Equal(t, fleet.Route{Partition: -1}, o.Route(-1))
@@ -93,29 +103,4 @@ func TestObserveErrors(t *testing.T) {
 	waitStable(t, 20*time.Second, a)
 	_, err = fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "mismatch", Ring: ring.Config{Partitions: 8, LoadFactor: 1.25}})
 	assert.ErrorIs(t, err, fleet.ErrPartitionMismatch)
-}
-
-// TestObserverLookup: Lookup(key) is the route of key's partition, the
-// partition every node computes for it.
-func TestObserverLookup(t *testing.T) {
-	c := cluster.New(t, 1)
-	cli := c.NewClient(t)
-	const parts = 16
-	a := join(t, cli, testConfig(t, "lookup", "a", parts))
-	waitStable(t, 20*time.Second, a)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "lookup", Ring: ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor}})
-	require.NoError(t, err)
-	defer o.Close()
-	waitObserver(t, o, func() error { return observerAgrees(o, a, parts) }, a)
-	for i := range 100 {
-		key := fmt.Sprintf("key-%d", i)
-		got, want := o.Lookup(key), a.Lookup(key)
-		require.Equal(t, ring.PartitionOf(key, parts), got.Partition, key)
-		require.Equal(t, want.Partition, got.Partition, key)
-		require.Equal(t, "a", got.Owner, key)
-		require.Equal(t, want.Epoch, got.Epoch, key)
-	}
-	require.Zero(t, testing.AllocsPerRun(100, func() { _ = o.Lookup("some-key") }))
 }
