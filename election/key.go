@@ -1,16 +1,19 @@
 package election
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Leader describes the holder of an election: the candidate whose key has
-// the lowest create revision under the election's prefix.
+// Leader describes a candidate of an election as its key records it. The
+// holder of an election, its leader, is the candidate whose key has the
+// lowest create revision under the election's prefix.
 type Leader struct {
 	// ID is the candidate's ElectionConfig.ID.
 	ID string
@@ -47,6 +50,29 @@ func leaderFromKV(kv *mvccpb.KeyValue) Leader {
 		l.Value = string(kv.Value)
 	}
 	return l
+}
+
+// Candidates reads, at one revision, the candidates of every election whose
+// keys live under prefix, where an election named n keeps them under
+// prefix+n+"/" (a fleet's elections live under "<fleet prefix>leader/"),
+// and returns them by election name, each election's in the order they
+// campaigned: its leader first. A key under prefix that names no election
+// (no '/' after a non-empty name) is ignored.
+func Candidates(ctx context.Context, kv clientv3.KV, prefix string) (map[string][]Leader, error) {
+	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("election: read the candidates under %s: %w", prefix, err)
+	}
+	out := make(map[string][]Leader)
+	for _, kv := range resp.Kvs {
+		rest, _ := strings.CutPrefix(string(kv.Key), prefix)
+		i := strings.LastIndexByte(rest, '/')
+		if i <= 0 {
+			continue
+		}
+		out[rest[:i]] = append(out[rest[:i]], leaderFromKV(kv))
+	}
+	return out, nil
 }
 
 // candidateKey returns the key of the candidate holding lease under prefix,

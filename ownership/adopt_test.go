@@ -11,14 +11,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // createSpec stores s as the fleet's spec if there is none, and otherwise
 // refuses a different one, as Join does without AdoptSpec.
-func createSpec(ctx context.Context, cli Client, l keys.Layout, s Spec) error {
-	_, err := ensureSpec(ctx, cli, l, s, false)
+func createSpec(ctx context.Context, cli Client, l keys.Layout, s ring.Spec) error {
+	_, err := fleetview.EnsureSpec(ctx, cli, l, s, false)
 	return err
 }
 
@@ -36,9 +39,9 @@ func TestJoinAdoptsSpec(t *testing.T) {
 	cfg.AdoptSpec = true
 	a := join(t, cli, cfg)
 	assert.Equal(t, 16, a.Ring().Partitions(), "the first node's Ring is the spec")
-	spec, err := ReadSpec(ctx, cli, DefaultPrefix("adopt"))
+	spec, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix("adopt"))
 	require.NoError(t, err)
-	assert.Equal(t, Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: RingAlgorithm}, spec)
+	assert.Equal(t, ring.Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: ring.Algorithm}, spec)
 
 	cfg = testConfig(t, "adopt", "b", 1024)
 	cfg.Ring.LoadFactor = 1.5
@@ -47,13 +50,13 @@ func TestJoinAdoptsSpec(t *testing.T) {
 	assert.Equal(t, 16, b.Ring().Partitions(), "b adopted the fleet's partition count")
 	assert.Equal(t, 1.25, b.Ring().LoadFactor(), "b adopted the fleet's load factor")
 	waitStable(t, 20*time.Second, a, b)
-	again, err := ReadSpec(ctx, cli, DefaultPrefix("adopt"))
+	again, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix("adopt"))
 	require.NoError(t, err)
 	assert.Equal(t, spec, again, "adopting changes nothing in etcd")
 
 	n, err := Join(ctx, c.NewClient(t), testConfig(t, "adopt", "c", 1024))
 	require.Nil(t, n)
-	require.ErrorIs(t, err, ErrSpecMismatch, "without AdoptSpec a different Ring is refused")
+	require.ErrorIs(t, err, ring.ErrSpecMismatch, "without AdoptSpec a different Ring is refused")
 
 	_, err = cli.Put(ctx, keys.New("adopt-bad").Spec(), `{"partitions":16,"load_factor":1.25,"ring_algorithm":99}`)
 	require.NoError(t, err)
@@ -61,7 +64,7 @@ func TestJoinAdoptsSpec(t *testing.T) {
 	cfg.AdoptSpec = true
 	n, err = Join(ctx, cli, cfg)
 	require.Nil(t, n)
-	require.ErrorIs(t, err, ErrInvalidSpec)
+	require.ErrorIs(t, err, ring.ErrInvalidSpec)
 }
 
 // TestJoinAdoptsSpecConcurrently: nodes that join an empty fleet at once
@@ -106,7 +109,7 @@ func TestJoinAdoptsSpecConcurrently(t *testing.T) {
 		adopter.AdoptSpec = true
 		fixed := testConfig(t, name, "fixed", 16)
 		rs := race(t, adopter, fixed)
-		spec, err := ReadSpec(ctx, cli, DefaultPrefix(name))
+		spec, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix(name))
 		require.NoError(t, err)
 		won[spec.Partitions]++
 
@@ -117,7 +120,7 @@ func TestJoinAdoptsSpecConcurrently(t *testing.T) {
 			waitStable(t, 20*time.Second, rs[0].n, rs[1].n)
 			continue
 		}
-		var mm *SpecMismatchError
+		var mm *ring.SpecMismatchError
 		require.ErrorAs(t, rs[1].err, &mm)
 		assert.Equal(t, spec, mm.Fleet)
 		assert.Nil(t, rs[1].n)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -62,9 +63,9 @@ func TestAuthTokenExpiry(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ocfg := ObserverConfig{Cluster: authFleet, Ring: testConfig(t, authFleet, "x", parts).Ring}
+	ocfg := fleet.ObserverConfig{Cluster: authFleet, Ring: testConfig(t, authFleet, "x", parts).Ring}
 	a := join(t, cliA, config("a"))
-	o, err := Observe(ctx, cliA, ocfg)
+	o, err := fleet.Observe(ctx, cliA, ocfg)
 	require.NoError(t, err)
 	defer o.Close()
 	b := join(t, cliB, config("b"))
@@ -79,12 +80,12 @@ func TestAuthTokenExpiry(t *testing.T) {
 		require.Equal(t, leases, []string{a.Status().Lease, b.Status().Lease}, "sessions after expiry %d", i+1)
 	}
 
-	late, err := Observe(ctx, cliA, ocfg) // its watches come after the expiries
+	late, err := fleet.Observe(ctx, cliA, ocfg) // its watches come after the expiries
 	require.NoError(t, err)
 	defer late.Close()
 	n := join(t, cliA, config("c")) // and so do the node's
 	waitStable(t, 20*time.Second, a, b, n)
-	for _, o := range []*Observer{o, late} {
+	for _, o := range []*fleet.Observer{o, late} {
 		waitObserver(t, o, func() error { return observerAgrees(o, n, parts) }, a, b, n)
 	}
 	for _, p := range n.Owned() {
@@ -122,7 +123,7 @@ func TestAuthOtherTenant(t *testing.T) {
 	require.NoError(t, ctx.Err(), "Join must not wait for its context to end")
 	assert.NotContains(t, etcdMembers(t, c.NewClientAs(t, fleetUser, fleetPassword), authFleet), "intruder")
 
-	_, err = Observe(ctx, other, ObserverConfig{Cluster: authFleet, Ring: testConfig(t, authFleet, "x", parts).Ring})
+	_, err = fleet.Observe(ctx, other, fleet.ObserverConfig{Cluster: authFleet, Ring: testConfig(t, authFleet, "x", parts).Ring})
 	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied)
 	require.NoError(t, ctx.Err())
 

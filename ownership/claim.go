@@ -4,6 +4,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -44,13 +45,13 @@ func (l *loop) claimed(batch []int, w claimWrite, rev int64, out []outcome, err 
 	for i, p := range batch {
 		if !out[i].ok {
 			l.n.ops.claimConflict(p)
-			l.fleet.setClaim(p, rev, claimOf(out[i].kv))
+			l.fleet.SetClaim(p, rev, fleetview.ClaimOf(out[i].kv))
 			continue
 		}
 		// Unless the watch delivered a later state (the claim gone again),
 		// the claim created at rev is ours.
-		l.fleet.setClaim(p, rev, claimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, w.since)), CreateRevision: rev, Lease: int64(w.lease)}))
-		if l.fleet.claims[p].epoch == rev {
+		l.fleet.SetClaim(p, rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, w.since)), CreateRevision: rev, Lease: int64(w.lease)}))
+		if l.fleet.Claims[p].Epoch == rev {
 			l.adopt(p, rev)
 		}
 	}
@@ -138,7 +139,7 @@ func (l *loop) deleted(batch []int, states []*pstate, rev int64, out []outcome, 
 			if st.handoff != nil {
 				l.handedOff(st.handoff, p)
 			}
-			l.fleet.setClaim(p, rev, claimOf(out[i].kv)) // no claim when the delete succeeded
+			l.fleet.SetClaim(p, rev, fleetview.ClaimOf(out[i].kv)) // no claim when the delete succeeded
 			l.set(p, idle)
 		}
 	}

@@ -17,14 +17,15 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/ring"
 )
 
 const (
-	// DefaultDrainTimeout bounds how long a handoff waits for in-flight work
+	// defaultDrainTimeout bounds how long a handoff waits for in-flight work
 	// when Config.DrainTimeout is zero. Work that takes longer has its
 	// context cancelled when the timeout passes; if it runs on, it is fenced
 	// off by the next owner's epoch.
-	DefaultDrainTimeout = 5 * time.Second
+	defaultDrainTimeout = 5 * time.Second
 
 	// DefaultMaxTxnOps is etcd's default limit of operations per transaction
 	// (its --max-txn-ops flag), used when Config.MaxTxnOps is zero.
@@ -54,7 +55,7 @@ type Config struct {
 	// Prefix, if set, is the key prefix of the cluster instead of the one
 	// derived from Cluster. A trailing '/' is added if missing.
 	Prefix string
-	// NodeID identifies this node; it must pass ValidateNodeID and be unique
+	// NodeID identifies this node; it must pass ring.ValidateNodeID and be unique
 	// among live nodes of the cluster.
 	NodeID string
 	// Addr is the address (host:port) at which other nodes reach this one,
@@ -65,11 +66,11 @@ type Config struct {
 	Meta map[string]string
 	// Ring sets the partition count and load factor. Every node of the
 	// cluster must use the same values: the first node to join stores them
-	// as the fleet's Spec, and Join refuses a node whose Ring differs from
-	// it (*SpecMismatchError), unless AdoptSpec is set. DefaultConfig sets
-	// DefaultRingConfig (1024 partitions, load factor 1.25); zero values are
-	// invalid.
-	Ring RingConfig
+	// as the fleet's ring.Spec, and Join refuses a node whose Ring differs
+	// from it (*ring.SpecMismatchError), unless AdoptSpec is set.
+	// DefaultConfig sets ring.DefaultConfig (1024 partitions, load factor
+	// 1.25); zero values are invalid.
+	Ring ring.Config
 	// AdoptSpec makes Join use the fleet's Spec (its partition count and
 	// load factor) in place of Ring when the fleet has one, instead of
 	// refusing a Ring that differs from it; Ring is then only the spec the
@@ -78,7 +79,7 @@ type Config struct {
 	// fleet together all end up with the one spec that was stored, whatever
 	// the order. Node.Ring tells which spec the node uses. A stored spec
 	// that this build cannot compute (another ring algorithm) is refused
-	// with an error wrapping ErrInvalidSpec either way. Set it in services
+	// with an error wrapping ring.ErrInvalidSpec either way. Set it in services
 	// whose copies all start alike, so that none has to know whether it is
 	// the first.
 	AdoptSpec bool
@@ -90,7 +91,7 @@ type Config struct {
 	// in-flight work, whose context stays live meanwhile, and then for its
 	// OnReleased callback, before the claim is deleted. When it passes with
 	// work still in flight, that work's context is cancelled and the handoff
-	// goes on. Zero means DefaultDrainTimeout (5s); negative is invalid.
+	// goes on. Zero means 5s; negative is invalid.
 	DrainTimeout time.Duration
 	// MaxTxnOps is the etcd server's limit of operations per transaction.
 	// Claims and releases are batched into transactions within this limit.
@@ -141,9 +142,9 @@ type Config struct {
 // others). Cluster and NodeID are left for the caller to set.
 func DefaultConfig() Config {
 	return Config{
-		Ring:         DefaultRingConfig(),
+		Ring:         ring.DefaultConfig(),
 		Session:      election.SessionConfig{}, // zero fields: the session's defaults
-		DrainTimeout: DefaultDrainTimeout,
+		DrainTimeout: defaultDrainTimeout,
 		MaxTxnOps:    DefaultMaxTxnOps,
 	}
 }
@@ -151,7 +152,7 @@ func DefaultConfig() Config {
 // Validate reports whether c can configure a Node. Errors wrap
 // ErrInvalidConfig and say each package's prefix once ("ownership: invalid
 // config: session: TTL 1s must be at least 2s"); an invalid node ID,
-// partition count, load factor or session also wraps ErrInvalidNodeID,
+// partition count, load factor or session also wraps ring.ErrInvalidNodeID,
 // ErrInvalidPartitions, ErrInvalidLoadFactor or the election package's
 // error. An interface-typed field (a Fencer, Logger, Clock, Session.Clock
 // or Session.Logger) that holds a nil pointer is refused, not left to
@@ -160,14 +161,14 @@ func (c Config) Validate() error {
 	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	if err := ValidateNodeID(c.NodeID); err != nil {
+	if err := ring.ValidateNodeID(c.NodeID); err != nil {
 		return errs.Nest(ErrInvalidConfig, "node ID", err)
 	}
 	if len(c.Addr) > maxAddrLen {
 		return fmt.Errorf("%w: address of %d bytes exceeds %d", ErrInvalidConfig, len(c.Addr), maxAddrLen)
 	}
-	if kind, field, detail := c.Ring.check(); kind != nil {
-		return errs.Nest(ErrInvalidConfig, "ring", fmt.Errorf("%w: %s %s", kind, field, detail))
+	if err := c.Ring.Validate(); err != nil {
+		return errs.Nest(ErrInvalidConfig, "ring", err)
 	}
 	if err := c.Session.Validate(); err != nil {
 		return errs.Nest(ErrInvalidConfig, "session", err)
@@ -203,7 +204,7 @@ type fencePrefixer interface{ FencePrefix() string }
 // filled in, and its reference fields (Meta, Fencers) copied.
 func (c Config) withDefaults() Config {
 	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DefaultDrainTimeout
+		c.DrainTimeout = defaultDrainTimeout
 	}
 	if c.MaxTxnOps == 0 {
 		c.MaxTxnOps = DefaultMaxTxnOps

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // TestConfigErrorMessages: a nested error says each package prefix once,
@@ -32,15 +33,15 @@ func TestConfigErrorMessages(t *testing.T) {
 		{"session TTL", func(c *Config) { c.Session.TTL = time.Second },
 			"ownership: invalid config: session: TTL 1s must be at least 2s", []error{election.ErrInvalidConfig}},
 		{"zero partitions", func(c *Config) { c.Ring.Partitions = 0 },
-			"ownership: invalid config: ring: partition count 0 must be > 0", []error{ErrInvalidPartitions}},
-		{"too many partitions", func(c *Config) { c.Ring.Partitions = MaxPartitions + 1 },
-			"ownership: invalid config: ring: partition count 1048577 must be <= 1048576", []error{ErrInvalidPartitions}},
+			"ownership: invalid config: ring: partition count 0 must be > 0", []error{ring.ErrInvalidPartitions}},
+		{"too many partitions", func(c *Config) { c.Ring.Partitions = ring.MaxPartitions + 1 },
+			"ownership: invalid config: ring: partition count 1048577 must be <= 1048576", []error{ring.ErrInvalidPartitions}},
 		{"load factor", func(c *Config) { c.Ring.LoadFactor = 0.5 },
-			"ownership: invalid config: ring: load factor 0.5 must be a finite number >= 1", []error{ErrInvalidLoadFactor}},
+			"ownership: invalid config: ring: load factor 0.5 must be a finite number >= 1", []error{ring.ErrInvalidLoadFactor}},
 		{"empty node ID", func(c *Config) { c.NodeID = "" },
-			"ownership: invalid config: node ID: empty", []error{ErrInvalidNodeID}},
+			"ownership: invalid config: node ID: empty", []error{ring.ErrInvalidNodeID}},
 		{"node ID with space", func(c *Config) { c.NodeID = "a b" },
-			`ownership: invalid config: node ID: "a b" has forbidden character ' ' at byte 1`, []error{ErrInvalidNodeID}},
+			`ownership: invalid config: node ID: "a b" has forbidden character ' ' at byte 1`, []error{ring.ErrInvalidNodeID}},
 		{"drain timeout", func(c *Config) { c.DrainTimeout = -time.Second },
 			"ownership: invalid config: drain timeout -1s must not be negative", nil},
 		{"no cluster", func(c *Config) { c.Cluster = "" },
@@ -61,10 +62,10 @@ func TestConfigErrorMessages(t *testing.T) {
 	}
 	// On their own, the ring's and the node ID's errors say their own
 	// sentinel once.
-	assert.Equal(t, "ownership: invalid partition count: partition count 0 must be > 0", RingConfig{LoadFactor: 1}.Validate().Error())
-	assert.Equal(t, "ownership: invalid node ID: empty", ValidateNodeID("").Error())
-	_, err := NewRing([]string{"a"}, RingConfig{Partitions: -1, LoadFactor: 1})
-	require.ErrorIs(t, err, ErrInvalidPartitions)
+	assert.Equal(t, "ring: invalid partition count: partition count 0 must be > 0", ring.Config{LoadFactor: 1}.Validate().Error())
+	assert.Equal(t, "ring: invalid node ID: empty", ring.ValidateNodeID("").Error())
+	_, err := ring.New([]string{"a"}, ring.Config{Partitions: -1, LoadFactor: 1})
+	require.ErrorIs(t, err, ring.ErrInvalidPartitions)
 }
 
 // nilFencer is a fence.Fencer whose nil pointer must be refused.

@@ -9,9 +9,12 @@
 // second live process with the same ID gets a *DuplicateMemberError), reads
 // members and claims at one revision R and watches both from R+1.
 //
-// The Ring is a pure function of the sorted member IDs, the partition count
-// and the load factor, so every node that sees the same members computes the
-// same owner for every partition.
+// The ring (package ring) is a pure function of the sorted member IDs, the
+// partition count and the load factor, so every node that sees the same
+// members computes the same owner for every partition. The partition count
+// and load factor are the fleet's spec, stored once in etcd by the first
+// node that joins; Join refuses a node whose Config.Ring contradicts it
+// (*ring.SpecMismatchError) unless Config.AdoptSpec is set.
 //
 // For each partition the ring gives it and nobody claims, a node creates the
 // claim claims/<p> with If(CreateRevision == 0), bound to its lease, many
@@ -66,10 +69,10 @@
 // old lease is revoked in the background, best effort, bounded by its TTL.
 // TestRecoveryAfterEtcdOutage measures it on an etcd killed for 5s and
 // 30s: 0.05-0.21s from etcd serving to every node ready. The fleet's
-// reader, of a Node and of an Observer, asks its etcd client to reconnect
-// every 250ms while the connection is down, so that an Observer (and a
-// router.Client) follows the fleet again as soon: a watch does not fail
-// while etcd is unreachable, it waits for the connection.
+// reader, of a Node and of a fleet.Observer, asks its etcd client to
+// reconnect every 250ms while the connection is down, so that an Observer
+// (and a router.Client) follows the fleet again as soon: a watch does not
+// fail while etcd is unreachable, it waits for the connection.
 // TestObserverAfterEtcdOutage measures 0.06-0.18s from etcd serving to an
 // Observer whose view is current.
 //
@@ -84,38 +87,26 @@
 //
 // # Routing
 //
-// Lookup maps a key to its partition, owner, address and epoch without locks
-// or allocation: the event loop publishes an immutable snapshot through an
-// atomic pointer, and Changed signals every new one.
+// Lookup maps a key to its fleet.Route (partition, owner, address, epoch)
+// without locks or allocation: the event loop publishes an immutable
+// snapshot through an atomic pointer, and Changed signals every new one.
+// The route of a partition is its claim's holder while one stands (with an
+// empty address if the holder advertised none), otherwise the ring's
+// owner; on top of that rule, which fleet.Observer shares, a node marks
+// what it serves Local and never names itself for a partition it holds
+// without serving it.
 //
-// # The fleet's reader
+// # Reading and operating the fleet from outside
 //
-// Nodes and callers outside the fleet read the members, drain marks and
-// claims through one reader: all at one revision, watched from the next,
-// read again after a compaction or a failed watch, and decoded by one set
-// of rules (a member key whose ID is not a valid node ID is ignored, an
-// undecodable member value counts with an empty address, a claim value is
-// JSON {"node", "since"} or, as older builds wrote it, the bare node ID, a
-// claim outside [0, P) is reported and never applied). Observe gives
-// callers outside the fleet (such as the router's Client) that reader's
-// view as an Observer with the same Route type the nodes use. An Observer
-// is also an httpfence.Verifier: Observer.Verify admits a partition token
-// only if its epoch is the CreateRevision of the partition's claim, so a
-// downstream service that can reach etcd refuses made-up tokens without a
-// round trip per request. Config.Signer signs every tenure's token
-// instead, for services that hold only a public key.
-//
-// # Operating a fleet
-//
-// The ring is a pure function of the spec and the members that are not
-// drained: an operator's drain mark drained/<id> takes a node out of every
-// node's and client's ring while it stays a member, alive and serving
-// nothing, and its partitions hand off as planned moves. Force release
-// deletes a claim (or a leader key) under If(CreateRevision == epoch), so it
-// never releases a newer holder; the holder's tenure ends as for a lost
-// claim, and the next claim's higher epoch fences the old holder out. Every
-// operator action writes an audit record audit/<id> in its own transaction.
-// Operator is the API of all of this (examples/tenurectl is its CLI).
+// A node reads the members, drain marks and claims through the same reader
+// as the fleet package's Observer, and routes by the same rule, so that a
+// node and an outside client (such as the router's Client) name the same
+// owner for every partition. The fleet package's Operator drains nodes,
+// force-releases claims and leader keys, and keeps the audit log; a
+// drained node stays a member, alive and serving nothing, and a claim
+// deleted by a force release ends that tenure as a lost claim does. The
+// ring package computes the assignment itself: a pure function of the
+// fleet's spec and its members that are not drained.
 //
 // # Operability
 //

@@ -9,8 +9,8 @@ import (
 var (
 	// ErrInvalidConfig reports a Config that Join cannot use. The message
 	// names the offending field and value. Invalid node IDs, partition counts
-	// and load factors are reported with their own sentinels
-	// (ErrInvalidNodeID, ErrInvalidPartitions, ErrInvalidLoadFactor), which
+	// and load factors are reported with the ring package's sentinels
+	// (ring.ErrInvalidNodeID, ErrInvalidPartitions, ErrInvalidLoadFactor), which
 	// errors.Is also matches against ErrInvalidConfig when returned by
 	// Config.Validate.
 	ErrInvalidConfig = errors.New("ownership: invalid config")
@@ -35,9 +35,6 @@ var (
 	// *WrongOwnerError naming the next owner when it is known;
 	// errors.Is(err, ErrNotOwner) holds as well.
 	ErrReleasing = errors.New("ownership: partition is being released")
-
-	// ErrInvalidPartition reports a partition number outside [0, P).
-	ErrInvalidPartition = errors.New("ownership: invalid partition")
 
 	// ErrClosed reports an operation on a Node that has been closed. It is
 	// also the cause of the contexts of partitions released by Close.
@@ -66,32 +63,6 @@ var (
 	// empty. It is a *WrongOwnerError whose Owner or Addr is empty, so
 	// errors.Is(err, ErrNotOwner) holds as well.
 	ErrNoOwner = errors.New("ownership: no owner known")
-
-	// ErrPartitionMismatch reports that claims exist for partitions outside
-	// [0, P): the partition count of an Observer (or a router Client)
-	// differs from the fleet's, and routing would be wrong.
-	ErrPartitionMismatch = errors.New("ownership: partition count does not match the fleet")
-
-	// ErrInvalidPartitions reports a partition count outside
-	// [1, MaxPartitions].
-	ErrInvalidPartitions = errors.New("ownership: invalid partition count")
-
-	// ErrInvalidLoadFactor reports a load factor that is below 1, NaN or
-	// infinite.
-	ErrInvalidLoadFactor = errors.New("ownership: invalid load factor")
-
-	// ErrInvalidNodeID reports a node ID that ValidateNodeID rejects: empty,
-	// longer than MaxNodeIDLen bytes, not valid UTF-8, or containing '/',
-	// white space, or a control or other non-printable character.
-	ErrInvalidNodeID = errors.New("ownership: invalid node ID")
-
-	// ErrDuplicateNodeID reports a node ID that appears more than once where
-	// IDs must be unique, such as the member list of a ring.
-	ErrDuplicateNodeID = errors.New("ownership: duplicate node ID")
-
-	// ErrRingMismatch reports two rings that cannot be compared because they
-	// have different partition counts.
-	ErrRingMismatch = errors.New("ownership: rings have different partition counts")
 )
 
 // DuplicateMemberError reports that node ID is already registered by a
@@ -204,11 +175,6 @@ func (e *WrongOwnerError) Is(target error) bool {
 }
 
 var (
-	// ErrSpecMismatch reports a configuration that contradicts the fleet's
-	// spec in etcd (partition count, load factor or ring algorithm). The
-	// error is a *SpecMismatchError naming both values.
-	ErrSpecMismatch = errors.New("ownership: configuration contradicts the fleet's spec")
-
 	// ErrForeignFencer reports a Fencer whose floors live in etcd under
 	// another fleet's fence prefix (an etcdfence.Store configured with
 	// another Cluster or Prefix than the node's): its floors would fence
@@ -216,42 +182,10 @@ var (
 	// Config.Validate) refuses it; the error also wraps ErrInvalidConfig.
 	ErrForeignFencer = errors.New("ownership: fencer belongs to another fleet")
 
-	// ErrNoSpec reports a fleet whose spec is not in etcd yet: no node has
-	// joined it.
-	ErrNoSpec = errors.New("ownership: the fleet has no spec yet")
-
 	// ErrUnavailable reports that etcd did not answer before the context of
 	// Join ended. The error also wraps the context's error and names the
 	// last cause seen (connection refused, no answer, ...).
 	ErrUnavailable = errors.New("ownership: etcd unavailable")
-
-	// ErrInvalidSpec reports a stored spec that this build cannot use:
-	// undecodable, invalid, or of another ring algorithm.
-	ErrInvalidSpec = errors.New("ownership: invalid fleet spec")
-)
-
-var (
-	// ErrNoReason reports an operator action that needs a reason (force
-	// release, drain) given without one.
-	ErrNoReason = errors.New("ownership: operator action needs a reason")
-
-	// ErrNoActor reports an operator action given without an actor: every
-	// audit record says who acted.
-	ErrNoActor = errors.New("ownership: operator action needs an actor")
-
-	// ErrNotHeld reports a force release of a partition or election that
-	// nobody holds.
-	ErrNotHeld = errors.New("ownership: nothing holds it")
-
-	// ErrEpochChanged reports a guarded force release that found a holder
-	// at another epoch than the one given: it released nothing.
-	ErrEpochChanged = errors.New("ownership: holder's epoch changed")
-
-	// ErrNotMember reports a drain of a node that is not a member.
-	ErrNotMember = errors.New("ownership: not a member")
-
-	// ErrNotDrained reports an undrain of a node that is not drained.
-	ErrNotDrained = errors.New("ownership: node not drained")
 
 	// ErrMetrics reports that a Node's metrics could not be registered with
 	// Config.Metrics (a prometheus.AlreadyRegisteredError, wrapped, if a

@@ -66,7 +66,7 @@ func (o *ops) published(l *loop, old, s *snapshot) {
 	o.sess.Store(l.gen.sess)
 	live := l.gen.ctx.Err() == nil && l.lost == nil
 	lease := leaseString(l.gen)
-	if d := l.fleet.drained[n.id]; d != o.drained.Load() {
+	if d := l.fleet.Drained[n.id]; d != o.drained.Load() {
 		o.drained.Store(d)
 		if d {
 			o.m.drained()

@@ -15,8 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -24,10 +26,10 @@ import (
 // moves to to when to joins.
 func movingPartition(t *testing.T, parts int, members []string, from, to string) int {
 	t.Helper()
-	cfg := RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor}
-	before, err := NewRing(members, cfg)
+	cfg := ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor}
+	before, err := ring.New(members, cfg)
 	require.NoError(t, err)
-	after, err := NewRing(append(slices.Clone(members), to), cfg)
+	after, err := ring.New(append(slices.Clone(members), to), cfg)
 	require.NoError(t, err)
 	for p := range parts {
 		a, _ := before.Owner(p)
@@ -70,7 +72,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 
 	c3 := join(t, c.NewClient(t), testConfig(t, name, "c", parts))
 	// c serves everything it gains except p, whose work is still running.
-	ring, err := NewRing([]string{"a", "b", "c"}, cfgA.Ring)
+	ring, err := ring.New([]string{"a", "b", "c"}, cfgA.Ring)
 	require.NoError(t, err)
 	want := slices.DeleteFunc(ring.Owned("c"), func(q int) bool { return q == p })
 	servesAll(t, c3, want)
@@ -89,7 +91,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 
 	// The claim is still a's, and c waits for it.
 	cl := etcdClaims(t, c.NewClient(t), name)[p]
-	require.Equal(t, claim{owner: "a", epoch: oldEpoch, lease: cl.lease, since: cl.since}, cl)
+	require.Equal(t, fleetview.Claim{Owner: "a", Epoch: oldEpoch, Lease: cl.Lease, Since: cl.Since}, cl)
 	r := c3.LookupPartition(p)
 	require.Equal(t, "a", r.Owner)
 	require.Equal(t, oldEpoch, r.Epoch)
@@ -230,7 +232,7 @@ func TestCloseDrainsInFlightWork(t *testing.T) {
 		claims := etcdClaims(t, obs, name)
 		for p := range parts {
 			if remaining[p].Load() > 0 {
-				require.Equal(t, "b", claims[p].owner, "partition %d: claim gone with work in flight", p)
+				require.Equal(t, "b", claims[p].Owner, "partition %d: claim gone with work in flight", p)
 			}
 		}
 		remaining[h.Partition].Add(-1)

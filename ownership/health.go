@@ -120,17 +120,19 @@ func (n *Node) assigned(s *snapshot) (count int, all bool) {
 	return count, all
 }
 
-// HealthHandler returns an http.Handler that answers health probes in the
-// style of Kubernetes' /livez and /readyz: a request whose path ends in
+// HealthHandler returns the node's HealthHandler.
+func (n *Node) HealthHandler() *HealthHandler { return &HealthHandler{n} }
+
+// HealthHandler is an http.Handler that answers a Node's health probes in
+// the style of Kubernetes' /livez and /readyz: a request whose path ends in
 // "/livez" is answered from Live, one ending in "/readyz" from Ready, with
 // 200 and a JSON body {"check":"readyz","ok":true,...} when the check
 // passes and 503 when it fails; any other path gets 404. Mount it at the
 // prefix you like (mux.Handle("/healthz/", n.HealthHandler())). The body
 // carries the node ID, the ring version and the counts of partitions
-// assigned and served; add "?verbose=1" to get the whole NodeStatus.
-func (n *Node) HealthHandler() http.Handler { return healthHandler{n} }
-
-type healthHandler struct{ n *Node }
+// assigned and served; add "?verbose=1" to get the whole NodeStatus. It is
+// safe for concurrent use.
+type HealthHandler struct{ n *Node }
 
 // healthAnswer is the body of a health probe's answer.
 type healthAnswer struct {
@@ -144,7 +146,8 @@ type healthAnswer struct {
 	Status      *NodeStatus `json:"status,omitempty"`
 }
 
-func (h healthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers a /livez or /readyz probe.
+func (h *HealthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var check string
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/livez"):

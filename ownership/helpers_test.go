@@ -2,8 +2,6 @@ package ownership
 
 import (
 	"context"
-	"fmt"
-	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/fleettest"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -67,41 +68,7 @@ func closeNode(t testing.TB, n *Node) {
 
 // stableErr returns nil once nodes agree on a ring of exactly their IDs and
 // every partition is served by its ring owner, as every node sees it.
-func stableErr(nodes []*Node) error {
-	if len(nodes) == 0 {
-		return nil
-	}
-	ids := make([]string, len(nodes))
-	byID := map[string]*Node{}
-	for i, n := range nodes {
-		ids[i] = n.ID()
-		byID[n.ID()] = n
-	}
-	slices.Sort(ids)
-	ring := nodes[0].Ring()
-	if !slices.Equal(ring.Members(), ids) {
-		return fmt.Errorf("%s sees members %v, want %v", nodes[0].ID(), ring.Members(), ids)
-	}
-	for _, n := range nodes[1:] {
-		if v := n.Ring().Version(); v != ring.Version() {
-			return fmt.Errorf("%s has ring version %x, %s has %x", n.ID(), v, nodes[0].ID(), ring.Version())
-		}
-	}
-	for p := range ring.Partitions() {
-		owner, _ := ring.Owner(p)
-		want := byID[owner].LookupPartition(p)
-		if !want.Local || want.Owner != owner || want.Epoch == 0 {
-			return fmt.Errorf("partition %d: ring owner %s does not serve it: %+v", p, owner, want)
-		}
-		for _, n := range nodes {
-			r := n.LookupPartition(p)
-			if r.Owner != owner || r.Epoch != want.Epoch || r.Addr != owner+".test:7000" || r.Local != (n.ID() == owner) {
-				return fmt.Errorf("partition %d: %s sees %+v, owner serves %+v", p, n.ID(), r, want)
-			}
-		}
-	}
-	return nil
-}
+func stableErr(nodes []*Node) error { return fleettest.StableErr(nodes) }
 
 // waitStable waits, on the nodes' Changed signals, until stableErr is nil.
 func waitStable(t testing.TB, timeout time.Duration, nodes ...*Node) {
@@ -112,40 +79,12 @@ func waitStable(t testing.TB, timeout time.Duration, nodes ...*Node) {
 // waitFor re-evaluates cond whenever one of the nodes publishes a new
 // routing snapshot, until it returns nil or timeout passes.
 func waitFor(timeout time.Duration, cond func() error, nodes ...*Node) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		cases := []reflect.SelectCase{
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
-		}
-		for _, n := range nodes {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.Changed())})
-		}
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if i, _, _ := reflect.Select(cases); i == 0 {
-			return fmt.Errorf("not reached after %v: %w", timeout, err)
-		}
-	}
+	return fleettest.WaitFor(timeout, cond, fleettest.Changes(nodes...)...)
 }
 
 // etcdClaims returns the owner and epoch of every claim in etcd.
-func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]claim {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l := keys.New(cluster)
-	resp, err := cli.Get(ctx, l.Claims(), clientv3.WithPrefix())
-	require.NoError(t, err)
-	out := map[int]claim{}
-	for _, kv := range resp.Kvs {
-		p, ok := l.ClaimPartition(string(kv.Key))
-		require.True(t, ok, "claim key %q", kv.Key)
-		out[p] = claimOf(kv)
-	}
-	return out
+func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]fleetview.Claim {
+	return fleettest.EtcdClaims(t, cli, cluster)
 }
 
 // etcdMembers returns the member IDs registered in etcd.
@@ -163,4 +102,17 @@ func etcdMembers(t testing.TB, cli *clientv3.Client, cluster string) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// observerAgrees reports how o's routes differ from n's, nil if they do
+// not: owner, address and epoch of every partition.
+func observerAgrees(o *fleet.Observer, n *Node, parts int) error {
+	return fleettest.ObserverAgrees(o, n, parts)
+}
+
+// waitObserver waits, on the observer's and the nodes' Changed signals,
+// until cond returns nil.
+func waitObserver(t *testing.T, o *fleet.Observer, cond func() error, nodes ...*Node) {
+	t.Helper()
+	fleettest.WaitObserver(t, o, cond, nodes...)
 }

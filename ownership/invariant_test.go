@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -157,13 +158,13 @@ func TestInvariantsUnderChaos(t *testing.T) {
 
 	// ...and etcd agrees.
 	require.Equal(t, ids, etcdMembers(t, observer, name))
-	ring, err := NewRing(ids, RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor})
+	ring, err := ring.New(ids, ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor})
 	require.NoError(t, err)
 	claims := etcdClaims(t, observer, name)
 	require.Len(t, claims, parts)
 	for p, cl := range claims {
 		owner, _ := ring.Owner(p)
-		require.Equal(t, owner, cl.owner, "partition %d", p)
+		require.Equal(t, owner, cl.Owner, "partition %d", p)
 	}
 	resp, err := observer.Get(ctx, "/")
 	require.NoError(t, err)

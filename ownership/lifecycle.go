@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/retry"
 )
 
@@ -133,10 +134,10 @@ func (l *loop) rejoin() error {
 
 // rejoinRetry caps the delay between rejoin attempts and is the interval at
 // which a rejoining node, and a reader of the fleet whose connection is
-// down (fleetReader.redial), ask their etcd client to reconnect; it is
-// what an etcd outage costs a node or an Observer beyond the round trips
-// of its rejoin and claims or of its reads.
-const rejoinRetry = retry.RejoinMax
+// down (fleetview.Reader), ask their etcd client to reconnect; it is what
+// an etcd outage costs a node or an Observer beyond the round trips of its
+// rejoin and claims or of its reads.
+const rejoinRetry = fleetview.RedialEvery
 
 // redial asks the node's etcd client to reconnect at once
 // (etcderr.Redial), every rejoinRetry until ctx ends: gRPC's own reconnect

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"time"
 )
 
@@ -11,10 +12,10 @@ type loop struct {
 	n   *Node
 	gen *generation
 
-	fleet *fleetState
+	fleet *fleetview.State
 	me    int // index of this node in fleet.ring, -1 if absent
 
-	updates   chan fleetUpdate // from the generation's fleetReader.follow
+	updates   chan fleetview.Update // from the generation's fleetview.Reader.follow
 	stopWatch context.CancelFunc
 	resyncing bool // the watch ended; a listing is on its way
 
@@ -48,22 +49,22 @@ type loop struct {
 func newLoop(n *Node) *loop {
 	l := &loop{
 		n:     n,
-		fleet: newFleetState(n.cfg.Ring, n.log),
+		fleet: fleetview.NewState(n.cfg.Ring, n.log),
 		me:    -1,
 		batch: n.cfg.MaxTxnOps - 1,
 	}
-	l.fleet.claimChanged = l.checkTenure
+	l.fleet.ClaimChanged = l.checkTenure
 	return l
 }
 
 // install starts serving generation gen from its listing.
-func (l *loop) install(gen *generation, lst *listing) {
+func (l *loop) install(gen *generation, lst *fleetview.Listing) {
 	l.gen = gen
 	l.lost = nil
-	l.fleet.forget()
+	l.fleet.Forget()
 	l.claimHold, l.claimAttempt, l.resyncing = false, 0, false
-	l.apply(fleetUpdate{lst: lst})
-	l.watch(lst.rev)
+	l.apply(fleetview.Update{Listing: lst})
+	l.watch(lst.Rev)
 }
 
 // watch follows the fleet after revision rev, on a goroutine of the
@@ -71,10 +72,10 @@ func (l *loop) install(gen *generation, lst *listing) {
 func (l *loop) watch(rev int64) {
 	n, gen := l.n, l.gen
 	ctx, cancel := context.WithCancel(gen.ctx)
-	updates := make(chan fleetUpdate)
+	updates := make(chan fleetview.Update)
 	l.stopWatch, l.updates = cancel, updates
 	n.spawn(func() {
-		n.reader.follow(ctx, rev, gen.sess.TTL(), func(u fleetUpdate) bool {
+		n.reader.Follow(ctx, rev, gen.sess.TTL(), func(u fleetview.Update) bool {
 			select {
 			case updates <- u:
 				return true
@@ -95,17 +96,17 @@ func (l *loop) unwatch() {
 }
 
 // apply folds an update of the fleet into the loop's state.
-func (l *loop) apply(u fleetUpdate) {
-	if u.stale {
+func (l *loop) apply(u fleetview.Update) {
+	if u.Stale {
 		l.resyncing = true
 		return
 	}
-	if u.lst != nil {
+	if u.Listing != nil {
 		l.resyncing = false
 	}
-	l.fleet.apply(u)
-	l.me = l.fleet.ring.MemberIndex(l.n.id)
-	if me, ok := l.fleet.members[l.n.id]; !l.closing && (!ok || me.lease != l.gen.lease) {
+	l.fleet.Apply(u)
+	l.me = l.fleet.Ring.MemberIndex(l.n.id)
+	if me, ok := l.fleet.Members[l.n.id]; !l.closing && (!ok || me.Lease != l.gen.lease) {
 		l.memberGone = true
 	}
 	l.dirty = true

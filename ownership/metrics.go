@@ -9,10 +9,10 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// LabelNode is the const label that tells the metrics of the nodes of one
+// labelNode is the const label that tells the metrics of the nodes of one
 // process apart: every metric a Node registers (its sessions' included)
 // carries node=<NodeID>, so that several nodes can share one registry.
-const LabelNode = "node"
+const labelNode = "node"
 
 // The values of the reason label of tenure_partition_releases_total: the
 // strings of ReasonMoved, ReasonLost and ReasonClosed.
@@ -49,7 +49,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	if nilness.Is(n.cfg.Metrics) {
 		return nil, nil
 	}
-	reg := prometheus.WrapRegistererWith(prometheus.Labels{LabelNode: n.id}, n.cfg.Metrics)
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{labelNode: n.id}, n.cfg.Metrics)
 	const sub = "partition"
 	m := &nodeMetrics{
 		acquisitions: prometheus.NewCounter(prometheus.CounterOpts{

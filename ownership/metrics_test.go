@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/internal/testlog"
@@ -47,7 +48,7 @@ func (f *staleOnce) Advance(_ context.Context, t fence.Token) error {
 
 func metricOf(t testing.TB, g prometheus.Gatherer, name, node string, kv ...string) float64 {
 	t.Helper()
-	labels := map[string]string{LabelNode: node}
+	labels := map[string]string{labelNode: node}
 	for i := 0; i+1 < len(kv); i += 2 {
 		labels[kv[i]] = kv[i+1]
 	}
@@ -117,12 +118,12 @@ func TestNodeMetrics(t *testing.T) {
 
 	// A forced release of one of a's partitions: a sees its claim deleted
 	// while its session lives, and claims the partition back.
-	op, err := NewOperator(cli, OperatorConfig{Cluster: "metrics"})
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: "metrics"})
 	require.NoError(t, err)
 	victim := a.Owned()[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = op.ForceRelease(ctx, victim, Action{Actor: "tester", Reason: "test"})
+	_, err = op.ForceRelease(ctx, victim, fleet.Action{Actor: "tester", Reason: "test"})
 	require.NoError(t, err)
 	waitMetric(t, reg, 1, "tenure_forced_releases_total", "a")
 	waitMetric(t, reg, 1, "tenure_partition_releases_total", "a", "reason", "lost")
@@ -130,7 +131,7 @@ func TestNodeMetrics(t *testing.T) {
 	waitStable(t, 20*time.Second, a, b)
 
 	// A drain of b: b observes it and hands everything back.
-	_, err = op.Drain(ctx, "b", Action{Actor: "tester", Reason: "test"})
+	_, err = op.Drain(ctx, "b", fleet.Action{Actor: "tester", Reason: "test"})
 	require.NoError(t, err)
 	waitMetric(t, reg, 1, "tenure_drains_total", "b")
 	waitMetric(t, reg, moved, "tenure_partition_releases_total", "b", "reason", "moved")
@@ -142,11 +143,11 @@ func TestNodeMetrics(t *testing.T) {
 
 	// Close unregisters; the same node ID registers again when it rejoins.
 	closeNode(t, b)
-	_, ok := metricstest.Lookup(t, reg, "tenure_partition_acquisitions_total", map[string]string{LabelNode: "b"})
+	_, ok := metricstest.Lookup(t, reg, "tenure_partition_acquisitions_total", map[string]string{labelNode: "b"})
 	assert.False(t, ok, "b's metrics unregistered by Close")
-	_, ok = metricstest.Lookup(t, reg, "tenure_session_opened_total", map[string]string{LabelNode: "b"})
+	_, ok = metricstest.Lookup(t, reg, "tenure_session_opened_total", map[string]string{labelNode: "b"})
 	assert.False(t, ok, "b's session metrics unregistered by Close")
-	_, err = op.Undrain(ctx, "b", Action{Actor: "tester"})
+	_, err = op.Undrain(ctx, "b", fleet.Action{Actor: "tester"})
 	require.NoError(t, err)
 	b2 := join(t, cli, cfgB)
 	waitStable(t, 20*time.Second, a, b2)
@@ -297,10 +298,10 @@ func TestNodeEvents(t *testing.T) {
 	waitStable(t, 20*time.Second, a, b)
 	b0 := b.Owned()
 
-	op, err := NewOperator(cli, OperatorConfig{Cluster: "events"})
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: "events"})
 	require.NoError(t, err)
 	victim := a.Owned()[0]
-	_, err = op.ForceRelease(ctx, victim, Action{Actor: "tester", Reason: "test"})
+	_, err = op.ForceRelease(ctx, victim, fleet.Action{Actor: "tester", Reason: "test"})
 	require.NoError(t, err)
 	// The forced release is logged once etcd has told the node that its
 	// lease lives, which may come after the node last changed.
@@ -311,7 +312,7 @@ func TestNodeEvents(t *testing.T) {
 		return nil
 	})
 	waitStable(t, 20*time.Second, a, b)
-	_, err = op.Drain(ctx, "b", Action{Actor: "tester", Reason: "test"})
+	_, err = op.Drain(ctx, "b", fleet.Action{Actor: "tester", Reason: "test"})
 	require.NoError(t, err)
 	require.NoError(t, waitFor(10*time.Second, func() error {
 		if len(b.Owned()) != 0 || len(a.Owned()) != P {

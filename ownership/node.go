@@ -12,11 +12,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/internal/retry"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // Node is one process's membership in a cluster: it holds the process's
@@ -25,7 +28,7 @@ import (
 // protocol.
 //
 // A Node is safe for concurrent use by multiple goroutines. Lookup,
-// LookupPartition, PartitionOf and Hold take no lock; Lookup and
+// LookupPartition and Hold take no lock; Lookup and
 // LookupPartition allocate nothing.
 type Node struct {
 	cfg Config
@@ -42,7 +45,7 @@ type Node struct {
 	// acquired together are fenced together.
 	batchFencing bool
 
-	reader *fleetReader
+	reader *fleetview.Reader
 	slots  []slot // by partition: each one's state, written by the event loop
 	snap   atomic.Pointer[snapshot]
 	disp   *dispatcher
@@ -84,15 +87,15 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	cfg = cfg.withDefaults()
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
 	log := cfg.Logger.With("node", cfg.NodeID)
-	var spec Spec
+	var spec ring.Spec
 	err := etcderr.Reach(ctx, etcderr.FirstCall{What: "join " + cfg.NodeID, Log: log, Client: cli, Unavailable: ErrUnavailable}, func(ctx context.Context) (err error) {
-		spec, err = ensureSpec(ctx, cli, layout, cfg.Ring.Spec(), cfg.AdoptSpec)
+		spec, err = fleetview.EnsureSpec(ctx, cli, layout, cfg.Ring.Spec(), cfg.AdoptSpec)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	cfg.Ring = spec.RingConfig()
+	cfg.Ring = spec.Config()
 	n := &Node{
 		cfg:       cfg,
 		cli:       cli,
@@ -112,7 +115,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 			n.batchFencing = true
 		}
 	}
-	n.reader = &fleetReader{kv: cli, watcher: cli, layout: n.layout, partitions: cfg.Ring.Partitions, log: n.log, clock: n.clock}
+	n.reader = &fleetview.Reader{KV: cli, Watcher: cli, Layout: n.layout, Partitions: cfg.Ring.Partitions, Log: n.log, Clock: n.clock}
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
 	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
 
@@ -131,7 +134,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	l := newLoop(n)
 	l.install(gen, lst)
 	l.publish()
-	n.log.Info("joined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "members", len(l.fleet.members), "partitions", cfg.Ring.Partitions)
+	n.log.Info("joined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "members", len(l.fleet.Members), "partitions", cfg.Ring.Partitions)
 	go n.disp.run()
 	go n.run(l)
 	return n, nil
@@ -162,22 +165,19 @@ func (n *Node) run(l *loop) {
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.id }
 
-// PartitionOf returns the partition of key.
-func (n *Node) PartitionOf(key string) int { return n.snap.Load().ring.PartitionOf(key) }
-
 // Lookup returns the route of key's partition. It takes no lock and does
 // not allocate.
-func (n *Node) Lookup(key string) Route {
+func (n *Node) Lookup(key string) fleet.Route {
 	s := n.snap.Load()
 	return s.route(s.ring.PartitionOf(key))
 }
 
 // LookupPartition returns the route of partition p. For p outside [0, P)
 // it returns a Route with only Partition and RingVersion set.
-func (n *Node) LookupPartition(p int) Route {
+func (n *Node) LookupPartition(p int) fleet.Route {
 	s := n.snap.Load()
 	if uint(p) >= uint(len(s.routes)) {
-		return Route{Partition: p, RingVersion: s.ring.Version()}
+		return fleet.Route{Partition: p, RingVersion: s.ring.Version()}
 	}
 	return s.route(p)
 }
@@ -204,11 +204,11 @@ func (n *Node) Hold(key string) (Held, error) {
 }
 
 // HoldPartition is Hold for partition p. A p outside [0, P) yields an error
-// wrapping ErrInvalidPartition.
+// wrapping fleet.ErrInvalidPartition.
 func (n *Node) HoldPartition(p int) (Held, error) {
 	s := n.snap.Load()
 	if uint(p) >= uint(len(s.routes)) {
-		return Held{}, fmt.Errorf("%w: %d not in [0, %d)", ErrInvalidPartition, p, len(s.routes))
+		return Held{}, fmt.Errorf("%w: %d not in [0, %d)", fleet.ErrInvalidPartition, p, len(s.routes))
 	}
 	return n.hold(s, p)
 }
@@ -264,7 +264,7 @@ func (n *Node) Owned() []int {
 }
 
 // Members returns the registered members, sorted by ID.
-func (n *Node) Members() []Member {
+func (n *Node) Members() []fleet.Member {
 	ms := slices.Clone(n.snap.Load().members)
 	for i := range ms {
 		ms[i].Meta = maps.Clone(ms[i].Meta)
@@ -273,7 +273,7 @@ func (n *Node) Members() []Member {
 }
 
 // Ring returns the ring computed from the current members.
-func (n *Node) Ring() *Ring { return n.snap.Load().ring }
+func (n *Node) Ring() *ring.Ring { return n.snap.Load().ring }
 
 // Done returns a channel that is closed when the node has stopped, with
 // every goroutine of the node ended: after Close, or on its own when its etcd

@@ -11,6 +11,8 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
+const lookupKeys = 4096 // a power of two: index with & (lookupKeys-1)
+
 // BenchmarkNodeLookup measures key -> route on a Node (atomic snapshot
 // load, partition hash, route copy) next to the bare Ring lookup it builds
 // on, and Hold+Release, the admission of local work.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -30,17 +32,17 @@ func TestConfigValidate(t *testing.T) {
 		edit  func(*Config)
 		wants []error
 	}{
-		{"empty node ID", func(c *Config) { c.NodeID = "" }, []error{ErrInvalidNodeID}},
-		{"node ID with NUL", func(c *Config) { c.NodeID = "a\x00b" }, []error{ErrInvalidNodeID}},
-		{"node ID with slash", func(c *Config) { c.NodeID = "a/b" }, []error{ErrInvalidNodeID}},
-		{"node ID with space", func(c *Config) { c.NodeID = "a b" }, []error{ErrInvalidNodeID}},
-		{"node ID too long", func(c *Config) { c.NodeID = strings.Repeat("x", MaxNodeIDLen+1) }, []error{ErrInvalidNodeID}},
-		{"zero partitions", func(c *Config) { c.Ring.Partitions = 0 }, []error{ErrInvalidPartitions}},
-		{"negative partitions", func(c *Config) { c.Ring.Partitions = -4 }, []error{ErrInvalidPartitions}},
-		{"too many partitions", func(c *Config) { c.Ring.Partitions = MaxPartitions + 1 }, []error{ErrInvalidPartitions}},
-		{"load below 1", func(c *Config) { c.Ring.LoadFactor = 0.99 }, []error{ErrInvalidLoadFactor}},
-		{"zero load", func(c *Config) { c.Ring.LoadFactor = 0 }, []error{ErrInvalidLoadFactor}},
-		{"NaN load", func(c *Config) { c.Ring.LoadFactor = math.NaN() }, []error{ErrInvalidLoadFactor}},
+		{"empty node ID", func(c *Config) { c.NodeID = "" }, []error{ring.ErrInvalidNodeID}},
+		{"node ID with NUL", func(c *Config) { c.NodeID = "a\x00b" }, []error{ring.ErrInvalidNodeID}},
+		{"node ID with slash", func(c *Config) { c.NodeID = "a/b" }, []error{ring.ErrInvalidNodeID}},
+		{"node ID with space", func(c *Config) { c.NodeID = "a b" }, []error{ring.ErrInvalidNodeID}},
+		{"node ID too long", func(c *Config) { c.NodeID = strings.Repeat("x", ring.MaxNodeIDLen+1) }, []error{ring.ErrInvalidNodeID}},
+		{"zero partitions", func(c *Config) { c.Ring.Partitions = 0 }, []error{ring.ErrInvalidPartitions}},
+		{"negative partitions", func(c *Config) { c.Ring.Partitions = -4 }, []error{ring.ErrInvalidPartitions}},
+		{"too many partitions", func(c *Config) { c.Ring.Partitions = ring.MaxPartitions + 1 }, []error{ring.ErrInvalidPartitions}},
+		{"load below 1", func(c *Config) { c.Ring.LoadFactor = 0.99 }, []error{ring.ErrInvalidLoadFactor}},
+		{"zero load", func(c *Config) { c.Ring.LoadFactor = 0 }, []error{ring.ErrInvalidLoadFactor}},
+		{"NaN load", func(c *Config) { c.Ring.LoadFactor = math.NaN() }, []error{ring.ErrInvalidLoadFactor}},
 		{"no cluster", func(c *Config) { c.Cluster = "" }, nil},
 		{"cluster with slash", func(c *Config) { c.Cluster = "a/b" }, nil},
 		{"cluster with NUL", func(c *Config) { c.Cluster = "a\x00" }, nil},
@@ -65,7 +67,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	// Zero durations and sizes take their defaults; a prefix replaces the
 	// cluster name.
-	cfg := Config{Prefix: "/x/", NodeID: "n", Ring: DefaultRingConfig()}
+	cfg := Config{Prefix: "/x/", NodeID: "n", Ring: ring.DefaultConfig()}
 	require.NoError(t, cfg.Validate())
 }
 
@@ -79,15 +81,15 @@ func TestJoinBadInput(t *testing.T) {
 	for _, id := range []string{"", "a\x00b", "a/b"} {
 		cfg := testConfig(t, "bad", id, 8)
 		_, err := Join(ctx, cli, cfg)
-		require.ErrorIs(t, err, ErrInvalidNodeID, "id %q", id)
+		require.ErrorIs(t, err, ring.ErrInvalidNodeID, "id %q", id)
 	}
 	cfg := testConfig(t, "bad", "n", 0)
 	_, err = Join(ctx, cli, cfg)
-	require.ErrorIs(t, err, ErrInvalidPartitions)
+	require.ErrorIs(t, err, ring.ErrInvalidPartitions)
 	cfg = testConfig(t, "bad", "n", 8)
 	cfg.Ring.LoadFactor = 0.5
 	_, err = Join(ctx, cli, cfg)
-	require.ErrorIs(t, err, ErrInvalidLoadFactor)
+	require.ErrorIs(t, err, ring.ErrInvalidLoadFactor)
 	// Nothing was registered.
 	require.Empty(t, etcdMembers(t, cli, "bad"))
 }
@@ -145,7 +147,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 	ring := n0.Ring()
 	for p, cl := range claims {
 		owner, _ := ring.Owner(p)
-		assert.Equal(t, owner, cl.owner, "partition %d", p)
+		assert.Equal(t, owner, cl.Owner, "partition %d", p)
 	}
 
 	for _, n := range nodes {
@@ -184,7 +186,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 			if want {
 				r := n.LookupPartition(p)
 				require.Equal(t, fence.Token{Scope: fence.PartitionScope(p), Epoch: r.Epoch}, e.Token)
-				require.Equal(t, claims[p].epoch, r.Epoch)
+				require.Equal(t, claims[p].Epoch, r.Epoch)
 			}
 		}
 		for _, p := range owned {
@@ -196,7 +198,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 	// keys get a wrong-owner error with a hint.
 	for i := range 50 {
 		key := fmt.Sprintf("key-%d", i)
-		p := n0.PartitionOf(key)
+		p := n0.Ring().PartitionOf(key)
 		r := n0.Lookup(key)
 		require.Equal(t, p, r.Partition)
 		h, err := n0.Hold(key)
@@ -216,10 +218,10 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 		require.Equal(t, WrongOwnerError{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch, RingVersion: r.RingVersion}, *wo)
 	}
 	_, err := n0.HoldPartition(parts)
-	require.ErrorIs(t, err, ErrInvalidPartition)
+	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
 	_, err = n0.HoldPartition(-1)
-	require.ErrorIs(t, err, ErrInvalidPartition)
-	require.Equal(t, Route{Partition: -1, RingVersion: ring.Version()}, n0.LookupPartition(-1))
+	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
+	require.Equal(t, fleet.Route{Partition: -1, RingVersion: ring.Version()}, n0.LookupPartition(-1))
 }
 
 func TestCloseHandsOff(t *testing.T) {
@@ -316,7 +318,7 @@ func TestFencersRunBeforeWork(t *testing.T) {
 	require.False(t, r.Local)
 	require.Empty(t, r.Owner)
 	require.Zero(t, r.Epoch)
-	require.NotZero(t, etcdClaims(t, c.NewClient(t), "fence")[blocked].epoch, "claimed")
+	require.NotZero(t, etcdClaims(t, c.NewClient(t), "fence")[blocked].Epoch, "claimed")
 	_, err := a.HoldPartition(blocked)
 	var wo *WrongOwnerError
 	require.ErrorAs(t, err, &wo)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
@@ -84,9 +85,9 @@ func TestOperability(t *testing.T) {
 	// a higher epoch, and the old token is refused by the store.
 	p := a.Owned()[0]
 	old := a.LookupPartition(p)
-	op, err := ownership.NewOperator(cli, ownership.OperatorConfig{Cluster: "ops"})
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: "ops"})
 	require.NoError(t, err)
-	_, err = op.ForceRelease(ctx, p, ownership.Action{Actor: "test", Reason: "operability test"})
+	_, err = op.ForceRelease(ctx, p, fleet.Action{Actor: "test", Reason: "operability test"})
 	require.NoError(t, err)
 	for r := a.LookupPartition(p); !r.Local || r.Epoch == old.Epoch; r = a.LookupPartition(p) {
 		select {

@@ -151,7 +151,7 @@ func (c *child) metrics(t *testing.T) map[string]float64 {
 // added), 0 if it has none.
 func (c *child) metric(t *testing.T, m map[string]float64, name string, labels ...string) float64 {
 	t.Helper()
-	ls := []string{fmt.Sprintf("%s=%q", LabelNode, c.id)}
+	ls := []string{fmt.Sprintf("%s=%q", labelNode, c.id)}
 	if len(labels) == 2 {
 		ls = append(ls, fmt.Sprintf("%s=%q", labels[0], labels[1]))
 	}
@@ -204,7 +204,7 @@ func TestPauseIsOneSessionLoss(t *testing.T) {
 
 	require.NoError(t, w.proc.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
-	// etcd expires w's lease: b serves everything.
+	// etcd expires w's Lease: b serves everything.
 	require.NoError(t, waitFor(30*time.Second, func() error { return servedErr(b, "b") }, b))
 	time.Sleep(time.Until(stopped.Add(3 * ttl))) // the pause lasts 3 TTLs
 	require.NoError(t, w.proc.Signal(syscall.SIGCONT))
@@ -212,7 +212,7 @@ func TestPauseIsOneSessionLoss(t *testing.T) {
 	require.NoError(t, waitFor(30*time.Second, func() error { return servedErr(b, "b", "w") }, b))
 	w.wait(t, "w ready again", func() error { return w.ready() })
 	m := w.metrics(t)
-	require.Contains(t, m, fmt.Sprintf("tenure_forced_releases_total{%s=%q}", LabelNode, "w"))
+	require.Contains(t, m, fmt.Sprintf("tenure_forced_releases_total{%s=%q}", labelNode, "w"))
 	assert.Equal(t, 0.0, w.metric(t, m, "tenure_forced_releases_total"), "a pause is no forced release")
 	for cause, want := range map[string]float64{"expired": 1, "revoked": 0, "deleted": 0, "closed": 0, "other": 0} {
 		assert.Equal(t, want, w.metric(t, m, "tenure_session_losses_total", "cause", cause), "losses under %s", cause)

@@ -4,7 +4,7 @@ import "time"
 
 // mine reports whether this node should hold partition p now.
 func (l *loop) mine(p int) bool {
-	return !l.closing && l.me >= 0 && l.fleet.ring.OwnerIndex(p) == l.me
+	return !l.closing && l.me >= 0 && l.fleet.Ring.OwnerIndex(p) == l.me
 }
 
 // reconcile moves every partition towards what the ring and the claims
@@ -16,17 +16,17 @@ func (l *loop) reconcile() {
 		st := l.state(p)
 		switch st.phase {
 		case phaseIdle:
-			c := l.fleet.claims[p]
+			c := l.fleet.Claims[p]
 			switch {
-			case c.epoch != 0 && c.owner == l.n.id && c.lease == l.gen.lease:
+			case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease:
 				// Ours, without a tenure: a claim transaction whose
 				// response was lost but which committed.
-				l.adopt(p, c.epoch)
-			case c.epoch != 0 && c.owner == l.n.id:
+				l.adopt(p, c.Epoch)
+			case c.Epoch != 0 && c.Owner == l.n.id:
 				// Left by an earlier session of this node, whose work has
 				// been cancelled.
-				l.startDelete(p, c.epoch, nil)
-			case c.epoch == 0 && canClaim && l.mine(p):
+				l.startDelete(p, c.Epoch, nil)
+			case c.Epoch == 0 && canClaim && l.mine(p):
 				toClaim = append(toClaim, p)
 			}
 		case phaseFencing:
@@ -75,8 +75,8 @@ func (l *loop) serveTenure(t *tenure) {
 
 // holds reports whether partition p's known claim is t's.
 func (l *loop) holds(p int, t *tenure) bool {
-	c := l.fleet.claims[p]
-	return c.epoch == t.token.Epoch && c.owner == l.n.id && c.lease == l.gen.lease
+	c := l.fleet.Claims[p]
+	return c.Epoch == t.token.Epoch && c.Owner == l.n.id && c.Lease == l.gen.lease
 }
 
 // checkTenure ends p's tenure if its claim is gone (deleted by someone

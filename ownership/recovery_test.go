@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -112,7 +114,7 @@ func TestObserverAfterEtcdOutage(t *testing.T) {
 			waitStable(t, 30*time.Second, nodes...)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			o, err := Observe(ctx, c.NewClient(t), ObserverConfig{Cluster: "observe-outage", Ring: RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor}})
+			o, err := fleet.Observe(ctx, c.NewClient(t), fleet.ObserverConfig{Cluster: "observe-outage", Ring: ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor}})
 			require.NoError(t, err)
 			defer o.Close()
 			require.NoError(t, observerAgrees(o, nodes[0], parts))
@@ -154,7 +156,7 @@ func etcdOutage(t *testing.T, ctx context.Context, c *cluster.Cluster, outage ti
 // observerCurrent waits, on o's and the nodes' Changed signals, until o's
 // revision is at least rev and it routes every partition as nodes[0] does,
 // or deadline passes.
-func observerCurrent(deadline time.Time, o *Observer, rev int64, nodes []*Node, parts int) error {
+func observerCurrent(deadline time.Time, o *fleet.Observer, rev int64, nodes []*Node, parts int) error {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -38,7 +39,7 @@ func (g *generation) end(cause error) {
 // and claims. ctx bounds the whole. connect never waits on prev: the
 // claims left under it are deleted by the new generation (reconcile), and
 // the lease itself is revoked off the critical path (revokeStale).
-func (n *Node) connect(ctx context.Context, prev clientv3.LeaseID) (*generation, *listing, error) {
+func (n *Node) connect(ctx context.Context, prev clientv3.LeaseID) (*generation, *fleetview.Listing, error) {
 	sess, err := election.NewSession(ctx, n.cli, n.cfg.Session)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ownership: open session: %w", err)
@@ -64,7 +65,7 @@ func (n *Node) connect(ctx context.Context, prev clientv3.LeaseID) (*generation,
 	if err != nil {
 		return nil, nil, err
 	}
-	lst, err := n.reader.list(ctx)
+	lst, err := n.reader.List(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

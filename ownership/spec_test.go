@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -26,9 +28,9 @@ func TestSpecMismatchRefused(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	spec, err := ReadSpec(ctx, cli, DefaultPrefix("spec"))
+	spec, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix("spec"))
 	require.NoError(t, err)
-	assert.Equal(t, Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: RingAlgorithm}, spec)
+	assert.Equal(t, ring.Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: ring.Algorithm}, spec)
 
 	tests := []struct {
 		name  string
@@ -45,8 +47,8 @@ func TestSpecMismatchRefused(t *testing.T) {
 			tt.edit(&cfg)
 			n, err := Join(ctx, c.NewClient(t), cfg)
 			require.Nil(t, n)
-			require.ErrorIs(t, err, ErrSpecMismatch)
-			var mm *SpecMismatchError
+			require.ErrorIs(t, err, ring.ErrSpecMismatch)
+			var mm *ring.SpecMismatchError
 			require.ErrorAs(t, err, &mm)
 			assert.Equal(t, tt.field, mm.Field)
 			assert.Equal(t, spec, mm.Fleet)
@@ -69,27 +71,17 @@ func TestSpecInvalid(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	_, err := ReadSpec(ctx, cli, DefaultPrefix("nospec"))
-	require.ErrorIs(t, err, ErrNoSpec)
+	_, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix("nospec"))
+	require.ErrorIs(t, err, fleet.ErrNoSpec)
 
 	for _, v := range []string{"{", `{"partitions":0,"load_factor":1.25,"ring_algorithm":1}`, `{"partitions":16,"load_factor":1.25,"ring_algorithm":99}`} {
 		_, err := cli.Put(ctx, keys.New("badspec").Spec(), v)
 		require.NoError(t, err)
-		_, err = ReadSpec(ctx, cli, DefaultPrefix("badspec"))
-		require.ErrorIs(t, err, ErrInvalidSpec, v)
+		_, err = fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix("badspec"))
+		require.ErrorIs(t, err, ring.ErrInvalidSpec, v)
 		_, err = Join(ctx, cli, testConfig(t, "badspec", "a", 16))
-		require.ErrorIs(t, err, ErrInvalidSpec, v)
+		require.ErrorIs(t, err, ring.ErrInvalidSpec, v)
 	}
-}
-
-func TestSpecMismatchError(t *testing.T) {
-	fleet := DefaultRingConfig().Spec()
-	assert.NoError(t, compareSpec(fleet, fleet))
-	local := fleet
-	local.RingAlgorithm = 2
-	err := compareSpec(fleet, local)
-	require.ErrorIs(t, err, ErrSpecMismatch)
-	assert.Contains(t, err.Error(), "ring algorithm 2 here, 1 in the fleet")
 }
 
 // TestJoinUnreachableEtcd: Join with etcd down and a 2s context returns

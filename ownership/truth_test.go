@@ -20,13 +20,14 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // histogramOf returns node's histogram name from g.
 func histogramOf(t *testing.T, g prometheus.Gatherer, name, node string) *dto.Histogram {
 	t.Helper()
-	m := metricstest.Sample(t, g, name, map[string]string{LabelNode: node})
+	m := metricstest.Sample(t, g, name, map[string]string{labelNode: node})
 	require.NotNil(t, m, "%s node=%s", name, node)
 	return m.GetHistogram()
 }
@@ -62,7 +63,7 @@ func TestHandoffDurationIncludesDrain(t *testing.T) {
 	waitStable(t, 20*time.Second, a)
 
 	// The partitions that b's arrival moves to b; one of them is busy.
-	ring, err := NewRing([]string{"a", "b"}, cfgA.Ring)
+	ring, err := ring.New([]string{"a", "b"}, cfgA.Ring)
 	require.NoError(t, err)
 	var moving []int
 	for p := range P {

@@ -15,23 +15,25 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // EtcdClient is what a Client needs from etcd: reads and watches, no lease.
-// *clientv3.Client satisfies it. It is ownership.FleetClient.
-type EtcdClient = ownership.FleetClient
+// *clientv3.Client satisfies it. It is fleet.FleetClient.
+type EtcdClient = fleet.FleetClient
 
 // Client sends requests for keys straight to their owners, for callers
 // outside the fleet. It follows the fleet's members and claims in etcd
-// through an ownership.Observer (read-only, no lease; the reader the nodes
+// through a fleet.Observer (read-only, no lease; the reader the nodes
 // use), whose immutable routing table lookups read without locking. A Client is safe for concurrent use by
 // multiple goroutines.
 type Client struct {
 	cfg       ClientConfig
-	obs       *ownership.Observer
+	obs       *fleet.Observer
 	httpc     *http.Client
 	transport *http.Transport // set when the Client built it
 	closed    atomic.Bool
@@ -46,17 +48,17 @@ type Client struct {
 // and then its members and claims through etcd, bounded by ctx, and returns
 // a Client that keeps watching them until Close.
 //
-// While no node has joined the fleet (ownership.ErrNoSpec), NewClient
+// While no node has joined the fleet (fleet.ErrNoSpec), NewClient
 // waits for the spec, watching for it; while etcd does not answer, it
 // tries again. It logs why it waits, and when ctx ends first it returns an
 // error wrapping ErrUnavailable (etcd did not answer; the message names
-// the last cause, such as a refused connection) or ownership.ErrNoSpec,
+// the last cause, such as a refused connection) or fleet.ErrNoSpec,
 // and ctx's error. An etcd client that is closed, or is closed while
 // NewClient waits, ends the wait at once with an error wrapping
 // ErrClientClosed. Other errors wrap ErrNilArgument, ErrInvalidConfig,
-// ownership.ErrSpecMismatch (cfg asserts a partition count or load factor
+// ring.ErrSpecMismatch (cfg asserts a partition count or load factor
 // that differs from the spec's; the error is an
-// *ownership.SpecMismatchError), ErrPartitionMismatch or the etcd error.
+// *ring.SpecMismatchError), ErrPartitionMismatch or the etcd error.
 func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client, error) {
 	if nilness.Is(etcd) {
 		return nil, fmt.Errorf("%w: etcd client %T", ErrNilArgument, etcd)
@@ -87,10 +89,10 @@ func newClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 		return nil, err
 	}
 	cfg.Partitions, cfg.LoadFactor = spec.Partitions, spec.LoadFactor
-	obs, err := ownership.Observe(ctx, etcd, ownership.ObserverConfig{
+	obs, err := fleet.Observe(ctx, etcd, fleet.ObserverConfig{
 		Cluster: cfg.Cluster,
 		Prefix:  cfg.Prefix,
-		Ring:    spec.RingConfig(),
+		Ring:    spec.Config(),
 		Logger:  cfg.Logger,
 		Clock:   cfg.Clock,
 	})
@@ -110,7 +112,7 @@ func newClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 }
 
 // Verify reports whether the fleet issued t, against the Client's watched
-// view of the fleet's claims (ownership.Observer.Verify): a service that
+// view of the fleet's claims (fleet.Observer.Verify): a service that
 // already routes with a Client passes it to httpfence.Middleware as its
 // Verifier, so that it admits only tokens of real tenures, without a round
 // trip to etcd per request. sig is not consulted.
@@ -144,17 +146,17 @@ func (c *Client) Revision() int64 { return c.obs.Revision() }
 
 // PartitionOf returns key's partition, xxhash64(key) mod Partitions, as the
 // fleet computes it.
-func (c *Client) PartitionOf(key string) int { return ownership.PartitionOf(key, c.cfg.Partitions) }
+func (c *Client) PartitionOf(key string) int { return ring.PartitionOf(key, c.cfg.Partitions) }
 
 // Lookup returns where requests for key go: the holder of its partition's
 // claim, or while nobody holds one, the ring's choice of the next owner.
 // It takes no lock and does not allocate.
-func (c *Client) Lookup(key string) ownership.Route { return c.obs.Route(c.PartitionOf(key)) }
+func (c *Client) Lookup(key string) fleet.Route { return c.obs.Route(c.PartitionOf(key)) }
 
 // LookupPartition returns the route of partition p as the Client currently
 // sees it, or the zero Route with Partition p if p is outside
 // [0, Partitions). Like Lookup, it takes no lock and does not allocate.
-func (c *Client) LookupPartition(p int) ownership.Route { return c.obs.Route(p) }
+func (c *Client) LookupPartition(p int) fleet.Route { return c.obs.Route(p) }
 
 // ClientStats counts a Client's work since it was created.
 type ClientStats struct {
@@ -296,13 +298,13 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 // resolve returns the route for key, preferring the hint of the last
 // misdirected answer when it names a newer claim than the view, or when the
 // view still names the node that just failed.
-func (c *Client) resolve(key string, hint *ownership.WrongOwnerError, failed string) ownership.Route {
+func (c *Client) resolve(key string, hint *ownership.WrongOwnerError, failed string) fleet.Route {
 	r := c.Lookup(key)
 	if hint == nil || hint.Partition != r.Partition || hint.Owner == "" || hint.Addr == "" || hint.Addr == failed {
 		return r
 	}
 	if hint.Epoch > r.Epoch || r.Addr == "" || r.Addr == failed {
-		return ownership.Route{Partition: r.Partition, Owner: hint.Owner, Addr: hint.Addr, Epoch: hint.Epoch, RingVersion: hint.RingVersion}
+		return fleet.Route{Partition: r.Partition, Owner: hint.Owner, Addr: hint.Addr, Epoch: hint.Epoch, RingVersion: hint.RingVersion}
 	}
 	return r
 }

@@ -17,8 +17,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -34,7 +35,7 @@ func newClient(t *testing.T, cli router.EtcdClient, cfg router.ClientConfig) *ro
 }
 
 // clientAgrees reports why c's view differs from the fleet's, "" if not.
-func clientAgrees(c *router.Client, f *fleet) string {
+func clientAgrees(c *router.Client, f *testFleet) string {
 	ms := f.list()
 	owners := map[string]*member{}
 	for _, m := range ms {
@@ -59,7 +60,7 @@ func clientAgrees(c *router.Client, f *fleet) string {
 	return ""
 }
 
-func waitClientAgrees(t *testing.T, c *router.Client, f *fleet) {
+func waitClientAgrees(t *testing.T, c *router.Client, f *testFleet) {
 	t.Helper()
 	waitUntil(t, 30*time.Second, "client view did not converge", func() (string, <-chan struct{}) {
 		ch := c.Changed()
@@ -76,7 +77,7 @@ func TestClientTracksFleet(t *testing.T) {
 	f.waitStable()
 	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "track"})
 	waitClientAgrees(t, c, f)
-	assert.Equal(t, f.list()[0].node.PartitionOf("x"), c.PartitionOf("x"))
+	assert.Equal(t, f.list()[0].node.Ring().PartitionOf("x"), c.PartitionOf("x"))
 
 	f.start("d")
 	f.waitStable()
@@ -110,7 +111,7 @@ func TestClientLookupDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.Lookup("some-key") }))
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = c.LookupPartition(3) }))
 	for _, p := range []int{-1, 16, 1 << 40} {
-		assert.Equal(t, ownership.Route{Partition: p}, c.LookupPartition(p), "partition %d is out of range", p)
+		assert.Equal(t, fleet.Route{Partition: p}, c.LookupPartition(p), "partition %d is out of range", p)
 	}
 }
 
@@ -149,7 +150,7 @@ func TestClientConfig(t *testing.T) {
 	require.NoError(t, err)
 	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 64})
 	require.NoError(t, err)
-	assert.Equal(t, ownership.PartitionOf("k", 64), c.PartitionOf("k"))
+	assert.Equal(t, ring.PartitionOf("k", 64), c.PartitionOf("k"))
 	require.NoError(t, c.Close())
 	require.NoError(t, c.Close(), "Close is idempotent")
 	_, err = c.Get(ctx, "k", "/")
@@ -166,7 +167,7 @@ type fakeFleet struct {
 
 // spec writes the fleet's spec, as the first node to join would.
 func (ff fakeFleet) spec(partitions int) {
-	v, err := json.Marshal(ownership.RingConfig{Partitions: partitions, LoadFactor: 1.25}.Spec())
+	v, err := json.Marshal(ring.Config{Partitions: partitions, LoadFactor: 1.25}.Spec())
 	require.NoError(ff.t, err)
 	_, err = ff.cli.Put(context.Background(), ff.layout.Spec(), string(v))
 	require.NoError(ff.t, err)

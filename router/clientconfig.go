@@ -9,9 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // ClientConfig configures a Client. The zero value of each field selects its
@@ -26,7 +27,7 @@ type ClientConfig struct {
 	Prefix string
 	// Partitions, if set, asserts the fleet's partition count: NewClient
 	// reads the count from the fleet's spec in etcd and fails with an
-	// *ownership.SpecMismatchError (errors.Is ErrSpecMismatch) if it
+	// *ring.SpecMismatchError (errors.Is ErrSpecMismatch) if it
 	// differs. Zero (the usual) takes the spec's.
 	Partitions int
 	// LoadFactor, if set, asserts the fleet's ring load factor as
@@ -109,7 +110,7 @@ func (c ClientConfig) Validate() error {
 	}
 	if d.Partitions != 0 || d.LoadFactor != 0 {
 		// Assertions: check each one that is set.
-		ring := ownership.DefaultRingConfig()
+		ring := ring.DefaultConfig()
 		if d.Partitions != 0 {
 			ring.Partitions = d.Partitions
 		}
@@ -137,5 +138,5 @@ func (c ClientConfig) prefix() string {
 	if c.Prefix != "" {
 		return c.Prefix
 	}
-	return ownership.DefaultPrefix(c.Cluster)
+	return fleet.DefaultPrefix(c.Cluster)
 }

@@ -9,27 +9,28 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/retry"
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // waitSpec reads the spec of the fleet under prefix, waiting while etcd
 // does not answer or no node has created the spec yet, until ctx ends.
-func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger, clk clock.Clock) (ownership.Spec, error) {
-	read := func() (ownership.Spec, error) {
-		var spec ownership.Spec
+func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger, clk clock.Clock) (ring.Spec, error) {
+	read := func() (ring.Spec, error) {
+		var spec ring.Spec
 		err := etcderr.Reach(ctx, etcderr.FirstCall{What: "read the fleet's spec", Log: log, Client: etcd, Unavailable: ErrUnavailable}, func(ctx context.Context) error {
 			var err error
-			spec, err = ownership.ReadSpec(ctx, etcd, prefix)
+			spec, err = fleet.ReadSpec(ctx, etcd, prefix)
 			return err
 		})
 		return spec, err
 	}
 	spec, err := read()
-	if !errors.Is(err, ownership.ErrNoSpec) {
+	if !errors.Is(err, fleet.ErrNoSpec) {
 		return spec, err
 	}
 	// No node has joined yet. Watch the spec key (the watch is in place
@@ -53,18 +54,18 @@ func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Log
 				failed++
 				log.Debug("the watch of the fleet's spec ended; watching again", "prefix", prefix, "failed", failed, "error", resp.Err())
 				if retry.Background().Wait(ctx, clk, failed) != nil {
-					return ownership.Spec{}, gaveUp()
+					return ring.Spec{}, gaveUp()
 				}
 				wch = etcd.Watch(wctx, key, clientv3.WithCreatedNotify())
 				continue
 			}
 			failed = 0
 		case <-ctx.Done():
-			return ownership.Spec{}, gaveUp()
+			return ring.Spec{}, gaveUp()
 		}
 		var rerr error
 		spec, rerr = read()
-		if !errors.Is(rerr, ownership.ErrNoSpec) {
+		if !errors.Is(rerr, fleet.ErrNoSpec) {
 			if rerr == nil {
 				log.Info("the fleet's spec appeared", "prefix", prefix, "partitions", spec.Partitions, "waited", clk.Since(start).Round(time.Millisecond))
 			}
@@ -73,9 +74,9 @@ func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Log
 	}
 }
 
-// assertSpec returns an *ownership.SpecMismatchError if cfg asserts a
+// assertSpec returns an *ring.SpecMismatchError if cfg asserts a
 // partition count or load factor that differs from the fleet's spec.
-func assertSpec(fleet ownership.Spec, cfg ClientConfig) error {
+func assertSpec(fleet ring.Spec, cfg ClientConfig) error {
 	local := fleet
 	field := ""
 	switch {
@@ -86,5 +87,5 @@ func assertSpec(fleet ownership.Spec, cfg ClientConfig) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("router: %w", &ownership.SpecMismatchError{Field: field, Fleet: fleet, Local: local})
+	return fmt.Errorf("router: %w", &ring.SpecMismatchError{Field: field, Fleet: fleet, Local: local})
 }

@@ -3,8 +3,10 @@ package router
 import (
 	"errors"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 var (
@@ -64,15 +66,15 @@ var (
 
 	// ErrSpecMismatch reports a ClientConfig that asserts a partition count
 	// or load factor other than the fleet's spec. The error is an
-	// *ownership.SpecMismatchError naming both values. It is
-	// ownership.ErrSpecMismatch.
-	ErrSpecMismatch = ownership.ErrSpecMismatch
+	// *ring.SpecMismatchError naming both values. It is
+	// ring.ErrSpecMismatch.
+	ErrSpecMismatch = ring.ErrSpecMismatch
 
 	// ErrPartitionMismatch reports that the Client saw a claim for a
 	// partition outside [0, P) of the fleet's spec: the fleet's keys in etcd
 	// contradict its spec, and routing would be wrong. It is
-	// ownership.ErrPartitionMismatch, which the fleet's reader reports.
-	ErrPartitionMismatch = ownership.ErrPartitionMismatch
+	// fleet.ErrPartitionMismatch, which the fleet's reader reports.
+	ErrPartitionMismatch = fleet.ErrPartitionMismatch
 
 	// ErrMetrics reports that a Router's or Client's metrics could not be
 	// registered with Config.Metrics or ClientConfig.Metrics (a

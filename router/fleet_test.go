@@ -24,7 +24,7 @@ import (
 
 // fleet is a set of nodes of one cluster, each with a Router and a real HTTP
 // server on loopback, on an embedded etcd.
-type fleet struct {
+type testFleet struct {
 	tb       testing.TB
 	etcd     *cluster.Cluster
 	cli      *clientv3.Client
@@ -64,7 +64,7 @@ type member struct {
 	fp     *cluster.FaultPoint
 }
 
-func newFleet(tb testing.TB, etcd *cluster.Cluster, name string, opts fleetOptions) *fleet {
+func newFleet(tb testing.TB, etcd *cluster.Cluster, name string, opts fleetOptions) *testFleet {
 	tb.Helper()
 	if opts.Partitions == 0 {
 		opts.Partitions = 16
@@ -72,7 +72,7 @@ func newFleet(tb testing.TB, etcd *cluster.Cluster, name string, opts fleetOptio
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = 2 * time.Second
 	}
-	f := &fleet{tb: tb, etcd: etcd, cli: etcd.NewClient(tb), name: name, opts: opts, members: map[string]*member{}}
+	f := &testFleet{tb: tb, etcd: etcd, cli: etcd.NewClient(tb), name: name, opts: opts, members: map[string]*member{}}
 	tb.Cleanup(func() {
 		f.mu.Lock()
 		ms := make([]*member, 0, len(f.members))
@@ -90,7 +90,7 @@ func newFleet(tb testing.TB, etcd *cluster.Cluster, name string, opts fleetOptio
 	return f
 }
 
-func (f *fleet) nodeConfig(id, addr string) ownership.Config {
+func (f *testFleet) nodeConfig(id, addr string) ownership.Config {
 	cfg := ownership.DefaultConfig()
 	cfg.Cluster = f.name
 	cfg.NodeID = id
@@ -104,7 +104,7 @@ func (f *fleet) nodeConfig(id, addr string) ownership.Config {
 }
 
 // start joins a node with its router and HTTP server.
-func (f *fleet) start(id string) *member {
+func (f *testFleet) start(id string) *member {
 	f.tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(f.tb, err)
@@ -178,7 +178,7 @@ func (m *member) kill(tb testing.TB) {
 }
 
 // remove forgets member id and returns it.
-func (f *fleet) remove(id string) *member {
+func (f *testFleet) remove(id string) *member {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.members[id]
@@ -187,18 +187,18 @@ func (f *fleet) remove(id string) *member {
 }
 
 // killMember kills and forgets member id.
-func (f *fleet) killMember(id string) { f.remove(id).kill(f.tb) }
+func (f *testFleet) killMember(id string) { f.remove(id).kill(f.tb) }
 
 // stopMember stops and forgets member id.
-func (f *fleet) stopMember(id string) { f.remove(id).stop(f.tb) }
+func (f *testFleet) stopMember(id string) { f.remove(id).stop(f.tb) }
 
-func (f *fleet) get(id string) *member {
+func (f *testFleet) get(id string) *member {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.members[id]
 }
 
-func (f *fleet) list() []*member {
+func (f *testFleet) list() []*member {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ms := make([]*member, 0, len(f.members))
@@ -214,7 +214,7 @@ func (f *fleet) list() []*member {
 // the fleet's members and the ghosts as the ring, and every partition
 // claimed by its ring owner, which serves it. Ghosts are members registered
 // outside the fleet that never claim: their partitions are not checked.
-func (f *fleet) unstable(ghosts ...string) (string, <-chan struct{}) {
+func (f *testFleet) unstable(ghosts ...string) (string, <-chan struct{}) {
 	ms := f.list()
 	ids := make([]string, 0, len(ms))
 	for _, m := range ms {
@@ -246,7 +246,7 @@ func (f *fleet) unstable(ghosts ...string) (string, <-chan struct{}) {
 }
 
 // waitStable waits until unstable reports nothing.
-func (f *fleet) waitStable(ghosts ...string) {
+func (f *testFleet) waitStable(ghosts ...string) {
 	f.tb.Helper()
 	waitUntil(f.tb, 30*time.Second, "fleet did not settle", func() (string, <-chan struct{}) { return f.unstable(ghosts...) })
 }
@@ -273,12 +273,12 @@ func waitUntil(tb testing.TB, timeout time.Duration, what string, check func() (
 }
 
 // partitionOf returns key's partition.
-func (f *fleet) partitionOf(key string) int {
-	return f.list()[0].node.PartitionOf(key)
+func (f *testFleet) partitionOf(key string) int {
+	return f.list()[0].node.Ring().PartitionOf(key)
 }
 
 // owner returns the member owning key.
-func (f *fleet) owner(key string) *member {
+func (f *testFleet) owner(key string) *member {
 	for _, m := range f.list() {
 		if m.node.Lookup(key).Local {
 			return m
@@ -288,7 +288,7 @@ func (f *fleet) owner(key string) *member {
 }
 
 // nonOwner returns a member not owning key.
-func (f *fleet) nonOwner(key string) *member {
+func (f *testFleet) nonOwner(key string) *member {
 	for _, m := range f.list() {
 		if !m.node.Lookup(key).Local {
 			return m
@@ -322,7 +322,7 @@ func memberValue(tb testing.TB, id, addr string) string {
 
 // putMember writes the member key of id with value v, bound to a lease that
 // lives until tb ends: a member that no node process stands behind.
-func (f *fleet) putMember(tb testing.TB, id, v string) {
+func (f *testFleet) putMember(tb testing.TB, id, v string) {
 	tb.Helper()
 	ctx := context.Background()
 	lease, err := f.cli.Grant(ctx, 60)

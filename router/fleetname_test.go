@@ -10,8 +10,10 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 )
 
@@ -34,11 +36,11 @@ func TestFleetNameConsistent(t *testing.T) {
 			cfg.Cluster, cfg.Prefix, cfg.NodeID = c, p, "n1"
 			return cfg.Validate()
 		}},
-		{"ownership.ObserverConfig", ownership.ErrInvalidConfig, func(c, p string) error {
-			return ownership.ObserverConfig{Cluster: c, Prefix: p, Ring: ownership.DefaultRingConfig()}.Validate()
+		{"fleet.ObserverConfig", fleet.ErrInvalidConfig, func(c, p string) error {
+			return fleet.ObserverConfig{Cluster: c, Prefix: p, Ring: ring.DefaultConfig()}.Validate()
 		}},
-		{"ownership.OperatorConfig", ownership.ErrInvalidConfig, func(c, p string) error {
-			return ownership.OperatorConfig{Cluster: c, Prefix: p}.Validate()
+		{"fleet.OperatorConfig", fleet.ErrInvalidConfig, func(c, p string) error {
+			return fleet.OperatorConfig{Cluster: c, Prefix: p}.Validate()
 		}},
 		{"election.ElectionConfig", election.ErrInvalidConfig, func(c, p string) error {
 			cfg := election.DefaultElectionConfig()

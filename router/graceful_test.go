@@ -214,7 +214,7 @@ func rollingGraceful(t *testing.T, via rollingVia) {
 // key lives, runs the increment there with Router.Do, and follows the
 // wrong-owner answers to the node they name. It never retries a failure:
 // an error that names no node to go to is returned.
-func doIncrement(ctx context.Context, f *fleet, store *counterStore, key, idem string, reroutes *atomic.Int64) error {
+func doIncrement(ctx context.Context, f *testFleet, store *counterStore, key, idem string, reroutes *atomic.Int64) error {
 	var target *member
 	for {
 		if err := ctx.Err(); err != nil {

@@ -178,7 +178,7 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 
 // ghost registers a member that never claims anything, so that the ring
 // gives it partitions nobody serves. It returns a key of one of them.
-func ghost(t *testing.T, f *fleet, id, addr string) string {
+func ghost(t *testing.T, f *testFleet, id, addr string) string {
 	t.Helper()
 	f.putMember(t, id, memberValue(t, id, addr))
 	f.waitStable(id)

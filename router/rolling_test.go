@@ -133,7 +133,7 @@ func (s *counterStore) handler(m *member) http.Handler {
 		}
 		tok, ok := fence.FromContext(r.Context())
 		if !ok || r.Header.Get(router.HeaderFenceToken) != tok.String() ||
-			tok.Scope != fence.PartitionScope(m.node.PartitionOf(key)) {
+			tok.Scope != fence.PartitionScope(m.node.Ring().PartitionOf(key)) {
 			s.tokenMismatches.Add(1)
 			http.Error(w, "bad token", http.StatusInternalServerError)
 			return

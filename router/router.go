@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
@@ -23,7 +24,7 @@ type Node interface {
 	// ID returns the node's ID.
 	ID() string
 	// Lookup returns the route of key's partition; it must not block.
-	Lookup(key string) ownership.Route
+	Lookup(key string) fleet.Route
 	// Hold admits local work for key, or says who owns it.
 	Hold(key string) (ownership.Held, error)
 	// Changed returns a channel closed at the next routing change.

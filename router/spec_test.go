@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -51,8 +53,8 @@ func TestClientReadsSpec(t *testing.T) {
 	} {
 		_, err := router.NewClient(ctx, cli, cfg)
 		require.ErrorIs(t, err, router.ErrSpecMismatch, "%+v", cfg)
-		require.ErrorIs(t, err, ownership.ErrSpecMismatch)
-		var sm *ownership.SpecMismatchError
+		require.ErrorIs(t, err, ring.ErrSpecMismatch)
+		var sm *ring.SpecMismatchError
 		require.ErrorAs(t, err, &sm)
 		assert.Equal(t, 16, sm.Fleet.Partitions)
 		assert.Contains(t, err.Error(), "in the fleet")
@@ -95,7 +97,7 @@ func TestClientWaitsForSpec(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := router.NewClient(ctx, etcd.NewClient(t), router.ClientConfig{Cluster: "never"})
-	require.ErrorIs(t, err, ownership.ErrNoSpec)
+	require.ErrorIs(t, err, fleet.ErrNoSpec)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 

@@ -37,7 +37,7 @@ func newTestStore(t *testing.T) (*store, sqlfence.Fencer) {
 // loaded partition.
 func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *partition {
 	t.Helper()
-	tok := fence.Token{Scope: ownership.PartitionTarget(p), Epoch: epoch}
+	tok := fence.Token{Scope: fence.PartitionScope(p), Epoch: epoch}
 	if err := f.Advance(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}

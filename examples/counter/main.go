@@ -45,6 +45,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 )
 
@@ -123,8 +124,8 @@ func (c config) validate() error {
 		return fmt.Errorf("--cluster %q must be non-empty, without '/'", c.cluster)
 	case len(c.etcd) == 0 && c.embeddedEtcd == "":
 		return errors.New("--etcd or --embedded-etcd is needed")
-	case c.partitions < 0 || c.partitions > ownership.MaxPartitions:
-		return fmt.Errorf("--partitions %d must be in [0, %d]", c.partitions, ownership.MaxPartitions)
+	case c.partitions < 0 || c.partitions > ring.MaxPartitions:
+		return fmt.Errorf("--partitions %d must be in [0, %d]", c.partitions, ring.MaxPartitions)
 	case c.ttl < election.MinTTL:
 		return fmt.Errorf("--ttl %v must be at least %v", c.ttl, election.MinTTL)
 	case c.maxBatch < 1:
@@ -134,7 +135,7 @@ func (c config) validate() error {
 	case hclog.LevelFromString(c.logLevel) == hclog.NoLevel:
 		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.logLevel)
 	}
-	if err := ownership.ValidateNodeID(c.id); err != nil {
+	if err := ring.ValidateNodeID(c.id); err != nil {
 		return fmt.Errorf("--id: %w", err)
 	}
 	return nil
@@ -233,13 +234,13 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	if cfg.partitions != 0 {
 		ncfg.Ring.Partitions = cfg.partitions // the fleet's spec must say the same
 	} else {
-		ncfg.AdoptSpec = true // the fleet's spec, or DefaultRingConfig's if there is none yet
+		ncfg.AdoptSpec = true // the fleet's spec, or ring.DefaultConfig's if there is none yet
 	}
 	var node *ownership.Node
 	err = retrying(ctx, startTimeout, log, "join", func(ctx context.Context) error {
 		var err error
 		node, err = ownership.Join(ctx, cli, ncfg)
-		var mismatch *ownership.SpecMismatchError
+		var mismatch *ring.SpecMismatchError
 		if errors.As(err, &mismatch) || errors.Is(err, ownership.ErrInvalidConfig) || errors.Is(err, ownership.ErrDuplicateMember) {
 			return permanent{err}
 		}

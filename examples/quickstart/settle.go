@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // waitSettled waits until every partition is served by the owner the ring
@@ -13,7 +13,7 @@ import (
 // owner has raised the store's floor to the claim's epoch and serves it.
 // gone, if set, names a node that must own nothing.
 func (d *demo) waitSettled(ctx context.Context, gone string) error {
-	ring, err := ownership.NewRing(d.fleet.ids(), ownership.RingConfig{Partitions: d.cfg.Partitions, LoadFactor: 1.25})
+	ring, err := ring.New(d.fleet.ids(), ring.Config{Partitions: d.cfg.Partitions, LoadFactor: 1.25})
 	if err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func (d *demo) waitSettled(ctx context.Context, gone string) error {
 
 // unsettled returns nil if every partition is served by its ring owner, or
 // else a channel that is closed when the view that is lagging changes.
-func (d *demo) unsettled(ring *ownership.Ring, gone string) <-chan struct{} {
+func (d *demo) unsettled(ring *ring.Ring, gone string) <-chan struct{} {
 	for p := range d.cfg.Partitions {
 		changed := d.client.Changed()
 		r := d.client.LookupPartition(p)

@@ -11,7 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // command runs one subcommand with its arguments (after the command name).
@@ -54,7 +55,7 @@ func do[T any](g *globals, out io.Writer, f func(*session) (T, error), text func
 	defer s.close()
 	v, err := f(s)
 	switch {
-	case errors.Is(err, ownership.ErrNoSpec) && s.ctx.Err() == nil:
+	case errors.Is(err, fleet.ErrNoSpec) && s.ctx.Err() == nil:
 		return missingSpec(s, err)
 	case err != nil:
 		return s.wrap(err)
@@ -99,8 +100,8 @@ func cmdSpec(g *globals, args []string, out io.Writer) error {
 	if err := noArgs("spec", g, args); err != nil {
 		return err
 	}
-	return do(g, out, func(s *session) (ownership.Spec, error) { return s.op.Spec(s.ctx) },
-		func(w io.Writer, sp ownership.Spec) {
+	return do(g, out, func(s *session) (ring.Spec, error) { return s.op.Spec(s.ctx) },
+		func(w io.Writer, sp ring.Spec) {
 			fmt.Fprintf(w, "partitions:\t%d\nload factor:\t%v\nring algorithm:\t%d\n", sp.Partitions, sp.LoadFactor, sp.RingAlgorithm)
 		})
 }
@@ -109,8 +110,8 @@ func cmdMembers(g *globals, args []string, out io.Writer) error {
 	if err := noArgs("members", g, args); err != nil {
 		return err
 	}
-	return do(g, out, func(s *session) ([]ownership.MemberStatus, error) { return s.op.Members(s.ctx) },
-		func(w io.Writer, ms []ownership.MemberStatus) {
+	return do(g, out, func(s *session) ([]fleet.MemberStatus, error) { return s.op.Members(s.ctx) },
+		func(w io.Writer, ms []fleet.MemberStatus) {
 			fmt.Fprintln(w, "ID\tADDR\tLEASE\tTTL LEFT\tDRAINED\tOWNED")
 			for _, m := range ms {
 				ttl := "-"
@@ -126,7 +127,7 @@ func cmdMembers(g *globals, args []string, out io.Writer) error {
 		})
 }
 
-func printPartitions(w io.Writer, ps []ownership.PartitionStatus) {
+func printPartitions(w io.Writer, ps []fleet.PartitionStatus) {
 	fmt.Fprintln(w, "PARTITION\tOWNER\tADDR\tEPOCH\tSINCE\tRING OWNER\tHANDOFF")
 	for _, p := range ps {
 		handoff := ""
@@ -147,12 +148,12 @@ func cmdPartitions(g *globals, args []string, out io.Writer) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	return do(g, out, func(s *session) ([]ownership.PartitionStatus, error) {
+	return do(g, out, func(s *session) ([]fleet.PartitionStatus, error) {
 		ps, err := s.op.Partitions(s.ctx)
 		if err != nil || *node == "" {
 			return ps, err
 		}
-		var mine []ownership.PartitionStatus
+		var mine []fleet.PartitionStatus
 		for _, p := range ps {
 			if p.Owner == *node {
 				mine = append(mine, p)
@@ -165,7 +166,7 @@ func cmdPartitions(g *globals, args []string, out io.Writer) error {
 // ownerOf is owner-of's result: the key and its partition's status.
 type ownerOf struct {
 	Key string `json:"key"`
-	ownership.PartitionStatus
+	fleet.PartitionStatus
 }
 
 func cmdOwnerOf(g *globals, args []string, out io.Writer) error {
@@ -198,11 +199,11 @@ func cmdLeaders(g *globals, args []string, out io.Writer) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	return do(g, out, func(s *session) ([]ownership.LeaderStatus, error) { return s.op.Leaders(s.ctx, electionPrefix) },
-		func(w io.Writer, ls []ownership.LeaderStatus) {
-			fmt.Fprintln(w, "ELECTION\tHOLDER\tEPOCH\tSINCE\tCANDIDATES\tKEY")
+	return do(g, out, func(s *session) ([]fleet.LeaderStatus, error) { return s.op.Leaders(s.ctx, electionPrefix) },
+		func(w io.Writer, ls []fleet.LeaderStatus) {
+			fmt.Fprintln(w, "ELECTION\tHOLDER\tEPOCH\tCANDIDATES\tKEY")
 			for _, l := range ls {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\n", l.Election, dash(l.Holder), l.Epoch, stamp(l.Since), l.Candidates, l.Key)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", l.Election, dash(l.Holder), l.Epoch, l.Candidates, l.Key)
 			}
 		})
 }
@@ -211,8 +212,8 @@ func cmdStatus(g *globals, args []string, out io.Writer) error {
 	if err := noArgs("status", g, args); err != nil {
 		return err
 	}
-	return do(g, out, func(s *session) (ownership.Status, error) { return s.op.Status(s.ctx) },
-		func(w io.Writer, st ownership.Status) {
+	return do(g, out, func(s *session) (fleet.Status, error) { return s.op.Status(s.ctx) },
+		func(w io.Writer, st fleet.Status) {
 			settled := "no"
 			if st.Settled() {
 				settled = "yes"
@@ -243,8 +244,8 @@ func list(s []string) string {
 }
 
 // actionFlags registers --actor and --reason (and --epoch if withEpoch).
-func actionFlags(fs *flag.FlagSet, withEpoch bool) *ownership.Action {
-	a := &ownership.Action{}
+func actionFlags(fs *flag.FlagSet, withEpoch bool) *fleet.Action {
+	a := &fleet.Action{}
 	fs.StringVar(&a.Actor, "actor", defaultActor(), "who acts (default $USER@hostname)")
 	fs.StringVar(&a.Reason, "reason", "", "why")
 	if withEpoch {
@@ -255,17 +256,17 @@ func actionFlags(fs *flag.FlagSet, withEpoch bool) *ownership.Action {
 
 // refuse returns a usage error for an action the API would refuse without
 // a reason or an actor, before connecting.
-func refuse(a *ownership.Action, needReason bool) error {
+func refuse(a *fleet.Action, needReason bool) error {
 	switch {
 	case strings.TrimSpace(a.Actor) == "":
-		return usageError{"--actor is empty: " + ownership.ErrNoActor.Error()}
+		return usageError{"--actor is empty: " + fleet.ErrNoActor.Error()}
 	case needReason && strings.TrimSpace(a.Reason) == "":
-		return usageError{"--reason is required: " + ownership.ErrNoReason.Error()}
+		return usageError{"--reason is required: " + fleet.ErrNoReason.Error()}
 	}
 	return nil
 }
 
-func printRecord(w io.Writer, r ownership.AuditRecord) {
+func printRecord(w io.Writer, r fleet.AuditRecord) {
 	fmt.Fprintf(w, "action:\t%s\ntarget:\t%s\nactor:\t%s\nreason:\t%s\ntime:\t%s\nrevision:\t%d\n", r.Action, r.Target, r.Actor, dash(r.Reason), stamp(r.Time), r.Revision)
 	if r.Holder != "" {
 		fmt.Fprintf(w, "holder:\t%s\n", r.Holder)
@@ -295,7 +296,7 @@ func cmdForceRelease(g *globals, args []string, out io.Writer) error {
 			return usagef("partition %q is not a number", target)
 		}
 	}
-	return do(g, out, func(s *session) (ownership.AuditRecord, error) {
+	return do(g, out, func(s *session) (fleet.AuditRecord, error) {
 		if kind == "partition" {
 			return s.op.ForceRelease(s.ctx, p, *a)
 		}
@@ -316,7 +317,7 @@ func cmdDrain(g *globals, args []string, out io.Writer) error {
 	if err := refuse(a, true); err != nil {
 		return err
 	}
-	return do(g, out, func(s *session) (ownership.AuditRecord, error) { return s.op.Drain(s.ctx, pos[0], *a) }, printRecord)
+	return do(g, out, func(s *session) (fleet.AuditRecord, error) { return s.op.Drain(s.ctx, pos[0], *a) }, printRecord)
 }
 
 func cmdUndrain(g *globals, args []string, out io.Writer) error {
@@ -332,7 +333,7 @@ func cmdUndrain(g *globals, args []string, out io.Writer) error {
 	if err := refuse(a, false); err != nil {
 		return err
 	}
-	return do(g, out, func(s *session) (ownership.AuditRecord, error) { return s.op.Undrain(s.ctx, pos[0], *a) }, printRecord)
+	return do(g, out, func(s *session) (fleet.AuditRecord, error) { return s.op.Undrain(s.ctx, pos[0], *a) }, printRecord)
 }
 
 func cmdAudit(g *globals, args []string, out io.Writer) error {
@@ -352,13 +353,13 @@ func cmdAudit(g *globals, args []string, out io.Writer) error {
 	if *since > 0 {
 		from = time.Now().Add(-*since)
 	}
-	return do(g, out, func(s *session) ([]ownership.AuditRecord, error) {
+	return do(g, out, func(s *session) ([]fleet.AuditRecord, error) {
 		rs, err := s.op.Audit(s.ctx, from)
 		if rs == nil && err == nil {
-			rs = []ownership.AuditRecord{}
+			rs = []fleet.AuditRecord{}
 		}
 		return rs, err
-	}, func(w io.Writer, rs []ownership.AuditRecord) {
+	}, func(w io.Writer, rs []fleet.AuditRecord) {
 		fmt.Fprintln(w, "TIME\tACTOR\tACTION\tTARGET\tOLD EPOCH\tNEW EPOCH\tREASON")
 		for _, r := range rs {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(r.Time), r.Actor, r.Action, r.Target, epoch(r.OldEpoch), epoch(r.NewEpoch), dash(r.Reason))

@@ -9,29 +9,30 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // fleetsRoot is the key prefix under which every fleet with a default
 // prefix lives: /tenure/<cluster>/.
 const fleetsRoot = "/tenure/"
 
-// fleet is one fleet found under fleetsRoot.
-type fleet struct {
+// fleetInfo is one fleet found under fleetsRoot.
+type fleetInfo struct {
 	// Cluster is the fleet's cluster name (its --cluster).
 	Cluster string `json:"cluster"`
 	// Prefix is its key prefix.
 	Prefix string `json:"prefix"`
 	// Spec is its spec; nil if it has none (a fleet of elections only, or
 	// one no node has joined yet).
-	Spec *ownership.Spec `json:"spec,omitempty"`
+	Spec *ring.Spec `json:"spec,omitempty"`
 }
 
 // listFleets returns the fleets under fleetsRoot, by name. It reads one
 // key per fleet (a skip scan over the names), not every key of every fleet,
 // and then each fleet's spec.
-func listFleets(ctx context.Context, kv clientv3.KV) ([]fleet, error) {
-	var out []fleet
+func listFleets(ctx context.Context, kv clientv3.KV) ([]fleetInfo, error) {
+	var out []fleetInfo
 	from, end := fleetsRoot, clientv3.GetPrefixRangeEnd(fleetsRoot)
 	for {
 		resp, err := kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly())
@@ -48,12 +49,12 @@ func listFleets(ctx context.Context, kv clientv3.KV) ([]fleet, error) {
 			from = string(resp.Kvs[0].Key) + "\x00"
 			continue
 		}
-		f := fleet{Cluster: name, Prefix: ownership.DefaultPrefix(name)}
-		spec, err := ownership.ReadSpec(ctx, kv, f.Prefix)
+		f := fleetInfo{Cluster: name, Prefix: fleet.DefaultPrefix(name)}
+		spec, err := fleet.ReadSpec(ctx, kv, f.Prefix)
 		switch {
 		case err == nil:
 			f.Spec = &spec
-		case !errors.Is(err, ownership.ErrNoSpec) && !errors.Is(err, ownership.ErrInvalidSpec):
+		case !errors.Is(err, fleet.ErrNoSpec) && !errors.Is(err, ring.ErrInvalidSpec):
 			return nil, err
 		}
 		out = append(out, f)
@@ -63,7 +64,7 @@ func listFleets(ctx context.Context, kv clientv3.KV) ([]fleet, error) {
 
 // fleetNames lists fleets for a message: "a (64 partitions), b (no spec)",
 // or "none".
-func fleetNames(fs []fleet) string {
+func fleetNames(fs []fleetInfo) string {
 	if len(fs) == 0 {
 		return "none"
 	}
@@ -91,7 +92,7 @@ func cmdFleets(g *globals, args []string, out io.Writer) error {
 	if err != nil {
 		return s.wrap(err)
 	}
-	return emit(g, out, fs, func(w io.Writer, fs []fleet) {
+	return emit(g, out, fs, func(w io.Writer, fs []fleetInfo) {
 		fmt.Fprintln(w, "CLUSTER\tPREFIX\tPARTITIONS\tLOAD FACTOR")
 		for _, f := range fs {
 			if f.Spec == nil {

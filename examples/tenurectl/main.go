@@ -1,7 +1,7 @@
 // Command tenurectl is the operator's CLI of a tenure fleet: it shows the
 // fleet's spec, members, partitions, leaders and health, and takes the
 // audited operator actions (force release, drain, undrain) through
-// ownership.Operator, against a real etcd.
+// fleet.Operator, against a real etcd.
 //
 // Usage:
 //
@@ -28,8 +28,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/etcderr"
-	"github.com/tenure-go/tenure/ownership"
 )
 
 const usage = `tenurectl: see and steer a tenure fleet
@@ -200,7 +200,7 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	cli    *clientv3.Client
-	op     *ownership.Operator // nil for commands that need no fleet
+	op     *fleet.Operator // nil for commands that need no fleet
 	g      *globals
 	diag   time.Duration // kept from --timeout to say why etcd did not answer
 }
@@ -254,7 +254,7 @@ func connect(g *globals) (*session, error) {
 		s.close()
 		return nil, err
 	}
-	s.op, err = ownership.NewOperator(s.cli, ownership.OperatorConfig{Cluster: g.cluster, Prefix: g.prefix})
+	s.op, err = fleet.NewOperator(s.cli, fleet.OperatorConfig{Cluster: g.cluster, Prefix: g.prefix})
 	if err != nil {
 		s.close()
 		return nil, err

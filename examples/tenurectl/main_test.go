@@ -19,8 +19,10 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -174,18 +176,18 @@ func TestTenurectl(t *testing.T) {
 	waitNodes(t, nodes, settled(nodes, ""))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = cli.Put(ctx, ownership.DefaultPrefix(name)+"leader/sched/1", `{"id":"n2","value":"n2:7000"}`)
+	_, err = cli.Put(ctx, fleet.DefaultPrefix(name)+"leader/sched/1", `{"id":"n2","value":"n2:7000"}`)
 	require.NoError(t, err)
 
 	x := ctl{t: t, bin: bin, base: []string{"--endpoints", strings.Join(c.Endpoints(), ","), "--cluster", name, "--timeout", "10s"}}
 
 	// Every listing, as text and as JSON.
-	var spec ownership.Spec
+	var spec ring.Spec
 	x.json(&spec, "spec")
 	assert.Equal(t, parts, spec.Partitions)
 	assert.Contains(t, x.ok("spec"), "partitions:")
 
-	var members []ownership.MemberStatus
+	var members []fleet.MemberStatus
 	x.json(&members, "members")
 	require.Len(t, members, 3)
 	for _, m := range members {
@@ -195,7 +197,7 @@ func TestTenurectl(t *testing.T) {
 	}
 	assert.Contains(t, x.ok("members"), "n3:7000")
 
-	var ps []ownership.PartitionStatus
+	var ps []fleet.PartitionStatus
 	x.json(&ps, "partitions")
 	require.Len(t, ps, parts)
 	for _, p := range ps {
@@ -204,7 +206,7 @@ func TestTenurectl(t *testing.T) {
 		assert.Equal(t, r.Epoch, p.Epoch)
 		assert.False(t, p.Since.IsZero())
 	}
-	var mine []ownership.PartitionStatus
+	var mine []fleet.PartitionStatus
 	x.json(&mine, "partitions", "--node", "n1")
 	assert.Len(t, mine, len(nodes[0].Owned()))
 	assert.Contains(t, x.ok("partitions", "--node", "n2"), "n2:7000")
@@ -212,7 +214,7 @@ func TestTenurectl(t *testing.T) {
 	for _, key := range []string{"orders/1", "users/42", "x"} {
 		var o struct {
 			Key string `json:"key"`
-			ownership.PartitionStatus
+			fleet.PartitionStatus
 		}
 		x.json(&o, "owner-of", key)
 		want := nodes[1].Lookup(key)
@@ -223,14 +225,14 @@ func TestTenurectl(t *testing.T) {
 		assert.Contains(t, x.ok("owner-of", key), want.Owner)
 	}
 
-	var leaders []ownership.LeaderStatus
+	var leaders []fleet.LeaderStatus
 	x.json(&leaders, "leaders")
 	require.Len(t, leaders, 1)
 	assert.Equal(t, "sched", leaders[0].Election)
 	assert.Equal(t, "n2", leaders[0].Holder)
 	assert.Contains(t, x.ok("leaders"), "sched")
 
-	var st ownership.Status
+	var st fleet.Status
 	x.json(&st, "status")
 	assert.True(t, st.Settled(), "%+v", st)
 	assert.Empty(t, st.Idle)
@@ -238,7 +240,7 @@ func TestTenurectl(t *testing.T) {
 	// The ring version is printed as --json and /readyz print it: decimal.
 	assert.Contains(t, x.ok("status"), fmt.Sprintf("ring version:  %d\n", st.RingVersion))
 
-	var recs []ownership.AuditRecord
+	var recs []fleet.AuditRecord
 	x.json(&recs, "audit")
 	assert.Empty(t, recs)
 	assert.Contains(t, x.ok("audit"), "ACTOR")
@@ -255,7 +257,7 @@ func TestTenurectl(t *testing.T) {
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.err, "--reason")
 
-	var rec ownership.AuditRecord
+	var rec fleet.AuditRecord
 	x.json(&rec, "force-release", "partition", strconv.Itoa(p), "--reason", "stuck consumer", "--actor", "alice@ops")
 	assert.Equal(t, old.Epoch, rec.OldEpoch)
 	select {
@@ -275,7 +277,7 @@ func TestTenurectl(t *testing.T) {
 	x.json(&recs, "audit", "--since", "1h")
 	require.Len(t, recs, 1)
 	assert.Equal(t, "alice@ops", recs[0].Actor)
-	assert.Equal(t, ownership.ActionForceRelease, recs[0].Action)
+	assert.Equal(t, fleet.ActionForceRelease, recs[0].Action)
 	assert.Equal(t, "stuck consumer", recs[0].Reason)
 	assert.False(t, recs[0].Time.IsZero())
 	assert.Equal(t, old.Epoch, recs[0].OldEpoch)
@@ -306,7 +308,7 @@ func TestTenurectl(t *testing.T) {
 	assert.NotEmpty(t, nodes[1].Owned())
 	x.json(&recs, "audit")
 	require.Len(t, recs, 3)
-	assert.Equal(t, ownership.ActionUndrain, recs[2].Action)
+	assert.Equal(t, fleet.ActionUndrain, recs[2].Action)
 
 	// etcd unreachable: a clear failure within the timeout.
 	down := ctl{t: t, bin: bin, base: []string{"--endpoints", "127.0.0.1:1", "--cluster", name, "--timeout", "1s"}}
@@ -331,16 +333,16 @@ func TestTenurectlFleets(t *testing.T) {
 	cli := c.NewClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec, err := json.Marshal(ownership.RingConfig{Partitions: 64, LoadFactor: 1.25}.Spec())
+	spec, err := json.Marshal(ring.Config{Partitions: 64, LoadFactor: 1.25}.Spec())
 	require.NoError(t, err)
 	for k, v := range map[string]string{
-		ownership.DefaultPrefix("alpha") + "spec":           string(spec),
-		ownership.DefaultPrefix("alpha") + "members/n1":     `{"id":"n1","addr":"n1:1"}`,
-		ownership.DefaultPrefix("sched") + "leader/job/1":   `{"id":"n2"}`,
-		ownership.DefaultPrefix("beta") + "spec":            string(spec),
-		"/tenure/stray":                                     "a key right under the root",
-		ownership.DefaultPrefix("alpha") + "claims/3":       "n1",
-		ownership.DefaultPrefix("alpha") + "audit/whatever": "{}",
+		fleet.DefaultPrefix("alpha") + "spec":           string(spec),
+		fleet.DefaultPrefix("alpha") + "members/n1":     `{"id":"n1","addr":"n1:1"}`,
+		fleet.DefaultPrefix("sched") + "leader/job/1":   `{"id":"n2"}`,
+		fleet.DefaultPrefix("beta") + "spec":            string(spec),
+		"/tenure/stray":                                 "a key right under the root",
+		fleet.DefaultPrefix("alpha") + "claims/3":       "n1",
+		fleet.DefaultPrefix("alpha") + "audit/whatever": "{}",
 	} {
 		_, err := cli.Put(ctx, k, v)
 		require.NoError(t, err)
@@ -359,9 +361,9 @@ func TestTenurectlFleets(t *testing.T) {
 	assert.Contains(t, r.err, found)
 
 	var fleets []struct {
-		Cluster string          `json:"cluster"`
-		Prefix  string          `json:"prefix"`
-		Spec    *ownership.Spec `json:"spec"`
+		Cluster string     `json:"cluster"`
+		Prefix  string     `json:"prefix"`
+		Spec    *ring.Spec `json:"spec"`
 	}
 	x.json(&fleets, "fleets")
 	require.Len(t, fleets, 3)

@@ -21,7 +21,7 @@
 // RefusalUnverified) and never reaches the Fencer. Two verifiers come with
 // tenure: *fence.SignatureVerifier checks the fleet's Ed25519 signature
 // with public keys alone (for services that cannot reach etcd), and
-// *ownership.Observer checks the epoch against its watched view of the
+// *fleet.Observer checks the epoch against its watched view of the
 // fleet's claims (partition scopes; leader scopes need signatures).
 // Admitting unverified tokens takes InsecureNoVerify, for a network where
 // every caller is trusted. A verified token shows that the fleet issued

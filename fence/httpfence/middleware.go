@@ -18,7 +18,7 @@ import (
 // for concurrent use if its Verifier, Fencer and Next are.
 type Handler struct {
 	// Verifier tells whether the fleet issued each request's token (see
-	// Verifier): a *fence.SignatureVerifier, an *ownership.Observer, or
+	// Verifier): a *fence.SignatureVerifier, a *fleet.Observer, or
 	// InsecureNoVerify on a network where every caller is trusted. A nil
 	// Verifier (a typed nil included) refuses every request with
 	// RefusalUnavailable: a Handler never admits unverified tokens unless

@@ -27,7 +27,7 @@ const SignatureHeader = "Tenure-Fence-Signature"
 //
 // Two verifiers come with tenure: *fence.SignatureVerifier checks the
 // fleet's Ed25519 signatures with public keys alone, and
-// *ownership.Observer checks the token's epoch against its watched view of
+// *fleet.Observer checks the token's epoch against its watched view of
 // the fleet's claims. InsecureNoVerify verifies nothing.
 type Verifier interface {
 	Verify(ctx context.Context, t fence.Token, sig fence.Signature) error

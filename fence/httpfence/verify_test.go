@@ -20,6 +20,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -38,15 +39,15 @@ func newSigner(t testing.TB, kid string) (*fence.Signer, ed25519.PublicKey) {
 
 // fleet is one real node of a fleet that signs its tokens and raises the
 // floors of an etcdfence Store, and an Observer of the fleet from outside.
-type fleet struct {
+type testFleet struct {
 	store    *etcdfence.Store
 	node     *ownership.Node
-	observer *ownership.Observer
+	observer *fleet.Observer
 	signer   *fence.Signer
 	public   ed25519.PublicKey
 }
 
-func newFleet(t testing.TB, partitions int) *fleet {
+func newFleet(t testing.TB, partitions int) *testFleet {
 	t.Helper()
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)
@@ -74,16 +75,16 @@ func newFleet(t testing.TB, partitions int) *fleet {
 		defer cancel()
 		_ = node.Close(ctx)
 	})
-	obs, err := ownership.Observe(ctx, cli, ownership.ObserverConfig{Cluster: ncfg.Cluster, Ring: ncfg.Ring})
+	obs, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: ncfg.Cluster, Ring: ncfg.Ring})
 	require.NoError(t, err)
 	t.Cleanup(obs.Close)
-	return &fleet{store: store, node: node, observer: obs, signer: signer, public: pub}
+	return &testFleet{store: store, node: node, observer: obs, signer: signer, public: pub}
 }
 
 // hold waits, on the node's and the observer's signals, until the node
 // serves p and the observer sees its claim, and returns the node's hold of
 // p (released when the test ends).
-func (f *fleet) hold(t testing.TB, p int) ownership.Held {
+func (f *testFleet) hold(t testing.TB, p int) ownership.Held {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {

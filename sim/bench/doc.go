@@ -12,7 +12,7 @@
 //
 // The comparisons:
 //
-//   - key -> owner lookup: ownership.Ring and Node.Lookup against
+//   - key -> owner lookup: ring.Ring and Node.Lookup against
 //     buraksezer/consistent's LocateKey, a groupcache-style ring (sorted
 //     virtual-node hashes, written here) and bare xxhash (the limit);
 //   - fenced writes: etcdfence.Store.Put against a plain Put and a plain Put

@@ -12,6 +12,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // lookupMembers and lookupKeys size the lookup comparison: 16 members, the
@@ -88,14 +89,14 @@ var sink int
 
 func runLookup(ctx context.Context, e *env) ([]Section, error) {
 	cfg := e.cfg
-	rc := ownership.DefaultRingConfig()
+	rc := ring.DefaultConfig()
 	members := make([]string, lookupMembers)
 	cms := make([]consistent.Member, lookupMembers)
 	for i := range members {
 		members[i] = "node-" + strconv.Itoa(i+1)
 		cms[i] = ringMember(members[i])
 	}
-	ring, err := ownership.NewRing(members, rc)
+	rg, err := ring.New(members, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func runLookup(ctx context.Context, e *env) ([]Section, error) {
 	for i := range keys {
 		keys[i] = "tenant-" + strconv.Itoa(i*7919) + "/order"
 		bkeys[i] = []byte(keys[i])
-		id, _ := ring.OwnerOfKey(keys[i])
+		id, _ := rg.OwnerOfKey(keys[i])
 		if got := cons.LocateKey(bkeys[i]).String(); got != id+"\x00" {
 			return nil, fmt.Errorf("key %q: consistent says %q, ring says %q", keys[i], got, id)
 		}
@@ -134,7 +135,7 @@ func runLookup(ctx context.Context, e *env) ([]Section, error) {
 		name string
 		op   func(i int) int
 	}{
-		{"tenure `Ring` (PartitionOf + owner table)", func(i int) int { return ring.OwnerIndex(ring.PartitionOf(keys[i&(lookupKeys-1)])) }},
+		{"tenure `Ring` (PartitionOf + owner table)", func(i int) int { return rg.OwnerIndex(rg.PartitionOf(keys[i&(lookupKeys-1)])) }},
 		{"tenure `Node.Lookup` (route: owner, address, epoch)", func(i int) int { return node.Lookup(keys[i&(lookupKeys-1)]).Partition }},
 		{"buraksezer/consistent `LocateKey`", func(i int) int { return len(cons.LocateKey(bkeys[i&(lookupKeys-1)]).String()) }},
 		{"groupcache-style ring (50 virtual nodes per member)", func(i int) int { return len(gc.get(keys[i&(lookupKeys-1)])) }},

@@ -8,7 +8,7 @@ import (
 
 	"github.com/buraksezer/consistent"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/scale"
 )
 
@@ -27,7 +27,7 @@ func runRing(ctx context.Context, e *env) ([]Section, error) {
 	for i := range ids {
 		ids[i] = ringMember(fmt.Sprintf("node-%04d", i))
 	}
-	rc := ownership.DefaultRingConfig()
+	rc := ring.DefaultConfig()
 	consBuild := func() (float64, float64) {
 		before := heap()
 		start := time.Now()
@@ -87,7 +87,7 @@ func runRing(ctx context.Context, e *env) ([]Section, error) {
 		Intro: fmt.Sprintf("Load factor %.2f, %d points per member. tenure's figures come from `scale.RingFigures` (build time: the mean of at least 5 builds per round); consistent.New builds the same ring. %d rounds interleaved.", rc.LoadFactor, consistentReplicas, rounds),
 		Unit:  "value",
 		Rows: []Row{
-			row("tenure `ownership.NewRing`: build (ms)", b, b, len(builds), fmt.Sprintf("every node rebuilds on each membership change: %.1f s of CPU across the fleet", b*ringNodes/1000)),
+			row("tenure `ring.New`: build (ms)", b, b, len(builds), fmt.Sprintf("every node rebuilds on each membership change: %.1f s of CPU across the fleet", b*ringNodes/1000)),
 			row("buraksezer/consistent `New`: build (ms)", cb, b, len(cBuilds), "re-sorts all points after adding each member: quadratic in members"),
 			row("tenure: heap held by one ring (MiB)", m, m, len(bytes), ""),
 			row("buraksezer/consistent: heap held (MiB)", cm, m, len(cBytes), ""),

@@ -150,7 +150,7 @@ func runRouted(ctx context.Context, e *env) ([]Section, error) {
 		return func(w, i int) error {
 			key := keyset[i%len(keyset)]
 			return ownerOf(key).Do(ctx, key, func(ctx context.Context, t fence.Token) error {
-				claim := layout.Claim(fleet[0].node.PartitionOf(key))
+				claim := layout.Claim(fleet[0].node.Ring().PartitionOf(key))
 				_, err := etcdfence.ClaimGuarded(ctx, cli, claim, t, clientv3.OpPut("/bench/"+name+"/routed/"+key, strconv.Itoa(i)))
 				return err
 			})

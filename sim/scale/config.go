@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // Defaults of Config.
@@ -130,7 +130,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: step %v must be < TTL/3 (TTL %v), or sessions miss renewals", ErrInvalidConfig, c.Step, c.TTL)
 	}
 	d := c.withDefaults()
-	for _, rc := range []ownership.RingConfig{
+	for _, rc := range []ring.Config{
 		{Partitions: d.Partitions, LoadFactor: d.LoadFactor},
 		{Partitions: d.RingPartitions, LoadFactor: d.LoadFactor},
 	} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
 
@@ -22,7 +23,7 @@ const cluster = "scale"
 // the callbacks, which lock mu.
 type fleet struct {
 	cfg   Config
-	ring  ownership.RingConfig
+	ring  ring.Config
 	fc    *clockwork.FakeClock
 	srv   *memetcd.Server
 	admin *memetcd.Client // the driver's client: its traffic is not the fleet's
@@ -64,7 +65,7 @@ func newFleet(cfg Config) (*fleet, error) {
 	}
 	f := &fleet{
 		cfg:     cfg,
-		ring:    ownership.RingConfig{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor},
+		ring:    ring.Config{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor},
 		fc:      fc,
 		srv:     srv,
 		admin:   srv.NewClient(),
@@ -190,8 +191,8 @@ func (f *fleet) liveIDs() []string {
 }
 
 // expected returns the ring of the live members.
-func (f *fleet) expected() (*ownership.Ring, error) {
-	return ownership.NewRing(f.liveIDs(), f.ring)
+func (f *fleet) expected() (*ring.Ring, error) {
+	return ring.New(f.liveIDs(), f.ring)
 }
 
 // nodeStats returns the fleet's etcd traffic so far: the server's, minus

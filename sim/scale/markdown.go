@@ -16,7 +16,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			l.Nodes, l.Partitions, c.LoadFactor, c.TTL, c.Step)
 		b.WriteString("Etcd figures are the nodes' traffic (writes = raft proposals: puts, deletes, write txns, lease grants and revokes). " +
 			"Virtual time is what the fleet waited on timers (leases, backoffs); wall time is this machine's processing. " +
-			"Moved = Ring.Diff between consecutive rings; ideal = P/N of the node that came or went.\n\n")
+			"Moved = partitions whose ring owner differs between consecutive rings; ideal = P/N of the node that came or went.\n\n")
 		b.WriteString("| phase | changes | writes | revisions | reads | keep-alives | watch responses | watch events | virtual to stable | wall | moved | acquired | ideal | moved/ideal |\n")
 		b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		phases := append([]Phase{l.BringUp}, l.Phases...)

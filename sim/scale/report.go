@@ -59,7 +59,7 @@ type Phase struct {
 	// Steps is how many times the driver advanced the virtual clock.
 	Steps int
 	// Moved is the number of partitions whose owner changed between
-	// consecutive rings (Ring.Diff), summed over the changes.
+	// consecutive rings (diffRings), summed over the changes.
 	Moved int
 	// Acquired is the number of OnAcquired callbacks in the phase: the
 	// moves that really happened.
@@ -82,7 +82,7 @@ type RingReport struct {
 	// Nodes and Partitions are the rings' size.
 	Nodes, Partitions int
 	// Build is the mean time to compute one ring of Nodes members
-	// (ownership.NewRing); every node pays it on every membership change,
+	// (ring.New); every node pays it on every membership change,
 	// so the fleet pays Nodes x Build (FleetBuild).
 	Build, FleetBuild time.Duration
 	// RingBytes is the heap one ring holds.

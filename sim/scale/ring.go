@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // RingFigures computes the ring-only figures at cfg.RingNodes x
@@ -20,7 +20,7 @@ func RingFigures(cfg Config) (*RingReport, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	rc := ownership.RingConfig{Partitions: cfg.RingPartitions, LoadFactor: cfg.LoadFactor}
+	rc := ring.Config{Partitions: cfg.RingPartitions, LoadFactor: cfg.LoadFactor}
 	n := cfg.RingNodes
 	ids := make([]string, n)
 	for i := range ids {
@@ -29,10 +29,10 @@ func RingFigures(cfg Config) (*RingReport, error) {
 	rep := &RingReport{Nodes: n, Partitions: cfg.RingPartitions}
 
 	// Build time: the mean over at least 5 builds and 200ms.
-	var base *ownership.Ring
+	var base *ring.Ring
 	builds, start := 0, time.Now()
 	for builds < 5 || time.Since(start) < 200*time.Millisecond {
-		r, err := ownership.NewRing(ids, rc)
+		r, err := ring.New(ids, rc)
 		if err != nil {
 			return nil, err
 		}
@@ -44,7 +44,7 @@ func RingFigures(cfg Config) (*RingReport, error) {
 
 	// Heap of one ring.
 	before := heapAlloc()
-	r, err := ownership.NewRing(ids, rc)
+	r, err := ring.New(ids, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +55,11 @@ func RingFigures(cfg Config) (*RingReport, error) {
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7363616c65)) // "scale"
 	moved := func(to []string) (int, error) {
-		next, err := ownership.NewRing(to, rc)
+		next, err := ring.New(to, rc)
 		if err != nil {
 			return 0, err
 		}
-		d, err := ownership.Diff(base, next)
+		d, err := diffRings(base, next)
 		if err != nil {
 			return 0, err
 		}

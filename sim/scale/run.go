@@ -173,7 +173,7 @@ func (f *fleet) change(ctx context.Context, ph *Phase, act func()) error {
 	if err != nil {
 		return err
 	}
-	diff, err := ownership.Diff(before, after)
+	diff, err := diffRings(before, after)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func TestRunSmallFleet(t *testing.T) {
 		assert.Positive(t, p.Moved, p.Name)
 		// The protocol moves exactly what the rings say: no partition is
 		// acquired but for a change of its ring owner.
-		assert.EqualValues(t, p.Moved, p.Acquired, "%s: acquisitions against Ring.Diff", p.Name)
+		assert.EqualValues(t, p.Moved, p.Acquired, "%s: acquisitions against diffRings", p.Name)
 	}
 	// Planned moves cost etcd round trips, no lease TTL; a crash costs
 	// about a TTL of virtual time.

@@ -6,7 +6,7 @@ import (
 	"runtime/metrics"
 	"time"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // settled is what one wait for a stable ring took.
@@ -54,7 +54,7 @@ func (f *fleet) settle(ctx context.Context) (settled, error) {
 }
 
 // unstable returns why the fleet is not stable on ring want, or "".
-func (f *fleet) unstable(want *ownership.Ring) string {
+func (f *fleet) unstable(want *ring.Ring) string {
 	version := want.Version()
 	owners := want.Assignment()
 	for _, id := range f.ids {

@@ -15,7 +15,7 @@
 //   - ring-collision (buraksezer/consistent): member IDs like "node-1" and
 //     "node-11" collide on virtual-node keys built without a separator, so
 //     nodes that learned the members in different orders disagree on owners,
-//     and more members than partitions panics; tenure's ownership.Ring is a
+//     and more members than partitions panics; tenure's ring.Ring is a
 //     pure function of the sorted member set and never panics.
 //   - watch-after-compaction: a naive holder that resumes its watch from the
 //     current revision after a compaction misses its key's deletion and

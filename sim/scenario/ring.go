@@ -8,7 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/check"
 )
 
@@ -51,7 +51,7 @@ func owners(self string, members []string, protected bool, partitions int) (own 
 	order := viewOrder(self, members)
 	own = make([]string, partitions)
 	if protected {
-		r, err := ownership.NewRing(order, ownership.RingConfig{Partitions: partitions, LoadFactor: ringLoad})
+		r, err := ring.New(order, ring.Config{Partitions: partitions, LoadFactor: ringLoad})
 		if err != nil {
 			return nil, "error: " + err.Error()
 		}
@@ -76,7 +76,7 @@ func owners(self string, members []string, protected bool, partitions int) (own 
 // ringCollision: every node computes the ring from its own view of the
 // members and serves (writes) the partitions it believes it owns; then a
 // fleet with more members than partitions computes its ring. Off:
-// buraksezer/consistent; on: ownership.Ring.
+// buraksezer/consistent; on: ring.Ring.
 func ringCollision(protected bool) (Outcome, error) {
 	var out Outcome
 	var rec check.Recorder

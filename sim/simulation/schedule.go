@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // FaultKind is the kind of a Fault.
@@ -192,7 +192,7 @@ func floorRaises(cfg Config, window time.Duration) []Fault {
 	var out []Fault
 	for range max(cfg.FloorRaises, 0) {
 		f := Fault{Kind: RaiseFloor, At: dur(ttl, window-ttl), Dur: dur(0, ttl),
-			Partition: ownership.PartitionOf(keyName(rng.IntN(cfg.Keys)), cfg.Partitions)}
+			Partition: ring.PartitionOf(keyName(rng.IntN(cfg.Keys)), cfg.Partitions)}
 		f.Dur = min(f.Dur, max(0, window-f.At))
 		out = append(out, f)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // seedCounts is how many seeds TestSeeds runs of tenure and of each
@@ -134,7 +134,7 @@ func TestFloorRaisesSchedule(t *testing.T) {
 	}
 	keyParts := map[int]bool{}
 	for k := range cfg.Keys {
-		keyParts[ownership.PartitionOf(keyName(k), cfg.Partitions)] = true
+		keyParts[ring.PartitionOf(keyName(k), cfg.Partitions)] = true
 	}
 	n, rest := others(NewSchedule(cfg))
 	if n != cfg.FloorRaises {

@@ -1,4 +1,4 @@
-package ownership
+package fleet_test
 
 import (
 	"context"
@@ -6,27 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/internal/clock"
-	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// frozenObserver returns an Observer of cluster whose view is etcd's now
-// and never follows it: a view lagging every later claim.
-func frozenObserver(t *testing.T, kv FleetClient, cluster string, ring RingConfig) *Observer {
-	t.Helper()
-	cfg := ObserverConfig{Cluster: cluster, Ring: ring, Logger: hclog.NewNullLogger()}
-	r := &fleetReader{kv: kv, watcher: kv, layout: keys.For(cluster, ""), partitions: ring.Partitions, log: cfg.Logger, clock: clock.Real()}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	lst, err := r.list(ctx)
-	require.NoError(t, err)
-	return newObserver(r, cfg, lst)
-}
 
 // TestVerifyAgainstClaims: Observer.Verify against a real fleet. A view
 // that lags a new claim admits its owner's token after one read of the
@@ -41,10 +26,10 @@ func TestVerifyAgainstClaims(t *testing.T) {
 	cli := c.NewClient(t)
 	const parts = 4
 	cfg := testConfig(t, "verify", "a", parts)
-	frozen := frozenObserver(t, cli, "verify", cfg.Ring)
+	frozen := fleet.FrozenObserver(t, cli, "verify", cfg.Ring)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	o, err := Observe(ctx, cli, ObserverConfig{Cluster: "verify", Ring: cfg.Ring})
+	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "verify", Ring: cfg.Ring})
 	require.NoError(t, err)
 	defer o.Close()
 
@@ -56,7 +41,7 @@ func TestVerifyAgainstClaims(t *testing.T) {
 	tok := func(epoch int64) fence.Token { return fence.Token{Scope: scope, Epoch: epoch} }
 	waitObserver(t, o, func() error { return observerAgrees(o, a, parts) }, a)
 
-	for name, v := range map[string]*Observer{"lagging": frozen, "following": o} {
+	for name, v := range map[string]*fleet.Observer{"lagging": frozen, "following": o} {
 		require.NoError(t, v.Verify(ctx, tok(e), fence.Signature{}), name)
 		for _, forged := range []int64{e + 1, e + 1e9, math.MaxInt64} {
 			require.ErrorIs(t, v.Verify(ctx, tok(forged), fence.Signature{}), fence.ErrUnknownEpoch, "%s %d", name, forged)
@@ -85,8 +70,8 @@ func TestVerifyAgainstClaims(t *testing.T) {
 	require.ErrorIs(t, o.Verify(ctx, tok(e+1), fence.Signature{}), fence.ErrUnknownEpoch)
 
 	// A read that cannot be made admits nothing and is no verdict.
-	far := frozenObserver(t, cli, "verify", cfg.Ring)
-	far.reader.kv = cluster.UnreachableClient(t)
+	far := fleet.FrozenObserver(t, cli, "verify", cfg.Ring)
+	fleet.SetReaderKV(far, cluster.UnreachableClient(t))
 	rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer rcancel()
 	err = far.Verify(rctx, tok(e+1), fence.Signature{})
@@ -95,7 +80,7 @@ func TestVerifyAgainstClaims(t *testing.T) {
 	require.NotErrorIs(t, err, fence.ErrStale)
 
 	o.Close()
-	require.ErrorIs(t, o.Verify(ctx, tok(e), fence.Signature{}), ErrClosed)
+	require.ErrorIs(t, o.Verify(ctx, tok(e), fence.Signature{}), fleet.ErrClosed)
 }
 
 type errString string

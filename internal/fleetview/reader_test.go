@@ -1,4 +1,4 @@
-package ownership
+package fleetview
 
 import (
 	"cmp"
@@ -18,13 +18,13 @@ import (
 
 // follow runs r.follow after revision rev until the test ends and returns
 // the channel of its updates.
-func follow(t *testing.T, r *fleetReader, rev int64) <-chan fleetUpdate {
-	updates := make(chan fleetUpdate, 64)
+func follow(t *testing.T, r *Reader, rev int64) <-chan Update {
+	updates := make(chan Update, 64)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.follow(ctx, rev, 0, func(u fleetUpdate) bool {
+		r.Follow(ctx, rev, 0, func(u Update) bool {
 			select {
 			case updates <- u:
 				return true
@@ -63,20 +63,20 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 	put(layout.Claim(8), "a")      // outside [0, 4)
 	put(layout.Claims()+"x", "a")  // not a claim key
 	put(layout.Claims()+"01", "a") // not a canonical claim key
-	r := &fleetReader{kv: cli, watcher: cli, layout: layout, partitions: 4, log: hclog.NewNullLogger(), clock: clock.Real()}
+	r := &Reader{KV: cli, Watcher: cli, Layout: layout, Partitions: 4, Log: hclog.NewNullLogger(), Clock: clock.Real()}
 
-	lst, err := r.list(ctx)
+	lst, err := r.List(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]memberRec{
-		"a": {m: Member{ID: "a", Addr: "a:1", Meta: map[string]string{"zone": "z1"}}},
-		"b": {m: Member{ID: "b"}},
-	}, lst.members)
-	assert.Equal(t, []claim{{owner: "a", epoch: epoch0}, {}, {}, {owner: "b", epoch: epoch3}}, lst.claims)
-	assert.Equal(t, 1, lst.outside)
+	assert.Equal(t, map[string]MemberRec{
+		"a": {Member: Member{ID: "a", Addr: "a:1", Meta: map[string]string{"zone": "z1"}}},
+		"b": {Member: Member{ID: "b"}},
+	}, lst.Members)
+	assert.Equal(t, []Claim{{Owner: "a", Epoch: epoch0}, {}, {}, {Owner: "b", Epoch: epoch3}}, lst.Claims)
+	assert.Equal(t, 1, lst.Outside)
 
 	// The watch decodes by the same rules; each of its two watches (members,
 	// claims) delivers in revision order.
-	updates := follow(t, r, lst.rev)
+	updates := follow(t, r, lst.Rev)
 	put(layout.Member("bad id 2"), aVal)
 	put(layout.Claim(9), "a")
 	_, err = cli.Delete(ctx, layout.Claim(0))
@@ -84,21 +84,21 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 	put(layout.Member("c"), "not json")
 	last := put(layout.Claim(2), "c")
 
-	var got []fleetEvent
+	var got []Event
 	for len(got) < 3 {
 		select {
 		case u := <-updates:
-			require.False(t, u.stale, "the watch must not fail")
-			got = append(got, u.events...)
+			require.False(t, u.Stale, "the watch must not fail")
+			got = append(got, u.Events...)
 		case <-ctx.Done():
 			t.Fatalf("events up to revision %d not delivered; got %+v", last, got)
 		}
 	}
-	slices.SortFunc(got, func(a, b fleetEvent) int { return cmp.Compare(a.rev, b.rev) })
+	slices.SortFunc(got, func(a, b Event) int { return cmp.Compare(a.Rev, b.Rev) })
 	require.Len(t, got, 3, "%+v", got)
-	assert.Equal(t, fleetEvent{rev: got[0].rev, p: 0}, got[0], "claim 0 deleted")
-	assert.Equal(t, fleetEvent{rev: got[1].rev, member: true, put: true, id: "c", rec: memberRec{m: Member{ID: "c"}}}, got[1])
-	assert.Equal(t, fleetEvent{rev: last, put: true, p: 2, claim: claim{owner: "c", epoch: last}}, got[2])
+	assert.Equal(t, Event{Rev: got[0].Rev, P: 0}, got[0], "claim 0 deleted")
+	assert.Equal(t, Event{Rev: got[1].Rev, Member: true, Put: true, ID: "c", Rec: MemberRec{Member: Member{ID: "c"}}}, got[1])
+	assert.Equal(t, Event{Rev: last, Put: true, P: 2, Claim: Claim{Owner: "c", Epoch: last}}, got[2])
 }
 
 // TestFleetReaderResyncsAfterCompaction: a watch that cannot resume because
@@ -110,8 +110,8 @@ func TestFleetReaderResyncsAfterCompaction(t *testing.T) {
 	cli := cluster.New(t, 1).NewClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r := &fleetReader{kv: cli, watcher: cli, layout: layout, partitions: 4, log: hclog.NewNullLogger(), clock: clock.Real()}
-	old, err := r.list(ctx)
+	r := &Reader{KV: cli, Watcher: cli, Layout: layout, Partitions: 4, Log: hclog.NewNullLogger(), Clock: clock.Real()}
+	old, err := r.List(ctx)
 	require.NoError(t, err)
 	_, err = cli.Put(ctx, layout.Member("a"), "not json")
 	require.NoError(t, err)
@@ -120,27 +120,27 @@ func TestFleetReaderResyncsAfterCompaction(t *testing.T) {
 	_, err = cli.Compact(ctx, resp.Header.Revision)
 	require.NoError(t, err)
 
-	updates := follow(t, r, old.rev)
-	next := func() fleetUpdate {
+	updates := follow(t, r, old.Rev)
+	next := func() Update {
 		t.Helper()
 		select {
 		case u := <-updates:
 			return u
 		case <-ctx.Done():
 			t.Fatal("no update")
-			return fleetUpdate{}
+			return Update{}
 		}
 	}
-	require.True(t, next().stale, "the watch from a compacted revision ends")
+	require.True(t, next().Stale, "the watch from a compacted revision ends")
 	u := next()
-	require.NotNil(t, u.lst, "a new listing follows")
-	assert.Equal(t, resp.Header.Revision, u.lst.rev)
-	assert.Contains(t, u.lst.members, "a")
-	assert.Equal(t, claim{owner: "a", epoch: resp.Header.Revision}, u.lst.claims[1])
+	require.NotNil(t, u.Listing, "a new listing follows")
+	assert.Equal(t, resp.Header.Revision, u.Listing.Rev)
+	assert.Contains(t, u.Listing.Members, "a")
+	assert.Equal(t, Claim{Owner: "a", Epoch: resp.Header.Revision}, u.Listing.Claims[1])
 
 	del, err := cli.Delete(ctx, layout.Claim(1))
 	require.NoError(t, err)
 	u = next()
-	require.Len(t, u.events, 1, "watching goes on after the listing")
-	assert.Equal(t, fleetEvent{rev: del.Header.Revision, p: 1}, u.events[0])
+	require.Len(t, u.Events, 1, "watching goes on after the listing")
+	assert.Equal(t, Event{Rev: del.Header.Revision, P: 1}, u.Events[0])
 }

@@ -1,4 +1,4 @@
-package ownership
+package ring
 
 import (
 	"cmp"

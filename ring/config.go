@@ -1,4 +1,4 @@
-package ownership
+package ring
 
 import (
 	"fmt"
@@ -17,9 +17,9 @@ const (
 	MaxNodeIDLen = 253
 )
 
-// RingConfig holds the tunables of a Ring. Every node of a cluster must use
-// the same RingConfig, or their rings disagree.
-type RingConfig struct {
+// Config holds the tunables of a Ring. Every node of a cluster must use
+// the same Config, or their rings disagree.
+type Config struct {
 	// Partitions is P, the fixed number of partitions. A key belongs to
 	// partition xxhash64(key) mod P. It must be in [1, MaxPartitions].
 	// Changing it moves nearly every key, so it is fixed for the life of a
@@ -35,19 +35,19 @@ type RingConfig struct {
 	LoadFactor float64
 }
 
-// DefaultRingConfig returns 1024 partitions (10x a fleet of 100 nodes) and a
+// DefaultConfig returns 1024 partitions (10x a fleet of 100 nodes) and a
 // load factor of 1.25, the value the bounded-load consistent hashing paper
 // (Mirrokni, Thorup and Zadimoghaddam) recommends: no node owns more than 25%
 // above the mean, and a join or leave moves about 1.06x the minimal share of
 // partitions (measured over random fleets of 3 to 20 nodes; load factor 1
 // moves about 1.4x).
-func DefaultRingConfig() RingConfig {
-	return RingConfig{Partitions: 1024, LoadFactor: 1.25}
+func DefaultConfig() Config {
+	return Config{Partitions: 1024, LoadFactor: 1.25}
 }
 
 // Validate reports whether c is usable. Errors wrap ErrInvalidPartitions or
 // ErrInvalidLoadFactor.
-func (c RingConfig) Validate() error {
+func (c Config) Validate() error {
 	if kind, field, detail := c.check(); kind != nil {
 		return fmt.Errorf("%w: %s %s", kind, field, detail)
 	}
@@ -56,7 +56,7 @@ func (c RingConfig) Validate() error {
 
 // check returns, for an invalid c, the sentinel, the field's name and what
 // is wrong with its value; nil for a valid c.
-func (c RingConfig) check() (kind error, field, detail string) {
+func (c Config) check() (kind error, field, detail string) {
 	switch {
 	case c.Partitions <= 0:
 		return ErrInvalidPartitions, "partition count", fmt.Sprintf("%d must be > 0", c.Partitions)

@@ -1,4 +1,4 @@
-package ownership
+package fleet
 
 import (
 	"context"
@@ -23,10 +23,10 @@ type claimEpochs struct {
 // claimEpochs records the fleet's current claims in o.highest and returns
 // both, for a new table. It runs where publish does.
 func (o *Observer) claimEpochs() claimEpochs {
-	ce := claimEpochs{current: make([]int64, len(o.fleet.claims)), highest: make([]int64, len(o.fleet.claims))}
-	for p, c := range o.fleet.claims {
-		ce.current[p] = c.epoch
-		o.highest[p] = max(o.highest[p], c.epoch)
+	ce := claimEpochs{current: make([]int64, len(o.fleet.Claims)), highest: make([]int64, len(o.fleet.Claims))}
+	for p, c := range o.fleet.Claims {
+		ce.current[p] = c.Epoch
+		o.highest[p] = max(o.highest[p], c.Epoch)
 	}
 	copy(ce.highest, o.highest)
 	return ce
@@ -97,12 +97,12 @@ func (o *Observer) verifyRead(ctx context.Context, t fence.Token, p int, high in
 	select {
 	case o.reads <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("ownership: verify %s: %w", t, context.Cause(ctx))
+		return fmt.Errorf("fleet: verify %s: %w", t, context.Cause(ctx))
 	}
-	resp, err := o.reader.kv.Get(ctx, o.reader.layout.Claim(p))
+	resp, err := o.reader.KV.Get(ctx, o.reader.Layout.Claim(p))
 	<-o.reads
 	if err != nil {
-		return fmt.Errorf("ownership: verify %s: read the claim of partition %d: %w", t, p, err)
+		return fmt.Errorf("fleet: verify %s: read the claim of partition %d: %w", t, p, err)
 	}
 	if len(resp.Kvs) == 1 {
 		switch rev := resp.Kvs[0].CreateRevision; {

@@ -1,4 +1,4 @@
-package ownership
+package ring
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzRing builds rings from arbitrary member lists (one ID per line) and
-// configurations. NewRing must never panic; it either returns the error the
+// configurations. New must never panic; it either returns the error the
 // input calls for or a ring for which every invariant holds, independent of
 // member order.
 func FuzzRing(f *testing.F) {
@@ -42,14 +42,14 @@ func FuzzRing(f *testing.F) {
 		if list != "" {
 			members = strings.Split(list, "\n")
 		}
-		cfg := RingConfig{Partitions: partitions, LoadFactor: load}
+		cfg := Config{Partitions: partitions, LoadFactor: load}
 		if cfg.Validate() == nil && cfg.Partitions > 4096 {
 			// Valid but large: keep each input fast by folding P into
 			// [1, 4096]. Large P itself is covered by TestRingEdgeCases.
 			cfg.Partitions = 1 + cfg.Partitions%4096
 		}
 
-		// The error NewRing must return, worked out independently.
+		// The error New must return, worked out independently.
 		var want error
 		seen := make(map[string]bool)
 		switch {
@@ -74,10 +74,10 @@ func FuzzRing(f *testing.F) {
 			}
 		}
 
-		r, err := NewRing(members, cfg)
+		r, err := New(members, cfg)
 		if want != nil {
 			if r != nil || err == nil {
-				t.Fatalf("NewRing(%q, %+v) = ring, %v; want error %v", members, cfg, err, want)
+				t.Fatalf("New(%q, %+v) = ring, %v; want error %v", members, cfg, err, want)
 			}
 			if !errors.Is(err, ErrInvalidPartitions) && !errors.Is(err, ErrInvalidLoadFactor) &&
 				!errors.Is(err, ErrInvalidNodeID) && !errors.Is(err, ErrDuplicateNodeID) {
@@ -91,12 +91,12 @@ func FuzzRing(f *testing.F) {
 			return
 		}
 		if err != nil {
-			t.Fatalf("NewRing(%q, %+v): %v", members, cfg, err)
+			t.Fatalf("New(%q, %+v): %v", members, cfg, err)
 		}
 		checkRing(t, r, members, cfg)
 
 		rng := rand.New(rand.NewPCG(seed, seed>>1))
-		again, err := NewRing(shuffled(rng, members), cfg)
+		again, err := New(shuffled(rng, members), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

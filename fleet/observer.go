@@ -1,4 +1,4 @@
-package ownership
+package fleet
 
 import (
 	"context"
@@ -7,31 +7,25 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/ring"
 )
-
-// FleetClient is what an Observer needs from etcd: reads and watches, no
-// lease. A *clientv3.Client satisfies it.
-type FleetClient interface {
-	clientv3.KV
-	clientv3.Watcher
-}
 
 // ObserverConfig configures an Observer. Cluster (or Prefix) and Ring are
 // required; Ring must equal the fleet's.
 type ObserverConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
-	// It must not contain '/' or NUL, as Config.Cluster.
+	// It must not contain '/' or NUL, as ownership.Config.Cluster.
 	Cluster string
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
 	// It must not contain NUL.
 	Prefix string
 	// Ring is the fleet's ring configuration.
-	Ring RingConfig
+	Ring ring.Config
 	// Logger receives the observer's diagnostics. Nil discards them.
 	Logger hclog.Logger
 	// Clock times the retries of reads after a watch failed. Nil means
@@ -41,7 +35,7 @@ type ObserverConfig struct {
 
 // Validate reports whether c can configure an Observer. Errors wrap
 // ErrInvalidConfig; an invalid partition count or load factor also wraps
-// ErrInvalidPartitions or ErrInvalidLoadFactor.
+// ring.ErrInvalidPartitions or ring.ErrInvalidLoadFactor.
 func (c ObserverConfig) Validate() error {
 	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -59,8 +53,8 @@ func (c ObserverConfig) Validate() error {
 // It keeps an immutable routing table that Route reads without locking.
 // An Observer is safe for concurrent use by multiple goroutines.
 type Observer struct {
-	reader *fleetReader
-	fleet  *fleetState // owned by the goroutine of run
+	reader *fleetview.Reader
+	fleet  *fleetview.State // owned by the goroutine of run
 
 	table   atomic.Pointer[table]
 	highest []int64       // by partition: the newest claim epoch ever seen; owned by publish's caller
@@ -100,27 +94,27 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 		cfg.Clock = clock.Real()
 	}
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
-	r := &fleetReader{kv: etcd, watcher: etcd, layout: layout, partitions: cfg.Ring.Partitions, log: cfg.Logger, clock: cfg.Clock}
-	lst, err := r.list(ctx)
+	r := &fleetview.Reader{KV: etcd, Watcher: etcd, Layout: layout, Partitions: cfg.Ring.Partitions, Log: cfg.Logger, Clock: cfg.Clock}
+	lst, err := r.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if lst.outside > 0 {
-		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, lst.outside, cfg.Ring.Partitions, layout.Prefix())
+	if lst.Outside > 0 {
+		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, lst.Outside, cfg.Ring.Partitions, layout.Prefix())
 	}
 	o := newObserver(r, cfg, lst)
 	runCtx, cancel := context.WithCancel(context.Background())
 	o.cancel = cancel
-	go o.run(runCtx, lst.rev)
+	go o.run(runCtx, lst.Rev)
 	return o, nil
 }
 
 // newObserver returns an Observer of the fleet r reads, with the view of
 // lst published, that follows nothing yet.
-func newObserver(r *fleetReader, cfg ObserverConfig, lst *listing) *Observer {
-	o := &Observer{reader: r, fleet: newFleetState(cfg.Ring, cfg.Logger), changed: make(chan struct{}), done: make(chan struct{}),
+func newObserver(r *fleetview.Reader, cfg ObserverConfig, lst *fleetview.Listing) *Observer {
+	o := &Observer{reader: r, fleet: fleetview.NewState(cfg.Ring, cfg.Logger), changed: make(chan struct{}), done: make(chan struct{}),
 		highest: make([]int64, cfg.Ring.Partitions), reads: make(chan struct{}, maxVerifyReads)}
-	o.fleet.apply(fleetUpdate{lst: lst})
+	o.fleet.Apply(fleetview.Update{Listing: lst})
 	o.publish()
 	return o
 }
@@ -128,34 +122,26 @@ func newObserver(r *fleetReader, cfg ObserverConfig, lst *listing) *Observer {
 // run follows the fleet after revision rev until ctx ends.
 func (o *Observer) run(ctx context.Context, rev int64) {
 	defer close(o.done)
-	o.reader.follow(ctx, rev, 0, func(u fleetUpdate) bool {
-		if u.stale {
+	o.reader.Follow(ctx, rev, 0, func(u fleetview.Update) bool {
+		if u.Stale {
 			return true
 		}
-		if u.lst != nil {
+		if u.Listing != nil {
 			o.resyncs.Add(1)
 		}
-		o.fleet.apply(u)
+		o.fleet.Apply(u)
 		o.publish()
 		return true
 	})
 }
 
-// publish builds the routing table from the fleet and publishes it. A
-// claim's holder is the route while it is a member with an address;
-// otherwise the route is the ring's choice of the next owner.
+// publish builds the routing table from the fleet, by the fleet's one
+// route rule (fleetview.State.Route), and publishes it.
 func (o *Observer) publish() {
 	f := o.fleet
-	version := f.ring.Version()
-	t := &table{rev: f.rev, routes: make([]Route, len(f.claims)), claims: o.claimEpochs()}
+	t := &table{rev: f.Rev, routes: make([]Route, len(f.Claims)), claims: o.claimEpochs()}
 	for p := range t.routes {
-		r := Route{Partition: p, RingVersion: version}
-		if c := f.claims[p]; c.epoch != 0 && f.addr(c.owner) != "" {
-			r.Owner, r.Addr, r.Epoch, r.Since = c.owner, f.addr(c.owner), c.epoch, c.since
-		} else if id, ok := f.ring.Owner(p); ok {
-			r.Owner, r.Addr = id, f.addr(id)
-		}
-		t.routes[p] = r
+		t.routes[p] = f.Route(p)
 	}
 	o.table.Store(t)
 	o.mu.Lock()
@@ -164,16 +150,26 @@ func (o *Observer) publish() {
 	o.mu.Unlock()
 }
 
-// Route returns the route of partition p: the holder of its claim, or,
-// while nobody holding it can be reached, the ring's choice of the next
-// owner. For p outside [0, P) it returns the Route with only Partition set.
-// It takes no lock and does not allocate.
+// Route returns the route of partition p, computed by the rule every Node
+// of the fleet routes with: the holder of p's claim while one stands (with
+// an empty Addr if the holder published none: it alone can admit p's work
+// until its claim ends), otherwise the ring's owner of p, which is about to
+// claim it. For p outside [0, P) it returns the Route with only Partition
+// set. It takes no lock and does not allocate.
 func (o *Observer) Route(p int) Route {
 	t := o.table.Load()
 	if uint(p) >= uint(len(t.routes)) {
 		return Route{Partition: p}
 	}
 	return t.routes[p]
+}
+
+// Lookup returns the route of key's partition (ring.PartitionOf with the
+// fleet's partition count), as Route does. It takes no lock and does not
+// allocate.
+func (o *Observer) Lookup(key string) Route {
+	t := o.table.Load()
+	return t.routes[ring.PartitionOf(key, len(t.routes))]
 }
 
 // Revision returns the etcd revision of the Observer's view of the fleet.

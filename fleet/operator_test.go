@@ -1,4 +1,4 @@
-package ownership
+package fleet_test
 
 import (
 	"context"
@@ -15,15 +15,18 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // servedByRing returns nil once every node's ring is made of exactly ring
 // (sorted) and every partition is served by its ring owner at the epoch
 // every node sees.
-func servedByRing(nodes []*Node, ring []string) error {
-	byID := map[string]*Node{}
+func servedByRing(nodes []*ownership.Node, ring []string) error {
+	byID := map[string]*ownership.Node{}
 	for _, n := range nodes {
 		byID[n.ID()] = n
 		if got := n.Ring().Members(); !slices.Equal(got, ring) {
@@ -45,9 +48,9 @@ func servedByRing(nodes []*Node, ring []string) error {
 	return nil
 }
 
-func newOperator(t *testing.T, cli *clientv3.Client, cluster string) *Operator {
+func newOperator(t *testing.T, cli *clientv3.Client, cluster string) *fleet.Operator {
 	t.Helper()
-	op, err := NewOperator(cli, OperatorConfig{Cluster: cluster})
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: cluster})
 	require.NoError(t, err)
 	return op
 }
@@ -68,25 +71,25 @@ func TestOperatorDrain(t *testing.T) {
 	a := join(t, cli, testConfig(t, name, "a", parts))
 	b, evB, _ := joinWithEvents(t, cli, testConfig(t, name, "b", parts), 16*parts)
 	d := join(t, cli, testConfig(t, name, "d", parts))
-	nodes := []*Node{a, b, d}
+	nodes := []*ownership.Node{a, b, d}
 	waitStable(t, 20*time.Second, nodes...)
 	held := len(b.Owned())
 	ctx := opCtx(t)
-	o, err := Observe(ctx, cli, ObserverConfig{Cluster: name, Ring: RingConfig{Partitions: parts, LoadFactor: DefaultRingConfig().LoadFactor}})
+	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: name, Ring: ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor}})
 	require.NoError(t, err)
 	defer o.Close()
 
 	op := newOperator(t, cli, name)
-	_, err = op.Drain(ctx, "b", Action{Actor: "tester"})
-	require.ErrorIs(t, err, ErrNoReason)
-	_, err = op.Drain(ctx, "zz", Action{Actor: "tester", Reason: "r"})
-	require.ErrorIs(t, err, ErrNotMember)
-	_, err = op.Undrain(ctx, "b", Action{Actor: "tester"})
-	require.ErrorIs(t, err, ErrNotDrained)
+	_, err = op.Drain(ctx, "b", fleet.Action{Actor: "tester"})
+	require.ErrorIs(t, err, fleet.ErrNoReason)
+	_, err = op.Drain(ctx, "zz", fleet.Action{Actor: "tester", Reason: "r"})
+	require.ErrorIs(t, err, fleet.ErrNotMember)
+	_, err = op.Undrain(ctx, "b", fleet.Action{Actor: "tester"})
+	require.ErrorIs(t, err, fleet.ErrNotDrained)
 
-	rec, err := op.Drain(ctx, "b", Action{Actor: "tester", Reason: "kernel upgrade"})
+	rec, err := op.Drain(ctx, "b", fleet.Action{Actor: "tester", Reason: "kernel upgrade"})
 	require.NoError(t, err)
-	assert.Equal(t, ActionDrain, rec.Action)
+	assert.Equal(t, fleet.ActionDrain, rec.Action)
 	assert.Equal(t, "node/b", rec.Target)
 	assert.Positive(t, rec.Revision)
 
@@ -101,8 +104,8 @@ func TestOperatorDrain(t *testing.T) {
 	for moved < held {
 		select {
 		case ev := <-evB:
-			if ev.Kind == EventReleased {
-				require.Equal(t, ReasonMoved, ev.Reason, "a drain hands off as a planned move")
+			if ev.Kind == ownership.EventReleased {
+				require.Equal(t, ownership.ReasonMoved, ev.Reason, "a drain hands off as a planned move")
 				moved++
 			}
 		case <-ctx.Done():
@@ -125,7 +128,7 @@ func TestOperatorDrain(t *testing.T) {
 	assert.Equal(t, "kernel upgrade", ms[1].Drain.Reason)
 	assert.Positive(t, ms[1].TTLLeft)
 
-	_, err = op.Undrain(ctx, "b", Action{Actor: "tester"})
+	_, err = op.Undrain(ctx, "b", fleet.Action{Actor: "tester"})
 	require.NoError(t, err)
 	waitStable(t, 20*time.Second, nodes...)
 	assert.NotEmpty(t, b.Owned())
@@ -134,11 +137,11 @@ func TestOperatorDrain(t *testing.T) {
 	recs, err := op.Audit(ctx, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
-	assert.Equal(t, []string{ActionDrain, ActionUndrain}, []string{recs[0].Action, recs[1].Action})
+	assert.Equal(t, []string{fleet.ActionDrain, fleet.ActionUndrain}, []string{recs[0].Action, recs[1].Action})
 	assert.Equal(t, "tester", recs[1].Actor)
 }
 
-func memberIDs(ms []Member) []string {
+func memberIDs(ms []fleet.Member) []string {
 	var ids []string
 	for _, m := range ms {
 		ids = append(ids, m.ID)
@@ -179,17 +182,17 @@ func TestOperatorForceRelease(t *testing.T) {
 	op := newOperator(t, cli, name)
 	ps, err := op.Partitions(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, PartitionStatus{Partition: p, Owner: "a", Addr: "a.test:7000", Epoch: old.Epoch, Since: since, Next: "a"}, ps[p])
+	assert.Equal(t, fleet.PartitionStatus{Partition: p, Owner: "a", Addr: "a.test:7000", Epoch: old.Epoch, Since: since, Next: "a"}, ps[p])
 
-	_, err = op.ForceRelease(ctx, p, Action{Actor: "tester"})
-	require.ErrorIs(t, err, ErrNoReason)
-	_, err = op.ForceRelease(ctx, parts, Action{Actor: "tester", Reason: "r"})
-	require.ErrorIs(t, err, ErrInvalidPartition)
+	_, err = op.ForceRelease(ctx, p, fleet.Action{Actor: "tester"})
+	require.ErrorIs(t, err, fleet.ErrNoReason)
+	_, err = op.ForceRelease(ctx, parts, fleet.Action{Actor: "tester", Reason: "r"})
+	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
 
-	rec, err := op.ForceRelease(ctx, p, Action{Actor: "tester", Reason: "stuck consumer"})
+	rec, err := op.ForceRelease(ctx, p, fleet.Action{Actor: "tester", Reason: "stuck consumer"})
 	require.NoError(t, err)
-	assert.Equal(t, ActionForceRelease, rec.Action)
-	assert.Equal(t, PartitionTarget(p), rec.Target)
+	assert.Equal(t, fleet.ActionForceRelease, rec.Action)
+	assert.Equal(t, fence.PartitionScope(p), rec.Target)
 	assert.Equal(t, "a", rec.Holder)
 	assert.Equal(t, old.Epoch, rec.OldEpoch)
 
@@ -209,9 +212,9 @@ func TestOperatorForceRelease(t *testing.T) {
 	require.ErrorIs(t, err, fence.ErrStale, "the old token is fenced out")
 
 	// Guarded by the old epoch: the new holder is left alone.
-	_, err = op.ForceRelease(ctx, p, Action{Actor: "tester", Reason: "again", Epoch: old.Epoch})
-	require.ErrorIs(t, err, ErrEpochChanged)
-	assert.Equal(t, newEpoch, etcdClaims(t, cli, name)[p].epoch)
+	_, err = op.ForceRelease(ctx, p, fleet.Action{Actor: "tester", Reason: "again", Epoch: old.Epoch})
+	require.ErrorIs(t, err, fleet.ErrEpochChanged)
+	assert.Equal(t, newEpoch, etcdClaims(t, cli, name)[p].Epoch)
 
 	recs, err := op.Audit(ctx, time.Time{})
 	require.NoError(t, err)
@@ -235,7 +238,7 @@ func TestOperatorForceReleaseLeader(t *testing.T) {
 	ctx := opCtx(t)
 	const name = "lead"
 	l := keys.New(name)
-	require.NoError(t, createSpec(ctx, cli, l, DefaultRingConfig().Spec()))
+	require.NoError(t, createSpec(ctx, cli, l, ring.DefaultConfig().Spec()))
 	put := func(k, v string) int64 {
 		resp, err := cli.Put(ctx, k, v)
 		require.NoError(t, err)
@@ -248,16 +251,16 @@ func TestOperatorForceReleaseLeader(t *testing.T) {
 	ls, err := op.Leaders(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
-	assert.Equal(t, LeaderStatus{Election: "sched", Holder: "n1", Epoch: e1, Key: l.Leader("sched") + "1", Candidates: 2}, ls[0])
+	assert.Equal(t, fleet.LeaderStatus{Election: "sched", Holder: "n1", Epoch: e1, Key: l.Leader("sched") + "1", Candidates: 2}, ls[0])
 
-	_, err = op.ForceReleaseLeader(ctx, "sched", Action{Actor: "tester", Reason: "r", Epoch: e1 + 100})
-	require.ErrorIs(t, err, ErrEpochChanged)
-	rec, err := op.ForceReleaseLeader(ctx, "sched", Action{Actor: "tester", Reason: "wedged"})
+	_, err = op.ForceReleaseLeader(ctx, "sched", fleet.Action{Actor: "tester", Reason: "r", Epoch: e1 + 100})
+	require.ErrorIs(t, err, fleet.ErrEpochChanged)
+	rec, err := op.ForceReleaseLeader(ctx, "sched", fleet.Action{Actor: "tester", Reason: "wedged"})
 	require.NoError(t, err)
 	assert.Equal(t, "n1", rec.Holder)
 	assert.Equal(t, e1, rec.OldEpoch)
-	_, err = op.ForceReleaseLeader(ctx, "none", Action{Actor: "tester", Reason: "r"})
-	require.ErrorIs(t, err, ErrNotHeld)
+	_, err = op.ForceReleaseLeader(ctx, "none", fleet.Action{Actor: "tester", Reason: "r"})
+	require.ErrorIs(t, err, fleet.ErrNotHeld)
 
 	ls, err = op.Leaders(ctx, "")
 	require.NoError(t, err)
@@ -266,7 +269,7 @@ func TestOperatorForceReleaseLeader(t *testing.T) {
 	recs, err := op.Audit(ctx, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	assert.Equal(t, LeaderTarget("sched"), recs[0].Target)
+	assert.Equal(t, fence.LeaderScope("sched"), recs[0].Target)
 	assert.Zero(t, recs[0].NewEpoch, "n2's key predates the release")
 	e3 := put(l.Leader("sched")+"0", `{"id":"n3"}`)
 	_, err = cli.Delete(ctx, l.Leader("sched")+"2")
@@ -291,14 +294,14 @@ func TestClaimValueForms(t *testing.T) {
 	ctx := opCtx(t)
 	const name = "forms"
 	l := keys.New(name)
-	require.NoError(t, createSpec(ctx, cli, l, RingConfig{Partitions: 4, LoadFactor: DefaultRingConfig().LoadFactor}.Spec()))
+	require.NoError(t, createSpec(ctx, cli, l, ring.Config{Partitions: 4, LoadFactor: ring.DefaultConfig().LoadFactor}.Spec()))
 	for id, v := range map[string]string{"old": "old", "new": keys.EncodeClaim("new", at)} {
 		_, err := cli.Put(ctx, l.Member(id), `{"id":"`+id+`","addr":"`+id+`:1"}`)
 		require.NoError(t, err)
 		_, err = cli.Put(ctx, l.Claim(map[string]int{"old": 0, "new": 1}[id]), v)
 		require.NoError(t, err)
 	}
-	o, err := Observe(ctx, cli, ObserverConfig{Cluster: name, Ring: RingConfig{Partitions: 4, LoadFactor: DefaultRingConfig().LoadFactor}})
+	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: name, Ring: ring.Config{Partitions: 4, LoadFactor: ring.DefaultConfig().LoadFactor}})
 	require.NoError(t, err)
 	defer o.Close()
 	r0, r1 := o.Route(0), o.Route(1)
@@ -316,14 +319,14 @@ func TestClaimValueForms(t *testing.T) {
 }
 
 func TestOperatorConfig(t *testing.T) {
-	_, err := NewOperator(nil, OperatorConfig{Cluster: "x"})
-	assert.ErrorIs(t, err, ErrNilArgument)
+	_, err := fleet.NewOperator(nil, fleet.OperatorConfig{Cluster: "x"})
+	assert.ErrorIs(t, err, fleet.ErrNilArgument)
 	var typed *clientv3.Client
-	_, err = NewOperator(typed, OperatorConfig{Cluster: "x"})
-	assert.ErrorIs(t, err, ErrNilArgument)
-	_, err = NewOperator(&clientv3.Client{}, OperatorConfig{})
-	assert.ErrorIs(t, err, ErrInvalidConfig)
-	assert.True(t, errors.Is(Action{}.check(false), ErrNoActor))
+	_, err = fleet.NewOperator(typed, fleet.OperatorConfig{Cluster: "x"})
+	assert.ErrorIs(t, err, fleet.ErrNilArgument)
+	_, err = fleet.NewOperator(&clientv3.Client{}, fleet.OperatorConfig{})
+	assert.ErrorIs(t, err, fleet.ErrInvalidConfig)
+	assert.True(t, errors.Is(fleet.Action{}.Check(false), fleet.ErrNoActor))
 }
 
 // TestOperatorForceReleaseElection: force release of a real election's
@@ -334,7 +337,7 @@ func TestOperatorForceReleaseElection(t *testing.T) {
 	cli := c.NewClient(t)
 	ctx := opCtx(t)
 	const name = "elect"
-	require.NoError(t, createSpec(ctx, cli, keys.New(name), DefaultRingConfig().Spec()))
+	require.NoError(t, createSpec(ctx, cli, keys.New(name), ring.DefaultConfig().Spec()))
 	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name})
 	require.NoError(t, err)
 	sess, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 2 * time.Second})
@@ -349,7 +352,7 @@ func TestOperatorForceReleaseElection(t *testing.T) {
 	require.NoError(t, err)
 
 	op := newOperator(t, cli, name)
-	rec, err := op.ForceReleaseLeader(ctx, "sched", Action{Actor: "tester", Reason: "wedged leader"})
+	rec, err := op.ForceReleaseLeader(ctx, "sched", fleet.Action{Actor: "tester", Reason: "wedged leader"})
 	require.NoError(t, err)
 	assert.Equal(t, "n1", rec.Holder)
 	assert.Equal(t, old.Epoch, rec.OldEpoch)

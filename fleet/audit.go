@@ -1,4 +1,4 @@
-package ownership
+package fleet
 
 import (
 	"cmp"
@@ -8,14 +8,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // The actions an AuditRecord records.
@@ -36,7 +37,11 @@ type AuditRecord struct {
 	// claim or leader key was deleted, or the drain mark written. Filled by
 	// readers and by the action's own result.
 	Revision int64 `json:"revision,omitempty"`
-	// Actor is who acted, Reason why, Time when (the operator's clock).
+	// Actor is who acted, Action what (ActionForceRelease, ActionDrain or
+	// ActionUndrain), Target on what, Reason why, Time when (the operator's
+	// clock). A force release's Target is the fence scope of what it
+	// released (fence.PartitionScope or fence.LeaderScope); a drain's or
+	// undrain's is "node/<id>".
 	Actor  string    `json:"actor"`
 	Action string    `json:"action"`
 	Target string    `json:"target"`
@@ -78,14 +83,6 @@ func (a Action) check(needReason bool) error {
 	}
 	return nil
 }
-
-// PartitionTarget returns the AuditRecord target of partition p, named as
-// its fence scope is: "p/<p>".
-func PartitionTarget(p int) string { return "p/" + strconv.Itoa(p) }
-
-// LeaderTarget returns the AuditRecord target of the election name, named
-// as its fence scope is: "leader/<name>".
-func LeaderTarget(name string) string { return "leader/" + name }
 
 // nodeTarget returns the AuditRecord target of a drain: "node/<id>".
 func nodeTarget(id string) string { return "node/" + id }
@@ -131,27 +128,25 @@ func (o *Operator) ForceRelease(ctx context.Context, p int, a Action) (AuditReco
 		return AuditRecord{}, fmt.Errorf("%w: %d not in [0, %d)", ErrInvalidPartition, p, spec.Partitions)
 	}
 	k := o.layout.Claim(p)
-	target := PartitionTarget(p)
+	target := fence.PartitionScope(p)
 	resp, err := o.kv.Get(ctx, k)
 	if err != nil {
-		return AuditRecord{}, fmt.Errorf("ownership: force release %s: %w", target, err)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w", target, err)
 	}
-	var cur *mvccpb.KeyValue
+	var cur *held
 	if len(resp.Kvs) > 0 {
-		cur = resp.Kvs[0]
+		kv := resp.Kvs[0]
+		cur = &held{key: string(kv.Key), epoch: kv.CreateRevision, holder: keys.DecodeClaim(kv.Value).Node}
 	}
-	holder := ""
-	if cur != nil {
-		holder = keys.DecodeClaim(cur.Value).Node
-	}
-	return o.release(ctx, a, target, k, cur, holder)
+	return o.release(ctx, a, target, k, cur)
 }
 
 // ForceReleaseLeader deletes the leader key of the election name (under
 // <prefix>leader/<name>/) and records the action, in one transaction
 // guarded by the leader's epoch (a.Epoch, or the one read first if zero).
 // The leader's term ends; the next term has a higher epoch and advances the
-// election's fencers past the old one.
+// election's fencers past the old one. It reads the leader through
+// election.Candidates.
 //
 // Errors wrap ErrNoActor, ErrNoReason, ErrInvalidConfig (empty name),
 // ErrNotHeld (no candidate), ErrEpochChanged or the etcd error.
@@ -162,48 +157,51 @@ func (o *Operator) ForceReleaseLeader(ctx context.Context, name string, a Action
 	if name == "" || strings.ContainsRune(name, 0) {
 		return AuditRecord{}, fmt.Errorf("%w: election name %q", ErrInvalidConfig, name)
 	}
-	target := LeaderTarget(name)
-	prefix := o.layout.Leader(name)
-	resp, err := o.kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	target := fence.LeaderScope(name)
+	byName, err := election.Candidates(ctx, o.kv, o.layout.Leaders())
 	if err != nil {
-		return AuditRecord{}, fmt.Errorf("ownership: force release %s: %w", target, err)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w", target, err)
 	}
-	var cur *mvccpb.KeyValue
-	holder := ""
-	if len(resp.Kvs) > 0 {
-		cur = resp.Kvs[0]
-		if ls := leadersOf(o.layout.Leaders(), resp.Kvs); len(ls) == 1 {
-			holder = ls[0].Holder
-		}
+	var cur *held
+	if cs := byName[name]; len(cs) > 0 {
+		cur = &held{key: cs[0].Key, epoch: cs[0].Epoch, holder: cs[0].ID}
 	}
-	return o.release(ctx, a, target, prefix, cur, holder)
+	return o.release(ctx, a, target, o.layout.Leader(name), cur)
+}
+
+// held is the key that holds a force release's target: a claim or a
+// leader key, with its epoch (CreateRevision) and holder.
+type held struct {
+	key    string
+	epoch  int64
+	holder string
 }
 
 // release deletes cur (the key that holds target, nil if none) if its
-// CreateRevision is still the epoch to release, and writes the audit record
-// in the same transaction. For an error, key names what was looked up.
-func (o *Operator) release(ctx context.Context, a Action, target, key string, cur *mvccpb.KeyValue, holder string) (AuditRecord, error) {
+// epoch is still the one to release, and writes the audit record in the
+// same transaction. For an error, lookedUp names what was looked up.
+func (o *Operator) release(ctx context.Context, a Action, target, lookedUp string, cur *held) (AuditRecord, error) {
 	epoch := a.Epoch
 	switch {
 	case cur == nil && epoch == 0:
-		return AuditRecord{}, fmt.Errorf("ownership: force release %s: %w (no key at %s)", target, ErrNotHeld, key)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w (no key at %s)", target, ErrNotHeld, lookedUp)
 	case cur == nil:
-		return AuditRecord{}, fmt.Errorf("ownership: force release %s at epoch %d: %w (no key at %s)", target, epoch, ErrNotHeld, key)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w (no key at %s)", target, epoch, ErrNotHeld, lookedUp)
 	case epoch == 0:
-		epoch = cur.CreateRevision
-	case epoch != cur.CreateRevision:
-		return AuditRecord{}, fmt.Errorf("ownership: force release %s at epoch %d: %w: held at epoch %d", target, epoch, ErrEpochChanged, cur.CreateRevision)
+		epoch = cur.epoch
+	case epoch != cur.epoch:
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: held at epoch %d", target, epoch, ErrEpochChanged, cur.epoch)
 	}
 	rec, ak := o.newRecord(a, ActionForceRelease, target)
-	rec.Holder, rec.OldEpoch = holder, epoch
-	k := string(cur.Key)
+	rec.Holder, rec.OldEpoch = cur.holder, epoch
+	k := cur.key
 	resp, err := o.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", epoch)).
 		Then(clientv3.OpDelete(k), clientv3.OpPut(ak, encodeRecord(rec))).
 		Else(clientv3.OpGet(k)).
 		Commit()
 	if err != nil {
-		return AuditRecord{}, fmt.Errorf("ownership: force release %s: %w", target, err)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w", target, err)
 	}
 	if !resp.Succeeded {
 		var now int64
@@ -213,9 +211,9 @@ func (o *Operator) release(ctx context.Context, a Action, target, key string, cu
 			}
 		}
 		if now == 0 {
-			return AuditRecord{}, fmt.Errorf("ownership: force release %s at epoch %d: %w (released meanwhile)", target, epoch, ErrNotHeld)
+			return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w (released meanwhile)", target, epoch, ErrNotHeld)
 		}
-		return AuditRecord{}, fmt.Errorf("ownership: force release %s at epoch %d: %w: held at epoch %d", target, epoch, ErrEpochChanged, now)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: held at epoch %d", target, epoch, ErrEpochChanged, now)
 	}
 	rec.Revision = resp.Header.Revision
 	return rec, nil
@@ -233,7 +231,7 @@ func (o *Operator) Drain(ctx context.Context, id string, a Action) (AuditRecord,
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
 	}
-	if err := ValidateNodeID(id); err != nil {
+	if err := ring.ValidateNodeID(id); err != nil {
 		return AuditRecord{}, err
 	}
 	rec, ak := o.newRecord(a, ActionDrain, nodeTarget(id))
@@ -244,10 +242,10 @@ func (o *Operator) Drain(ctx context.Context, id string, a Action) (AuditRecord,
 		Then(clientv3.OpPut(o.layout.Drained(id), string(mark)), clientv3.OpPut(ak, encodeRecord(rec))).
 		Commit()
 	if err != nil {
-		return AuditRecord{}, fmt.Errorf("ownership: drain %s: %w", id, err)
+		return AuditRecord{}, fmt.Errorf("fleet: drain %s: %w", id, err)
 	}
 	if !resp.Succeeded {
-		return AuditRecord{}, fmt.Errorf("ownership: drain %s: %w", id, ErrNotMember)
+		return AuditRecord{}, fmt.Errorf("fleet: drain %s: %w", id, ErrNotMember)
 	}
 	rec.Revision = resp.Header.Revision
 	return rec, nil
@@ -263,7 +261,7 @@ func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecor
 	if err := a.check(false); err != nil {
 		return AuditRecord{}, err
 	}
-	if err := ValidateNodeID(id); err != nil {
+	if err := ring.ValidateNodeID(id); err != nil {
 		return AuditRecord{}, err
 	}
 	rec, ak := o.newRecord(a, ActionUndrain, nodeTarget(id))
@@ -273,10 +271,10 @@ func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecor
 		Then(clientv3.OpDelete(dk), clientv3.OpPut(ak, encodeRecord(rec))).
 		Commit()
 	if err != nil {
-		return AuditRecord{}, fmt.Errorf("ownership: undrain %s: %w", id, err)
+		return AuditRecord{}, fmt.Errorf("fleet: undrain %s: %w", id, err)
 	}
 	if !resp.Succeeded {
-		return AuditRecord{}, fmt.Errorf("ownership: undrain %s: %w", id, ErrNotDrained)
+		return AuditRecord{}, fmt.Errorf("fleet: undrain %s: %w", id, ErrNotDrained)
 	}
 	rec.Revision = resp.Header.Revision
 	return rec, nil
@@ -285,28 +283,32 @@ func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecor
 // Audit reads the audit records of the actions taken at or after since
 // (the zero time: all), in the order etcd committed them. It fills each
 // force release's NewEpoch from the claim or leader key that holds its
-// target now, if that was created after the release. A record that cannot
+// target now (leaders read through election.Candidates just before the
+// records), if that was created after the release. A record that cannot
 // be decoded is returned with only ID, Revision and Reason (saying so) set.
 func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, error) {
+	leaders, err := election.Candidates(ctx, o.kv, o.layout.Leaders())
+	if err != nil {
+		return nil, fmt.Errorf("fleet: read the audit records: %w", err)
+	}
 	resp, err := o.kv.Txn(ctx).Then(
 		clientv3.OpGet(o.layout.Audits(), clientv3.WithPrefix()),
 		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(o.layout.Leaders(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("ownership: read the audit records: %w", err)
+		return nil, fmt.Errorf("fleet: read the audit records: %w", err)
 	}
-	if len(resp.Responses) != 3 {
-		return nil, fmt.Errorf("ownership: read the audit records: %d responses for 3 reads", len(resp.Responses))
+	if len(resp.Responses) != 2 {
+		return nil, fmt.Errorf("fleet: read the audit records: %d responses for 2 reads", len(resp.Responses))
 	}
 	holders := make(map[string]int64) // target -> epoch of its holder now
 	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
 		if p, ok := o.layout.ClaimPartition(string(kv.Key)); ok {
-			holders[PartitionTarget(p)] = kv.CreateRevision
+			holders[fence.PartitionScope(p)] = kv.CreateRevision
 		}
 	}
-	for _, l := range leadersOf(o.layout.Leaders(), resp.Responses[2].GetResponseRange().GetKvs()) {
-		holders[LeaderTarget(l.Election)] = l.Epoch
+	for name, cs := range leaders {
+		holders[fence.LeaderScope(name)] = cs[0].Epoch
 	}
 	var out []AuditRecord
 	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {

@@ -1,8 +1,10 @@
-package ownership
+package fleet
 
 import (
 	"context"
 	"slices"
+
+	"github.com/tenure-go/tenure/ring"
 )
 
 // Status summarizes a fleet's health at one etcd revision.
@@ -10,7 +12,7 @@ type Status struct {
 	// Revision is the etcd revision the fleet was read at.
 	Revision int64 `json:"revision"`
 	// Spec is the fleet's spec.
-	Spec Spec `json:"spec"`
+	Spec ring.Spec `json:"spec"`
 	// RingVersion is the Version of the ring of the members not drained.
 	RingVersion uint64 `json:"ring_version"`
 	// Members and Drained are the IDs of all members and of the drained
@@ -41,17 +43,17 @@ func (o *Operator) Status(ctx context.Context) (Status, error) {
 	s := Status{
 		Revision:    v.rev,
 		Spec:        v.spec,
-		RingVersion: f.ring.Version(),
-		Members:     slices.Clone(f.all),
+		RingVersion: f.Ring.Version(),
+		Members:     slices.Clone(f.All),
 		Drained:     []string{},
 		Unowned:     []int{},
 		Handoffs:    []PartitionStatus{},
-		Owned:       make(map[string]int, len(f.all)),
+		Owned:       make(map[string]int, len(f.All)),
 		Idle:        []string{},
 	}
-	for _, id := range f.all {
+	for _, id := range f.All {
 		s.Owned[id] = 0
-		if f.drained[id] {
+		if f.Drained[id] {
 			s.Drained = append(s.Drained, id)
 		}
 	}
@@ -66,7 +68,7 @@ func (o *Operator) Status(ctx context.Context) (Status, error) {
 			s.Owned[ps.Owner]++
 		}
 	}
-	for _, id := range f.all {
+	for _, id := range f.All {
 		if s.Owned[id] == 0 {
 			s.Idle = append(s.Idle, id)
 		}

@@ -1,4 +1,4 @@
-package ownership
+package fleet
 
 import (
 	"context"
@@ -12,15 +12,18 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // OperatorConfig configures an Operator. Cluster (or Prefix) is required.
 type OperatorConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
-	// It must not contain '/' or NUL, as Config.Cluster.
+	// It must not contain '/' or NUL, as ownership.Config.Cluster.
 	Cluster string
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
 	// It must not contain NUL.
@@ -79,13 +82,10 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	return o, nil
 }
 
-// Prefix returns the fleet's key prefix, ending in '/'.
-func (o *Operator) Prefix() string { return o.layout.Prefix() }
-
-// Spec reads the fleet's spec. Errors wrap ErrNoSpec, ErrInvalidSpec or the
-// etcd error.
-func (o *Operator) Spec(ctx context.Context) (Spec, error) {
-	return readSpec(ctx, o.kv, o.layout)
+// Spec reads the fleet's spec. Errors wrap ErrNoSpec, ring.ErrInvalidSpec
+// or the etcd error.
+func (o *Operator) Spec(ctx context.Context) (ring.Spec, error) {
+	return fleetview.ReadSpec(ctx, o.kv, o.layout)
 }
 
 // MemberStatus is one member of the fleet as an Operator sees it.
@@ -139,8 +139,8 @@ type PartitionStatus struct {
 // not drained.
 type view struct {
 	rev    int64
-	spec   Spec
-	fleet  *fleetState
+	spec   ring.Spec
+	fleet  *fleetview.State
 	drains map[string]DrainMark
 }
 
@@ -153,26 +153,26 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 		clientv3.OpGet(o.layout.DrainedPrefix(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("ownership: read the fleet: %w", err)
+		return nil, fmt.Errorf("fleet: read the fleet: %w", err)
 	}
 	if len(resp.Responses) != 4 {
-		return nil, fmt.Errorf("ownership: read the fleet: %d responses for 4 reads", len(resp.Responses))
+		return nil, fmt.Errorf("fleet: read the fleet: %d responses for 4 reads", len(resp.Responses))
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().GetKvs() }
 	if len(kvs(0)) == 0 {
 		return nil, fmt.Errorf("%w at %s", ErrNoSpec, o.layout.Spec())
 	}
-	spec, err := decodeSpec(kvs(0)[0].Value)
+	spec, err := ring.DecodeSpec(kvs(0)[0].Value)
 	if err != nil {
 		return nil, err
 	}
 	log := hclog.NewNullLogger()
-	r := &fleetReader{layout: o.layout, partitions: spec.Partitions, log: log}
-	lst := r.listing(resp.Header.Revision, kvs(1), kvs(2), kvs(3))
-	v := &view{rev: lst.rev, spec: spec, fleet: newFleetState(spec.RingConfig(), log), drains: make(map[string]DrainMark)}
-	v.fleet.apply(fleetUpdate{lst: lst})
+	r := &fleetview.Reader{Layout: o.layout, Partitions: spec.Partitions, Log: log}
+	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3))
+	v := &view{rev: lst.Rev, spec: spec, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]DrainMark)}
+	v.fleet.Apply(fleetview.Update{Listing: lst})
 	for _, kv := range kvs(3) {
-		if id, ok := r.drainedID(kv.Key); ok {
+		if id, ok := r.DrainedID(kv.Key); ok {
 			var d DrainMark
 			_ = json.Unmarshal(kv.Value, &d) // an undecodable mark still drains
 			v.drains[id] = d
@@ -185,17 +185,17 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 func (v *view) partition(p int) PartitionStatus {
 	f := v.fleet
 	s := PartitionStatus{Partition: p}
-	s.Next, _ = f.ring.Owner(p)
-	if c := f.claims[p]; c.epoch != 0 {
-		s.Owner, s.Addr, s.Epoch, s.Since = c.owner, f.addr(c.owner), c.epoch, c.since
-		s.Handoff = c.owner != s.Next
+	s.Next, _ = f.Ring.Owner(p)
+	if c := f.Claims[p]; c.Epoch != 0 {
+		s.Owner, s.Addr, s.Epoch, s.Since = c.Owner, f.Addr(c.Owner), c.Epoch, c.Since
+		s.Handoff = c.Owner != s.Next
 	}
 	return s
 }
 
 // partitions returns the status of every partition in v.
 func (v *view) partitions() []PartitionStatus {
-	out := make([]PartitionStatus, len(v.fleet.claims))
+	out := make([]PartitionStatus, len(v.fleet.Claims))
 	for p := range out {
 		out[p] = v.partition(p)
 	}
@@ -209,20 +209,20 @@ func (o *Operator) Members(ctx context.Context) ([]MemberStatus, error) {
 		return nil, err
 	}
 	owned := make(map[string]int)
-	for _, c := range v.fleet.claims {
-		if c.epoch != 0 {
-			owned[c.owner]++
+	for _, c := range v.fleet.Claims {
+		if c.Epoch != 0 {
+			owned[c.Owner]++
 		}
 	}
-	out := make([]MemberStatus, 0, len(v.fleet.all))
-	for _, id := range v.fleet.all {
-		rec := v.fleet.members[id]
-		m := MemberStatus{ID: id, Addr: rec.m.Addr, Meta: rec.m.Meta, Lease: int64(rec.lease), TTLLeft: -1, Owned: owned[id]}
+	out := make([]MemberStatus, 0, len(v.fleet.All))
+	for _, id := range v.fleet.All {
+		rec := v.fleet.Members[id]
+		m := MemberStatus{ID: id, Addr: rec.Member.Addr, Meta: rec.Member.Meta, Lease: int64(rec.Lease), TTLLeft: -1, Owned: owned[id]}
 		if d, ok := v.drains[id]; ok {
 			m.Drained, m.Drain = true, &d
 		}
-		if o.lease != nil && rec.lease != 0 {
-			if resp, err := o.lease.TimeToLive(ctx, rec.lease); err == nil && resp.TTL >= 0 {
+		if o.lease != nil && rec.Lease != 0 {
+			if resp, err := o.lease.TimeToLive(ctx, rec.Lease); err == nil && resp.TTL >= 0 {
 				m.TTLLeft = time.Duration(resp.TTL) * time.Second
 			}
 		}
@@ -247,7 +247,7 @@ func (o *Operator) OwnerOf(ctx context.Context, key string) (PartitionStatus, er
 	if err != nil {
 		return PartitionStatus{}, err
 	}
-	return v.partition(v.fleet.ring.PartitionOf(key)), nil
+	return v.partition(v.fleet.Ring.PartitionOf(key)), nil
 }
 
 // LeaderStatus is one election as an Operator sees it.
@@ -260,9 +260,6 @@ type LeaderStatus struct {
 	Value  string `json:"value,omitempty"`
 	// Epoch is the CreateRevision of the leader's key: its term's epoch.
 	Epoch int64 `json:"epoch"`
-	// Since is when the leader's term began, if its key records it; zero
-	// otherwise (the election package does not record it today).
-	Since time.Time `json:"since,omitzero"`
 	// Key is the leader's key in etcd; Lease the lease it is bound to.
 	Key   string `json:"key"`
 	Lease int64  `json:"lease"`
@@ -271,55 +268,21 @@ type LeaderStatus struct {
 }
 
 // Leaders reads the elections under prefix ("" means the fleet's own,
-// <prefix>leader/) and returns each one's leader, sorted by election name.
-// The leader of an election is the candidate key with the lowest
-// CreateRevision, as in the election package.
+// <prefix>leader/) through election.Candidates and returns each one's
+// leader, sorted by election name.
 func (o *Operator) Leaders(ctx context.Context, prefix string) ([]LeaderStatus, error) {
 	if prefix == "" {
 		prefix = o.layout.Leaders()
 	}
-	resp, err := o.kv.Get(ctx, prefix, clientv3.WithPrefix())
+	byName, err := election.Candidates(ctx, o.kv, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("ownership: read elections under %s: %w", prefix, err)
-	}
-	return leadersOf(prefix, resp.Kvs), nil
-}
-
-// leadersOf groups the candidate keys kvs under prefix by election and
-// returns each one's leader, sorted by election name.
-func leadersOf(prefix string, kvs []*mvccpb.KeyValue) []LeaderStatus {
-	byName := make(map[string]*LeaderStatus)
-	for _, kv := range kvs {
-		rest, ok := strings.CutPrefix(string(kv.Key), prefix)
-		i := strings.LastIndexByte(rest, '/')
-		if !ok || i <= 0 {
-			continue
-		}
-		name := rest[:i]
-		l := byName[name]
-		if l == nil {
-			l = &LeaderStatus{Election: name}
-			byName[name] = l
-		}
-		l.Candidates++
-		if l.Epoch != 0 && kv.CreateRevision >= l.Epoch {
-			continue
-		}
-		var c struct {
-			ID    string    `json:"id"`
-			Value string    `json:"value"`
-			Since time.Time `json:"since"`
-		}
-		l.Holder, l.Value, l.Since = "", string(kv.Value), time.Time{}
-		if err := json.Unmarshal(kv.Value, &c); err == nil {
-			l.Holder, l.Value, l.Since = c.ID, c.Value, c.Since
-		}
-		l.Epoch, l.Key, l.Lease = kv.CreateRevision, string(kv.Key), kv.Lease
+		return nil, err
 	}
 	out := make([]LeaderStatus, 0, len(byName))
-	for _, l := range byName {
-		out = append(out, *l)
+	for name, cs := range byName {
+		l := cs[0]
+		out = append(out, LeaderStatus{Election: name, Holder: l.ID, Value: l.Value, Epoch: l.Epoch, Key: l.Key, Lease: int64(l.Lease), Candidates: len(cs)})
 	}
 	slices.SortFunc(out, func(a, b LeaderStatus) int { return strings.Compare(a.Election, b.Election) })
-	return out
+	return out, nil
 }

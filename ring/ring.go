@@ -1,4 +1,4 @@
-package ownership
+package ring
 
 import (
 	"fmt"
@@ -54,14 +54,14 @@ type Ring struct {
 	version    uint64
 }
 
-// NewRing computes the ring of members under cfg. Members may come in any
+// New computes the ring of members under cfg. Members may come in any
 // order; each must pass ValidateNodeID and appear once (ErrDuplicateNodeID
 // otherwise). An empty member list is valid: nobody owns anything.
 //
 // Every partition gets exactly one owner when there is at least one member,
 // and no member owns more than MaxLoad partitions. With more members than
 // partitions some members own nothing.
-func NewRing(members []string, cfg RingConfig) (*Ring, error) {
+func New(members []string, cfg Config) (*Ring, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -252,49 +252,4 @@ func (r *Ring) Assignment() []string {
 		}
 	}
 	return out
-}
-
-// Change is what one member gains and loses between two rings. Both lists
-// hold partitions in ascending order.
-type Change struct {
-	// Gained are the partitions the member owns in the new ring but not in
-	// the old one.
-	Gained []int
-	// Lost are the partitions the member owns in the old ring but not in the
-	// new one.
-	Lost []int
-}
-
-// Diff returns, for every member whose partitions differ between from and to,
-// what it gained and lost. Members whose partitions are the same are absent.
-// A nil ring counts as a ring without members, with the other ring's
-// partition count. Rings with different partition counts cannot be compared:
-// the error wraps ErrRingMismatch.
-func Diff(from, to *Ring) (map[string]Change, error) {
-	out := make(map[string]Change)
-	if from == nil && to == nil {
-		return out, nil
-	}
-	if from != nil && to != nil && from.partitions != to.partitions {
-		return nil, fmt.Errorf("%w: %d and %d", ErrRingMismatch, from.partitions, to.partitions)
-	}
-	p := max(from.Partitions(), to.Partitions())
-	for part := range p {
-		a, _ := from.Owner(part)
-		b, _ := to.Owner(part)
-		if a == b {
-			continue
-		}
-		if a != "" {
-			c := out[a]
-			c.Lost = append(c.Lost, part)
-			out[a] = c
-		}
-		if b != "" {
-			c := out[b]
-			c.Gained = append(c.Gained, part)
-			out[b] = c
-		}
-	}
-	return out, nil
 }

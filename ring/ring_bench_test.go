@@ -1,4 +1,4 @@
-package ownership
+package ring
 
 import (
 	"runtime"
@@ -23,12 +23,12 @@ const lookupKeys = 4096 // a power of two: index with & (lookupKeys-1)
 
 func newLookupFixture(b *testing.B) *lookupFixture {
 	b.Helper()
-	cfg := DefaultRingConfig()
+	cfg := DefaultConfig()
 	members := make([]string, 16)
 	for i := range members {
 		members[i] = "node-" + strconv.Itoa(i+1)
 	}
-	r, err := NewRing(members, cfg)
+	r, err := New(members, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,139 @@
+// Package fleettest holds the checks and waits that the tests of the
+// ownership and fleet packages share. It sees a node through the methods
+// an ownership.Node exports (Node), so that ownership's own tests can use
+// it too.
+package fleettest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/fleetview"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ring"
+)
+
+// Node is what the checks read of an ownership.Node.
+type Node interface {
+	ID() string
+	Ring() *ring.Ring
+	LookupPartition(p int) fleet.Route
+	Changed() <-chan struct{}
+}
+
+// StableErr returns nil once nodes agree on a ring of exactly their IDs
+// and every partition is served by its ring owner, as every node sees it,
+// at the address <owner>.test:7000.
+func StableErr[N Node](nodes []N) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	ids := make([]string, len(nodes))
+	byID := map[string]N{}
+	for i, n := range nodes {
+		ids[i] = n.ID()
+		byID[n.ID()] = n
+	}
+	slices.Sort(ids)
+	r := nodes[0].Ring()
+	if !slices.Equal(r.Members(), ids) {
+		return fmt.Errorf("%s sees members %v, want %v", nodes[0].ID(), r.Members(), ids)
+	}
+	for _, n := range nodes[1:] {
+		if v := n.Ring().Version(); v != r.Version() {
+			return fmt.Errorf("%s has ring version %x, %s has %x", n.ID(), v, nodes[0].ID(), r.Version())
+		}
+	}
+	for p := range r.Partitions() {
+		owner, _ := r.Owner(p)
+		want := byID[owner].LookupPartition(p)
+		if !want.Local || want.Owner != owner || want.Epoch == 0 {
+			return fmt.Errorf("partition %d: ring owner %s does not serve it: %+v", p, owner, want)
+		}
+		for _, n := range nodes {
+			got := n.LookupPartition(p)
+			if got.Owner != owner || got.Epoch != want.Epoch || got.Addr != owner+".test:7000" || got.Local != (n.ID() == owner) {
+				return fmt.Errorf("partition %d: %s sees %+v, owner serves %+v", p, n.ID(), got, want)
+			}
+		}
+	}
+	return nil
+}
+
+// WaitFor re-evaluates cond whenever one of changed's channels closes,
+// until cond returns nil or timeout passes.
+func WaitFor(timeout time.Duration, cond func() error, changed ...func() <-chan struct{}) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
+		}
+		for _, c := range changed {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c())})
+		}
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			return fmt.Errorf("not reached after %v: %w", timeout, err)
+		}
+	}
+}
+
+// Changes returns the Changed methods of nodes, for WaitFor.
+func Changes[N Node](nodes ...N) []func() <-chan struct{} {
+	out := make([]func() <-chan struct{}, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Changed
+	}
+	return out
+}
+
+// ObserverAgrees reports how o's routes differ from n's, nil if they do
+// not: owner, address, epoch and ring version of every partition.
+func ObserverAgrees(o *fleet.Observer, n Node, parts int) error {
+	for p := range parts {
+		got, want := o.Route(p), n.LookupPartition(p)
+		if got.Owner != want.Owner || got.Addr != want.Addr || got.Epoch != want.Epoch || got.RingVersion != want.RingVersion {
+			return fmt.Errorf("partition %d: observer %+v, node %+v", p, got, want)
+		}
+	}
+	return nil
+}
+
+// WaitObserver waits, on the observer's and the nodes' Changed signals,
+// until cond returns nil, and fails t after 20s.
+func WaitObserver[N Node](t testing.TB, o *fleet.Observer, cond func() error, nodes ...N) {
+	t.Helper()
+	if err := WaitFor(20*time.Second, cond, append(Changes(nodes...), o.Changed)...); err != nil {
+		t.Fatalf("observer did not agree: %v", err)
+	}
+}
+
+// EtcdClaims returns the owner and epoch of every claim of cluster in
+// etcd.
+func EtcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]fleetview.Claim {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l := keys.New(cluster)
+	resp, err := cli.Get(ctx, l.Claims(), clientv3.WithPrefix())
+	require.NoError(t, err)
+	out := map[int]fleetview.Claim{}
+	for _, kv := range resp.Kvs {
+		p, ok := l.ClaimPartition(string(kv.Key))
+		require.True(t, ok, "claim key %q", kv.Key)
+		out[p] = fleetview.ClaimOf(kv)
+	}
+	return out
+}

@@ -1,0 +1,8 @@
+// Package fleetview is the machinery that the ownership package's Node and
+// the fleet package's Observer and Operator share to read a fleet from
+// etcd, kept out of both public APIs: the Reader of members, drain marks
+// and claims (a listing at one revision, then watches, a new listing after
+// a failed watch, and one set of decoding rules), the State those fold
+// into, the one rule that names a partition's Route, and the fleet's spec
+// in etcd (ReadSpec, EnsureSpec).
+package fleetview

@@ -1,0 +1,360 @@
+package fleetview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/retry"
+	"github.com/tenure-go/tenure/internal/watchstream"
+	"github.com/tenure-go/tenure/ring"
+)
+
+// Reader is the one reader of a cluster's members, drain marks and
+// claims in etcd, shared by the Node's event loop and the Observer of
+// callers outside the fleet. It reads all three at one revision (a
+// listing), watches them from the next revision, reads them again when a
+// watch fails (compaction, lost leader, closed channel), and decodes every
+// key-value by one set of rules: a member or drain key whose ID is not a
+// valid node ID is ignored (so that every reader computes the same ring), a
+// member value that cannot be decoded is kept with an empty address, a
+// drain mark counts whatever its value, a claim value is decoded by
+// keys.DecodeClaim (both of its forms), and a claim outside [0, P) is
+// counted and logged once, never applied.
+//
+// It reads etcd only through clientv3.KV and clientv3.Watcher. It is safe
+// for concurrent use; Follow runs on the consumer's goroutine of choice.
+type Reader struct {
+	KV         clientv3.KV
+	Watcher    clientv3.Watcher // unused by List and Decode
+	Layout     keys.Layout
+	Partitions int
+	Log        hclog.Logger
+	Clock      clock.Clock // times Follow's retries and redials
+
+	warned atomic.Bool // a claim outside [0, P) has been logged
+}
+
+// Member is a node registered in the cluster, as published in its member
+// key.
+type Member struct {
+	// ID is the node ID.
+	ID string
+	// Addr is the node's advertised address, possibly empty.
+	Addr string
+	// Meta is the node's published metadata, possibly nil.
+	Meta map[string]string
+}
+
+// MemberRec is a decoded member key: the member and the lease it is bound
+// to.
+type MemberRec struct {
+	Member Member
+	Lease  clientv3.LeaseID
+}
+
+// Claim is a decoded claim key; the zero Claim is no claim.
+type Claim struct {
+	Owner string
+	Epoch int64 // CreateRevision; 0 when there is no claim
+	Lease clientv3.LeaseID
+	Since time.Time // when the owner created it, by its clock; zero if unknown
+}
+
+// Listing is the members, drain marks and claims read at one revision.
+type Listing struct {
+	Rev     int64
+	Members map[string]MemberRec
+	Drained map[string]bool // IDs of the drained nodes
+	Claims  []Claim         // by partition
+	Outside int             // claim keys of partitions outside [0, P)
+}
+
+// Event is one decoded change of a member, drain or claim key.
+type Event struct {
+	Rev    int64 // the change's revision
+	Member bool  // a member key
+	Drain  bool  // a drain mark (neither: a claim key)
+	Put    bool  // put (else delete)
+
+	ID  string    // member or drain mark: the node ID
+	Rec MemberRec // member put: the member
+
+	P     int   // claim: the partition
+	Claim Claim // claim put: the claim
+}
+
+// Update is one delivery of Reader.Follow: the watch ended (Stale; a
+// listing follows), a new Listing that replaces everything known, or a
+// batch of Events in revision order.
+type Update struct {
+	Stale   bool
+	Listing *Listing
+	Rev     int64 // events: the revision of the watch response
+	Events  []Event
+}
+
+// List reads the members, drain marks and claims at one revision.
+func (r *Reader) List(ctx context.Context) (*Listing, error) {
+	resp, err := r.KV.Txn(ctx).Then(
+		clientv3.OpGet(r.Layout.Members(), clientv3.WithPrefix()),
+		clientv3.OpGet(r.Layout.Claims(), clientv3.WithPrefix()),
+		clientv3.OpGet(r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("fleet: read members and claims: %w", err)
+	}
+	if len(resp.Responses) != 3 {
+		return nil, fmt.Errorf("fleet: read members and claims: %d responses for 3 reads", len(resp.Responses))
+	}
+	return r.Decode(resp.Header.Revision,
+		resp.Responses[0].GetResponseRange().GetKvs(),
+		resp.Responses[1].GetResponseRange().GetKvs(),
+		resp.Responses[2].GetResponseRange().GetKvs()), nil
+}
+
+// Decode decodes the member, claim and drain key-values read at revision
+// rev.
+func (r *Reader) Decode(rev int64, members, claims, drained []*mvccpb.KeyValue) *Listing {
+	lst := &Listing{Rev: rev, Members: make(map[string]MemberRec), Drained: make(map[string]bool), Claims: make([]Claim, r.Partitions)}
+	for _, kv := range drained {
+		if id, ok := r.DrainedID(kv.Key); ok {
+			lst.Drained[id] = true
+		}
+	}
+	for _, kv := range members {
+		if id, rec, ok := r.member(kv); ok {
+			lst.Members[id] = rec
+		}
+	}
+	for _, kv := range claims {
+		if p, ok := r.partition(kv.Key); ok {
+			lst.Claims[p] = ClaimOf(kv)
+		} else if p >= 0 {
+			lst.Outside++
+		}
+	}
+	return lst
+}
+
+// member decodes a member key-value. ok is false for a key whose ID is not
+// a valid node ID.
+func (r *Reader) member(kv *mvccpb.KeyValue) (id string, rec MemberRec, ok bool) {
+	id, ok = r.Layout.MemberID(string(kv.Key))
+	if !ok || ring.ValidateNodeID(id) != nil {
+		r.Log.Warn("ignoring member key with an invalid node ID", "key", string(kv.Key))
+		return "", MemberRec{}, false
+	}
+	m, err := keys.DecodeMember(kv.Value)
+	if err != nil {
+		r.Log.Warn("undecodable member value; using an empty address", "node", id, "error", err)
+		m = keys.Member{}
+	}
+	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta}, Lease: clientv3.LeaseID(kv.Lease)}, true
+}
+
+// DrainedID returns the node ID of a drain key. ok is false for a key
+// whose ID is not a valid node ID.
+func (r *Reader) DrainedID(key []byte) (string, bool) {
+	id, ok := r.Layout.DrainedID(string(key))
+	if !ok || ring.ValidateNodeID(id) != nil {
+		r.Log.Warn("ignoring drain key with an invalid node ID", "key", string(key))
+		return "", false
+	}
+	return id, true
+}
+
+// partition returns the partition of a claim key. It returns ok false and
+// p >= 0 for a claim key outside [0, P), which it logs once, and p < 0 for
+// a key that is not a claim key.
+func (r *Reader) partition(key []byte) (p int, ok bool) {
+	p, ok = r.Layout.ClaimPartition(string(key))
+	if !ok {
+		return -1, false
+	}
+	if p >= r.Partitions {
+		if r.warned.CompareAndSwap(false, true) {
+			r.Log.Error("claim for a partition beyond the configured count: the partition count does not match the fleet's",
+				"key", string(key), "partitions", r.Partitions)
+		}
+		return p, false
+	}
+	return p, true
+}
+
+// ClaimOf is the claim a claim key-value holds; nil: no claim. The value
+// is either form keys.DecodeClaim reads.
+func ClaimOf(kv *mvccpb.KeyValue) Claim {
+	if kv == nil {
+		return Claim{}
+	}
+	c := keys.DecodeClaim(kv.Value)
+	return Claim{Owner: c.Node, Epoch: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Since: c.Since}
+}
+
+// RedialEvery is how often a reader whose etcd connection is down asks
+// its client to reconnect (see Follow), and how often a Node retries a
+// rejoin.
+const RedialEvery = retry.RejoinMax
+
+// errWatchEnded reports a watch channel that closed or was cancelled.
+var errWatchEnded = errors.New("fleet: watch ended")
+
+// Follow watches the members and claims after revision rev and hands every
+// change to deliver, in order, until ctx ends or deliver returns false.
+// When a watch fails it delivers a stale update, reads everything again
+// (each attempt bounded by timeout, if positive; failures retried with
+// backoff) and delivers the new listing before it watches again. While it
+// follows, it keeps the etcd client from waiting out gRPC's reconnect
+// backoff (redial).
+func (r *Reader) Follow(ctx context.Context, rev int64, timeout time.Duration, deliver func(Update) bool) {
+	rctx, stopRedial := context.WithCancel(ctx)
+	redialed := make(chan struct{})
+	go func() {
+		defer close(redialed)
+		r.redial(rctx)
+	}()
+	defer func() {
+		stopRedial()
+		<-redialed
+	}()
+	for {
+		err := r.watch(ctx, rev, deliver)
+		if ctx.Err() != nil || errors.Is(err, errStopped) {
+			return
+		}
+		r.Log.Debug("watch ended; reading members and claims again", "error", err)
+		if !deliver(Update{Stale: true}) {
+			return
+		}
+		lst := r.relist(ctx, timeout)
+		if lst == nil || !deliver(Update{Listing: lst}) {
+			return
+		}
+		rev = lst.Rev
+	}
+}
+
+// redial asks the etcd client to reconnect at once (etcderr.Redial) every
+// RedialEvery while its connection is down, until ctx ends. A watch whose
+// connection is lost does not fail: the client reopens it once the
+// connection is back, and a read waits for the connection too, so that
+// without redial a reader would see etcd again only when gRPC's reconnect
+// backoff, which grows to minutes, next lets it try. It returns at once
+// for a client that has no gRPC connection to watch.
+func (r *Reader) redial(ctx context.Context) {
+	for etcderr.WaitDown(ctx, r.Watcher) {
+		etcderr.Redial(r.Watcher)
+		if !clock.Sleep(ctx, r.Clock, RedialEvery) {
+			return
+		}
+	}
+}
+
+// relist reads the members and claims until it succeeds, retrying on the
+// retry.Node policy; nil if ctx ended first.
+func (r *Reader) relist(ctx context.Context, timeout time.Duration) *Listing {
+	var lst *Listing
+	_ = retry.Do(ctx, r.Clock, retry.Node(), func(attempt int) (bool, error) {
+		lctx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			lctx, cancel = clock.WithTimeout(ctx, r.Clock, timeout)
+		}
+		l, err := r.List(lctx)
+		cancel()
+		if err == nil {
+			lst = l
+			return true, nil
+		}
+		if ctx.Err() == nil {
+			r.Log.Warn("read members and claims", "error", err, "attempt", attempt)
+		}
+		return false, err
+	})
+	return lst
+}
+
+// errStopped reports that the consumer stopped taking updates.
+var errStopped = errors.New("fleet: consumer stopped")
+
+// watch delivers the decoded events of the member, drain and claim watches
+// after revision rev until a watch fails, ctx ends or deliver returns false.
+func (r *Reader) watch(ctx context.Context, rev int64, deliver func(Update) bool) error {
+	wctx, cancel := context.WithCancel(watchstream.Own(clientv3.WithRequireLeader(ctx)))
+	defer cancel()
+	mch := r.Watcher.Watch(wctx, r.Layout.Members(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	dch := r.Watcher.Watch(wctx, r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithKeysOnly())
+	for {
+		var (
+			resp clientv3.WatchResponse
+			ok   bool
+			kind eventKind
+		)
+		select {
+		case resp, ok = <-mch:
+			kind = memberEvents
+		case resp, ok = <-cch:
+			kind = claimEvents
+		case resp, ok = <-dch:
+			kind = drainEvents
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		switch {
+		case resp.Err() != nil:
+			return fmt.Errorf("%w (compact revision %d): %w", errWatchEnded, resp.CompactRevision, resp.Err())
+		case !ok || resp.Canceled:
+			return errWatchEnded
+		case len(resp.Events) == 0:
+			continue
+		}
+		if !deliver(Update{Rev: resp.Header.Revision, Events: r.decode(resp.Events, kind)}) {
+			return errStopped
+		}
+	}
+}
+
+// eventKind says which of the fleet's watches a response came from.
+type eventKind uint8
+
+const (
+	claimEvents eventKind = iota
+	memberEvents
+	drainEvents
+)
+
+// decode decodes the events of one watch response of the given kind.
+func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
+	out := make([]Event, 0, len(evs))
+	for _, ev := range evs {
+		e := Event{Rev: ev.Kv.ModRevision, Member: kind == memberEvents, Drain: kind == drainEvents, Put: ev.Type == clientv3.EventTypePut}
+		var ok bool
+		switch {
+		case e.Member && e.Put:
+			e.ID, e.Rec, ok = r.member(ev.Kv)
+		case e.Member:
+			e.ID, ok = r.Layout.MemberID(string(ev.Kv.Key))
+		case e.Drain:
+			e.ID, ok = r.DrainedID(ev.Kv.Key)
+		default:
+			e.P, ok = r.partition(ev.Kv.Key)
+			if ok && e.Put {
+				e.Claim = ClaimOf(ev.Kv)
+			}
+		}
+		if ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}

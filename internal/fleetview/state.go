@@ -1,0 +1,143 @@
+package fleetview
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tenure-go/tenure/ring"
+)
+
+// State is the fleet as one consumer of a Reader knows it: the members,
+// the drained ones, their ring, and every partition's claim with the
+// revision it is known at. The ring is a pure function of the ring
+// configuration and the members that are not drained; a drained node stays
+// a member. The Node's event loop and the Observer fold the reader's
+// listings and events into it by the same rules; each then builds its own
+// immutable routing table from it by the one route rule (State.Route). It
+// is not safe for concurrent use: one goroutine owns it.
+type State struct {
+	ringCfg ring.Config
+	log     hclog.Logger
+
+	Members map[string]MemberRec
+	Drained map[string]bool // drain marks, members or not
+	All     []string        // sorted IDs of all members, drained ones included
+	IDs     []string        // sorted IDs of the members not drained: the ring's input
+	Ring    *ring.Ring
+	Claims  []Claim // by partition
+	lastRev []int64 // by partition: the revision of Claims[p]
+	Rev     int64   // the latest revision applied
+
+	// ClaimChanged, if set, is called after Claims[p] changed.
+	ClaimChanged func(p int)
+}
+
+// NewState returns the empty fleet of a ring configured by cfg.
+func NewState(cfg ring.Config, log hclog.Logger) *State {
+	f := &State{
+		ringCfg: cfg,
+		log:     log,
+		Members: make(map[string]MemberRec),
+		Drained: make(map[string]bool),
+		Claims:  make([]Claim, cfg.Partitions),
+		lastRev: make([]int64, cfg.Partitions),
+	}
+	f.updateRing()
+	return f
+}
+
+// Forget drops every claim and its revision: the claims known from now on
+// come from a new session's listing.
+func (f *State) Forget() {
+	clear(f.Claims)
+	clear(f.lastRev)
+}
+
+// Apply folds one update of a Reader into f.
+func (f *State) Apply(u Update) {
+	if u.Listing != nil {
+		f.reset(u.Listing)
+		return
+	}
+	f.Rev = max(f.Rev, u.Rev)
+	membersChanged := false
+	for _, e := range u.Events {
+		f.Rev = max(f.Rev, e.Rev)
+		switch {
+		case e.Member && e.Put:
+			f.Members[e.ID] = e.Rec
+			membersChanged = true
+		case e.Member:
+			if _, ok := f.Members[e.ID]; ok {
+				delete(f.Members, e.ID)
+				membersChanged = true
+			}
+		case e.Drain:
+			if f.Drained[e.ID] != e.Put {
+				if e.Put {
+					f.Drained[e.ID] = true
+				} else {
+					delete(f.Drained, e.ID)
+				}
+				membersChanged = true
+			}
+		default:
+			f.SetClaim(e.P, e.Rev, e.Claim)
+		}
+	}
+	if membersChanged {
+		f.updateRing()
+	}
+}
+
+// reset replaces the members and claims with lst's. Claims known at a later
+// revision than lst's (from a transaction's result) are kept.
+func (f *State) reset(lst *Listing) {
+	f.Rev = max(f.Rev, lst.Rev)
+	f.Members = maps.Clone(lst.Members)
+	f.Drained = maps.Clone(lst.Drained)
+	if f.Drained == nil {
+		f.Drained = make(map[string]bool)
+	}
+	for p, c := range lst.Claims {
+		f.SetClaim(p, lst.Rev, c)
+	}
+	f.updateRing()
+}
+
+// SetClaim records that partition p's claim was c at revision rev, unless
+// a later state of it is already known. Watch events, listings and
+// transaction results all go through it, whatever order they arrive in.
+func (f *State) SetClaim(p int, rev int64, c Claim) {
+	if rev <= f.lastRev[p] {
+		return
+	}
+	f.lastRev[p] = rev
+	old := f.Claims[p]
+	f.Claims[p] = c
+	if c != old && f.ClaimChanged != nil {
+		f.ClaimChanged(p)
+	}
+}
+
+// updateRing recomputes the ring if the set of members not drained
+// changed.
+func (f *State) updateRing() {
+	f.All = slices.Sorted(maps.Keys(f.Members))
+	ids := slices.DeleteFunc(slices.Clone(f.All), func(id string) bool { return f.Drained[id] })
+	if f.Ring != nil && slices.Equal(ids, f.IDs) {
+		return
+	}
+	r, err := ring.New(ids, f.ringCfg)
+	if err != nil { // cannot happen: the reader validates the IDs and the config is valid
+		f.log.Error("compute ring", "error", err)
+		return
+	}
+	f.IDs, f.Ring = ids, r
+	f.log.Debug("ring changed", "members", len(ids), "drained", len(f.All)-len(ids), "version", r.Version())
+}
+
+// Addr returns the advertised address of member id, "" if unknown.
+func (f *State) Addr(id string) string { return f.Members[id].Member.Addr }

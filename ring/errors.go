@@ -1,0 +1,31 @@
+package ring
+
+import "errors"
+
+var (
+	// ErrInvalidPartitions reports a partition count outside
+	// [1, MaxPartitions].
+	ErrInvalidPartitions = errors.New("ring: invalid partition count")
+
+	// ErrInvalidLoadFactor reports a load factor that is below 1, NaN or
+	// infinite.
+	ErrInvalidLoadFactor = errors.New("ring: invalid load factor")
+
+	// ErrInvalidNodeID reports a node ID that ValidateNodeID rejects: empty,
+	// longer than MaxNodeIDLen bytes, not valid UTF-8, or containing '/',
+	// white space, or a control or other non-printable character.
+	ErrInvalidNodeID = errors.New("ring: invalid node ID")
+
+	// ErrDuplicateNodeID reports a node ID that appears more than once where
+	// IDs must be unique, such as the member list of a ring.
+	ErrDuplicateNodeID = errors.New("ring: duplicate node ID")
+
+	// ErrSpecMismatch reports a configuration that contradicts the fleet's
+	// spec in etcd (partition count, load factor or ring algorithm). The
+	// error is a *SpecMismatchError naming both values.
+	ErrSpecMismatch = errors.New("ring: configuration contradicts the fleet's spec")
+
+	// ErrInvalidSpec reports a stored spec that this build cannot use:
+	// undecodable, invalid, or of another ring algorithm.
+	ErrInvalidSpec = errors.New("ring: invalid fleet spec")
+)

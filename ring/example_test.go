@@ -1,0 +1,50 @@
+package ring_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tenure-go/tenure/ring"
+)
+
+func ExampleNew() {
+	cfg := ring.DefaultConfig() // 1024 partitions, load factor 1.25
+	r, err := ring.New([]string{"node-c", "node-a", "node-b"}, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("members:", r.Members())
+
+	// key -> partition -> owner: lock-free and allocation-free.
+	p := r.PartitionOf("order:42")
+	owner, _ := r.Owner(p)
+	fmt.Printf("order:42 is in partition %d, owned by %s\n", p, owner)
+
+	// No member owns more than ceil(1.25*1024/3) partitions.
+	for _, id := range r.Members() {
+		fmt.Printf("%s owns %d partitions (at most %d)\n", id, r.Load(id), r.MaxLoad())
+	}
+
+	// A fourth node joins: only the partitions it takes over move.
+	bigger, _ := ring.New([]string{"node-a", "node-b", "node-c", "node-d"}, cfg)
+	moved := 0
+	before, after := r.Assignment(), bigger.Assignment()
+	for p := range before {
+		if before[p] != after[p] {
+			moved++
+		}
+	}
+	fmt.Printf("node-d gains %d partitions; %d partitions move in all\n", bigger.Load("node-d"), moved)
+
+	_, err = ring.New([]string{"node-a", "node-a"}, cfg)
+	fmt.Println(errors.Is(err, ring.ErrDuplicateNodeID), err)
+	// Output:
+	// members: [node-a node-b node-c]
+	// order:42 is in partition 1012, owned by node-b
+	// node-a owns 275 partitions (at most 427)
+	// node-b owns 384 partitions (at most 427)
+	// node-c owns 365 partitions (at most 427)
+	// node-d gains 320 partitions; 320 partitions move in all
+	// true ring: duplicate node ID: "node-a"
+}
