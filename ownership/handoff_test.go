@@ -85,7 +85,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotOwner)
 	var wo *WrongOwnerError
 	require.ErrorAs(t, err, &wo)
-	require.Equal(t, WrongOwnerError{Partition: p, Owner: "c", Addr: "c.test:7000", RingVersion: a.Ring().Version(), Releasing: true}, *wo)
+	require.Equal(t, WrongOwnerError{Route: Route{Partition: p, Owner: "c", Addr: "c.test:7000", RingVersion: a.Ring().Version()}, Releasing: true}, *wo)
 
 	// The claim is still a's, and c waits for it.
 	cl := etcdClaims(t, c.NewClient(t), name)[p]
@@ -426,11 +426,11 @@ func TestWrongOwnerErrorMessages(t *testing.T) {
 		err  *WrongOwnerError
 		want string
 	}{
-		{&WrongOwnerError{Partition: 3}, "ownership: not the owner: partition 3, owner unknown"},
-		{&WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}, `ownership: not the owner: partition 3, owner "b" at h:1 epoch 7`},
-		{&WrongOwnerError{Partition: 3, Owner: "c", Releasing: true}, `ownership: partition is being released: partition 3, next owner "c"`},
-		{&WrongOwnerError{Partition: 3, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner unknown`},
-		{&WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner "b" at h:1 epoch 7`},
+		{&WrongOwnerError{Route: Route{Partition: 3}}, "ownership: not the owner: partition 3, owner unknown"},
+		{&WrongOwnerError{Route: Route{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}}, `ownership: not the owner: partition 3, owner "b" at h:1 epoch 7`},
+		{&WrongOwnerError{Route: Route{Partition: 3, Owner: "c"}, Releasing: true}, `ownership: partition is being released: partition 3, next owner "c"`},
+		{&WrongOwnerError{Route: Route{Partition: 3}, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner unknown`},
+		{&WrongOwnerError{Route: Route{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner "b" at h:1 epoch 7`},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, tt.err.Error())

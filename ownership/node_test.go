@@ -213,7 +213,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 		require.NotErrorIs(t, err, ErrReleasing)
 		var wo *WrongOwnerError
 		require.ErrorAs(t, err, &wo)
-		require.Equal(t, WrongOwnerError{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch, RingVersion: r.RingVersion}, *wo)
+		require.Equal(t, WrongOwnerError{Route: Route{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch, RingVersion: r.RingVersion}}, *wo)
 	}
 	_, err := n0.HoldPartition(parts)
 	require.ErrorIs(t, err, ErrInvalidPartition)

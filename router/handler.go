@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
@@ -122,7 +121,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.refuse(w, &httpfence.Refusal{Kind: httpfence.RefusalSessionLost, Message: ErrClosed.Error()})
 		return
 	}
-	held, err := r.hold(req.Context(), key)
+	held, hint, err := r.hold(req.Context(), key)
 	if err == nil {
 		defer held.Release()
 		ctx, cancel := workContext(req.Context(), held)
@@ -135,7 +134,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.Local.ServeHTTP(w, req)
 		return
 	}
-	fwd, ref := r.route(key, err, len(req.Header.Values(HeaderForwarded)) > 0, req.Context().Err() != nil)
+	fwd, ref := r.route(req.Context(), hint, err, len(req.Header.Values(HeaderForwarded)) > 0)
 	if ref != nil {
 		r.refuse(w, ref)
 		return
@@ -145,21 +144,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 
-// route decides what becomes of a request for key that this node does not
-// serve, given the error of the hold: forward it to fwd, or answer ref.
-// forwarded reports that the request was forwarded to this node, and
-// ended that its context ended while the router waited.
-func (r *Router) route(key string, err error, forwarded, ended bool) (fwd *ownership.WrongOwnerError, ref *httpfence.Refusal) {
-	we := r.wrongOwner(key, err)
-	elsewhere := we.Owner != "" && we.Addr != "" && we.Owner != r.id
+// route decides what becomes of a request that this node does not serve,
+// given hold's error and hint we: forward it to fwd, or answer ref.
+// forwarded reports that the request was forwarded to this node; ctx is
+// the request's.
+func (r *Router) route(ctx context.Context, we *ownership.WrongOwnerError, err error, forwarded bool) (fwd *ownership.WrongOwnerError, ref *httpfence.Refusal) {
+	elsewhere := r.elsewhere(we)
+	_, nodeEnded := ownership.Ended(context.Background(), err) // closed, or its session lost
 	switch {
-	case ended:
+	case ctx.Err() != nil:
 		ref := hintRefusal(httpfence.RefusalHandoff, r.id, we, "")
 		ref.Message = "router: the request ended while waiting for the handoff: " + strings.TrimPrefix(ref.Message, "router: ")
 		return nil, ref
 	case !forwarded && elsewhere:
 		return we, nil
-	case errors.Is(err, ownership.ErrClosed), errors.Is(err, ownership.ErrLost):
+	case nodeEnded:
 		return nil, hintRefusal(httpfence.RefusalSessionLost, r.id, we, "router: "+err.Error())
 	case elsewhere && !we.Releasing && !we.Acquiring:
 		return nil, hintRefusal(httpfence.RefusalNotOwner, r.id, we, "")

@@ -17,17 +17,17 @@ func TestRefusalMessages(t *testing.T) {
 		we   ownership.WrongOwnerError
 		want string
 	}{
-		{httpfence.RefusalNotOwner, ownership.WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7},
+		{httpfence.RefusalNotOwner, ownership.WrongOwnerError{Route: ownership.Route{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}},
 			`router: not the owner of partition 3: owner "b" at h:1 epoch 7`},
-		{httpfence.RefusalHandoff, ownership.WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Releasing: true},
+		{httpfence.RefusalHandoff, ownership.WrongOwnerError{Route: ownership.Route{Partition: 3, Owner: "b", Addr: "h:1"}, Releasing: true},
 			`router: partition 3 is changing owner: next owner "b" at h:1`},
-		{httpfence.RefusalHandoff, ownership.WrongOwnerError{Partition: 3, Owner: "self", Addr: "h:0", Acquiring: true},
+		{httpfence.RefusalHandoff, ownership.WrongOwnerError{Route: ownership.Route{Partition: 3, Owner: "self", Addr: "h:0"}, Acquiring: true},
 			`router: partition 3 is changing owner: this node "self" at h:0 is acquiring it`},
-		{httpfence.RefusalHandoff, ownership.WrongOwnerError{Partition: 29},
+		{httpfence.RefusalHandoff, ownership.WrongOwnerError{Route: ownership.Route{Partition: 29}},
 			`router: unavailable: no node serves partition 29 yet (handoff)`},
-		{httpfence.RefusalHandoff, ownership.WrongOwnerError{Partition: 29, Owner: "self", Addr: "h:0"},
+		{httpfence.RefusalHandoff, ownership.WrongOwnerError{Route: ownership.Route{Partition: 29, Owner: "self", Addr: "h:0"}},
 			`router: unavailable: no node serves partition 29 yet (handoff)`},
-		{httpfence.RefusalSessionLost, ownership.WrongOwnerError{Partition: 29},
+		{httpfence.RefusalSessionLost, ownership.WrongOwnerError{Route: ownership.Route{Partition: 29}},
 			`router: unavailable: no node serves partition 29 yet (session-lost)`},
 	} {
 		ref := hintRefusal(tt.kind, "self", &tt.we, "")
