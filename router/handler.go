@@ -67,7 +67,8 @@ func KeyFromQuery(name string) KeyFunc {
 //   - If another node owns it (or is about to, when this node is handing
 //     the partition off) and the request has not been forwarded, the
 //     request is forwarded to the owner once, with HeaderForwarded set to
-//     this node's ID and HeaderRingVersion to this node's ring version.
+//     this node's ID and HeaderRingVersion to this node's ring version
+//     (and what Config.Rewrite adds, such as an identity).
 //     Bodies stream both ways; the client's cancellation or timeout ends the
 //     forwarded request.
 //   - Otherwise the router answers with a refusal in httpfence's wire format
@@ -177,18 +178,28 @@ func (r *Router) refuse(w http.ResponseWriter, ref *httpfence.Refusal) {
 // of a forwarded request.
 type forwardKey struct{}
 
-// rewrite prepares a forwarded request for the ReverseProxy.
+// rewrite prepares a forwarded request for the ReverseProxy, with
+// Config.Rewrite's additions.
 func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 	we, _ := pr.In.Context().Value(forwardKey{}).(*ownership.WrongOwnerError)
 	if we == nil {
 		return // unreachable: only ServeHTTP calls the proxy
 	}
+	r.target(pr, we)
+	pr.SetXForwarded()
+	if r.cfg.Rewrite != nil {
+		r.cfg.Rewrite(pr)
+		r.target(pr, we)
+	}
+}
+
+// target points pr at we's node and sets the router's headers.
+func (r *Router) target(pr *httputil.ProxyRequest, we *ownership.WrongOwnerError) {
 	pr.Out.URL.Scheme = r.cfg.Scheme
 	pr.Out.URL.Host = we.Addr
-	pr.SetXForwarded()
 	pr.Out.Header.Del(HeaderFenceToken)
 	pr.Out.Header.Del(HeaderFenceSignature)
-	pr.Out.Header.Add(HeaderForwarded, r.id) // Add: a second hop, were there one, would show
+	pr.Out.Header.Set(HeaderForwarded, r.id) // a request that carries it is never forwarded: this is its one hop
 	pr.Out.Header.Set(HeaderRingVersion, strconv.FormatUint(we.RingVersion, 10))
 }
 
