@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,4 +35,20 @@ func TestRefusalMessages(t *testing.T) {
 		assert.Equal(t, tt.want, ref.Message)
 		assert.Equal(t, tt.kind, ref.Kind)
 	}
+}
+
+// A hint that is not the router's is an invalid refusal, never a route.
+func TestRefusalHintMalformed(t *testing.T) {
+	for name, hint := range map[string]string{
+		"negative partition": `{"partition":-3}`,
+		"negative epoch":     `{"partition":1,"owner":"b","epoch":-1}`,
+		"wrong types":        `{"partition":"1"}`,
+	} {
+		we, err := refusalHint(&httpfence.Refusal{Kind: httpfence.RefusalNotOwner, Hint: json.RawMessage(hint)})
+		assert.ErrorIs(t, err, httpfence.ErrInvalidRefusal, name)
+		assert.Nil(t, we, name)
+	}
+	we, err := refusalHint(hintRefusal(httpfence.RefusalSessionLost, "self", &ownership.WrongOwnerError{Route: ownership.Route{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7, RingVersion: 2}}, ""))
+	assert.NoError(t, err)
+	assert.Equal(t, &ownership.WrongOwnerError{Route: ownership.Route{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7, RingVersion: 2}, SessionLost: true}, we)
 }

@@ -158,7 +158,7 @@ func TestReadRefusalMalformed(t *testing.T) {
 		"two headers":      response([]string{"stale", "stale"}, `{"kind":"stale"}`),
 		"bad kind":         response([]string{"Stale Token"}, `{"kind":"Stale Token"}`),
 		"negative epoch":   response([]string{"stale"}, `{"kind":"stale","scope":"p/1","presented":-1}`),
-		"negative part":    response([]string{"not-owner"}, `{"kind":"not-owner","partition":-3}`),
+		"hint no object":   response([]string{"not-owner"}, `{"kind":"not-owner","hint":-3}`),
 		"bad scope":        response([]string{"stale"}, `{"kind":"stale","scope":"p 1","presented":1}`),
 		"wrong types":      response([]string{"stale"}, `{"kind":"stale","presented":"7"}`),
 		"huge":             response([]string{"stale"}, `{"kind":"stale","message":"`+strings.Repeat("x", 70<<10)+`"}`),
