@@ -73,11 +73,13 @@ func TestForwardRewrite(t *testing.T) {
 // short because its tenure ended (the node closes, handing the partition
 // off, while the request is in flight) answers through WriteError, the one
 // writer of a handler's errors, with the retryable handoff refusal and the
-// partition's hint, never with an answer the caller cannot retry.
+// partition's hint, never with an answer the caller cannot retry. The
+// handler waits for its context, which ends once the drain timeout has
+// passed.
 func TestWriteErrorWorkCutShort(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	entered := make(chan struct{}, 1)
-	f := newFleet(t, etcd, "cutshort", fleetOptions{Partitions: 4, DrainTimeout: 20 * time.Second,
+	f := newFleet(t, etcd, "cutshort", fleetOptions{Partitions: 4, DrainTimeout: 200 * time.Millisecond,
 		Handler: func(m *member) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				entered <- struct{}{}
