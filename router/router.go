@@ -136,9 +136,10 @@ func (r *Router) Close() error {
 //
 // Planned moves are invisible to the caller: if fn returns an error that
 // says its tenure ended (errors.Is(err, fence.ErrStale): the store refused
-// its write; ownership.ErrMoved or ErrLost; or its context's error while
-// the context's cause is the end of the tenure) and ctx has not ended, Do
-// waits as for a handoff and runs fn again if the partition is (again)
+// its write; ownership.ErrMoved, ErrLost or ErrClosed; or its context's
+// error while the context's cause is the end of the tenure: ownership.Ended
+// holds) and ctx has not ended, Do waits as for a handoff and runs fn
+// again if the partition is (again)
 // served here, after a delay of Config.Backoff, or else returns the
 // *ownership.WrongOwnerError naming the new owner, where the caller sends
 // the work next. fn may therefore run more than once: make its side effects
