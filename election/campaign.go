@@ -136,12 +136,13 @@ const (
 
 // endReason classifies the end of t. A deleted key whose lease etcd no
 // longer has went with the session (probed by the watch, which then ended
-// the session as expired or revoked), not with an operator.
+// the session as expired or revoked: LossCause, the one classifier of a
+// session's end), not with an operator.
 func endReason(t *Term) string {
 	cause := context.Cause(t.ctx)
-	serr := t.e.session.Err()
+	loss := LossCause(t.e.session.Err())
 	switch {
-	case errors.Is(cause, ErrKeyDeleted) && (errors.Is(serr, ErrLeaseLost) || errors.Is(serr, ErrSessionExpired)):
+	case errors.Is(cause, ErrKeyDeleted) && (loss == LossRevoked || loss == LossExpired):
 		return endSessionLost
 	case errors.Is(cause, ErrKeyDeleted):
 		return endKeyDeleted

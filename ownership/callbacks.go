@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 
@@ -36,15 +37,74 @@ func (r Reason) String() string {
 	return "Reason(" + strconv.Itoa(int(r)) + ")"
 }
 
+// causes holds the context cause of a tenure that ended for each Reason,
+// in the order Ended tries them.
+var causes = [...]struct {
+	r   Reason
+	err error
+}{{ReasonLost, ErrLost}, {ReasonMoved, ErrMoved}, {ReasonClosed, ErrClosed}}
+
 // cause returns the context cause of a tenure that ended for r.
 func (r Reason) cause() error {
-	switch r {
-	case ReasonMoved:
-		return ErrMoved
-	case ReasonClosed:
-		return ErrClosed
+	for _, c := range causes {
+		if c.r == r {
+			return c.err
+		}
 	}
 	return ErrLost
+}
+
+// reasonOf returns the Reason whose cause err is or wraps.
+func reasonOf(err error) (Reason, bool) {
+	for _, c := range causes {
+		if errors.Is(err, c.err) {
+			return c.r, true
+		}
+	}
+	return 0, false
+}
+
+// Ended is tenure's one answer to "did the tenure end, so that the work
+// must be routed again?". It reports whether err, the error of work
+// admitted by Hold and run under ctx (the partition's context, or one
+// derived from it), says that the work's tenure ended, and why:
+//
+//   - err is or wraps ErrLost (a *WrongOwnerError whose SessionLost is
+//     set included), ErrMoved or ErrClosed;
+//   - err is or wraps fence.ErrStale: a store refused the work's write
+//     because a newer tenure wrote there;
+//   - err is or wraps context.Canceled or context.DeadlineExceeded while
+//     ctx has ended with the end of its tenure as its cause (ErrMoved,
+//     ErrLost or ErrClosed).
+//
+// The Reason is ctx's when ctx ended with the end of its tenure, else that
+// which err names (ReasonMoved for a stale write). Any other error, nil
+// included, is no end of a tenure: false. A nil ctx is one that has not
+// ended. The work was not done where a stale write was refused; whether
+// work cut short did anything is the work's to say: retries carry an
+// idempotency key.
+func Ended(ctx context.Context, err error) (Reason, bool) {
+	if err == nil {
+		return 0, false
+	}
+	r, named := reasonOf(err)
+	stale := errors.Is(err, fence.ErrStale)
+	cut := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	if !named && !stale && !cut {
+		return 0, false
+	}
+	if ctx != nil && ctx.Err() != nil {
+		if cr, ok := reasonOf(context.Cause(ctx)); ok {
+			return cr, true
+		}
+	}
+	switch {
+	case named:
+		return r, true
+	case stale:
+		return ReasonMoved, true
+	}
+	return 0, false
 }
 
 // Callbacks are told when this node's tenures begin and end. A Node calls

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/tenure-go/tenure/fleet"
 )
 
 var (
@@ -92,20 +94,15 @@ func (e *DuplicateMemberError) Is(target error) bool { return target == ErrDupli
 // errors.Is(err, ErrLost) when SessionLost is set, and
 // errors.Is(err, ErrNoOwner) when Owner or Addr is empty.
 type WrongOwnerError struct {
-	// Partition is the partition asked for.
-	Partition int
-	// Owner is the node that owns the partition or is about to: when
+	// Route is the hint: the partition asked for and where its work goes.
+	// Its Owner is the node that owns the partition or is about to: when
 	// Releasing, the next owner on the ring; otherwise the holder of the
 	// partition's claim, or its owner on the ring if nobody holds a claim.
-	// Empty if unknown.
-	Owner string
-	// Addr is Owner's advertised address, empty if unknown.
-	Addr string
-	// Epoch is the epoch of Owner's claim, 0 if Owner holds no claim yet.
-	Epoch int64
-	// RingVersion is the Version of the ring the answering node routed
-	// with, 0 if unknown.
-	RingVersion uint64
+	// Owner is empty if unknown, Addr is Owner's advertised address (empty
+	// if unknown), Epoch the epoch of Owner's claim (0 if Owner holds no
+	// claim yet) and RingVersion the Version of the ring the answering node
+	// routed with (0 if unknown).
+	fleet.Route
 	// Releasing reports that this node is handing the partition off.
 	Releasing bool
 	// SessionLost reports that the answering node's session ended (its

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/testlog"
@@ -87,7 +88,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotOwner)
 	var wo *WrongOwnerError
 	require.ErrorAs(t, err, &wo)
-	require.Equal(t, WrongOwnerError{Partition: p, Owner: "c", Addr: "c.test:7000", RingVersion: a.Ring().Version(), Releasing: true}, *wo)
+	require.Equal(t, WrongOwnerError{Route: fleet.Route{Partition: p, Owner: "c", Addr: "c.test:7000", RingVersion: a.Ring().Version()}, Releasing: true}, *wo)
 
 	// The claim is still a's, and c waits for it.
 	cl := etcdClaims(t, c.NewClient(t), name)[p]
@@ -428,11 +429,11 @@ func TestWrongOwnerErrorMessages(t *testing.T) {
 		err  *WrongOwnerError
 		want string
 	}{
-		{&WrongOwnerError{Partition: 3}, "ownership: not the owner: partition 3, owner unknown"},
-		{&WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}, `ownership: not the owner: partition 3, owner "b" at h:1 epoch 7`},
-		{&WrongOwnerError{Partition: 3, Owner: "c", Releasing: true}, `ownership: partition is being released: partition 3, next owner "c"`},
-		{&WrongOwnerError{Partition: 3, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner unknown`},
-		{&WrongOwnerError{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner "b" at h:1 epoch 7`},
+		{&WrongOwnerError{Route: fleet.Route{Partition: 3}}, "ownership: not the owner: partition 3, owner unknown"},
+		{&WrongOwnerError{Route: fleet.Route{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}}, `ownership: not the owner: partition 3, owner "b" at h:1 epoch 7`},
+		{&WrongOwnerError{Route: fleet.Route{Partition: 3, Owner: "c"}, Releasing: true}, `ownership: partition is being released: partition 3, next owner "c"`},
+		{&WrongOwnerError{Route: fleet.Route{Partition: 3}, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner unknown`},
+		{&WrongOwnerError{Route: fleet.Route{Partition: 3, Owner: "b", Addr: "h:1", Epoch: 7}, SessionLost: true}, `ownership: session lost, rejoining: partition 3, owner "b" at h:1 epoch 7`},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, tt.err.Error())

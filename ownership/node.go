@@ -221,7 +221,7 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 	if s.closed {
 		return Held{}, ErrClosed
 	}
-	err := &WrongOwnerError{Partition: p, RingVersion: s.ring.Version()}
+	err := &WrongOwnerError{Route: fleet.Route{Partition: p, RingVersion: s.ring.Version()}}
 	if s.sessionEnded() {
 		if !errors.Is(context.Cause(s.gen), ErrLost) {
 			return Held{}, ErrClosed

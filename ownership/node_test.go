@@ -215,7 +215,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 		require.NotErrorIs(t, err, ErrReleasing)
 		var wo *WrongOwnerError
 		require.ErrorAs(t, err, &wo)
-		require.Equal(t, WrongOwnerError{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch, RingVersion: r.RingVersion}, *wo)
+		require.Equal(t, WrongOwnerError{Route: fleet.Route{Partition: p, Owner: r.Owner, Addr: r.Addr, Epoch: r.Epoch, RingVersion: r.RingVersion}}, *wo)
 	}
 	_, err := n0.HoldPartition(parts)
 	require.ErrorIs(t, err, fleet.ErrInvalidPartition)

@@ -255,7 +255,7 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		}
 		route := c.resolve(key, hint, failed)
 		if route.Addr == "" {
-			last = &unroutedError{&ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, RingVersion: route.RingVersion}}
+			last = &unroutedError{&ownership.WrongOwnerError{Route: route}}
 			continue
 		}
 		var body io.ReadCloser
@@ -288,7 +288,10 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		if ref == nil || !ref.Retryable() {
 			return resp, nil
 		}
-		hint = refusalHint(ref)
+		if hint, err = refusalHint(ref); err != nil {
+			drain(resp.Body)
+			return nil, fmt.Errorf("router: key %q: %s from %s: %w", key, resp.Status, route.Addr, err)
+		}
 		last = fmt.Errorf("router: %s from %s: %w", resp.Status, route.Addr, &refusedError{Refusal: ref, hint: hint})
 		failed = route.Addr
 		drain(resp.Body)
@@ -304,7 +307,7 @@ func (c *Client) resolve(key string, hint *ownership.WrongOwnerError, failed str
 		return r
 	}
 	if hint.Epoch > r.Epoch || r.Addr == "" || r.Addr == failed {
-		return fleet.Route{Partition: r.Partition, Owner: hint.Owner, Addr: hint.Addr, Epoch: hint.Epoch, RingVersion: hint.RingVersion}
+		return hint.Route
 	}
 	return r
 }

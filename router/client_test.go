@@ -263,8 +263,8 @@ func TestClientRetries(t *testing.T) {
 	t.Run("421 with hint", func(t *testing.T) {
 		var hintEpoch int64 = 1 << 40
 		wrongAddr, wrongHits := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
-			_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalNotOwner,
-				Partition: 0, Owner: "ok", Addr: okAddr, Epoch: hintEpoch})
+			_ = httpfence.WriteRefusal(w, router.WithHint(&httpfence.Refusal{Kind: httpfence.RefusalNotOwner},
+				fleet.Route{Partition: 0, Owner: "ok", Addr: okAddr, Epoch: hintEpoch}))
 		})
 		ff.member("wrong", wrongAddr)
 		key := keyInPartition(c, 0)

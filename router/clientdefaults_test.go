@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -174,7 +175,7 @@ func TestClientSessionLostRefusalWording(t *testing.T) {
 	c := newClient(t, cli, router.ClientConfig{Cluster: "lostwording",
 		Backoff: router.Backoff{MaxAttempts: 2, Initial: time.Millisecond, Max: time.Millisecond}})
 	addr, _ := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
-		_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalSessionLost, Partition: 0})
+		_ = httpfence.WriteRefusal(w, router.WithHint(&httpfence.Refusal{Kind: httpfence.RefusalSessionLost}, fleet.Route{Partition: 0}))
 	})
 	ff.member("n", addr)
 	key := keyInPartition(c, 0)

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"net/http"
+	"net/http/httputil"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,18 @@ type Config struct {
 	// text/event-stream) as each write arrives and buffers the others;
 	// negative flushes after every write.
 	FlushInterval time.Duration
+
+	// Rewrite, if not nil, is called on every request the Router forwards
+	// to another node, once the Router has prepared it (pr.Out's URL names
+	// the owner, and X-Forwarded-For, -Host and -Proto are set), to add
+	// what the fleet's nodes ask of each other: an identity, a credential,
+	// a tracing header. What the Router sets stays the Router's: after the
+	// hook it sets the URL's scheme and host, HeaderForwarded and
+	// HeaderRingVersion again and removes HeaderFenceToken and
+	// HeaderFenceSignature, so that no hook sends a request elsewhere or
+	// passes a token on. It is called from many goroutines at once and
+	// must not block. Nil adds nothing.
+	Rewrite func(pr *httputil.ProxyRequest)
 
 	// Logger receives the router's diagnostics (failed forwards at debug
 	// level). Nil discards them.

@@ -28,8 +28,10 @@
 // the request again with the same idempotency key. Work reports the end of
 // its tenure by returning an error that is fence.ErrStale (its store
 // refused its write), ownership.ErrMoved or ownership.ErrLost, or its
-// context's error after the context ended with such a cause. An HTTP
-// handler served through Handler answers such an error with WriteError:
+// context's error after the context ended with such a cause: ownership.Ended
+// is the one test of it, which Do and WriteError apply. An HTTP handler
+// served through Handler answers such an error with WriteError, the one
+// writer of a handler's errors:
 //
 //	func (s *store) incr(w http.ResponseWriter, r *http.Request) {
 //		tok, _ := fence.FromContext(r.Context())
@@ -51,19 +53,21 @@
 // and in the Tenure-Fence-Token header. A request for a key another node
 // owns is forwarded once, with httputil.ReverseProxy, marked with the
 // Tenure-Forwarded header (the forwarding node's ID) and the
-// Tenure-Ring-Version header. A forwarded request that lands on a node that
-// does not own the key is never forwarded again. Request and response
+// Tenure-Ring-Version header; Config.Rewrite adds what the nodes ask of
+// each other (an identity, a credential). A forwarded request that lands
+// on a node that does not own the key is never forwarded again. Request and response
 // bodies stream through the hop, and cancelling the client's request
 // cancels the forwarded one.
 //
 // Every request the router does not serve gets a refusal in tenure's one
 // wire format, httpfence.WriteRefusal's (the Tenure-Refusal header and a
-// JSON body), with a hint naming the partition's owner, its address and
-// epoch: not-owner (421) for a forwarded request on a non-owner; handoff
+// JSON body), whose "hint" object names the partition's owner, its address
+// and epoch (the route of an *ownership.WrongOwnerError; refusal.go lists
+// its fields): not-owner (421) for a forwarded request on a non-owner; handoff
 // (503) while the partition moves or no owner is known; session-lost (503)
 // from a node that lost its session or is closed; stale (409) from
 // WriteError when the local handler's write was refused. All of them are
-// retryable, and httpfence.ReadRefusal is the one function that reads them.
+// retryable; httpfence.ReadRefusal reads them, and Client reads their hint.
 //
 // # Outside the fleet
 //

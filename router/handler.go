@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
@@ -57,7 +56,8 @@ func KeyFromHeader(name string) KeyFunc {
 //   - If another node owns it (or is about to, when this node is handing
 //     the partition off) and the request has not been forwarded, the
 //     request is forwarded to the owner once, with HeaderForwarded set to
-//     this node's ID and HeaderRingVersion to this node's ring version.
+//     this node's ID and HeaderRingVersion to this node's ring version
+//     (and what Config.Rewrite adds, such as an identity).
 //     Bodies stream both ways; the client's cancellation or timeout ends the
 //     forwarded request.
 //   - Otherwise the router answers with a refusal in httpfence's wire format
@@ -111,7 +111,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.refuse(w, &httpfence.Refusal{Kind: httpfence.RefusalSessionLost, Message: ErrClosed.Error()})
 		return
 	}
-	held, err := r.hold(req.Context(), key)
+	held, hint, err := r.hold(req.Context(), key)
 	if err == nil {
 		defer held.Release()
 		ctx, cancel := workContext(req.Context(), held)
@@ -124,7 +124,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.Local.ServeHTTP(w, req)
 		return
 	}
-	fwd, ref := r.route(key, err, len(req.Header.Values(HeaderForwarded)) > 0, req.Context().Err() != nil)
+	fwd, ref := r.route(req.Context(), hint, err, len(req.Header.Values(HeaderForwarded)) > 0)
 	if ref != nil {
 		r.refuse(w, ref)
 		return
@@ -134,21 +134,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 
-// route decides what becomes of a request for key that this node does not
-// serve, given the error of the hold: forward it to fwd, or answer ref.
-// forwarded reports that the request was forwarded to this node, and
-// ended that its context ended while the router waited.
-func (r *Router) route(key string, err error, forwarded, ended bool) (fwd *ownership.WrongOwnerError, ref *httpfence.Refusal) {
-	we := r.wrongOwner(key, err)
-	elsewhere := we.Owner != "" && we.Addr != "" && we.Owner != r.id
+// route decides what becomes of a request that this node does not serve,
+// given hold's error and hint we: forward it to fwd, or answer ref.
+// forwarded reports that the request was forwarded to this node; ctx is
+// the request's.
+func (r *Router) route(ctx context.Context, we *ownership.WrongOwnerError, err error, forwarded bool) (fwd *ownership.WrongOwnerError, ref *httpfence.Refusal) {
+	elsewhere := r.elsewhere(we)
+	_, nodeEnded := ownership.Ended(context.Background(), err) // closed, or its session lost
 	switch {
-	case ended:
+	case ctx.Err() != nil:
 		ref := hintRefusal(httpfence.RefusalHandoff, r.id, we, "")
 		ref.Message = "router: the request ended while waiting for the handoff: " + strings.TrimPrefix(ref.Message, "router: ")
 		return nil, ref
 	case !forwarded && elsewhere:
 		return we, nil
-	case errors.Is(err, ownership.ErrClosed), errors.Is(err, ownership.ErrLost):
+	case nodeEnded:
 		return nil, hintRefusal(httpfence.RefusalSessionLost, r.id, we, "router: "+err.Error())
 	case elsewhere && !we.Releasing && !we.Acquiring:
 		return nil, hintRefusal(httpfence.RefusalNotOwner, r.id, we, "")
@@ -167,18 +167,28 @@ func (r *Router) refuse(w http.ResponseWriter, ref *httpfence.Refusal) {
 // of a forwarded request.
 type forwardKey struct{}
 
-// rewrite prepares a forwarded request for the ReverseProxy.
+// rewrite prepares a forwarded request for the ReverseProxy, with
+// Config.Rewrite's additions.
 func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 	we, _ := pr.In.Context().Value(forwardKey{}).(*ownership.WrongOwnerError)
 	if we == nil {
 		return // unreachable: only ServeHTTP calls the proxy
 	}
+	r.target(pr, we)
+	pr.SetXForwarded()
+	if r.cfg.Rewrite != nil {
+		r.cfg.Rewrite(pr)
+		r.target(pr, we)
+	}
+}
+
+// target points pr at we's node and sets the router's headers.
+func (r *Router) target(pr *httputil.ProxyRequest, we *ownership.WrongOwnerError) {
 	pr.Out.URL.Scheme = r.cfg.Scheme
 	pr.Out.URL.Host = we.Addr
-	pr.SetXForwarded()
 	pr.Out.Header.Del(HeaderFenceToken)
 	pr.Out.Header.Del(HeaderFenceSignature)
-	pr.Out.Header.Add(HeaderForwarded, r.id) // Add: a second hop, were there one, would show
+	pr.Out.Header.Set(HeaderForwarded, r.id) // a request that carries it is never forwarded: this is its one hop
 	pr.Out.Header.Set(HeaderRingVersion, strconv.FormatUint(we.RingVersion, 10))
 }
 

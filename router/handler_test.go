@@ -137,11 +137,12 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 			ref := readRefusal(t, resp)
 			assert.Equal(t, httpfence.RefusalNotOwner, ref.Kind)
 			assert.True(t, ref.Retryable())
-			assert.Equal(t, route.Partition, ref.Partition)
-			assert.Equal(t, owner.id, ref.Owner)
-			assert.Equal(t, owner.addr, ref.Addr)
-			assert.Equal(t, route.Epoch, ref.Epoch)
-			assert.Equal(t, other.node.Lookup(key).RingVersion, ref.RingVersion)
+			hint := router.HintOf(ref)
+			assert.Equal(t, route.Partition, hint.Partition)
+			assert.Equal(t, owner.id, hint.Owner)
+			assert.Equal(t, owner.addr, hint.Addr)
+			assert.Equal(t, route.Epoch, hint.Epoch)
+			assert.Equal(t, other.node.Lookup(key).RingVersion, hint.RingVersion)
 			select {
 			case s := <-reqs:
 				t.Fatalf("misdirected request was served by %s", s.node)
@@ -208,8 +209,8 @@ func TestHandlerNoOwnerAndForwardFailure(t *testing.T) {
 		assert.NotEmpty(t, resp.Header.Get("Retry-After"))
 		ref := readRefusal(t, resp)
 		assert.Equal(t, httpfence.RefusalHandoff, ref.Kind)
-		assert.Equal(t, "ghost-noaddr", ref.Owner)
-		assert.Empty(t, ref.Addr)
+		assert.Equal(t, "ghost-noaddr", router.HintOf(ref).Owner)
+		assert.Empty(t, router.HintOf(ref).Addr)
 
 		err = a.router.Do(context.Background(), key, func(context.Context, fence.Token) error { return nil })
 		assert.ErrorIs(t, err, router.ErrNoOwner)
@@ -227,7 +228,7 @@ func TestHandlerNoOwnerAndForwardFailure(t *testing.T) {
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		ref := readRefusal(t, resp)
 		assert.Equal(t, httpfence.RefusalHandoff, ref.Kind)
-		assert.Equal(t, dead, ref.Addr)
+		assert.Equal(t, dead, router.HintOf(ref).Addr)
 		assert.Contains(t, ref.Message, "forward")
 	})
 }
@@ -371,6 +372,6 @@ func TestHandlerClosedIsSessionLost(t *testing.T) {
 	ref := readRefusal(t, resp)
 	assert.Equal(t, httpfence.RefusalSessionLost, ref.Kind)
 	assert.True(t, ref.Retryable())
-	assert.NotEqual(t, "a", ref.Owner)
+	assert.NotEqual(t, "a", router.HintOf(ref).Owner)
 	assert.ErrorIs(t, a.router.Do(context.Background(), key, func(context.Context, fence.Token) error { return nil }), router.ErrClosed)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/router"
@@ -120,7 +121,7 @@ func TestClientMetricsRetried(t *testing.T) {
 	var calls atomic.Int64
 	addr, _ := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
-			_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalNotOwner, Partition: 0, Owner: "n", Addr: r.Host})
+			_ = httpfence.WriteRefusal(w, router.WithHint(&httpfence.Refusal{Kind: httpfence.RefusalNotOwner}, fleet.Route{Partition: 0, Owner: "n", Addr: r.Host}))
 			return
 		}
 		_, _ = io.WriteString(w, "done")

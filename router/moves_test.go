@@ -181,8 +181,8 @@ func TestClientRetriesRefusedLocalWrite(t *testing.T) {
 	assert.True(t, ref.Retryable())
 	assert.ErrorIs(t, ref, fence.ErrStale)
 	route := a.node.Lookup("k2")
-	assert.Equal(t, route.Partition, ref.Partition)
+	assert.Equal(t, route.Partition, router.HintOf(ref).Partition)
 	assert.Equal(t, fence.PartitionScope(route.Partition), ref.Scope)
 	assert.Equal(t, route.Epoch, ref.Presented)
-	assert.Empty(t, ref.Owner, "the answer never names the answering node")
+	assert.Empty(t, router.HintOf(ref).Owner, "the answer never names the answering node")
 }

@@ -137,9 +137,10 @@ func (r *Router) Close() error {
 //
 // Planned moves are invisible to the caller: if fn returns an error that
 // says its tenure ended (errors.Is(err, fence.ErrStale): the store refused
-// its write; ownership.ErrMoved or ErrLost; or its context's error while
-// the context's cause is the end of the tenure) and ctx has not ended, Do
-// waits as for a handoff and runs fn again if the partition is (again)
+// its write; ownership.ErrMoved, ErrLost or ErrClosed; or its context's
+// error while the context's cause is the end of the tenure: ownership.Ended
+// holds) and ctx has not ended, Do waits as for a handoff and runs fn
+// again if the partition is (again)
 // served here, after a delay of Config.Backoff, or else returns the
 // *ownership.WrongOwnerError naming the new owner, where the caller sends
 // the work next. fn may therefore run more than once: make its side effects
@@ -157,9 +158,9 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		h, err := r.hold(ctx, key)
+		h, hint, err := r.hold(ctx, key)
 		if err != nil {
-			err = r.holdError(ctx, err)
+			err = r.holdError(ctx, err, hint)
 			if errors.Is(err, ownership.ErrNotOwner) {
 				r.refused.Add(1)
 			}
@@ -187,16 +188,29 @@ func run(ctx context.Context, h ownership.Held, fn func(ctx context.Context, t f
 	wctx, cancel := workContext(ctx, h)
 	defer cancel()
 	err = fn(wctx, h.Token)
-	return err != nil && ctx.Err() == nil && tenureEnded(wctx, err), err
+	if err == nil || ctx.Err() != nil {
+		return false, err
+	}
+	_, ended = ownership.Ended(wctx, err)
+	return ended, err
 }
 
-// hold admits work for key, waiting for handoffs as Do describes. The error
-// is the node's last one, or ctx's.
-func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
+// hold admits work for key, waiting for handoffs as Do describes. When it
+// does not admit it, it returns the node's last answer (or ctx's error)
+// and the hint of where the work goes: the node's own
+// *ownership.WrongOwnerError when its answer is one, else that of its
+// answer before (a node that closed while the router waited), else one
+// built from the node's route of key. The node is asked for a hint only
+// when its answers carry none.
+func (r *Router) hold(ctx context.Context, key string) (ownership.Held, *ownership.WrongOwnerError, error) {
 	changed := r.node.Changed()
 	h, err := r.node.Hold(key)
-	if err == nil || !r.waitable(err) {
-		return h, r.closedHint(key, err, nil)
+	if err == nil {
+		return h, nil, nil
+	}
+	we, named := errors.AsType[*ownership.WrongOwnerError](err)
+	if !named || !r.waitable(we) {
+		return h, r.hint(key, we), err
 	}
 	timer := r.cfg.Clock.NewTimer(r.cfg.HandoffWait)
 	defer timer.Stop()
@@ -204,51 +218,45 @@ func (r *Router) hold(ctx context.Context, key string) (ownership.Held, error) {
 		select {
 		case <-changed:
 		case <-timer.Chan():
-			return ownership.Held{}, err
+			return ownership.Held{}, we, err
 		case <-ctx.Done():
-			return ownership.Held{}, &waitError{ctx: ctx.Err(), last: err}
+			return ownership.Held{}, we, &waitError{ctx: ctx.Err(), last: err}
 		}
 		changed = r.node.Changed()
-		prev := err
 		h, err = r.node.Hold(key)
-		if err == nil || !r.waitable(err) {
-			return h, r.closedHint(key, err, prev)
+		if err == nil {
+			return h, nil, nil
+		}
+		next, named := errors.AsType[*ownership.WrongOwnerError](err)
+		if named {
+			we = next
+		}
+		if !named || !r.waitable(we) {
+			return h, we, err
 		}
 	}
 }
 
-// closedHint returns err, and when err says that the node is closed, adds
-// the hint of where the work goes instead: the next owner named by prev,
-// the node's answer before it closed, or else by the node's last route of
-// key, when that names another node with an address.
-func (r *Router) closedHint(key string, err, prev error) error {
-	if err == nil || !errors.Is(err, ownership.ErrClosed) {
-		return err
+// hint returns we, or when the node's answer named no owner, the node's
+// route of key.
+func (r *Router) hint(key string, we *ownership.WrongOwnerError) *ownership.WrongOwnerError {
+	if we != nil {
+		return we
 	}
-	if _, ok := errors.AsType[*ownership.WrongOwnerError](err); ok {
-		return err
-	}
-	we, ok := errors.AsType[*ownership.WrongOwnerError](prev)
-	if !ok {
-		route := r.node.Lookup(key)
-		we = &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr,
-			Epoch: route.Epoch, RingVersion: route.RingVersion}
-	}
-	if we.Owner == "" || we.Addr == "" || we.Owner == r.id {
-		return err
-	}
-	return fmt.Errorf("%w: %w", err, we)
+	return &ownership.WrongOwnerError{Route: r.node.Lookup(key)}
 }
 
-// waitable reports whether a Hold error means a handoff that is worth
-// waiting for, as the error says: this node is releasing the partition or
-// acquiring it, or nobody is known to own it, or its claim names this node.
-func (r *Router) waitable(err error) bool {
-	var we *ownership.WrongOwnerError
-	if !errors.As(err, &we) {
-		return false
-	}
+// waitable reports whether the node's hint we means a handoff that is
+// worth waiting for: this node is releasing the partition or acquiring
+// it, or nobody is known to own it, or its claim names this node.
+func (r *Router) waitable(we *ownership.WrongOwnerError) bool {
 	return we.Releasing || we.Acquiring || we.Owner == "" || we.Owner == r.id
+}
+
+// elsewhere reports whether we names another node, with an address, to
+// send the work to.
+func (r *Router) elsewhere(we *ownership.WrongOwnerError) bool {
+	return we != nil && we.Owner != "" && we.Addr != "" && we.Owner != r.id
 }
 
 // waitError is hold's error when ctx ended during a handoff wait. It wraps
@@ -264,36 +272,30 @@ func (e *waitError) Error() string {
 
 func (e *waitError) Unwrap() []error { return []error{e.ctx, e.last} }
 
-// holdError turns a Hold error into the Router's error: the node's
+// holdError turns hold's error into the Router's error: the node's
 // *ownership.WrongOwnerError as it is (wrapped with ctx's error if the wait
-// for a handoff ended with ctx), or ErrClosed (wrapping the
-// *ownership.WrongOwnerError that names the next owner, when known).
-func (r *Router) holdError(ctx context.Context, err error) error {
-	if errors.Is(err, ownership.ErrClosed) {
+// for a handoff ended with ctx), or, when the node's answer says that its
+// tenures ended because it closed (ownership.Ended of the answer alone
+// names ReasonClosed), ErrClosed wrapping the node's
+// answer and the hint of the next owner when it names another node.
+func (r *Router) holdError(ctx context.Context, err error, hint *ownership.WrongOwnerError) error {
+	_, named := errors.AsType[*ownership.WrongOwnerError](err)
+	if reason, ended := ownership.Ended(context.Background(), err); ended && reason == ownership.ReasonClosed {
+		if !named && r.elsewhere(hint) {
+			return fmt.Errorf("%w: %w: %w", ErrClosed, err, hint)
+		}
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	var we *ownership.WrongOwnerError
-	if errors.As(err, &we) {
+	if named {
 		if _, waited := err.(*waitError); waited {
 			return err
 		}
-		return we
+		return hint
 	}
 	if ctx.Err() != nil {
 		return err
 	}
 	return fmt.Errorf("router: %w", err)
-}
-
-// wrongOwner returns the wrong-owner error in a Hold error of key or, for
-// another error, one built from the node's route of key.
-func (r *Router) wrongOwner(key string, err error) *ownership.WrongOwnerError {
-	var we *ownership.WrongOwnerError
-	if errors.As(err, &we) {
-		return we
-	}
-	route := r.node.Lookup(key)
-	return &ownership.WrongOwnerError{Partition: route.Partition, Owner: route.Owner, Addr: route.Addr, Epoch: route.Epoch, RingVersion: route.RingVersion}
 }
 
 // bufferPool recycles the ReverseProxy's copy buffers, which it would

@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 )
@@ -23,7 +24,7 @@ import (
 // error, which its own sentinels match (they are ownership's), and whose
 // message says everything once.
 func TestWrongOwnerError(t *testing.T) {
-	e := &ownership.WrongOwnerError{Partition: 3, Owner: "b", Addr: "10.0.0.2:80", Epoch: 42}
+	e := &ownership.WrongOwnerError{Route: fleet.Route{Partition: 3, Owner: "b", Addr: "10.0.0.2:80", Epoch: 42}}
 	assert.ErrorIs(t, e, router.ErrNotOwner)
 	assert.NotErrorIs(t, e, router.ErrNoOwner)
 	assert.ErrorIs(t, e, ownership.ErrNotOwner)
@@ -31,11 +32,11 @@ func TestWrongOwnerError(t *testing.T) {
 	assert.ErrorAs(t, fmt.Errorf("router: 421 from b: %w", e), &oe)
 	assert.Equal(t, `ownership: not the owner: partition 3, owner "b" at 10.0.0.2:80 epoch 42`, e.Error())
 
-	unknown := &ownership.WrongOwnerError{Partition: 7}
+	unknown := &ownership.WrongOwnerError{Route: fleet.Route{Partition: 7}}
 	assert.ErrorIs(t, unknown, router.ErrNoOwner)
 	assert.ErrorIs(t, unknown, router.ErrNotOwner)
 	assert.Equal(t, "ownership: not the owner: partition 7, owner unknown", unknown.Error())
-	assert.ErrorIs(t, &ownership.WrongOwnerError{Owner: "x"}, router.ErrNoOwner, "an owner without an address cannot be reached")
+	assert.ErrorIs(t, &ownership.WrongOwnerError{Route: fleet.Route{Owner: "x"}}, router.ErrNoOwner, "an owner without an address cannot be reached")
 }
 
 func TestBackoff(t *testing.T) {

@@ -39,10 +39,13 @@
 // for routers alike: WriteRefusal writes it (a status by kind, the
 // Tenure-Refusal header naming the kind, and a JSON body with the message
 // and what the caller needs next) and ReadRefusal, the one decoder, reads
-// it back.
+// it back. This package knows tokens and their staleness; the router's
+// answers also carry a "hint" object naming where the request goes
+// instead, which this package carries without reading (see package
+// router).
 //
 //	409 Conflict               stale: {"kind", "message", "scope", "presented", "current"}
-//	421 Misdirected Request    not-owner: {"kind", "message", "partition", "owner", "addr", "epoch", "ring_version"}
+//	421 Misdirected Request    not-owner: {"kind", "message", "hint"}
 //	503 Service Unavailable    handoff, session-lost, unavailable (with Retry-After)
 //	400 Bad Request            invalid-token: the header is malformed or the token invalid
 //	403 Forbidden              unverified: the Verifier cannot show the fleet issued the token

@@ -81,14 +81,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		h.Metrics.rejected("")
-		WriteError(w, err)
+		writeError(w, err)
 		return
 	case !present && h.Optional:
 		h.Next.ServeHTTP(w, r)
 		return
 	case !present:
 		h.Metrics.rejected("")
-		WriteError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
+		writeError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
 		return
 	}
 	sig, err := SignatureFromHeader(r.Header)
@@ -101,7 +101,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.Fencer.Advance(r.Context(), tok); err != nil {
 		h.Metrics.rejected(tok.Scope)
-		if !WriteError(w, err) {
+		if !writeError(w, err) {
 			_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable,
 				Message: fmt.Sprintf("httpfence: the fence could not advance to %s: %v", tok, err)})
 		}
@@ -122,49 +122,51 @@ func (h *Handler) refuseUnverified(w http.ResponseWriter, r *http.Request, tok f
 			slog.String("scope", tok.Scope), slog.Int64("epoch", tok.Epoch), slog.String("key_id", sig.KeyID),
 			slog.String("reason", reason), slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
 	}
-	if WriteError(w, err) {
+	if writeError(w, err) {
 		return
 	}
 	_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable,
 		Message: fmt.Sprintf("httpfence: the verifier could not decide on %s: %v", tok, err)})
 }
 
-// WriteError answers a request with the refusal that err stands for, if it
-// is one: a *Refusal as it is, a stale token (errors.Is fence.ErrStale,
-// described when errors.As finds a *fence.StaleError) as RefusalStale, an
-// invalid one (fence.ErrInvalidToken) as RefusalInvalidToken, a missing
-// one (fence.ErrNoToken) as RefusalNoToken, an unverified one
-// (fence.ErrUnverified) as RefusalUnverified. It reports whether it
-// answered; for any other error, or a nil w, it writes nothing and returns
-// false. Handlers use it for the refusals of their own fenced writes.
-func WriteError(w http.ResponseWriter, err error) bool {
-	r, ok := refusalOf(err)
-	return ok && WriteRefusal(w, r) == nil
+// writeError answers a request with the refusal that err stands for
+// (RefusalOf), if it is one, and reports whether it answered.
+func writeError(w http.ResponseWriter, err error) bool {
+	r := RefusalOf(err)
+	return r != nil && WriteRefusal(w, r) == nil
 }
 
-// refusalOf returns the refusal err stands for, if any.
-func refusalOf(err error) (*Refusal, bool) {
+// RefusalOf returns the refusal that err stands for at the level of
+// tokens, or nil if it stands for none: a *Refusal as it is, a stale
+// token (errors.Is fence.ErrStale, described when errors.As finds a
+// *fence.StaleError) as RefusalStale, an invalid one (fence.ErrInvalidToken)
+// as RefusalInvalidToken, a missing one (fence.ErrNoToken) as
+// RefusalNoToken, an unverified one (fence.ErrUnverified) as
+// RefusalUnverified. The Handler answers with it; handlers that serve
+// fenced writes answer with router.WriteError, which also answers the end
+// of a tenure.
+func RefusalOf(err error) *Refusal {
 	var (
 		ref *Refusal
 		se  *fence.StaleError
 	)
 	switch {
 	case err == nil:
-		return nil, false
+		return nil
 	case errors.As(err, &ref):
-		return ref, true
+		return ref
 	case errors.As(err, &se):
-		return &Refusal{Kind: RefusalStale, Message: se.Error(), Scope: se.Scope, Presented: se.Presented, Current: se.Current}, true
+		return &Refusal{Kind: RefusalStale, Message: se.Error(), Scope: se.Scope, Presented: se.Presented, Current: se.Current}
 	case errors.Is(err, fence.ErrStale):
-		return &Refusal{Kind: RefusalStale, Message: err.Error()}, true
+		return &Refusal{Kind: RefusalStale, Message: err.Error()}
 	case errors.Is(err, fence.ErrInvalidToken):
-		return &Refusal{Kind: RefusalInvalidToken, Message: err.Error()}, true
+		return &Refusal{Kind: RefusalInvalidToken, Message: err.Error()}
 	case errors.Is(err, fence.ErrNoToken):
-		return &Refusal{Kind: RefusalNoToken, Message: err.Error()}, true
+		return &Refusal{Kind: RefusalNoToken, Message: err.Error()}
 	case errors.Is(err, fence.ErrUnverified):
-		return &Refusal{Kind: RefusalUnverified, Message: err.Error()}, true
+		return &Refusal{Kind: RefusalUnverified, Message: err.Error()}
 	}
-	return nil, false
+	return nil
 }
 
 // ResponseError returns the refusal of resp as an error, or nil if resp is

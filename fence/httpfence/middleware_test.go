@@ -235,7 +235,7 @@ func TestNilArguments(t *testing.T) {
 		require.ErrorIs(t, err, httpfence.ErrNilArgument, name)
 		require.Equal(t, 1, strings.Count(err.Error(), "httpfence:"), "%s: one prefix: %v", name, err)
 	}
-	require.False(t, httpfence.WriteError(nil, fence.ErrStale), "nothing answered on a nil writer")
+	require.ErrorIs(t, httpfence.WriteRefusal(nil, httpfence.RefusalOf(fence.ErrStale)), httpfence.ErrNilArgument, "nothing answered on a nil writer")
 
 	trust := httpfence.InsecureNoVerify{}
 	for name, h := range map[string]*httpfence.Handler{

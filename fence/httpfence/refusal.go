@@ -1,6 +1,7 @@
 package httpfence
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,10 +12,10 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// RefusalHeader is set on every refusal written by WriteRefusal (and so by
-// the Middleware and WriteError); its value is the refusal's RefusalKind. A
-// response without it is the application's own answer, whatever its
-// status.
+// RefusalHeader is set on every refusal written by WriteRefusal (and so
+// by the Middleware and router.WriteError); its value is the refusal's
+// RefusalKind. A response without it is the application's own answer,
+// whatever its status.
 const RefusalHeader = "Tenure-Refusal"
 
 // RefusalKind says why a request was refused. It is a short lower-case word,
@@ -28,12 +29,11 @@ const (
 	// Scope, Presented and Current describe the token.
 	RefusalStale RefusalKind = "stale"
 	// RefusalNotOwner (421 Misdirected Request): the answering node does
-	// not own the request's partition. Partition, Owner, Addr, Epoch and
-	// RingVersion say where to send it.
+	// not own the request's partition. The Hint says where to send it.
 	RefusalNotOwner RefusalKind = "not-owner"
 	// RefusalHandoff (503 Service Unavailable, Retry-After): the partition
-	// is moving and its next owner does not serve it yet (Acquiring: it has
-	// not finished acquiring it). The hint fields name it when known.
+	// is moving and its next owner does not serve it yet. The Hint names
+	// it when known.
 	RefusalHandoff RefusalKind = "handoff"
 	// RefusalSessionLost (503 Service Unavailable, Retry-After): the
 	// answering node lost its session (or is closing) and serves nothing
@@ -69,7 +69,9 @@ const maxRefusalBody = 64 << 10
 // token, a node that does not own the partition, a handoff in progress, a
 // lost session, or a token that is invalid or missing. WriteRefusal writes
 // it (status by Kind, the RefusalHeader, a JSON body of these fields) and
-// ReadRefusal reads it back.
+// ReadRefusal reads it back. httpfence knows tokens and their staleness;
+// where the request goes next is the Hint's, which the router writes and
+// reads (package router) and httpfence carries as it is.
 //
 // A *Refusal is an error: errors.Is(err, ErrRefused) holds for every one,
 // errors.Is(err, fence.ErrStale) for RefusalStale (and errors.As finds a
@@ -88,24 +90,11 @@ type Refusal struct {
 	Presented int64  `json:"presented,omitempty"`
 	Current   int64  `json:"current,omitempty"`
 
-	// Partition is the request's partition. It is meaningful in the
-	// router's answers (not-owner, handoff, session-lost), which always set
-	// it.
-	Partition int `json:"partition,omitempty"`
-	// Owner is the ID of the node that owns the partition or is about to,
-	// empty if unknown.
-	Owner string `json:"owner,omitempty"`
-	// Addr is Owner's advertised address (host:port), empty if unknown.
-	Addr string `json:"addr,omitempty"`
-	// Epoch is the epoch of Owner's claim on the partition, 0 if it holds
-	// none yet.
-	Epoch int64 `json:"epoch,omitempty"`
-	// RingVersion is the version of the ring the answering node routed
-	// with, 0 if unknown.
-	RingVersion uint64 `json:"ring_version,omitempty"`
-	// Acquiring reports that Owner has not finished acquiring the
-	// partition: a request sent to it now waits or is refused again.
-	Acquiring bool `json:"acquiring,omitempty"`
+	// Hint, if not empty, is one JSON object that says where the request
+	// goes instead: the router's hint of the partition's owner (see
+	// package router for its fields). httpfence does not interpret it;
+	// WriteRefusal and ReadRefusal require it to be a JSON object.
+	Hint json.RawMessage `json:"hint,omitempty"`
 }
 
 // Error implements error. It returns Message, or a description built from
@@ -117,14 +106,7 @@ func (r *Refusal) Error() string {
 	if r.Kind == RefusalStale && r.Scope != "" {
 		return r.staleError().Error()
 	}
-	b := append([]byte("httpfence: refused: "), r.Kind...)
-	if r.Owner != "" || r.Addr != "" || r.Epoch != 0 {
-		b = fmt.Appendf(b, ": partition %d owner %q at %q epoch %d", r.Partition, r.Owner, r.Addr, r.Epoch)
-	}
-	if r.Acquiring {
-		b = append(b, " (acquiring)"...)
-	}
-	return string(b)
+	return "httpfence: refused: " + string(r.Kind)
 }
 
 // Is reports whether target is ErrRefused.
@@ -197,7 +179,8 @@ func (r *Refusal) Status() int {
 }
 
 // validate reports whether r can travel: a kind of 1 to 32 characters
-// a-z, 0-9 and '-', no negative number, a valid scope if any.
+// a-z, 0-9 and '-', no negative number, a valid scope if any, a hint that
+// is empty or one JSON object.
 func (r *Refusal) validate() error {
 	k := r.Kind
 	if len(k) == 0 || len(k) > 32 {
@@ -208,9 +191,11 @@ func (r *Refusal) validate() error {
 			return fmt.Errorf("%w: kind %q", ErrInvalidRefusal, k)
 		}
 	}
-	if r.Presented < 0 || r.Current < 0 || r.Partition < 0 || r.Epoch < 0 {
-		return fmt.Errorf("%w: negative number (presented %d, current %d, partition %d, epoch %d)",
-			ErrInvalidRefusal, r.Presented, r.Current, r.Partition, r.Epoch)
+	if r.Presented < 0 || r.Current < 0 {
+		return fmt.Errorf("%w: negative number (presented %d, current %d)", ErrInvalidRefusal, r.Presented, r.Current)
+	}
+	if len(r.Hint) > 0 && (!json.Valid(r.Hint) || bytes.TrimLeft(r.Hint, " \t\r\n")[0] != '{') {
+		return fmt.Errorf("%w: hint is not a JSON object", ErrInvalidRefusal)
 	}
 	if r.Scope != "" {
 		if err := fence.ValidateScope(r.Scope); err != nil {
@@ -258,7 +243,8 @@ func WriteRefusal(w http.ResponseWriter, r *Refusal) error {
 // refusal and nil if it is one; and nil and an error wrapping
 // ErrInvalidRefusal if the header names a refusal that cannot be read
 // (several headers, a body that is not its JSON, a kind that differs from
-// the header's, a negative number, an invalid scope). It reads at most
+// the header's, a negative number, an invalid scope, a hint that is not
+// a JSON object). It reads at most
 // 64 KiB of a refusal's body and does not close it. A kind this version
 // does not know is returned as it is.
 func ReadRefusal(resp *http.Response) (*Refusal, error) {
@@ -293,6 +279,11 @@ func ReadRefusal(resp *http.Response) (*Refusal, error) {
 	}
 	if err := r.validate(); err != nil {
 		return nil, err
+	}
+	if len(r.Hint) > 0 {
+		var hint bytes.Buffer
+		_ = json.Compact(&hint, r.Hint) // valid: validate checked it
+		r.Hint = hint.Bytes()
 	}
 	return &r, nil
 }

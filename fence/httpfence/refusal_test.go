@@ -1,10 +1,12 @@
 package httpfence_test
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -37,15 +39,15 @@ func TestRefusalRoundTrip(t *testing.T) {
 			status: 409, retry: true, is: fence.ErrStale, errString: `fence: stale token for scope "p/3": epoch 7 < current epoch 9`},
 		{r: httpfence.Refusal{Kind: httpfence.RefusalStale, Message: "undescribed"},
 			status: 409, retry: true, is: fence.ErrStale},
-		{r: httpfence.Refusal{Kind: httpfence.RefusalNotOwner, Message: "router: not the owner", Partition: 0, Owner: "n2", Addr: "10.0.0.2:80", Epoch: 41, RingVersion: 1<<64 - 1},
+		{r: httpfence.Refusal{Kind: httpfence.RefusalNotOwner, Message: "router: not the owner", Hint: json.RawMessage(`{"partition":0,"owner":"n2","addr":"10.0.0.2:80","epoch":41,"ring_version":18446744073709551615}`)},
 			status: 421, retry: true},
-		{r: httpfence.Refusal{Kind: httpfence.RefusalNotOwner, Partition: 17, Owner: "n2", Addr: "h:1", Epoch: 3},
-			status: 421, retry: true, errString: `httpfence: refused: not-owner: partition 17 owner "n2" at "h:1" epoch 3`},
-		{r: httpfence.Refusal{Kind: httpfence.RefusalHandoff, Partition: 5, Owner: "n3", Addr: "h:3", Acquiring: true, RingVersion: 12},
+		{r: httpfence.Refusal{Kind: httpfence.RefusalNotOwner, Hint: json.RawMessage(`{"partition":17,"owner":"n2","addr":"h:1","epoch":3}`)},
+			status: 421, retry: true, errString: `httpfence: refused: not-owner`},
+		{r: httpfence.Refusal{Kind: httpfence.RefusalHandoff, Hint: json.RawMessage(`{"partition":5,"owner":"n3","addr":"h:3","ring_version":12,"acquiring":true}`)},
 			status: 503, retry: true, after: true},
-		{r: httpfence.Refusal{Kind: httpfence.RefusalHandoff, Partition: 5},
+		{r: httpfence.Refusal{Kind: httpfence.RefusalHandoff, Hint: json.RawMessage(`{"partition":5}`)},
 			status: 503, retry: true, after: true, errString: "httpfence: refused: handoff"},
-		{r: httpfence.Refusal{Kind: httpfence.RefusalSessionLost, Message: "session lost", Partition: 9},
+		{r: httpfence.Refusal{Kind: httpfence.RefusalSessionLost, Message: "session lost", Hint: json.RawMessage(`{"partition":9}`)},
 			status: 503, retry: true, after: true},
 		{r: httpfence.Refusal{Kind: httpfence.RefusalUnavailable, Message: "store down"},
 			status: 503, retry: true, after: true},
@@ -55,7 +57,7 @@ func TestRefusalRoundTrip(t *testing.T) {
 			status: 428, is: fence.ErrNoToken},
 		{r: httpfence.Refusal{Kind: httpfence.RefusalUnverified, Message: "made up"},
 			status: 403, is: fence.ErrUnverified},
-		{r: httpfence.Refusal{Kind: "from-the-future", Message: "新しい", Owner: "ключ"},
+		{r: httpfence.Refusal{Kind: "from-the-future", Message: "新しい", Hint: json.RawMessage(`{"owner":"ключ"}`)},
 			status: 500},
 	}
 	for _, tt := range tests {
@@ -89,10 +91,10 @@ func TestRefusalRoundTrip(t *testing.T) {
 				require.Equal(t, fence.StaleError{Scope: tt.r.Scope, Presented: tt.r.Presented, Current: tt.r.Current}, *se)
 			}
 
-			// ResponseError and WriteError sit on the same format.
+			// ResponseError and RefusalOf sit on the same format.
 			require.Equal(t, &tt.r, httpfence.ResponseError(roundTrip(t, &tt.r)))
 			w := httptest.NewRecorder()
-			require.True(t, httpfence.WriteError(w, got))
+			require.NoError(t, httpfence.WriteRefusal(w, httpfence.RefusalOf(got)))
 			again, err := httpfence.ReadRefusal(w.Result())
 			require.NoError(t, err)
 			require.Equal(t, tt.r, *again)
@@ -100,8 +102,8 @@ func TestRefusalRoundTrip(t *testing.T) {
 	}
 }
 
-// WriteError turns fencing errors into refusals and leaves others alone.
-func TestWriteError(t *testing.T) {
+// RefusalOf turns fencing errors into refusals and leaves others alone.
+func TestRefusalOf(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
 		want *httpfence.Refusal
@@ -116,8 +118,13 @@ func TestWriteError(t *testing.T) {
 		{errors.New("disk full"), nil},
 		{nil, nil},
 	} {
+		ref := httpfence.RefusalOf(tt.err)
+		require.Equal(t, tt.want, ref, "%v", tt.err)
+		if ref == nil {
+			continue
+		}
 		w := httptest.NewRecorder()
-		require.Equal(t, tt.want != nil, httpfence.WriteError(w, tt.err), "%v", tt.err)
+		require.NoError(t, httpfence.WriteRefusal(w, ref))
 		got, err := httpfence.ReadRefusal(w.Result())
 		require.NoError(t, err)
 		require.Equal(t, tt.want, got, "%v", tt.err)
@@ -151,7 +158,7 @@ func TestReadRefusalMalformed(t *testing.T) {
 		"two headers":      response([]string{"stale", "stale"}, `{"kind":"stale"}`),
 		"bad kind":         response([]string{"Stale Token"}, `{"kind":"Stale Token"}`),
 		"negative epoch":   response([]string{"stale"}, `{"kind":"stale","scope":"p/1","presented":-1}`),
-		"negative part":    response([]string{"not-owner"}, `{"kind":"not-owner","partition":-3}`),
+		"hint no object":   response([]string{"not-owner"}, `{"kind":"not-owner","hint":-3}`),
 		"bad scope":        response([]string{"stale"}, `{"kind":"stale","scope":"p 1","presented":1}`),
 		"wrong types":      response([]string{"stale"}, `{"kind":"stale","presented":"7"}`),
 		"huge":             response([]string{"stale"}, `{"kind":"stale","message":"`+strings.Repeat("x", 70<<10)+`"}`),
@@ -179,7 +186,9 @@ func TestWriteRefusalInvalid(t *testing.T) {
 		"nil":            nil,
 		"empty kind":     {},
 		"header break":   {Kind: "stale\r\nX-Evil: 1"},
-		"negative epoch": {Kind: httpfence.RefusalNotOwner, Epoch: -1},
+		"negative epoch": {Kind: httpfence.RefusalStale, Presented: -1},
+		"hint no object": {Kind: httpfence.RefusalNotOwner, Hint: json.RawMessage(`[1]`)},
+		"hint no json":   {Kind: httpfence.RefusalNotOwner, Hint: json.RawMessage(`{"owner":`)},
 	} {
 		w := httptest.NewRecorder()
 		err := httpfence.WriteRefusal(w, r)
@@ -196,8 +205,8 @@ func TestWriteRefusalInvalid(t *testing.T) {
 func FuzzReadRefusal(f *testing.F) {
 	for _, r := range []httpfence.Refusal{
 		{Kind: httpfence.RefusalStale, Message: "m", Scope: "p/1", Presented: 3, Current: 4},
-		{Kind: httpfence.RefusalNotOwner, Partition: 2, Owner: "n1", Addr: "h:1", Epoch: 9, RingVersion: 3},
-		{Kind: httpfence.RefusalHandoff, Acquiring: true},
+		{Kind: httpfence.RefusalNotOwner, Hint: json.RawMessage(`{"partition":2,"owner":"n1","addr":"h:1","epoch":9,"ring_version":3}`)},
+		{Kind: httpfence.RefusalHandoff, Hint: json.RawMessage(`{"acquiring":true}`)},
 	} {
 		w := httptest.NewRecorder()
 		_ = httpfence.WriteRefusal(w, &r)
@@ -205,7 +214,8 @@ func FuzzReadRefusal(f *testing.F) {
 	}
 	f.Add("stale", `{"kind":"stale","presented":-1}`)
 	f.Add("", `{}`)
-	f.Add("x", `{"kind":"x","ring_version":18446744073709551615}`)
+	f.Add("x", `{"kind":"x","hint":{"ring_version":18446744073709551615}}`)
+	f.Add("x", `{"kind":"x","hint": { "a" : [1, 2] } }`)
 	f.Add("stale", `{"kind":"stale","kind":"stale","KIND":"stale"}`)
 	f.Fuzz(func(t *testing.T, kind, body string) {
 		resp := response([]string{kind}, body)
@@ -222,7 +232,7 @@ func FuzzReadRefusal(f *testing.F) {
 		_ = r.Error()
 		_ = r.Retryable()
 		back, err := httpfence.ReadRefusal(roundTrip(t, r))
-		if err != nil || *back != *r {
+		if err != nil || !reflect.DeepEqual(back, r) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, back, err)
 		}
 	})

@@ -88,13 +88,15 @@ func writes(b backend) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := fence.FromContext(r.Context())
 		if !ok {
-			httpfence.WriteError(w, fence.ErrNoToken)
+			_ = httpfence.WriteRefusal(w, httpfence.RefusalOf(fence.ErrNoToken))
 			return
 		}
 		v, _ := io.ReadAll(r.Body)
 		seq, err := b.write(r.Context(), tok, strings.TrimPrefix(r.URL.Path, "/"), string(v))
 		if err != nil {
-			if !httpfence.WriteError(w, err) {
+			if ref := httpfence.RefusalOf(err); ref != nil {
+				_ = httpfence.WriteRefusal(w, ref)
+			} else {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 			}
 			return
