@@ -9,12 +9,12 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/internal/retry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 // fixed is a policy without jitter, so that its delays are exact.
 var fixed = retry.Policy{MaxAttempts: retry.Unbounded, Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond, Jitter: 1e-12}
