@@ -8,10 +8,13 @@ import (
 	"time"
 )
 
+// This file holds a Batcher's committers: how one gathers a batch (gather,
+// linger), takes it from the queue (take) and commits it (commit).
+
 // group is the writes of a batch to one key: one write, or consecutive
 // Puts under one token coalesced into the last one's.
 type group struct {
-	p          prepared // what is written: the last write of the group
+	e          entry    // what is written: the last write of the group
 	head, tail *request // linked by request.next
 }
 
@@ -23,7 +26,7 @@ func (b *Batcher) committer() {
 	defer b.committers.Done()
 	var (
 		groups  []group
-		items   []item
+		entries []entry
 		results []Result
 		linger  *time.Timer
 		back    int           // writes the last batch answered
@@ -65,13 +68,13 @@ func (b *Batcher) committer() {
 			b.mu.Unlock()
 
 			start := time.Now()
-			items, results, back = b.commit(h, groups, items, results)
+			entries, results, back = b.commit(h, groups, entries, results)
 			took = time.Since(start)
 
 			b.mu.Lock()
 			if b.busy != nil {
 				for _, g := range groups {
-					b.markBusy(g.p.full, -1)
+					b.markBusy(g.e.full, -1)
 				}
 				b.stalled = false
 			}
@@ -209,20 +212,20 @@ func (b *Batcher) take(groups []group) []group {
 			r.answer(Result{Err: err}, nil)
 			continue
 		}
-		gi, seen := b.keys[r.p.full]
+		gi, seen := b.keys[r.e.full]
 		switch {
-		case !seen && b.busy[r.p.full] == 0:
-			b.keys[r.p.full] = len(groups)
-			groups = append(groups, group{p: r.p, head: r, tail: r})
-			b.markBusy(r.p.full, 1)
+		case !seen && b.busy[r.e.full] == 0:
+			b.keys[r.e.full] = len(groups)
+			groups = append(groups, group{e: r.e, head: r, tail: r})
+			b.markBusy(r.e.full, 1)
 			taken++
-		case seen && gi >= 0 && b.coalesces(groups[gi].p, r.p):
+		case seen && gi >= 0 && b.coalesces(&groups[gi].e, &r.e):
 			g := &groups[gi]
-			g.tail.next, g.tail, g.p = r, r, r.p
+			g.tail.next, g.tail, g.e = r, r, r.e
 			b.coalesced.Add(1)
 			taken++
 		default:
-			b.keys[r.p.full] = -1
+			b.keys[r.e.full] = -1
 			rest = append(rest, r)
 		}
 	}
@@ -235,22 +238,23 @@ func (b *Batcher) take(groups []group) []group {
 // coalesces reports whether next may be coalesced into a group whose last
 // write is last: both are Puts under the same token, so that writing only
 // next gives each the Result it would get alone.
-func (b *Batcher) coalesces(last, next prepared) bool {
-	return !b.cfg.NoCoalesce && last.w.Kind == KindPut && next.w.Kind == KindPut && last.w.Token == next.w.Token
+func (b *Batcher) coalesces(last, next *entry) bool {
+	return !b.cfg.NoCoalesce && last.Kind == KindPut && next.Kind == KindPut && last.Token == next.Token
 }
 
 // commit commits groups, whose writes hold a commit slot, and answers every
-// request of them. items and results are scratch space, returned for
+// request of them. entries and results are scratch space, returned for
 // reuse, with the number of requests answered.
-func (b *Batcher) commit(h *handoff, groups []group, items []item, results []Result) ([]item, []Result, int) {
-	items = items[:0]
+func (b *Batcher) commit(h *handoff, groups []group, entries []entry, results []Result) ([]entry, []Result, int) {
+	entries = entries[:0]
 	for i := range groups {
-		items = append(items, item{idx: i, p: groups[i].p})
+		entries = append(entries, groups[i].e)
+		entries[i].idx = i
 	}
 	results = slices.Grow(results[:0], len(groups))[:len(groups)]
 	clear(results)
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.CommitTimeout)
-	_ = b.s.commitItems(ctx, items, results, true) // failures are in results
+	_ = b.s.commitEntries(ctx, entries, results, true) // failures are in results
 	cancel()
 	n := 0
 	for i := range groups {
@@ -270,6 +274,6 @@ func (b *Batcher) commit(h *handoff, groups []group, items []item, results []Res
 			r = next
 		}
 	}
-	clear(items) // drop the values
-	return items, results, n
+	clear(entries) // drop the values
+	return entries, results, n
 }
