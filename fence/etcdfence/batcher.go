@@ -68,6 +68,7 @@ type Batcher struct {
 	keys      map[string]int // scratch of take: data key -> group, or -1
 	parked    int            // committers waiting for work
 	lingering bool           // a committer lingers for MaxBatch writes
+	gathering int            // a committer gathers until this many are queued
 	stalled   bool           // every queued write waits for a key in flight
 	closed    bool
 
@@ -188,7 +189,7 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 	r.ctx, r.e = ctx, e
 	b.queue = append(b.queue, r)
 	b.stalled = false
-	if b.parked > 0 || (b.lingering && len(b.queue) >= b.cfg.MaxBatch) {
+	if b.parked > 0 || (b.lingering && len(b.queue) >= b.cfg.MaxBatch) || (b.gathering > 0 && len(b.queue) >= b.gathering) {
 		b.signal()
 	}
 	b.mu.Unlock()

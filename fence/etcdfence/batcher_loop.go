@@ -2,7 +2,6 @@ package etcdfence
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -55,7 +54,7 @@ func (b *Batcher) committer() {
 			if b.cfg.Linger > 0 {
 				linger = b.linger(linger)
 			} else {
-				b.gather(h, back, took/gatherShare)
+				linger = b.gather(h, back, took/gatherShare, linger)
 			}
 			b.mu.Lock()
 			groups = b.take(groups[:0])
@@ -86,54 +85,53 @@ func (b *Batcher) committer() {
 }
 
 // gatherShare is the share of the last commit's duration that a committer
-// may spend gathering the next batch, and maxIdleYields the yields in a row
-// that bring no write after which it stops.
-const (
-	gatherShare   = 8
-	maxIdleYields = 2
-)
+// may spend gathering the next batch.
+const gatherShare = 8
 
 // gather lets writers queue before a batch closes, holding a commit slot.
 // back is the number of writers the last batch answered (through h): they
-// are about to submit again. gather first waits until every one of them has
-// run (h.wait), then yields the processor until back more writes are
-// queued, until MaxBatch are queued, until maxIdleYields yields in a row
-// brought nobody (the writers answered went elsewhere), or until budget has
-// passed. Writers just answered by a commit join this batch instead of the
-// next one, and the yielding costs at most 1/gatherShare of a commit.
+// are about to submit again. gather waits, parked, until back more writes
+// are queued (or MaxBatch), or until budget, 1/gatherShare of the last
+// commit, has passed: writers just answered by a commit join this batch
+// instead of the next one, and a batch whose writers went elsewhere is
+// delayed by at most that share of a commit.
 //
-// Why wait before yielding: a writer woken by an answer may be queued on a
-// processor that then runs a long system call or another goroutine, while
-// the committer, yielding, keeps its own processor busy, so that the idle
-// processor that would take the writer over never appears. That writer
-// misses the batch, and with it every later one until the batches
-// shrink to the writers that happen to run in time. A committer that parks
-// frees its processor, which then runs (or takes over) every woken writer.
-func (b *Batcher) gather(h *handoff, back int, budget time.Duration) {
+// It first waits until every writer answered has run again (h.wait), then
+// until enough are queued: Do wakes it when the queue reaches b.gathering.
+// Waiting parked, rather than polling, frees the committer's processor for
+// the writers it waits for.
+func (b *Batcher) gather(h *handoff, back int, budget time.Duration, t *time.Timer) *time.Timer {
 	b.mu.Lock()
 	n := len(b.queue)
 	b.mu.Unlock()
 	want := min(n+back, b.cfg.MaxBatch)
-	if n >= want {
-		return
+	if n >= want || budget <= 0 {
+		return t
 	}
 	h.wait(b.ctx)
-	start := time.Now()
-	for idle := 0; idle < maxIdleYields && time.Since(start) < budget; {
-		b.mu.Lock()
-		prev := n
-		n = len(b.queue)
+	b.mu.Lock()
+	if len(b.queue) >= want {
 		b.mu.Unlock()
-		if n >= want {
-			return
-		}
-		if n > prev {
-			idle = 0
-		} else {
-			idle++
-		}
-		runtime.Gosched()
+		return t
 	}
+	b.gathering = want
+	b.mu.Unlock()
+	if t == nil {
+		t = time.NewTimer(budget)
+	} else {
+		t.Reset(budget)
+	}
+	select {
+	case <-t.C:
+	case <-b.wake:
+		t.Stop()
+	case <-b.ctx.Done():
+		t.Stop()
+	}
+	b.mu.Lock()
+	b.gathering = 0
+	b.mu.Unlock()
+	return t
 }
 
 // handoff is a committer's count of the writers it answered that have not
