@@ -61,16 +61,15 @@ type Batcher struct {
 	s   *Store
 	cfg BatcherConfig
 
-	mu        sync.Mutex
-	queue     []*request     // waiting writes, in the order received
-	inFlight  int            // commits running, lone writes included
-	busy      map[string]int // with MaxInFlight > 1: data keys in flight
-	keys      map[string]int // scratch of take: data key -> group, or -1
-	parked    int            // committers waiting for work
-	lingering bool           // a committer lingers for MaxBatch writes
-	gathering int            // a committer gathers until this many are queued
-	stalled   bool           // every queued write waits for a key in flight
-	closed    bool
+	mu       sync.Mutex
+	queue    []*request     // waiting writes, in the order received
+	inFlight int            // commits running, lone writes included
+	busy     map[string]int // with MaxInFlight > 1: data keys in flight
+	keys     map[string]int // scratch of take: data key -> group, or -1
+	parked   int            // committers waiting for work
+	waitFor  int            // a committer waits, holding a slot, for this many queued writes
+	stalled  bool           // every queued write waits for a key in flight
+	closed   bool
 
 	wake       chan struct{} // cap 1: work for a parked or lingering committer
 	requests   sync.Pool     // of *request
@@ -189,7 +188,7 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 	r.ctx, r.e = ctx, e
 	b.queue = append(b.queue, r)
 	b.stalled = false
-	if b.parked > 0 || (b.lingering && len(b.queue) >= b.cfg.MaxBatch) || (b.gathering > 0 && len(b.queue) >= b.gathering) {
+	if b.parked > 0 || (b.waitFor > 0 && len(b.queue) >= b.waitFor) {
 		b.signal()
 	}
 	b.mu.Unlock()

@@ -97,9 +97,8 @@ const gatherShare = 8
 // delayed by at most that share of a commit.
 //
 // It first waits until every writer answered has run again (h.wait), then
-// until enough are queued: Do wakes it when the queue reaches b.gathering.
-// Waiting parked, rather than polling, frees the committer's processor for
-// the writers it waits for.
+// until enough are queued (waitQueued). Waiting parked, rather than
+// polling, frees the committer's processor for the writers it waits for.
 func (b *Batcher) gather(h *handoff, back int, budget time.Duration, t *time.Timer) *time.Timer {
 	b.mu.Lock()
 	n := len(b.queue)
@@ -109,29 +108,7 @@ func (b *Batcher) gather(h *handoff, back int, budget time.Duration, t *time.Tim
 		return t
 	}
 	h.wait(b.ctx)
-	b.mu.Lock()
-	if len(b.queue) >= want {
-		b.mu.Unlock()
-		return t
-	}
-	b.gathering = want
-	b.mu.Unlock()
-	if t == nil {
-		t = time.NewTimer(budget)
-	} else {
-		t.Reset(budget)
-	}
-	select {
-	case <-t.C:
-	case <-b.wake:
-		t.Stop()
-	case <-b.ctx.Done():
-		t.Stop()
-	}
-	b.mu.Lock()
-	b.gathering = 0
-	b.mu.Unlock()
-	return t
+	return b.waitQueued(t, want, budget)
 }
 
 // handoff is a committer's count of the writers it answered that have not
@@ -166,17 +143,24 @@ func (h *handoff) wait(ctx context.Context) {
 // linger waits, holding a commit slot, until MaxBatch writes are queued,
 // Linger has passed or the Batcher closes. It returns its timer for reuse.
 func (b *Batcher) linger(t *time.Timer) *time.Timer {
+	return b.waitQueued(t, b.cfg.MaxBatch, b.cfg.Linger)
+}
+
+// waitQueued waits, parked, until n writes are queued (Do wakes it through
+// b.waitFor), d has passed or the Batcher closes. It reuses the timer t,
+// nil at first, and returns it.
+func (b *Batcher) waitQueued(t *time.Timer, n int, d time.Duration) *time.Timer {
 	b.mu.Lock()
-	full := len(b.queue) >= b.cfg.MaxBatch
-	b.lingering = !full
-	b.mu.Unlock()
-	if full {
+	if len(b.queue) >= n {
+		b.mu.Unlock()
 		return t
 	}
+	b.waitFor = n
+	b.mu.Unlock()
 	if t == nil {
-		t = time.NewTimer(b.cfg.Linger)
+		t = time.NewTimer(d)
 	} else {
-		t.Reset(b.cfg.Linger)
+		t.Reset(d)
 	}
 	select {
 	case <-t.C:
@@ -186,7 +170,7 @@ func (b *Batcher) linger(t *time.Timer) *time.Timer {
 		t.Stop()
 	}
 	b.mu.Lock()
-	b.lingering = false
+	b.waitFor = 0
 	b.mu.Unlock()
 	return t
 }
