@@ -29,11 +29,9 @@ func TestOperability(t *testing.T) {
 	defer cancel()
 
 	storeReg := prometheus.NewPedanticRegistry()
-	sm, err := etcdfence.NewMetrics(storeReg)
-	require.NoError(t, err)
 	scfg := etcdfence.DefaultConfig()
 	scfg.Cluster = "ops"
-	scfg.Metrics = sm
+	scfg.Metrics = storeReg
 	store, err := etcdfence.New(cli, scfg)
 	require.NoError(t, err)
 

@@ -5,13 +5,36 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tenure-go/tenure/fence"
 )
+
+// This file holds the group-commit machinery's contract and its callers'
+// side: the Batcher, its queue of requests, Do and the write methods, and
+// Close. batcher_loop.go holds the committers that form and commit the
+// batches, batcher_config.go the BatcherConfig. A batch reaches etcd
+// through Store.commitEntries (commit.go), as Store.Commit's writes do.
 
 // Batcher is group commit for a Store: writes submitted by many goroutines
 // are gathered and committed together with one transaction (as
 // Store.Commit does), each still fenced by its own token and answered with
-// its own result. A stale write is refused alone; its neighbours in the
-// batch commit.
+// its own result.
+//
+// The contract:
+//
+//   - Answers: each write's Result is the one it would get committed alone
+//     (Store.Put, Delete or CompareAndSwap, in the order the Batcher
+//     received the writes), except its Revision, which it shares with the
+//     other writes of its transaction. A stale write is refused alone; its
+//     neighbours in the batch commit. Every write is checked by etcd
+//     against its scope's floor in the transaction that carries it, as in
+//     Store.Commit.
+//   - Order: writes to one key apply in the order received (for one
+//     goroutine, the order of its calls, since a call returns only once its
+//     write committed).
+//   - What is batched: writes waiting while a commit is in flight, up to
+//     MaxBatch, at most one per key per transaction; consecutive Puts to
+//     one key under one token may be coalesced into one (see below).
 //
 // Batches form only when they pay. A write that finds no commit in flight
 // and no write waiting commits at once, on its caller's goroutine, as
@@ -20,9 +43,7 @@ import (
 // letting the writers just answered submit again, so that under load
 // batches grow to the number of writers.
 //
-// Writes to one key apply in the order the Batcher received them (for one
-// goroutine, the order of its calls, since a call returns only once its
-// write committed). A write never shares a transaction with another write
+// A write never shares a transaction with another write
 // to its key, and is never sent while an earlier write to its key waits or
 // is in flight, with one exception: consecutive Puts to one key under the
 // same token (one owner's tenure) are coalesced, unless
@@ -37,19 +58,18 @@ import (
 //
 // A Batcher is safe for concurrent use. Close it to stop its goroutines.
 type Batcher struct {
-	writeMethods // Put, Delete, CompareAndSwap: through Do
-	s            *Store
-	cfg          BatcherConfig
+	s   *Store
+	cfg BatcherConfig
 
-	mu        sync.Mutex
-	queue     []*request     // waiting writes, in the order received
-	inFlight  int            // commits running, lone writes included
-	busy      map[string]int // with MaxInFlight > 1: data keys in flight
-	keys      map[string]int // scratch of take: data key -> group, or -1
-	parked    int            // committers waiting for work
-	lingering bool           // a committer lingers for MaxBatch writes
-	stalled   bool           // every queued write waits for a key in flight
-	closed    bool
+	mu       sync.Mutex
+	queue    []*request     // waiting writes, in the order received
+	inFlight int            // commits running, lone writes included
+	busy     map[string]int // with MaxInFlight > 1: data keys in flight
+	keys     map[string]int // scratch of take: data key -> group, or -1
+	parked   int            // committers waiting for work
+	waitFor  int            // a committer waits, holding a slot, for this many queued writes
+	stalled  bool           // every queued write waits for a key in flight
+	closed   bool
 
 	wake       chan struct{} // cap 1: work for a parked or lingering committer
 	requests   sync.Pool     // of *request
@@ -65,7 +85,7 @@ type Batcher struct {
 // request is a write waiting in the queue or in a batch.
 type request struct {
 	ctx   context.Context
-	p     prepared
+	e     entry
 	next  *request // the next write coalesced with this one
 	res   Result
 	from  *handoff      // the committer that answered, if one did
@@ -128,7 +148,6 @@ func NewBatcher(s *Store, cfg BatcherConfig) (*Batcher, error) {
 		b.busy = make(map[string]int)
 	}
 	b.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
-	b.writeMethods = writeMethods{do: b.Do}
 	b.committers.Add(cfg.MaxInFlight)
 	for range cfg.MaxInFlight {
 		go b.committer()
@@ -147,7 +166,7 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 	if b.done == nil {
 		return Result{Err: errBatcherNotNew}
 	}
-	p, err := b.s.prepare(w)
+	e, err := b.s.entry(w, 0)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -159,17 +178,17 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 		b.mu.Unlock()
 		return Result{Err: ErrClosed}
 	}
-	if b.cfg.Linger == 0 && len(b.queue) == 0 && b.inFlight < b.cfg.MaxInFlight && b.busy[p.full] == 0 {
+	if b.cfg.Linger == 0 && len(b.queue) == 0 && b.inFlight < b.cfg.MaxInFlight && b.busy[e.full] == 0 {
 		b.inFlight++
-		b.markBusy(p.full, 1)
+		b.markBusy(e.full, 1)
 		b.mu.Unlock()
-		return b.commitAlone(ctx, p)
+		return b.commitAlone(ctx, e)
 	}
 	r := b.requests.Get().(*request)
-	r.ctx, r.p = ctx, p
+	r.ctx, r.e = ctx, e
 	b.queue = append(b.queue, r)
 	b.stalled = false
-	if b.parked > 0 || (b.lingering && len(b.queue) >= b.cfg.MaxBatch) {
+	if b.parked > 0 || (b.waitFor > 0 && len(b.queue) >= b.waitFor) {
 		b.signal()
 	}
 	b.mu.Unlock()
@@ -193,12 +212,36 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 	return res
 }
 
-// commitAlone commits p, which holds a commit slot, on the caller's
+// Put submits PutWrite(t, key, value) and waits for its result, as Do
+// does. It returns the etcd revision of the write, or a *fence.StaleError
+// if t is older than its scope's floor.
+func (b *Batcher) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
+	r := b.Do(ctx, PutWrite(t, key, value))
+	return r.Revision, r.Err
+}
+
+// Delete submits DeleteWrite(t, key), as Do does. It reports whether the
+// key existed.
+func (b *Batcher) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
+	r := b.Do(ctx, DeleteWrite(t, key))
+	return r.Deleted, r.Err
+}
+
+// CompareAndSwap submits CompareAndSwapWrite(t, key, version, value), as
+// Do does. It returns the revision of the write, a *fence.StaleError if t
+// is stale, or a *VersionError (errors.Is ErrVersionMismatch) if the
+// version differs.
+func (b *Batcher) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
+	r := b.Do(ctx, CompareAndSwapWrite(t, key, version, value))
+	return r.Revision, r.Err
+}
+
+// commitAlone commits e, which holds a commit slot, on the caller's
 // goroutine, bounded by CommitTimeout and aborted by Close.
-func (b *Batcher) commitAlone(ctx context.Context, p prepared) Result {
+func (b *Batcher) commitAlone(ctx context.Context, e entry) Result {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.CommitTimeout)
 	stop := context.AfterFunc(b.ctx, cancel)
-	res := b.s.writePrepared(ctx, p)
+	res := b.s.commitOne(ctx, e)
 	stop()
 	cancel()
 	b.commits.Add(1)
@@ -206,7 +249,7 @@ func (b *Batcher) commitAlone(ctx context.Context, p prepared) Result {
 	b.alone.Add(1)
 	b.mu.Lock()
 	b.inFlight--
-	b.markBusy(p.full, -1)
+	b.markBusy(e.full, -1)
 	b.stalled = false
 	if b.parked > 0 && len(b.queue) > 0 {
 		b.signal()
@@ -256,10 +299,10 @@ func (b *Batcher) Stats() BatcherStats {
 // queued, commits in flight are aborted (their writes get the context
 // error and may or may not have been applied), and Close returns once
 // every goroutine of the Batcher has ended. It is safe to call more than
-// once.
-func (b *Batcher) Close() error {
+// once, and does nothing on a Batcher not made by NewBatcher.
+func (b *Batcher) Close() {
 	if b.done == nil {
-		return errBatcherNotNew
+		return
 	}
 	b.once.Do(func() {
 		b.mu.Lock()
@@ -277,5 +320,4 @@ func (b *Batcher) Close() error {
 		close(b.done)
 	})
 	<-b.done
-	return nil
 }

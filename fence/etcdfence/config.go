@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // Defaults of Config. The limits stay below etcd's own defaults: a request
@@ -60,9 +63,13 @@ type Config struct {
 	// means DefaultMaxTxnBytes (1.25 MiB).
 	MaxTxnBytes int
 
-	// Metrics, if not nil, counts the tokens the Store admits and refuses
-	// (see Metrics); several Stores may share one. Nil means no metrics.
-	Metrics *Metrics
+	// Metrics, if not nil, receives the counts of the tokens the Store
+	// admits and refuses, tenure_fence_admitted_total and
+	// tenure_fence_rejections_total with the const label store="etcd" (see
+	// metrics.go). New registers them and fails with an error wrapping
+	// ErrMetrics if it cannot. Stores given one registry share the two
+	// metrics, which stay registered. Nil means no metrics.
+	Metrics prometheus.Registerer
 }
 
 // fencePrefix is where the floors of c's fleet live.
@@ -104,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if fp := d.fencePrefix(); strings.HasPrefix(d.Prefix, fp) {
 		return fmt.Errorf("%w: prefix %q lies inside fence prefix %q", ErrInvalidConfig, d.Prefix, fp)
+	}
+	if c.Metrics != nil && nilness.Is(c.Metrics) {
+		return fmt.Errorf("%w: metrics registerer %T", ErrNilArgument, c.Metrics)
 	}
 	return nil
 }

@@ -73,5 +73,7 @@
 // down with it. Batcher gathers writes from many goroutines into such
 // commits when they pay: a write that finds it idle commits at once,
 // writes to one key keep their order, and consecutive Puts to one key
-// under one token may be coalesced into one.
+// under one token may be coalesced into one. Each write's answer is the
+// one it would get alone, but for the revision it shares with its batch;
+// the Batcher's documentation states the contract in full.
 package etcdfence

@@ -19,7 +19,7 @@ var (
 	// default. It wraps ErrInvalidConfig.
 	ErrNoFleet = fmt.Errorf("%w: no fleet named (set Cluster or ClusterPrefix, as in the node's ownership.Config)", ErrInvalidConfig)
 
-	// ErrMetrics reports metrics that NewMetrics could not register; the
+	// ErrMetrics reports metrics that New could not register; the
 	// registry's error (such as a prometheus.AlreadyRegisteredError) is
 	// wrapped as well.
 	ErrMetrics = errors.New("etcdfence: cannot register metrics")

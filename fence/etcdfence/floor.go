@@ -1,7 +1,6 @@
 package etcdfence
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -14,8 +13,8 @@ import (
 )
 
 // This file holds everything about floors: how an epoch is stored, the
-// comparisons that check a token against its scope's floor, the floors a
-// Store remembers, and the operations on a floor alone (Advance, Floor).
+// comparisons that check a token against its scope's floor, and the floors
+// a Store remembers (floorCache, the one record of them in this package).
 
 // epochWidth is the number of decimal digits of the largest int64, the
 // fixed width of an encoded floor.
@@ -98,14 +97,11 @@ func newCmp(key string, result pb.Compare_CompareResult, target pb.Compare_Compa
 	return c, pc
 }
 
-// FloorKey returns the etcd key that holds scope's floor.
-func (s *Store) FloorKey(scope string) string { return s.fences + scope }
-
 // staleCmp is the comparison of the single-write form: it holds iff a token
-// of epoch (encoded) is older than the floor. It fails on a missing floor,
-// so the Else branch, which admits, also covers a scope never written.
-func staleCmp(floorKey, epoch string) clientv3.Cmp {
-	return valueCmp(floorKey, pb.Compare_GREATER, []byte(epoch))
+// of epoch is older than the floor. It fails on a missing floor, so the
+// Else branch, which admits, also covers a scope never written.
+func staleCmp(floorKey string, epoch int64) clientv3.Cmp {
+	return valueCmp(floorKey, pb.Compare_GREATER, []byte(encodeEpoch(epoch)))
 }
 
 // steadyCmp is the comparison of the steady form for the writes of one
@@ -118,30 +114,16 @@ func staleCmp(floorKey, epoch string) clientv3.Cmp {
 //     With a cached floor c <= lo, it proves c <= floor <= lo <= hi, so the
 //     floor need not be written if hi == c.
 func (s *Store) steadyCmp(scope, floorKey string, lo, hi int64) (cmp clientv3.Cmp, raise bool) {
-	c, known := s.cache.get(scope)
+	c, known := s.floors.get(scope)
 	if known && c == 0 {
 		return createCmp(floorKey, pb.Compare_EQUAL, 0), true
 	}
 	return valueCmp(floorKey, pb.Compare_LESS, admitBound(lo)), !(known && hi == c)
 }
 
-// guarded runs the transaction of the single-write form
-//
-//	If(Value(floor) > epoch) Then(Get(floor)) Else(els...)
-//
-// in which els runs iff t is not older than its scope's floor. A refusal is
-// returned as stale (a *fence.StaleError); err is etcd's.
-func (s *Store) guarded(ctx context.Context, t fence.Token, floor, epoch string, els ...clientv3.Op) (resp *clientv3.TxnResponse, stale, err error) {
-	resp, err = s.kv.Txn(ctx).If(staleCmp(floor, epoch)).Then(clientv3.OpGet(floor)).Else(els...).Commit()
-	if err == nil && resp.Succeeded {
-		stale = s.staleFrom(t, resp.Responses[0])
-	}
-	return resp, stale, err
-}
-
 // staleFrom builds the error for t from the floor read in a refused txn.
 func (s *Store) staleFrom(t fence.Token, r *pb.ResponseOp) error {
-	s.cfg.Metrics.Rejected(t.Scope)
+	s.metrics.Rejected(t.Scope)
 	rr := r.GetResponseRange()
 	if rr == nil || len(rr.Kvs) == 0 {
 		// The floor vanished between compare and read: impossible inside
@@ -159,14 +141,14 @@ func (s *Store) staleFrom(t fence.Token, r *pb.ResponseOp) error {
 // floor key, and records it in the cache: 0 if kvs is empty (no floor).
 func (s *Store) floorOf(scope string, kvs []*mvccpb.KeyValue) (int64, error) {
 	if len(kvs) == 0 {
-		s.cache.absent(scope)
+		s.floors.absent(scope)
 		return 0, nil
 	}
 	e, err := decodeEpoch(kvs[0].Value)
 	if err != nil {
 		return 0, fmt.Errorf("scope %q: %w", scope, err)
 	}
-	s.cache.raise(scope, e)
+	s.floors.raise(scope, e)
 	return e, nil
 }
 
@@ -174,7 +156,7 @@ func (s *Store) floorOf(scope string, kvs []*mvccpb.KeyValue) (int64, error) {
 // Store has already seen for its scope (a lower bound of the real floor),
 // nil if not.
 func (s *Store) cachedStale(t fence.Token) error {
-	if c, ok := s.cache.get(t.Scope); ok {
+	if c, ok := s.floors.get(t.Scope); ok {
 		return s.belowFloor(t, c)
 	}
 	return nil
@@ -184,76 +166,30 @@ func (s *Store) cachedStale(t fence.Token) error {
 // floor (counted as a rejection), nil if it may be admitted.
 func (s *Store) belowFloor(t fence.Token, floor int64) error {
 	if t.Epoch < floor {
-		s.cfg.Metrics.Rejected(t.Scope)
+		s.metrics.Rejected(t.Scope)
 		return fence.NewStaleError(t, floor)
 	}
 	return nil
 }
 
-// cachedPositive reports whether this Store has seen a floor for scope.
-func (s *Store) cachedPositive(scope string) bool {
-	c, ok := s.cache.get(scope)
-	return ok && c > 0
-}
-
 // rejectCached answers the writes whose epoch is below their scope's
 // cached floor and returns the others.
-func (s *Store) rejectCached(items []item, results []Result) []item {
-	var out []item // nil until a write is refused: the others are copied from then on
-	for i, it := range items {
-		if err := s.cachedStale(it.p.w.Token); err != nil {
-			results[it.idx].Err = err
+func (s *Store) rejectCached(entries []entry, results []Result) []entry {
+	var out []entry // nil until a write is refused: the others are copied from then on
+	for i := range entries {
+		if err := s.cachedStale(entries[i].Token); err != nil {
+			results[entries[i].idx].Err = err
 			if out == nil {
-				out = append(make([]item, 0, len(items)-1), items[:i]...)
+				out = append(make([]entry, 0, len(entries)-1), entries[:i]...)
 			}
 		} else if out != nil {
-			out = append(out, it)
+			out = append(out, entries[i])
 		}
 	}
 	if out == nil {
-		return items // the common case: none is stale, nothing copied
+		return entries // the common case: none is stale, nothing copied
 	}
 	return out
-}
-
-// Advance raises the floor of t's scope to t.Epoch, as a new owner does
-// before its first write, so that older tokens are refused from then on
-// even for keys the new owner never writes. It returns a *fence.StaleError
-// if the floor is already newer than t; advancing to the current floor
-// succeeds. Advance always asks etcd. With it a Store is a fence.Fencer.
-func (s *Store) Advance(ctx context.Context, t fence.Token) error {
-	if err := s.usable(); err != nil {
-		return err
-	}
-	if err := t.Validate(); err != nil {
-		return err
-	}
-	floor, e := s.FloorKey(t.Scope), encodeEpoch(t.Epoch)
-	_, stale, err := s.guarded(ctx, t, floor, e, clientv3.OpPut(floor, e))
-	if err != nil {
-		return fmt.Errorf("etcdfence: advance %s: %w", t, err)
-	}
-	if stale != nil {
-		return stale
-	}
-	s.cache.raise(t.Scope, t.Epoch)
-	s.cfg.Metrics.Admitted(1)
-	return nil
-}
-
-// Floor returns the highest epoch admitted for scope, or 0 if none.
-func (s *Store) Floor(ctx context.Context, scope string) (int64, error) {
-	if err := s.usable(); err != nil {
-		return 0, err
-	}
-	if err := fence.ValidateScope(scope); err != nil {
-		return 0, err
-	}
-	resp, err := s.kv.Get(ctx, s.FloorKey(scope))
-	if err != nil {
-		return 0, fmt.Errorf("etcdfence: floor of %q: %w", scope, err)
-	}
-	return s.floorOf(scope, resp.Kvs)
 }
 
 // maxCachedScopes bounds the floor cache; past it the cache starts over.
@@ -272,6 +208,12 @@ const maxCachedScopes = 1 << 16
 type floorCache struct {
 	m sync.Map     // scope -> *atomic.Int64
 	n atomic.Int64 // entries created since the map was last cleared
+}
+
+// positive reports whether a floor was seen for scope.
+func (c *floorCache) positive(scope string) bool {
+	f, ok := c.get(scope)
+	return ok && f > 0
 }
 
 func (c *floorCache) get(scope string) (int64, bool) {

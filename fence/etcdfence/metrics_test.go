@@ -16,23 +16,28 @@ import (
 
 // TestMetrics counts admitted and refused tokens through a write, Advance,
 // Get, a refusal by etcd, refusals from the Store's floor cache and a
-// Commit.
+// Commit; a second Store given the same registry counts into the same
+// metrics.
 func TestMetrics(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	m, err := etcdfence.NewMetrics(reg)
-	require.NoError(t, err)
-	_, err = etcdfence.NewMetrics(reg)
-	require.ErrorIs(t, err, etcdfence.ErrMetrics)
-	_, err = etcdfence.NewMetrics((*prometheus.Registry)(nil))
-	require.ErrorIs(t, err, etcdfence.ErrNilArgument)
-
 	cli := startCluster(t)
 	cfg := etcdfence.DefaultConfig()
 	cfg.Cluster = "metrics"
+
+	cfg.Metrics = (*prometheus.Registry)(nil)
+	_, err := etcdfence.New(cli, cfg)
+	require.ErrorIs(t, err, etcdfence.ErrNilArgument)
+	clash := prometheus.NewPedanticRegistry()
+	clash.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "tenure_fence_admitted_total", Help: "another meaning"}))
+	cfg.Metrics = clash
+	_, err = etcdfence.New(cli, cfg)
+	require.ErrorIs(t, err, etcdfence.ErrMetrics)
+
+	cfg.Metrics = nil
 	s, err := etcdfence.New(cli, cfg) // no metrics
 	require.NoError(t, err)
 	other := s
-	cfg.Metrics = m
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Metrics = reg
 	s, err = etcdfence.New(cli, cfg)
 	require.NoError(t, err)
 	ctx := fencetest.Context(t)
@@ -66,7 +71,11 @@ tenure_fence_rejections_total{scope_kind="other",store="etcd"} 0
 tenure_fence_rejections_total{scope_kind="partition",store="etcd"} 3
 `
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
-	m.Unregister()
-	_, err = etcdfence.NewMetrics(reg)
+
+	twin, err := etcdfence.New(cli, cfg) // the same registry: shared counts
 	require.NoError(t, err)
+	_, err = twin.Put(ctx, cur, "k3", []byte("e")) // admitted 5
+	require.NoError(t, err)
+	want = strings.Replace(want, `tenure_fence_admitted_total{store="etcd"} 4`, `tenure_fence_admitted_total{store="etcd"} 5`, 1)
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
 }

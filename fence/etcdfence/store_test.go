@@ -283,9 +283,8 @@ func TestNilArguments(t *testing.T) {
 			rs, _ := zero.Commit(ctx, []etcdfence.Write{etcdfence.PutWrite(tok, "k", nil)})
 			return rs[0].Err
 		},
-		"zero Batcher Put":   func() error { _, err := zeroBatcher.Put(ctx, tok, "k", nil); return err },
-		"zero Batcher Do":    func() error { return zeroBatcher.Do(ctx, etcdfence.PutWrite(tok, "k", nil)).Err },
-		"zero Batcher Close": func() error { return zeroBatcher.Close() },
+		"zero Batcher Put": func() error { _, err := zeroBatcher.Put(ctx, tok, "k", nil); return err },
+		"zero Batcher Do":  func() error { return zeroBatcher.Do(ctx, etcdfence.PutWrite(tok, "k", nil)).Err },
 	} {
 		var err error
 		require.NotPanics(t, func() { err = call() }, name)
@@ -293,4 +292,5 @@ func TestNilArguments(t *testing.T) {
 		require.ErrorIs(t, err, etcdfence.ErrInvalidConfig, name)
 		require.Equal(t, 1, strings.Count(err.Error(), "etcdfence:"), "%s: one prefix: %v", name, err)
 	}
+	require.NotPanics(t, zeroBatcher.Close, "zero Batcher Close")
 }

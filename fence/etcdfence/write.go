@@ -1,14 +1,17 @@
 package etcdfence
 
 import (
-	"context"
 	"fmt"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
 )
 
-// This file holds the vocabulary of writes: what a write is, what answers
-// it, and the convenience methods Store and Batcher share.
+// This file holds what a write is: the public Write and Result, and entry,
+// a validated Write with its etcd keys, which turns itself into etcd
+// operations and reads its outcome back from etcd's responses.
 
 // WriteKind says what a Write does.
 type WriteKind uint8
@@ -84,45 +87,119 @@ type Result struct {
 	Err error
 }
 
-// writeMethods gives a function that applies one Write the methods Put,
-// Delete and CompareAndSwap. Store (one transaction per write) and Batcher
-// (the write joins the next batch) embed it.
-type writeMethods struct {
-	do func(context.Context, Write) Result
+// entry is a validated Write with its etcd keys and idx, the index of its
+// Result in the caller's slice. Every path to etcd carries writes as
+// entries: Store.Put and its kin (one entry), Commit (one per Write) and a
+// Batcher's batch (one per key).
+type entry struct {
+	Write
+	idx   int
+	full  string // data key with prefix
+	floor string // floor key of the token's scope
 }
 
-// apply applies w with m.do, which is nil only in a Store or Batcher not
-// made by New or NewBatcher.
-func (m writeMethods) apply(ctx context.Context, w Write) Result {
-	if m.do == nil {
-		return Result{Err: fmt.Errorf("%w: Store or Batcher not created by New or NewBatcher", ErrNilArgument)}
+// entry validates w and returns it as the entry of index idx.
+func (s *Store) entry(w Write, idx int) (entry, error) {
+	if err := s.usable(); err != nil {
+		return entry{}, err
 	}
-	return m.do(ctx, w)
+	if err := w.Token.Validate(); err != nil {
+		return entry{}, err
+	}
+	switch w.Kind {
+	case KindPut, KindCompareAndSwap:
+		if w.Kind == KindCompareAndSwap && w.Version < 0 {
+			return entry{}, fmt.Errorf("%w: negative version %d", ErrInvalidWrite, w.Version)
+		}
+		if err := s.checkValue(w.Value); err != nil {
+			return entry{}, err
+		}
+	case KindDelete:
+		if w.Value != nil {
+			return entry{}, fmt.Errorf("%w: delete of %q carries a value", ErrInvalidWrite, w.Key)
+		}
+	default:
+		return entry{}, fmt.Errorf("%w: unknown kind %d", ErrInvalidWrite, uint8(w.Kind))
+	}
+	full, err := s.dataKey(w.Key)
+	if err != nil {
+		return entry{}, err
+	}
+	return entry{Write: w, idx: idx, full: full, floor: s.FloorKey(w.Token.Scope)}, nil
 }
 
-// Put writes value at key under t. The check of t against its scope's
-// floor, the recording of t.Epoch as the new floor and the write commit in
-// one transaction (through a Batcher, the transaction of the write's
-// batch). It returns the etcd revision of the write, or a
-// *fence.StaleError if t is older than the floor.
-func (m writeMethods) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
-	r := m.apply(ctx, PutWrite(t, key, value))
-	return r.Revision, r.Err
+// singleOps are the Else operations of the single-write form: record the
+// epoch and write. A compare-and-swap nests its version check, so that a
+// refused swap records nothing, as in a flat transaction.
+func (e *entry) singleOps() []clientv3.Op {
+	put := clientv3.OpPut(e.floor, encodeEpoch(e.Token.Epoch))
+	if e.Kind == KindCompareAndSwap {
+		return []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{e.versionCmp()},
+			[]clientv3.Op{put, e.flatOp()},
+			[]clientv3.Op{clientv3.OpGet(e.full, clientv3.WithKeysOnly())},
+		)}
+	}
+	return []clientv3.Op{put, e.flatOp()}
 }
 
-// Delete deletes key under t, fenced as Put is. It reports whether the key
-// existed.
-func (m writeMethods) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
-	r := m.apply(ctx, DeleteWrite(t, key))
-	return r.Deleted, r.Err
+// flatOp is the data operation of the write in a transaction whose If
+// holds every check (a compare-and-swap's version comparison included).
+func (e *entry) flatOp() clientv3.Op {
+	if e.Kind == KindDelete {
+		return clientv3.OpDelete(e.full)
+	}
+	return clientv3.OpPut(e.full, string(e.Value))
 }
 
-// CompareAndSwap writes value at key under t iff the key's version is
-// version (0: the key must not exist), fenced as Put is. It returns the
-// revision of the write, a *fence.StaleError if t is stale, or a
-// *VersionError (errors.Is ErrVersionMismatch) if the version differs, in
-// which case nothing is written and the token is not recorded.
-func (m writeMethods) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
-	r := m.apply(ctx, CompareAndSwapWrite(t, key, version, value))
-	return r.Revision, r.Err
+func (e *entry) versionCmp() clientv3.Cmp {
+	return versionCmp(e.full, pb.Compare_EQUAL, e.Version)
+}
+
+// size estimates the bytes the write adds to a transaction request.
+func (e *entry) size() int {
+	return len(e.full) + len(e.Value) + 3*len(e.floor) + 2*epochWidth + 64
+}
+
+// writeSizeBound is the largest size of one write under c.
+func (c Config) writeSizeBound() int {
+	return c.MaxKeyLen + c.MaxValueLen + 3*(len(c.fencePrefix())+fence.MaxScopeLen) + 2*epochWidth + 64
+}
+
+// admitted is the Result of a write admitted at revision rev, given the
+// response to its data operation.
+func (e *entry) admitted(rev int64, r *pb.ResponseOp) Result {
+	if e.Kind == KindDelete {
+		return Result{Revision: rev, Deleted: r.GetResponseDeleteRange().GetDeleted() > 0}
+	}
+	return Result{Revision: rev}
+}
+
+// singleResult reads the outcome of an admitted write in the single-write
+// form from the Else responses of singleOps.
+func (e *entry) singleResult(rev int64, rs []*pb.ResponseOp) Result {
+	if e.Kind != KindCompareAndSwap {
+		return e.admitted(rev, rs[1])
+	}
+	tr := rs[0].GetResponseTxn()
+	if tr.GetSucceeded() {
+		return Result{Revision: rev}
+	}
+	var actual int64
+	if inner := tr.GetResponses(); len(inner) > 0 {
+		actual = keyVersion(inner[0])
+	}
+	return Result{Err: e.versionError(actual)}
+}
+
+func (e *entry) versionError(actual int64) error {
+	return &VersionError{Key: e.Key, Expected: e.Version, Actual: actual}
+}
+
+// keyVersion is the version of the key read by r, 0 if it does not exist.
+func keyVersion(r *pb.ResponseOp) int64 {
+	if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+		return kvs[0].Version
+	}
+	return 0
 }

@@ -267,7 +267,7 @@ func (ex *tenureEx) close() {
 		cancel()
 	}
 	for _, b := range ex.batchers {
-		_ = b.Close()
+		b.Close()
 	}
 	ex.outside.Wait()
 	ex.w.srv.OnCommit(nil)

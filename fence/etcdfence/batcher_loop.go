@@ -2,16 +2,18 @@ package etcdfence
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
 )
 
+// This file holds a Batcher's committers: how one gathers a batch (gather,
+// linger), takes it from the queue (take) and commits it (commit).
+
 // group is the writes of a batch to one key: one write, or consecutive
 // Puts under one token coalesced into the last one's.
 type group struct {
-	p          prepared // what is written: the last write of the group
+	e          entry    // what is written: the last write of the group
 	head, tail *request // linked by request.next
 }
 
@@ -23,7 +25,7 @@ func (b *Batcher) committer() {
 	defer b.committers.Done()
 	var (
 		groups  []group
-		items   []item
+		entries []entry
 		results []Result
 		linger  *time.Timer
 		back    int           // writes the last batch answered
@@ -52,7 +54,7 @@ func (b *Batcher) committer() {
 			if b.cfg.Linger > 0 {
 				linger = b.linger(linger)
 			} else {
-				b.gather(h, back, took/gatherShare)
+				linger = b.gather(h, back, took/gatherShare, linger)
 			}
 			b.mu.Lock()
 			groups = b.take(groups[:0])
@@ -65,13 +67,13 @@ func (b *Batcher) committer() {
 			b.mu.Unlock()
 
 			start := time.Now()
-			items, results, back = b.commit(h, groups, items, results)
+			entries, results, back = b.commit(h, groups, entries, results)
 			took = time.Since(start)
 
 			b.mu.Lock()
 			if b.busy != nil {
 				for _, g := range groups {
-					b.markBusy(g.p.full, -1)
+					b.markBusy(g.e.full, -1)
 				}
 				b.stalled = false
 			}
@@ -83,54 +85,30 @@ func (b *Batcher) committer() {
 }
 
 // gatherShare is the share of the last commit's duration that a committer
-// may spend gathering the next batch, and maxIdleYields the yields in a row
-// that bring no write after which it stops.
-const (
-	gatherShare   = 8
-	maxIdleYields = 2
-)
+// may spend gathering the next batch.
+const gatherShare = 8
 
 // gather lets writers queue before a batch closes, holding a commit slot.
 // back is the number of writers the last batch answered (through h): they
-// are about to submit again. gather first waits until every one of them has
-// run (h.wait), then yields the processor until back more writes are
-// queued, until MaxBatch are queued, until maxIdleYields yields in a row
-// brought nobody (the writers answered went elsewhere), or until budget has
-// passed. Writers just answered by a commit join this batch instead of the
-// next one, and the yielding costs at most 1/gatherShare of a commit.
+// are about to submit again. gather waits, parked, until back more writes
+// are queued (or MaxBatch), or until budget, 1/gatherShare of the last
+// commit, has passed: writers just answered by a commit join this batch
+// instead of the next one, and a batch whose writers went elsewhere is
+// delayed by at most that share of a commit.
 //
-// Why wait before yielding: a writer woken by an answer may be queued on a
-// processor that then runs a long system call or another goroutine, while
-// the committer, yielding, keeps its own processor busy, so that the idle
-// processor that would take the writer over never appears. That writer
-// misses the batch, and with it every later one until the batches
-// shrink to the writers that happen to run in time. A committer that parks
-// frees its processor, which then runs (or takes over) every woken writer.
-func (b *Batcher) gather(h *handoff, back int, budget time.Duration) {
+// It first waits until every writer answered has run again (h.wait), then
+// until enough are queued (waitQueued). Waiting parked, rather than
+// polling, frees the committer's processor for the writers it waits for.
+func (b *Batcher) gather(h *handoff, back int, budget time.Duration, t *time.Timer) *time.Timer {
 	b.mu.Lock()
 	n := len(b.queue)
 	b.mu.Unlock()
 	want := min(n+back, b.cfg.MaxBatch)
-	if n >= want {
-		return
+	if n >= want || budget <= 0 {
+		return t
 	}
 	h.wait(b.ctx)
-	start := time.Now()
-	for idle := 0; idle < maxIdleYields && time.Since(start) < budget; {
-		b.mu.Lock()
-		prev := n
-		n = len(b.queue)
-		b.mu.Unlock()
-		if n >= want {
-			return
-		}
-		if n > prev {
-			idle = 0
-		} else {
-			idle++
-		}
-		runtime.Gosched()
-	}
+	return b.waitQueued(t, want, budget)
 }
 
 // handoff is a committer's count of the writers it answered that have not
@@ -165,17 +143,24 @@ func (h *handoff) wait(ctx context.Context) {
 // linger waits, holding a commit slot, until MaxBatch writes are queued,
 // Linger has passed or the Batcher closes. It returns its timer for reuse.
 func (b *Batcher) linger(t *time.Timer) *time.Timer {
+	return b.waitQueued(t, b.cfg.MaxBatch, b.cfg.Linger)
+}
+
+// waitQueued waits, parked, until n writes are queued (Do wakes it through
+// b.waitFor), d has passed or the Batcher closes. It reuses the timer t,
+// nil at first, and returns it.
+func (b *Batcher) waitQueued(t *time.Timer, n int, d time.Duration) *time.Timer {
 	b.mu.Lock()
-	full := len(b.queue) >= b.cfg.MaxBatch
-	b.lingering = !full
-	b.mu.Unlock()
-	if full {
+	if len(b.queue) >= n {
+		b.mu.Unlock()
 		return t
 	}
+	b.waitFor = n
+	b.mu.Unlock()
 	if t == nil {
-		t = time.NewTimer(b.cfg.Linger)
+		t = time.NewTimer(d)
 	} else {
-		t.Reset(b.cfg.Linger)
+		t.Reset(d)
 	}
 	select {
 	case <-t.C:
@@ -185,7 +170,7 @@ func (b *Batcher) linger(t *time.Timer) *time.Timer {
 		t.Stop()
 	}
 	b.mu.Lock()
-	b.lingering = false
+	b.waitFor = 0
 	b.mu.Unlock()
 	return t
 }
@@ -209,20 +194,20 @@ func (b *Batcher) take(groups []group) []group {
 			r.answer(Result{Err: err}, nil)
 			continue
 		}
-		gi, seen := b.keys[r.p.full]
+		gi, seen := b.keys[r.e.full]
 		switch {
-		case !seen && b.busy[r.p.full] == 0:
-			b.keys[r.p.full] = len(groups)
-			groups = append(groups, group{p: r.p, head: r, tail: r})
-			b.markBusy(r.p.full, 1)
+		case !seen && b.busy[r.e.full] == 0:
+			b.keys[r.e.full] = len(groups)
+			groups = append(groups, group{e: r.e, head: r, tail: r})
+			b.markBusy(r.e.full, 1)
 			taken++
-		case seen && gi >= 0 && b.coalesces(groups[gi].p, r.p):
+		case seen && gi >= 0 && b.coalesces(&groups[gi].e, &r.e):
 			g := &groups[gi]
-			g.tail.next, g.tail, g.p = r, r, r.p
+			g.tail.next, g.tail, g.e = r, r, r.e
 			b.coalesced.Add(1)
 			taken++
 		default:
-			b.keys[r.p.full] = -1
+			b.keys[r.e.full] = -1
 			rest = append(rest, r)
 		}
 	}
@@ -235,22 +220,23 @@ func (b *Batcher) take(groups []group) []group {
 // coalesces reports whether next may be coalesced into a group whose last
 // write is last: both are Puts under the same token, so that writing only
 // next gives each the Result it would get alone.
-func (b *Batcher) coalesces(last, next prepared) bool {
-	return !b.cfg.NoCoalesce && last.w.Kind == KindPut && next.w.Kind == KindPut && last.w.Token == next.w.Token
+func (b *Batcher) coalesces(last, next *entry) bool {
+	return !b.cfg.NoCoalesce && last.Kind == KindPut && next.Kind == KindPut && last.Token == next.Token
 }
 
 // commit commits groups, whose writes hold a commit slot, and answers every
-// request of them. items and results are scratch space, returned for
+// request of them. entries and results are scratch space, returned for
 // reuse, with the number of requests answered.
-func (b *Batcher) commit(h *handoff, groups []group, items []item, results []Result) ([]item, []Result, int) {
-	items = items[:0]
+func (b *Batcher) commit(h *handoff, groups []group, entries []entry, results []Result) ([]entry, []Result, int) {
+	entries = entries[:0]
 	for i := range groups {
-		items = append(items, item{idx: i, p: groups[i].p})
+		entries = append(entries, groups[i].e)
+		entries[i].idx = i
 	}
 	results = slices.Grow(results[:0], len(groups))[:len(groups)]
 	clear(results)
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.CommitTimeout)
-	_ = b.s.commitItems(ctx, items, results, true) // failures are in results
+	_ = b.s.commitEntries(ctx, entries, results, true) // failures are in results
 	cancel()
 	n := 0
 	for i := range groups {
@@ -270,6 +256,6 @@ func (b *Batcher) commit(h *handoff, groups []group, items []item, results []Res
 			r = next
 		}
 	}
-	clear(items) // drop the values
-	return items, results, n
+	clear(entries) // drop the values
+	return entries, results, n
 }
