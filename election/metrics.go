@@ -105,7 +105,7 @@ func sessionMetricsOf(reg prometheus.Registerer) (*sessionMetrics, error) {
 		Namespace: metrics.Namespace, Subsystem: sub, Name: "safe_deadline_margin_seconds",
 		Help: "Time left before the live session's safe deadline; 0 without a live session.",
 	}, m.margin)
-	shared, err := metrics.Shared(reg, m)
+	shared, _, err := metrics.Shared(reg, m)
 	if err != nil {
 		return nil, fmt.Errorf("%w: session: %w", ErrMetrics, err)
 	}

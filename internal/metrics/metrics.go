@@ -76,23 +76,24 @@ func IsAlreadyRegistered(err error) bool {
 	return errors.As(err, &are)
 }
 
-// Shared registers c with reg and returns it, or, if reg has a collector
-// of c's type with c's descriptors already, returns that one: components
-// that come and go (a node's sessions) share one collector so that its
-// counters add up across them. Any other error is the registry's.
-func Shared[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
+// Shared registers c with reg and returns it (added), or, if reg has a
+// collector of c's type with c's descriptors already, returns that one:
+// components that come and go (a node's sessions, the Stores of one
+// registry) share one collector so that its counters add up across them.
+// Any other error is the registry's.
+func Shared[T prometheus.Collector](reg prometheus.Registerer, c T) (_ T, added bool, _ error) {
 	err := reg.Register(c)
 	if err == nil {
-		return c, nil
+		return c, true, nil
 	}
 	var are prometheus.AlreadyRegisteredError
 	if errors.As(err, &are) {
 		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing, nil
+			return existing, false, nil
 		}
 	}
 	var zero T
-	return zero, err
+	return zero, false, err
 }
 
 // Tracker is a prometheus.Registerer that registers through another and

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,11 +18,11 @@ func SharedFence(reg prometheus.Registerer, store string, errNil, errMetrics err
 	if nilness.Is(reg) {
 		return nil, fmt.Errorf("%w: prometheus.Registerer %T", errNil, reg)
 	}
-	admits, added, err := registerShared(reg, FenceAdmitted(store))
+	admits, added, err := Shared(reg, FenceAdmitted(store))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errMetrics, err)
 	}
-	rejections, _, err := registerShared(reg, FenceRejections(store))
+	rejections, _, err := Shared(reg, FenceRejections(store))
 	if err != nil {
 		if added {
 			reg.Unregister(admits)
@@ -31,21 +30,4 @@ func SharedFence(reg prometheus.Registerer, store string, errNil, errMetrics err
 		return nil, fmt.Errorf("%w: %w", errMetrics, err)
 	}
 	return &Fence{admits: admits, rejections: rejections}, nil
-}
-
-// registerShared registers c with reg and returns it (added), or returns
-// the collector reg holds already under c's descriptors.
-func registerShared[C prometheus.Collector](reg prometheus.Registerer, c C) (_ C, added bool, _ error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, true, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, false, nil
-		}
-	}
-	var zero C
-	return zero, false, err
 }
