@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -313,4 +314,66 @@ func TestBatcherArguments(t *testing.T) {
 	_, err = zero.Do(context.Background(), tok("p/1", 1), "x")
 	assert.ErrorIs(t, err, sqlfence.ErrNilArgument)
 	zero.Close()
+}
+
+// BenchmarkBatcher compares, on the same table in one run, 64 concurrent
+// writers whose writes go through a Batcher ("batched") with the same
+// writes each in a fenced transaction of its own ("alone": Fences.Do), on
+// PostgreSQL and on SQLite. Each write bumps one of 64 counters under one
+// of 8 partitions' tokens.
+func BenchmarkBatcher(b *testing.B) {
+	b.Run("postgres", func(b *testing.B) {
+		db := postgres(b)
+		f, err := sqlfence.New(sqlfence.Config{Dialect: sqlfence.Postgres, Table: "bbench_fences"})
+		require.NoError(b, err)
+		mustExec(b, db, "DROP TABLE IF EXISTS bbench_fences")
+		require.NoError(b, f.CreateTable(context.Background(), db))
+		benchBatcher(b, engine{name: "postgres", db: db, fences: f, dialect: sqlfence.Postgres})
+	})
+	b.Run("sqlite", func(b *testing.B) { benchBatcher(b, newSQLite(b, "bbench")) })
+}
+
+func benchBatcher(b *testing.B, e engine) {
+	ctx := context.Background()
+	freshTable(b, e.db, "bbench_counts", "CREATE TABLE bbench_counts (k TEXT PRIMARY KEY, n BIGINT NOT NULL)")
+	c := &counts{e: e, table: "bbench_counts"}
+	w := c.writer()
+	w.Committed = nil
+	fencer := sqlfence.Fencer{DB: e.db, Fences: e.fences}
+	const parts = 8
+	for p := range parts {
+		require.NoError(b, fencer.Advance(ctx, tok(fmt.Sprint("p/", p), 1)))
+	}
+	bench := func(b *testing.B, write func(t fence.Token, k string) error) {
+		b.ReportAllocs()
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+		var next sync.Mutex
+		i := 0
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				next.Lock()
+				i++
+				n := i
+				next.Unlock()
+				if err := write(tok(fmt.Sprint("p/", n%parts), 1), fmt.Sprint("k", n%64)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("batched", func(b *testing.B) {
+		bt, err := sqlfence.NewBatcher(e.db, e.fences, w, sqlfence.DefaultBatcherConfig())
+		require.NoError(b, err)
+		defer bt.Close()
+		bench(b, func(t fence.Token, k string) error { _, err := bt.Do(ctx, t, k); return err })
+	})
+	b.Run("alone", func(b *testing.B) {
+		bench(b, func(t fence.Token, k string) error {
+			return e.fences.Do(ctx, e.db, t, func(tx *sql.Tx) error {
+				_, err := w.Write(ctx, tx, []string{k})
+				return err
+			})
+		})
+	})
 }

@@ -47,7 +47,7 @@ func TestMetrics(t *testing.T) {
 	require.ErrorIs(t, fencer.Advance(ctx, tok("leader/x", 0)), fence.ErrInvalidToken) // not decided: not counted
 	require.NoError(t, fencer.Advance(ctx, tok("leader/x", 2)))                        // admitted 2
 	err = fencer.AdvanceAll(ctx, []fence.Token{tok("p/1", 4), tok("p/2", 1), tok("p/3", 1)})
-	require.ErrorIs(t, err, fence.ErrStale)                                     // admitted 4, partition 2
+	require.ErrorIs(t, err, fence.ErrStale)                                      // admitted 4, partition 2
 	require.ErrorIs(t, fencer2.Advance(ctx, tok("leader/x", 1)), fence.ErrStale) // leader 1, through the second Fences
 
 	want := `
