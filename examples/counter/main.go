@@ -185,16 +185,12 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	}
 
 	m := newMetrics()
-	fm, err := sqlfence.NewMetrics(m.reg)
-	if err != nil {
-		return err
-	}
 	db, dialect, err := openDB(cfg.db, cfg.ttl)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: fm})
+	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: m.reg})
 	if err != nil {
 		return err
 	}
@@ -255,7 +251,13 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		_ = node.Close(context.WithoutCancel(ctx))
 		return err
 	}
-	com := newCommitter(st, cfg.id, cfg.groupCommit, cfg.maxBatch, cfg.hold, log.Named("commit"))
+	com, err := newCommitter(st, cfg.id, cfg.groupCommit, cfg.maxBatch, cfg.hold, log.Named("commit"))
+	if err != nil {
+		_ = ln.Close()
+		_ = rt.Close()
+		_ = node.Close(context.WithoutCancel(ctx))
+		return err
+	}
 	h, err := handler(rt, node, &service{node: cfg.id, store: st, com: com}, m)
 	if err != nil {
 		_ = ln.Close()

@@ -39,7 +39,7 @@ func newMetrics() *metrics {
 		}),
 		commitFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "counter_commit_failures_total",
-			Help: "Transactions that failed for another reason than a stale token (their partitions are loaded again).",
+			Help: "Increments whose transaction failed for another reason than a stale token (their partitions are loaded again).",
 		}),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "counter_commits_total",
@@ -52,7 +52,7 @@ func newMetrics() *metrics {
 		}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "counter_commit_seconds",
-			Help:    "Duration of one commit's transaction.",
+			Help:    "Time from an increment's submission to its commit's answer (with group commit, the wait for its batch included).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{
