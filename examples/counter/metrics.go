@@ -2,7 +2,8 @@ package main
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tenure-go/tenure/examples/internal/app"
 )
 
 // metrics are the counter's Prometheus metrics, in a registry of its own
@@ -24,7 +25,6 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
 		applied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "counter_increments_applied_total",
 			Help: "Increments this process committed.",
@@ -64,8 +64,7 @@ func newMetrics() *metrics {
 			Help: "Counters held in memory for the partitions this process serves.",
 		}),
 	}
-	m.reg.MustRegister(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
-		m.commitSeconds, m.owned, m.keys,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg = app.NewRegistry(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
+		m.commitSeconds, m.owned, m.keys)
 	return m
 }
