@@ -15,10 +15,10 @@ import (
 	"github.com/tenure-go/tenure/fence/sqlfence"
 )
 
-// commitTimeout bounds one commit's transaction. It deliberately does not
-// follow the request's or the partition's context: once a batch has begun,
-// the database decides (a stale token is refused there), and cancelling it
-// would only turn a definite answer into an unknown outcome.
+// commitTimeout bounds one increment's transaction without group commit
+// (with it, sqlfence.BatcherConfig.Timeout bounds a batch's). It does not
+// follow the request's context: the database decides, and cancelling would
+// only turn a definite answer into an unknown outcome.
 const commitTimeout = 10 * time.Second
 
 // maxParams bounds the parameters of one multi-row statement (SQLite's
@@ -34,7 +34,6 @@ type incr struct {
 	part *partition
 	key  string
 	idem string
-	done chan result // buffered: the committer never blocks on it
 }
 
 // result is an increment's outcome: the counter's value after it, and
@@ -46,205 +45,124 @@ type result struct {
 }
 
 // committer writes increments through to the database. With group commit,
-// one goroutine takes every increment queued while the previous transaction
-// was in flight and commits them in one transaction; without it, each
-// increment commits in a transaction of its own, one at a time per
-// partition.
+// a sqlfence.Batcher commits every increment queued while the previous
+// transaction was in flight in one transaction; without it, each increment
+// commits in a fenced transaction of its own, one at a time per partition.
+// Either way the transaction runs write, and committed brings memory up to
+// date once it has committed.
 type committer struct {
-	store    *store
-	node     string
-	group    bool
-	maxBatch int
-	hold     time.Duration
-	log      hclog.Logger
-
-	queue chan *incr
-	stop  chan struct{}
-	done  chan struct{}
+	store   *store
+	node    string
+	hold    time.Duration
+	log     hclog.Logger
+	batcher *sqlfence.Batcher[*incr, result] // nil without group commit
 }
 
-func newCommitter(s *store, node string, group bool, maxBatch int, hold time.Duration, log hclog.Logger) *committer {
-	c := &committer{
-		store: s, node: node, group: group, maxBatch: maxBatch, hold: hold, log: log,
-		queue: make(chan *incr, 4*maxBatch), stop: make(chan struct{}), done: make(chan struct{}),
-	}
+func newCommitter(s *store, node string, group bool, maxBatch int, hold time.Duration, log hclog.Logger) (*committer, error) {
+	c := &committer{store: s, node: node, hold: hold, log: log}
 	if group {
-		go c.run()
-	} else {
-		close(c.done)
+		b, err := sqlfence.NewBatcher(s.db, s.fences, sqlfence.Writer[*incr, result]{Write: c.write, Committed: c.committed},
+			sqlfence.BatcherConfig{MaxBatch: maxBatch, Timeout: commitTimeout})
+		if err != nil {
+			return nil, err
+		}
+		c.batcher = b
 	}
-	return c
+	return c, nil
 }
 
 // close stops the committer once the increments queued so far are
 // committed. Call it after the last increment was submitted.
 func (c *committer) close() {
-	if c.group {
-		close(c.stop)
+	if c.batcher != nil {
+		c.batcher.Close()
 	}
-	<-c.done
 }
 
 // submit commits one increment of key under part's token and returns its
 // result. It waits for the answer whatever happens to the request: the
-// database decides.
+// database decides. A stale token ends the partition's tenure here: every
+// later increment of it fails without a transaction.
 func (c *committer) submit(part *partition, key, idem string) result {
-	in := &incr{part: part, key: key, idem: idem, done: make(chan result, 1)}
-	if !c.group {
-		part.serial.Lock()
-		defer part.serial.Unlock()
-		c.commit([]*incr{in})
-		return <-in.done
-	}
-	c.queue <- in
-	return <-in.done
-}
-
-func (c *committer) run() {
-	defer close(c.done)
-	batch := make([]*incr, 0, c.maxBatch)
-	for {
-		var first *incr
-		select {
-		case first = <-c.queue:
-		case <-c.stop:
-			select {
-			case first = <-c.queue:
-			default:
-				return
-			}
-		}
-		batch = append(batch[:0], first)
-	gather:
-		for len(batch) < c.maxBatch {
-			select {
-			case in := <-c.queue:
-				batch = append(batch, in)
-			default:
-				break gather
-			}
-		}
-		c.commit(batch)
-	}
-}
-
-// commit runs one transaction for batch and answers every increment of it.
-//
-// In the transaction: the tokens of the batch's partitions are advanced
-// once each (sqlfence.Fences.AdvanceAll); the increments of partitions whose
-// token is stale fail with the *fence.StaleError (the caller retries at the
-// next owner) and the rest go on. The idempotency keys already applied are
-// read, and those increments answer with their stored result; the others
-// get the next value of their counter, one row each in the increments table
-// (whose primary key refuses an idempotency key applied twice), and every
-// counter touched gets its new value. Memory changes only after the commit.
-func (c *committer) commit(batch []*incr) {
-	m := c.store.metrics
-	live := batch[:0:0]
-	for _, in := range batch {
-		if err := in.part.failure(); err != nil {
-			in.done <- result{err: err}
-			continue
-		}
-		live = append(live, in)
-	}
-	if len(live) == 0 {
-		return
+	if err := part.failure(); err != nil {
+		return result{err: err}
 	}
 	if c.hold > 0 {
 		// Demonstration knob: a pause (SIGSTOP) is likely to fall here,
-		// after the increments were admitted and before they commit.
-		c.log.Info("holding before the commit", "increments", len(live), "hold", c.hold)
+		// after the increment was admitted and before it commits.
+		c.log.Info("holding before the commit", "increments", 1, "hold", c.hold)
 		time.Sleep(c.hold)
 	}
+	m := c.store.metrics
+	in := &incr{part: part, key: key, idem: idem}
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
-	defer cancel()
-	res, err := c.transact(ctx, live)
+	r, err := c.commit(in)
 	m.commitSeconds.Observe(time.Since(began).Seconds())
-	if err != nil {
-		// The outcome is unknown (a failed commit may have committed):
-		// drop the memory of the partitions involved, so that they are
-		// loaded again, and let the callers retry with their keys.
-		m.commitFailures.Inc()
-		c.log.Warn("commit failed", "increments", len(live), "error", err)
-		seen := make(map[*partition]bool)
-		for _, in := range live {
-			if !seen[in.part] {
-				seen[in.part] = true
-				c.store.invalidate(in.part)
-			}
-			in.done <- result{err: err}
-		}
-		return
-	}
-	m.batches.Inc()
-	m.batchSize.Observe(float64(len(live)))
-	for i, in := range live {
-		r := res[i]
-		switch {
-		case errors.Is(r.err, fence.ErrStale):
-			m.stale.Inc()
-		case r.err != nil: // an idempotency key reused for another counter
-		case r.dup:
-			m.duplicates.Inc()
-		default:
-			m.applied.Inc()
-		}
-		in.done <- r
-	}
-}
-
-// transact runs the transaction of commit and returns one result per
-// increment, or an error if the transaction failed as a whole.
-func (c *committer) transact(ctx context.Context, batch []*incr) ([]result, error) {
-	s := c.store
-	res := make([]result, len(batch))
-
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-
-	// 1. Advance every distinct token once.
-	var tokens []fence.Token
-	parts := make(map[string]*partition)
-	for _, in := range batch {
-		if _, ok := parts[in.part.token.Scope]; !ok {
-			parts[in.part.token.Scope] = in.part
-			tokens = append(tokens, in.part.token)
-		}
-	}
-	staleBy := make(map[*partition]*fence.StaleError)
-	if err := s.fences.AdvanceAll(ctx, tx, tokens); err != nil {
-		var ste *sqlfence.StaleTokensError
-		if !errors.As(err, &ste) {
-			return nil, fmt.Errorf("advance: %w", err)
-		}
-		for _, se := range ste.Stale {
-			part := parts[se.Scope]
-			staleBy[part] = se
-			part.kill(se)
+	var se *fence.StaleError
+	switch {
+	case errors.As(err, &se):
+		m.stale.Inc()
+		if part.kill(se) {
 			c.log.Warn("stale increments rejected", "partition", part.p, "epoch", se.Presented, "current_epoch", se.Current)
 		}
+		return result{err: err}
+	case err != nil:
+		// The outcome is unknown (a failed commit may have committed):
+		// drop the partition's memory, so that it is loaded again, and
+		// let the caller retry with its key.
+		m.commitFailures.Inc()
+		c.log.Warn("commit failed", "partition", part.p, "error", err)
+		c.store.invalidate(part)
+		return result{err: err}
+	case r.err != nil: // an idempotency key reused for another counter
+	case r.dup:
+		m.duplicates.Inc()
+	default:
+		m.applied.Inc()
 	}
+	return r
+}
 
-	// 2. Which idempotency keys were applied already?
-	var ids []string
+// commit runs in through the Batcher, or in a transaction of its own.
+func (c *committer) commit(in *incr) (result, error) {
+	if c.batcher != nil {
+		return c.batcher.Do(context.Background(), in.part.token, in)
+	}
+	in.part.serial.Lock()
+	defer in.part.serial.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	defer cancel()
+	batch := []*incr{in}
+	var res []result
+	err := c.store.fences.Do(ctx, c.store.db, in.part.token, func(tx *sql.Tx) error {
+		var err error
+		res, err = c.write(ctx, tx, batch)
+		return err
+	})
+	if err != nil {
+		return result{}, err
+	}
+	c.committed(batch, res)
+	return res[0], nil
+}
+
+// write writes batch, whose tokens the transaction tx has admitted, and
+// returns one result per increment, in arrival order. The idempotency keys
+// already applied are read, and those increments answer with their stored
+// result; the others get the next value of their counter, one row each in
+// the increments table (whose primary key refuses an idempotency key
+// applied twice), and every counter touched gets its new value.
+func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]result, error) {
+	res := make([]result, len(batch))
+	ids := make([]string, len(batch))
 	for i, in := range batch {
-		if se := staleBy[in.part]; se != nil {
-			res[i].err = se
-			continue
-		}
-		ids = append(ids, in.idem)
+		ids[i] = in.idem
 	}
 	prior, err := c.applied(ctx, tx, ids)
 	if err != nil {
 		return nil, err
 	}
 
-	// 3. Compute the new values, in arrival order.
 	type row struct {
 		idem, key string
 		value     int64
@@ -254,9 +172,6 @@ func (c *committer) transact(ctx context.Context, batch []*incr) ([]result, erro
 	next := make(map[string]int64)         // key -> value after this batch
 	keyPart := make(map[string]*partition) // key -> its partition
 	for i, in := range batch {
-		if res[i].err != nil {
-			continue
-		}
 		if pr, ok := prior[in.idem]; ok {
 			if pr.key != in.key {
 				res[i] = result{err: fmt.Errorf("%w: %q was applied to %q", errKeyReused, in.idem, pr.key)}
@@ -277,7 +192,6 @@ func (c *committer) transact(ctx context.Context, batch []*incr) ([]result, erro
 		rows = append(rows, row{in.idem, in.key, cur, in.part.token.Epoch})
 	}
 
-	// 4. Write the increments and the counters.
 	now := time.Now().UnixMilli()
 	if err := c.insertMany(ctx, tx, "INSERT INTO "+incrementsTable+" (idem, key, value, epoch, node, applied_at) VALUES ", "", 6, len(rows),
 		func(i int) []any { r := rows[i]; return []any{r.idem, r.key, r.value, r.epoch, c.node, now} }); err != nil {
@@ -297,23 +211,29 @@ func (c *committer) transact(ctx context.Context, batch []*incr) ([]result, erro
 		}); err != nil {
 		return nil, fmt.Errorf("write counters: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
-	}
+	return res, nil
+}
 
-	// 5. Committed: memory follows.
-	for _, k := range keys {
-		part := keyPart[k]
+// committed brings memory up to date with a committed batch, before the
+// next batch reads it, and counts the transaction.
+func (c *committer) committed(batch []*incr, res []result) {
+	m := c.store.metrics
+	m.batches.Inc()
+	m.batchSize.Observe(float64(len(batch)))
+	for i, in := range batch {
+		if res[i].err != nil || res[i].dup {
+			continue
+		}
+		part := in.part
 		part.mu.Lock()
 		if part.values != nil {
-			if _, had := part.values[k]; !had {
-				s.metrics.keys.Inc()
+			if _, had := part.values[in.key]; !had {
+				m.keys.Inc()
 			}
-			part.values[k] = next[k]
+			part.values[in.key] = res[i].value // in arrival order: the last is the highest
 		}
 		part.mu.Unlock()
 	}
-	return res, nil
 }
 
 // applied is the stored result of an applied increment: its counter and

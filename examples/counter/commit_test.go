@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -51,10 +52,11 @@ func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *par
 	return part
 }
 
-// TestCommitBatch commits one batch that holds two increments of a key, a
-// retry of the first in the same batch, and an increment of a partition
-// whose floor a newer owner raised: the stale one fails alone, the retry
-// gets the first one's result, and a later retry gets the stored result.
+// TestCommitBatch writes one batch that holds two increments of a key, a
+// retry of the first in the same batch, and an increment of another key,
+// then an increment of a partition whose floor a newer owner raised: the
+// stale one fails alone, the retry gets the first one's result, and a
+// later retry gets the stored result.
 func TestCommitBatch(t *testing.T) {
 	s, f := newTestStore(t)
 	p1 := acquire(t, s, f, 1, 5)
@@ -62,26 +64,32 @@ func TestCommitBatch(t *testing.T) {
 	if err := f.Advance(context.Background(), fence.Token{Scope: "p/2", Epoch: 9}); err != nil {
 		t.Fatal(err)
 	}
-	c := newCommitter(s, "n1", false, 16, 0, hclog.NewNullLogger())
-	defer c.close()
-	mk := func(part *partition, key, idem string) *incr {
-		return &incr{part: part, key: key, idem: idem, done: make(chan result, 1)}
+	c, err := newCommitter(s, "n1", false, 16, 0, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
 	}
-	batch := []*incr{mk(p1, "a", "i1"), mk(p1, "a", "i2"), mk(p1, "a", "i1"), mk(p2, "b", "i3"), mk(p1, "z", "i4")}
-	c.commit(batch)
-	want := []result{{value: 1}, {value: 2}, {value: 1, dup: true}, {}, {value: 1}}
+	defer c.close()
+	mk := func(part *partition, key, idem string) *incr { return &incr{part: part, key: key, idem: idem} }
+	batch := []*incr{mk(p1, "a", "i1"), mk(p1, "a", "i2"), mk(p1, "a", "i1"), mk(p1, "z", "i4")}
+	var got []result
+	ctx := context.Background()
+	if err := s.fences.Do(ctx, s.db, p1.token, func(tx *sql.Tx) error {
+		var err error
+		got, err = c.write(ctx, tx, batch)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.committed(batch, got)
+	want := []result{{value: 1}, {value: 2}, {value: 1, dup: true}, {value: 1}}
 	for i, in := range batch {
-		got := <-in.done
-		if i == 3 {
-			var se *fence.StaleError
-			if !errors.As(got.err, &se) || se.Current != 9 {
-				t.Errorf("increment of the fenced partition: %v, want a *fence.StaleError at current epoch 9", got.err)
-			}
-			continue
+		if got[i] != want[i] {
+			t.Errorf("increment %d (%s): %+v, want %+v", i, in.idem, got[i], want[i])
 		}
-		if got != want[i] {
-			t.Errorf("increment %d (%s): %+v, want %+v", i, in.idem, got, want[i])
-		}
+	}
+	var se *fence.StaleError
+	if r := c.submit(p2, "b", "i3"); !errors.As(r.err, &se) || se.Current != 9 {
+		t.Errorf("increment of the fenced partition: %v, want a *fence.StaleError at current epoch 9", r.err)
 	}
 	// The stale partition refuses everything from now on, without a transaction.
 	if r := c.submit(p2, "b", "i5"); !errors.Is(r.err, fence.ErrStale) {
@@ -126,7 +134,10 @@ func TestCommitBatch(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	s, f := newTestStore(t)
 	p := acquire(t, s, f, 3, 7)
-	c := newCommitter(s, "n1", true, 64, 0, hclog.NewNullLogger())
+	c, err := newCommitter(s, "n1", true, 64, 0, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
 	const n = 200
 	results := make(chan result, n)
 	for i := range n {

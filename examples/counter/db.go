@@ -4,14 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
-
+	"github.com/tenure-go/tenure/examples/internal/app"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 )
 
@@ -25,68 +20,12 @@ const (
 	incrementsTable = "counter_increments"
 )
 
-// openDB opens the database named by spec: "sqlite:PATH" (modernc.org/sqlite)
-// or PostgreSQL (pgx through database/sql): a URL "postgres://..." or a
-// key=value DSN "host=... dbname=...".
-//
-// SQLite is opened in WAL mode with a busy timeout and immediate
-// transactions, as sqlfence asks, so that the processes sharing the file
-// queue for the write lock instead of failing with SQLITE_BUSY.
-//
-// On PostgreSQL, idle_in_transaction_session_timeout defaults to ttl: a
-// process paused inside a transaction (SIGSTOP, a VM migration) holds the
-// fences rows that its successor's fencer must update, and the server ends
-// such a session once it has been idle for as long as a lease lasts. Set it
-// in the URL to choose otherwise.
+// openDB opens the database named by spec (app.OpenDB). SQLite commits
+// with synchronous=NORMAL: in WAL mode a crash of the process loses
+// nothing, and a crash of the machine may lose the last commits but never
+// corrupts the file.
 func openDB(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
-	switch {
-	case strings.HasPrefix(spec, "sqlite:"):
-		path := strings.TrimPrefix(spec, "sqlite:")
-		if path == "" || strings.ContainsAny(path, "?#") {
-			return nil, 0, fmt.Errorf("--db %q: want sqlite:PATH, a path without '?' or '#'", spec)
-		}
-		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			return nil, 0, fmt.Errorf("open %s: %w", spec, err)
-		}
-		pool(db)
-		return db, sqlfence.SQLite, nil
-	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"), strings.Contains(spec, "="):
-		cfg, err := pgx.ParseConfig(spec)
-		if err != nil {
-			return nil, 0, fmt.Errorf("--db: %w", err)
-		}
-		if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
-			cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(ttl.Milliseconds())
-		}
-		db := stdlib.OpenDB(*cfg)
-		pool(db)
-		return db, sqlfence.Postgres, nil
-	}
-	return nil, 0, fmt.Errorf("--db %q: want sqlite:PATH, postgres://... or a PostgreSQL key=value DSN", redact(spec))
-}
-
-// maxConns bounds the connections of a process: with group commit one
-// transaction is in flight at a time, without it one per partition, and
-// requests load partitions concurrently.
-const maxConns = 32
-
-// pool keeps up to maxConns connections open and idle: database/sql keeps
-// only 2 idle ones by default, so concurrent transactions would open (on
-// PostgreSQL: fork a backend for) a new connection nearly every time.
-func pool(db *sql.DB) {
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-}
-
-// redact hides a password in a database URL for messages.
-func redact(spec string) string {
-	u, err := url.Parse(spec)
-	if err != nil || u.User == nil {
-		return spec
-	}
-	return u.Redacted()
+	return app.OpenDB(spec, ttl, "synchronous(NORMAL)")
 }
 
 // createSchema creates the fences table and the counter's tables if they do

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
+	"github.com/tenure-go/tenure/examples/internal/app"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
@@ -114,10 +113,7 @@ func handler(rt *router.Router, node *ownership.Node, svc *service, m *metrics) 
 	mux := http.NewServeMux()
 	mux.Handle("POST /counters/{key}/incr", h)
 	mux.Handle("GET /counters/{key}", h)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
+	app.Handle(mux, m.reg)         // /metrics, /healthz
 	health := node.HealthHandler() // /livez and /readyz, with a JSON body
 	mux.Handle("GET /readyz", health)
 	mux.Handle("GET /livez", health)

@@ -34,14 +34,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/examples/internal/app"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/ownership"
@@ -51,79 +50,40 @@ import (
 
 // config is the command line.
 type config struct {
-	id             string
-	cluster        string
-	etcd           []string
-	embeddedEtcd   string
-	embeddedListen string
-	embeddedPeer   string
-	db             string
-	partitions     int
-	ttl            time.Duration
-	groupCommit    bool
-	maxBatch       int
-	hold           time.Duration
-	listen         string
-	advertise      string
-	logLevel       string
-	logJSON        bool
-}
-
-func defaultID() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "counter"
-	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	app.Flags
+	db          string
+	partitions  int
+	ttl         time.Duration
+	groupCommit bool
+	maxBatch    int
+	hold        time.Duration
+	listen      string
+	advertise   string
 }
 
 // parseFlags parses args (without the program name).
 func parseFlags(args []string) (config, error) {
 	var c config
-	var etcd string
 	fs := flag.NewFlagSet("counter", flag.ContinueOnError)
-	fs.StringVar(&c.id, "id", defaultID(), "this node's ID in the fleet (unique per live process)")
-	fs.StringVar(&c.cluster, "cluster", "counter", "fleet name: etcd key prefix /tenure/<cluster>/")
-	fs.StringVar(&etcd, "etcd", "http://127.0.0.1:2379", "comma-separated etcd endpoints (ignored with --embedded-etcd)")
-	fs.StringVar(&c.embeddedEtcd, "embedded-etcd", "", "serve a single-member etcd with its data in `DIR`, for the other copies too, and use it")
-	fs.StringVar(&c.embeddedListen, "embedded-etcd-listen", "127.0.0.1:2379", "client address of the embedded etcd")
-	fs.StringVar(&c.embeddedPeer, "embedded-etcd-peer", "127.0.0.1:2380", "peer address of the embedded etcd")
+	c.Register(fs, "counter", "this node's ID in the fleet (unique per live process)", "fleet name: etcd key prefix /tenure/<cluster>/")
 	fs.StringVar(&c.db, "db", "sqlite:counter.db", "database: sqlite:PATH, or PostgreSQL: postgres://... or a key=value DSN (host=... dbname=...)")
 	fs.IntVar(&c.partitions, "partitions", 0, "partition count of the fleet, refused if the fleet's spec says otherwise (0: the fleet's count, or 1024 if this node creates the fleet; decided atomically with the spec's creation)")
 	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
 	fs.IntVar(&c.maxBatch, "max-batch", 256, "most increments per group commit")
-	fs.DurationVar(&c.hold, "hold", 0, "demonstration knob: wait this long before each commit, after its increments were admitted, so that a pause (SIGSTOP) is likely to fall there")
+	fs.DurationVar(&c.hold, "hold", 0, "demonstration knob: wait this long before each commit, after its increment was admitted, so that a pause (SIGSTOP) is likely to fall there")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address (port 0: any)")
 	fs.StringVar(&c.advertise, "advertise", "", "address the other nodes reach this one at (default: the listening address)")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
-	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
-	if err := fs.Parse(args); err != nil {
+	if err := c.Parse(fs, args); err != nil {
 		return config{}, err
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	c.etcd = splitList(etcd)
 	return c, c.validate()
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 func (c config) validate() error {
 	switch {
-	case c.cluster == "" || strings.ContainsAny(c.cluster, "/\x00"):
-		return fmt.Errorf("--cluster %q must be non-empty, without '/'", c.cluster)
-	case len(c.etcd) == 0 && c.embeddedEtcd == "":
-		return errors.New("--etcd or --embedded-etcd is needed")
+	case c.Cluster == "" || strings.ContainsAny(c.Cluster, "/\x00"):
+		return fmt.Errorf("--cluster %q must be non-empty, without '/'", c.Cluster)
 	case c.partitions < 0 || c.partitions > ring.MaxPartitions:
 		return fmt.Errorf("--partitions %d must be in [0, %d]", c.partitions, ring.MaxPartitions)
 	case c.ttl < election.MinTTL:
@@ -132,37 +92,15 @@ func (c config) validate() error {
 		return fmt.Errorf("--max-batch %d must be at least 1", c.maxBatch)
 	case c.hold < 0:
 		return fmt.Errorf("--hold %v must not be negative", c.hold)
-	case hclog.LevelFromString(c.logLevel) == hclog.NoLevel:
-		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.logLevel)
 	}
-	if err := ring.ValidateNodeID(c.id); err != nil {
+	if err := ring.ValidateNodeID(c.ID); err != nil {
 		return fmt.Errorf("--id: %w", err)
 	}
 	return nil
 }
 
 func main() {
-	cfg, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "counter:", err)
-		os.Exit(2)
-	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "counter",
-		Level:      hclog.LevelFromString(cfg.logLevel),
-		JSONFormat: cfg.logJSON,
-		Output:     os.Stderr,
-	}).With("node", cfg.id)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg, log); err != nil {
-		log.Error("exiting", "error", err)
-		os.Exit(1)
-	}
-	log.Info("stopped")
+	app.Main("counter", parseFlags, func(c config) app.Flags { return c.Flags }, run)
 }
 
 // Timeouts of the start and the graceful stop.
@@ -174,32 +112,23 @@ const (
 
 // run serves until ctx is done, and returns nil after a graceful leave.
 func run(ctx context.Context, cfg config, log hclog.Logger) error {
-	endpoints := cfg.etcd
-	if cfg.embeddedEtcd != "" {
-		e, err := startEtcd(ctx, cfg.embeddedEtcd, cfg.embeddedListen, cfg.embeddedPeer)
-		if err != nil {
-			return err
-		}
-		defer e.Close() // last: the others may still be leaving through it
-		endpoints = []string{"http://" + cfg.embeddedListen}
-		log.Info("serving embedded etcd", "endpoint", endpoints[0], "dir", cfg.embeddedEtcd)
-	}
-
-	m := newMetrics()
-	fm, err := sqlfence.NewMetrics(m.reg)
+	endpoints, stopEtcd, err := cfg.Endpoints(ctx, "counter", log)
 	if err != nil {
 		return err
 	}
+	defer stopEtcd() // last: the others may still be leaving through it
+
+	m := newMetrics()
 	db, dialect, err := openDB(cfg.db, cfg.ttl)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: fm})
+	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: m.reg})
 	if err != nil {
 		return err
 	}
-	if err := retrying(ctx, schemaTimeout, log, "create schema", func(ctx context.Context) error {
+	if err := app.Retry(ctx, schemaTimeout, log, "create schema", func(ctx context.Context) error {
 		return createSchema(ctx, db, dialect, fences)
 	}); err != nil {
 		return err
@@ -214,7 +143,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		addr = ln.Addr().String()
 	}
 
-	cli, err := newClient(endpoints)
+	cli, err := app.NewClient(endpoints)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -223,8 +152,8 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 
 	st := newStore(db, dialect, fences, log.Named("store"), m)
 	ncfg := ownership.DefaultConfig()
-	ncfg.Cluster = cfg.cluster
-	ncfg.NodeID = cfg.id
+	ncfg.Cluster = cfg.Cluster
+	ncfg.NodeID = cfg.ID
 	ncfg.Addr = addr
 	ncfg.Session.TTL = cfg.ttl
 	ncfg.Logger = log.Named("node")
@@ -237,12 +166,12 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		ncfg.AdoptSpec = true // the fleet's spec, or ring.DefaultConfig's if there is none yet
 	}
 	var node *ownership.Node
-	err = retrying(ctx, startTimeout, log, "join", func(ctx context.Context) error {
+	err = app.Retry(ctx, startTimeout, log, "join", func(ctx context.Context) error {
 		var err error
 		node, err = ownership.Join(ctx, cli, ncfg)
 		var mismatch *ring.SpecMismatchError
 		if errors.As(err, &mismatch) || errors.Is(err, ownership.ErrInvalidConfig) || errors.Is(err, ownership.ErrDuplicateMember) {
-			return permanent{err}
+			return app.Permanent{Err: err}
 		}
 		return err
 	})
@@ -256,8 +185,14 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		_ = node.Close(context.WithoutCancel(ctx))
 		return err
 	}
-	com := newCommitter(st, cfg.id, cfg.groupCommit, cfg.maxBatch, cfg.hold, log.Named("commit"))
-	h, err := handler(rt, node, &service{node: cfg.id, store: st, com: com}, m)
+	com, err := newCommitter(st, cfg.ID, cfg.groupCommit, cfg.maxBatch, cfg.hold, log.Named("commit"))
+	if err != nil {
+		_ = ln.Close()
+		_ = rt.Close()
+		_ = node.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	h, err := handler(rt, node, &service{node: cfg.ID, store: st, com: com}, m)
 	if err != nil {
 		_ = ln.Close()
 		_ = rt.Close()
@@ -298,38 +233,5 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		return fmt.Errorf("HTTP server: %w", err)
 	case <-node.Done():
 		return errors.New("the node stopped")
-	}
-}
-
-// permanent marks an error that retrying cannot fix.
-type permanent struct{ error }
-
-func (p permanent) Unwrap() error { return p.error }
-
-// retrying calls fn until it succeeds, returns a permanent error, or limit
-// (or ctx) ends, with a growing delay in between: copies that start
-// together race for SQLite's file lock, and etcd may not be up yet.
-func retrying(ctx context.Context, limit time.Duration, log hclog.Logger, what string, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	delay := 50 * time.Millisecond
-	for {
-		err := fn(ctx)
-		var perm permanent
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &perm):
-			return fmt.Errorf("%s: %w", what, perm.error)
-		}
-		log.Debug(what+"; retrying", "error", err, "in", delay)
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return fmt.Errorf("%s: %w", what, err)
-		case <-timer.C:
-		}
-		delay = min(2*delay, time.Second)
 	}
 }

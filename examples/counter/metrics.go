@@ -2,7 +2,8 @@ package main
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tenure-go/tenure/examples/internal/app"
 )
 
 // metrics are the counter's Prometheus metrics, in a registry of its own
@@ -24,7 +25,6 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
 		applied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "counter_increments_applied_total",
 			Help: "Increments this process committed.",
@@ -39,7 +39,7 @@ func newMetrics() *metrics {
 		}),
 		commitFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "counter_commit_failures_total",
-			Help: "Transactions that failed for another reason than a stale token (their partitions are loaded again).",
+			Help: "Increments whose transaction failed for another reason than a stale token (their partitions are loaded again).",
 		}),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "counter_commits_total",
@@ -52,7 +52,7 @@ func newMetrics() *metrics {
 		}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "counter_commit_seconds",
-			Help:    "Duration of one commit's transaction.",
+			Help:    "Time from an increment's submission to its commit's answer (with group commit, the wait for its batch included).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -64,8 +64,7 @@ func newMetrics() *metrics {
 			Help: "Counters held in memory for the partitions this process serves.",
 		}),
 	}
-	m.reg.MustRegister(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
-		m.commitSeconds, m.owned, m.keys,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg = app.NewRegistry(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
+		m.commitSeconds, m.owned, m.keys)
 	return m
 }

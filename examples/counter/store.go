@@ -58,12 +58,16 @@ func (p *partition) failure() error {
 	return p.dead
 }
 
-func (p *partition) kill(err error) {
+// kill ends the partition's tenure with err, and reports whether this
+// call ended it.
+func (p *partition) kill(err error) bool {
 	p.mu.Lock()
-	if p.dead == nil {
-		p.dead = err
+	defer p.mu.Unlock()
+	if p.dead != nil {
+		return false
 	}
-	p.mu.Unlock()
+	p.dead = err
+	return true
 }
 
 // store keeps the counters of the partitions this node owns. It is safe for

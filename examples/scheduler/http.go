@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tenure-go/tenure/examples/internal/app"
 )
 
 // handler serves the process's HTTP endpoints:
@@ -15,10 +15,7 @@ import (
 //	          session (the body says whether it leads), 503 otherwise
 func handler(m *metrics, st *status) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
+	app.Handle(mux, m.reg) // /metrics, /healthz
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ready, role := st.get()
 		if !ready {

@@ -30,94 +30,58 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/examples/internal/app"
 )
 
 // config is the command line.
 type config struct {
-	id             string
-	cluster        string
-	job            string
-	etcd           []string
-	embeddedEtcd   string
-	embeddedListen string
-	embeddedPeer   string
-	db             string
-	period         time.Duration
-	tenants        []string
-	ttl            time.Duration
-	hold           time.Duration
-	listen         string
-	logLevel       string
-	logJSON        bool
-	candidate      bool
-}
-
-func defaultID() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "scheduler"
-	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	app.Flags
+	job       string
+	db        string
+	period    time.Duration
+	tenants   []string
+	ttl       time.Duration
+	hold      time.Duration
+	listen    string
+	candidate bool
 }
 
 // parseFlags parses args (without the program name).
 func parseFlags(args []string) (config, error) {
 	var c config
-	var etcd, tenants string
+	var tenants string
 	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
-	fs.StringVar(&c.id, "id", defaultID(), "this node's ID in the election (unique per process)")
-	fs.StringVar(&c.cluster, "cluster", "scheduler", "etcd key prefix /tenure/<cluster>/ of the election")
+	c.Register(fs, "scheduler", "this node's ID in the election (unique per process)", "etcd key prefix /tenure/<cluster>/ of the election")
 	fs.StringVar(&c.job, "job", "close-billing-period", "job name: the election's name and the job column of every record")
-	fs.StringVar(&etcd, "etcd", "http://127.0.0.1:2379", "comma-separated etcd endpoints (ignored with --embedded-etcd)")
-	fs.StringVar(&c.embeddedEtcd, "embedded-etcd", "", "serve a single-member etcd with its data in `DIR`, for the other copies too, and use it")
-	fs.StringVar(&c.embeddedListen, "embedded-etcd-listen", "127.0.0.1:2379", "client address of the embedded etcd")
-	fs.StringVar(&c.embeddedPeer, "embedded-etcd-peer", "127.0.0.1:2380", "peer address of the embedded etcd")
 	fs.StringVar(&c.db, "db", "sqlite:scheduler.db", "database: sqlite:PATH or postgres://...")
 	fs.DurationVar(&c.period, "period", time.Minute, "length of a billing period (whole milliseconds)")
 	fs.StringVar(&tenants, "tenants", "acme,globex,initech", "comma-separated tenants")
 	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused leader keeps the job (at least 2s)")
 	fs.DurationVar(&c.hold, "hold", 0, "demonstration knob: wait this long between deciding which period to close and writing it, so that a pause (SIGSTOP) is likely to fall there")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address for /metrics, /healthz and /readyz (port 0: any)")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
-	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.BoolVar(&c.candidate, "candidate", true, "run for leader; false with --embedded-etcd: only serve etcd to the others (a demo's etcd host, which can then be left alone while the candidates are paused)")
-	if err := fs.Parse(args); err != nil {
+	if err := c.Parse(fs, args); err != nil {
 		return config{}, err
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	c.etcd = splitList(etcd)
-	c.tenants = splitList(tenants)
+	c.tenants = app.SplitList(tenants)
 	return c, c.validate()
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string { return app.SplitList(s) }
 
 func (c config) validate() error {
 	switch {
-	case c.id == "":
+	case c.ID == "":
 		return errors.New("--id must not be empty")
-	case c.cluster == "":
+	case c.Cluster == "":
 		return errors.New("--cluster must not be empty")
-	case len(c.etcd) == 0 && c.embeddedEtcd == "":
-		return errors.New("--etcd or --embedded-etcd is needed")
 	case c.period < time.Millisecond || c.period%time.Millisecond != 0:
 		return fmt.Errorf("--period %v must be a positive whole number of milliseconds", c.period)
 	case c.ttl < election.MinTTL:
@@ -126,8 +90,6 @@ func (c config) validate() error {
 		return fmt.Errorf("--hold %v must not be negative", c.hold)
 	case len(c.tenants) == 0:
 		return errors.New("--tenants must name at least one tenant")
-	case hclog.LevelFromString(c.logLevel) == hclog.NoLevel:
-		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.logLevel)
 	}
 	seen := make(map[string]bool)
 	for _, t := range c.tenants {
@@ -143,42 +105,17 @@ func (c config) validate() error {
 }
 
 func main() {
-	cfg, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scheduler:", err)
-		os.Exit(2)
-	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "scheduler",
-		Level:      hclog.LevelFromString(cfg.logLevel),
-		JSONFormat: cfg.logJSON,
-		Output:     os.Stderr,
-	}).With("node", cfg.id)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg, log); err != nil {
-		log.Error("exiting", "error", err)
-		os.Exit(1)
-	}
-	log.Info("stopped")
+	app.Main("scheduler", parseFlags, func(c config) app.Flags { return c.Flags }, run)
 }
 
 // run runs the scheduler until ctx is done, and returns nil after a
 // graceful stop.
 func run(ctx context.Context, cfg config, log hclog.Logger) error {
-	endpoints := cfg.etcd
-	if cfg.embeddedEtcd != "" {
-		e, err := startEtcd(ctx, cfg.embeddedEtcd, cfg.embeddedListen, cfg.embeddedPeer)
-		if err != nil {
-			return err
-		}
-		defer e.Close() // last: the others may still be resigning through it
-		endpoints = []string{"http://" + cfg.embeddedListen}
-		log.Info("serving embedded etcd", "endpoint", endpoints[0], "dir", cfg.embeddedEtcd)
+	endpoints, stopEtcd, err := cfg.Endpoints(ctx, "scheduler", log)
+	if err != nil {
+		return err
 	}
+	defer stopEtcd() // last: the others may still be resigning through it
 
 	m := newMetrics()
 	st := &status{}
@@ -217,16 +154,16 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	log.Info("serving HTTP", "addr", ln.Addr().String(), "pid", os.Getpid(), "db", dialect.String(),
 		"period", cfg.period, "tenants", strings.Join(cfg.tenants, ","), "ttl", cfg.ttl)
 
-	cli, err := newClient(endpoints)
+	cli, err := app.NewClient(endpoints)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
 	c := &candidate{
-		cli: cli, cluster: cfg.cluster, id: cfg.id, addr: ln.Addr().String(), ttl: cfg.ttl,
+		cli: cli, cluster: cfg.Cluster, id: cfg.ID, addr: ln.Addr().String(), ttl: cfg.ttl,
 		fencer: ledger.fencer(), status: st, log: log, metrics: m,
 		job: &job{
-			ledger: ledger, node: cfg.id, tenants: cfg.tenants, period: cfg.period, hold: cfg.hold,
+			ledger: ledger, node: cfg.ID, tenants: cfg.tenants, period: cfg.period, hold: cfg.hold,
 			shutdown: ctx, log: log.Named("job"), metrics: m,
 		},
 	}
@@ -240,22 +177,5 @@ const schemaTimeout = 30 * time.Second
 // not up yet: copies that start together race for SQLite's file lock (the
 // switch to WAL mode does not wait for it).
 func createSchema(ctx context.Context, l *ledger, log hclog.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, schemaTimeout)
-	defer cancel()
-	delay := 50 * time.Millisecond
-	for {
-		err := l.createSchema(ctx)
-		if err == nil {
-			return nil
-		}
-		log.Debug("create schema; retrying", "error", err, "in", delay)
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return err
-		case <-timer.C:
-		}
-		delay = min(2*delay, time.Second)
-	}
+	return app.Retry(ctx, schemaTimeout, log, "create schema", l.createSchema)
 }

@@ -2,7 +2,8 @@ package main
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tenure-go/tenure/examples/internal/app"
 )
 
 // metrics are the scheduler's Prometheus metrics, in a registry of its own
@@ -20,7 +21,6 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scheduler_runs_total",
 			Help: "Periods closed by this process (committed fenced writes), by tenant.",
@@ -46,7 +46,6 @@ func newMetrics() *metrics {
 			Help: "End (Unix seconds) of the last period this process closed, by tenant: alert on time() minus its max across the fleet.",
 		}, []string{"tenant"}),
 	}
-	m.reg.MustRegister(m.runs, m.stale, m.failures, m.terms, m.isLeader, m.lastClose,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg = app.NewRegistry(m.runs, m.stale, m.failures, m.terms, m.isLeader, m.lastClose)
 	return m
 }

@@ -168,7 +168,7 @@ func (f *Fences) advanceAll(ctx context.Context, tx Queryer, ts []fence.Token) e
 			stale = append(stale, fence.NewStaleError(t, current[t.Scope]))
 		}
 	}
-	m := f.cfg.Metrics
+	m := f.metrics
 	m.Admitted(len(ts) - len(stale))
 	for _, se := range stale {
 		m.Rejected(se.Scope)

@@ -4,6 +4,11 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-go/tenure/internal/nilness"
 )
 
 // DefaultTable is the default name of the fences table.
@@ -17,9 +22,11 @@ type Config struct {
 	// ("fencing.tenure_fences"). Each part is an unquoted identifier of
 	// letters, digits and underscores. Empty means DefaultTable.
 	Table string
-	// Metrics, if not nil, counts the tokens the Fences admit and refuse
-	// (see Metrics). Nil means no metrics.
-	Metrics *Metrics
+	// Metrics, if not nil, is the registry New registers the fence
+	// metrics with (see metrics.go): tenure_fence_admitted_total and
+	// tenure_fence_rejections_total, labelled store="sql". Fences that
+	// share a registry share the metrics. Nil means no metrics.
+	Metrics prometheus.Registerer
 }
 
 // DefaultConfig returns the configuration for PostgreSQL with the default
@@ -34,6 +41,9 @@ func (c Config) Validate() error {
 	if !c.Dialect.valid() {
 		return fmt.Errorf("%w: unknown dialect %v", ErrInvalidConfig, c.Dialect)
 	}
+	if c.Metrics != nil && nilness.Is(c.Metrics) {
+		return fmt.Errorf("%w: metrics registerer is a nil %T", ErrInvalidConfig, c.Metrics)
+	}
 	if c.Table == "" {
 		return nil
 	}
@@ -47,4 +57,45 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// BatcherConfig tunes a Batcher.
+type BatcherConfig struct {
+	// MaxBatch is the most writes one transaction carries. Zero means 256.
+	MaxBatch int
+	// Timeout bounds one batch's transaction, from its begin to its
+	// commit. It follows no caller's context: once a batch has begun, the
+	// database decides, and a caller's cancellation would turn the
+	// others' definite answers into unknown outcomes. Zero means 10s.
+	Timeout time.Duration
+}
+
+// DefaultBatcherConfig returns the defaults: 256 writes a batch, 10s a
+// transaction.
+func DefaultBatcherConfig() BatcherConfig {
+	return BatcherConfig{MaxBatch: 256, Timeout: 10 * time.Second}
+}
+
+// Validate reports whether c can configure a Batcher. The error wraps
+// ErrInvalidConfig.
+func (c BatcherConfig) Validate() error {
+	switch {
+	case c.MaxBatch < 0:
+		return fmt.Errorf("%w: batcher max batch %d is negative", ErrInvalidConfig, c.MaxBatch)
+	case c.Timeout < 0:
+		return fmt.Errorf("%w: batcher timeout %v is negative", ErrInvalidConfig, c.Timeout)
+	}
+	return nil
+}
+
+// withDefaults fills the zero fields of c with DefaultBatcherConfig's.
+func (c BatcherConfig) withDefaults() BatcherConfig {
+	d := DefaultBatcherConfig()
+	if c.MaxBatch == 0 {
+		c.MaxBatch = d.MaxBatch
+	}
+	if c.Timeout == 0 {
+		c.Timeout = d.Timeout
+	}
+	return c
 }

@@ -40,6 +40,10 @@
 //     raises the floors of many scopes in one transaction (Fences.AdvanceAll
 //     inside the caller's), as a node does for all the partitions it
 //     acquires at once.
+//   - Batcher is group commit: the fenced writes of many goroutines
+//     committed together in one transaction that advances each distinct
+//     token once; the caller's Writer writes them, and each caller gets
+//     its own answer (a stale write is refused alone).
 //
 // Every refusal is a *fence.StaleError with the scope, the presented epoch
 // and the current one, or for AdvanceAll a *StaleTokensError holding one per

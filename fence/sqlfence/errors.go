@@ -15,13 +15,17 @@ var (
 	ErrInvalidConfig = errors.New("sqlfence: invalid config")
 
 	// ErrInvalidQuery reports a statement that Exec or ExecGuarded cannot
-	// run: an empty one, or one given to ExecGuarded that never reads Guard.
+	// run: an empty one, or one given to ExecGuarded that never reads Guard;
+	// or a Writer.Write that returned another number of results than it
+	// was given writes.
 	ErrInvalidQuery = errors.New("sqlfence: invalid query")
 
-	// ErrMetrics reports metrics that NewMetrics could not register; the
-	// registry's error (such as a prometheus.AlreadyRegisteredError) is
-	// wrapped as well.
+	// ErrMetrics reports metrics that New could not register with
+	// Config.Metrics; the registry's error is wrapped as well.
 	ErrMetrics = errors.New("sqlfence: cannot register metrics")
+
+	// ErrClosed reports a write given to a Batcher after Close.
+	ErrClosed = errors.New("sqlfence: batcher closed")
 
 	// ErrNilArgument reports a required argument that is nil, or an
 	// interface holding a nil pointer: a context, a Queryer (such as a nil

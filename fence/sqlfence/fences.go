@@ -23,6 +23,7 @@ type Queryer interface {
 // its configuration and statements: it is safe for concurrent use.
 type Fences struct {
 	cfg     Config
+	metrics *fenceMetrics
 	create  string
 	advance string
 	floor   string
@@ -30,9 +31,16 @@ type Fences struct {
 	guard   guardStatements
 }
 
-// New returns Fences for cfg, which is validated and copied.
+// New returns Fences for cfg, which is validated and copied. With
+// cfg.Metrics set, it registers the fence metrics there, or counts into
+// those registered there already; an error registering them wraps
+// ErrMetrics.
 func New(cfg Config) (*Fences, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newFenceMetrics(cfg.Metrics)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Table == "" {
@@ -41,6 +49,7 @@ func New(cfg Config) (*Fences, error) {
 	d, t := cfg.Dialect, cfg.Table
 	return &Fences{
 		cfg:     cfg,
+		metrics: m,
 		create:  "CREATE TABLE IF NOT EXISTS " + t + " (scope TEXT PRIMARY KEY, epoch BIGINT NOT NULL)" + d.tableOptions(),
 		advance: upsertPrefix(t) + "(" + d.Placeholder(1) + ", " + d.Placeholder(2) + ")" + upsertSuffix,
 		floor:   "SELECT epoch FROM " + t + " WHERE scope = " + d.Placeholder(1),
@@ -139,14 +148,14 @@ func (f *Fences) advanceValid(ctx context.Context, tx Queryer, t fence.Token) er
 		return fmt.Errorf("sqlfence: advance %s: rows affected: %w", t, err)
 	}
 	if n > 0 {
-		f.cfg.Metrics.Admitted(1)
+		f.metrics.Admitted(1)
 		return nil
 	}
 	cur, err := f.floorOf(ctx, tx, t.Scope)
 	if err != nil {
 		return fmt.Errorf("sqlfence: advance %s refused; reading the current epoch: %w", t, err)
 	}
-	f.cfg.Metrics.Rejected(t.Scope)
+	f.metrics.Rejected(t.Scope)
 	return fence.NewStaleError(t, cur)
 }
 

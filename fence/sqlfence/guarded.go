@@ -148,7 +148,7 @@ func (f *Fences) ExecGuarded(ctx context.Context, tx Queryer, t fence.Token, que
 		return nil, fmt.Errorf("sqlfence: guarded statement under %s affected no row; reading the current epoch: %w", t, err)
 	}
 	if cur > t.Epoch {
-		f.cfg.Metrics.Rejected(t.Scope)
+		f.metrics.Rejected(t.Scope)
 		return nil, fence.NewStaleError(t, cur)
 	}
 	f.admittedGuarded()
@@ -195,6 +195,6 @@ func containsFold(s, sub string) bool {
 // statement counted it already.
 func (f *Fences) admittedGuarded() {
 	if f.cfg.Dialect == Postgres {
-		f.cfg.Metrics.Admitted(1)
+		f.metrics.Admitted(1)
 	}
 }

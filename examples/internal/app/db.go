@@ -1,0 +1,80 @@
+package app
+
+import (
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // the driver of sqlite:PATH
+
+	"github.com/tenure-go/tenure/fence/sqlfence"
+)
+
+// maxConns bounds the connections of a process.
+const maxConns = 32
+
+// OpenDB opens the database named by spec: "sqlite:PATH"
+// (modernc.org/sqlite) or PostgreSQL (pgx through database/sql): a URL
+// "postgres://..." or a key=value DSN "host=... dbname=...". sqlitePragmas
+// are added to SQLite's (such as "synchronous(NORMAL)").
+//
+// SQLite is opened in WAL mode with a busy timeout and immediate
+// transactions, as sqlfence asks, so that the processes sharing the file
+// queue for the write lock instead of failing with SQLITE_BUSY.
+//
+// On PostgreSQL, idle_in_transaction_session_timeout defaults to ttl: a
+// process paused inside a transaction (SIGSTOP, a VM migration) holds the
+// fences rows that its successor's fencer must update, and the server ends
+// such a session once it has been idle for as long as a lease lasts. Set it
+// in the URL to choose otherwise.
+//
+// The pool keeps up to 32 connections open and idle: database/sql keeps
+// only 2 idle ones by default, so concurrent transactions would open (on
+// PostgreSQL: fork a backend for) a new connection nearly every time.
+func OpenDB(spec string, ttl time.Duration, sqlitePragmas ...string) (*sql.DB, sqlfence.Dialect, error) {
+	var db *sql.DB
+	var dialect sqlfence.Dialect
+	switch {
+	case strings.HasPrefix(spec, "sqlite:"):
+		path := strings.TrimPrefix(spec, "sqlite:")
+		if path == "" || strings.ContainsAny(path, "?#") {
+			return nil, 0, fmt.Errorf("--db %q: want sqlite:PATH, a path without '?' or '#'", spec)
+		}
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+		for _, p := range sqlitePragmas {
+			dsn += "&_pragma=" + p
+		}
+		var err error
+		if db, err = sql.Open("sqlite", dsn); err != nil {
+			return nil, 0, fmt.Errorf("open %s: %w", spec, err)
+		}
+		dialect = sqlfence.SQLite
+	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"), strings.Contains(spec, "="):
+		cfg, err := pgx.ParseConfig(spec)
+		if err != nil {
+			return nil, 0, fmt.Errorf("--db: %w", err)
+		}
+		if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+			cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(ttl.Milliseconds())
+		}
+		db, dialect = stdlib.OpenDB(*cfg), sqlfence.Postgres
+	default:
+		return nil, 0, fmt.Errorf("--db %q: want sqlite:PATH, postgres://... or a PostgreSQL key=value DSN", redact(spec))
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	return db, dialect, nil
+}
+
+// redact hides a password in a database URL for messages.
+func redact(spec string) string {
+	u, err := url.Parse(spec)
+	if err != nil || u.User == nil {
+		return spec
+	}
+	return u.Redacted()
+}
