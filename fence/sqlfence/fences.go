@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
@@ -23,7 +24,7 @@ type Queryer interface {
 // its configuration and statements: it is safe for concurrent use.
 type Fences struct {
 	cfg     Config
-	metrics *fenceMetrics
+	metrics *metrics.Fence
 	create  string
 	advance string
 	floor   string
