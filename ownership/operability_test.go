@@ -49,7 +49,7 @@ func TestOperability(t *testing.T) {
 		t.Cleanup(func() { _ = n.Close(context.Background()) })
 		rt, err := router.New(n, router.Config{Metrics: reg})
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = rt.Close() })
+		t.Cleanup(func() { rt.Close() })
 		return n, rt
 	}
 	ready := func(nodes ...*ownership.Node) {

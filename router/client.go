@@ -122,15 +122,14 @@ func (c *Client) Verify(ctx context.Context, t fence.Token, sig fence.Signature)
 
 // Close stops watching etcd and closes the idle connections of the
 // transport the Client built. Requests in progress are not interrupted;
-// later ones fail with ErrClosed. Close is idempotent and returns nil.
-func (c *Client) Close() error {
+// later ones fail with ErrClosed. Close is idempotent.
+func (c *Client) Close() {
 	c.closed.Store(true)
 	c.metrics.Unregister()
 	c.obs.Close()
 	if c.transport != nil {
 		c.transport.CloseIdleConnections()
 	}
-	return nil
 }
 
 // Done returns a channel closed when the Client has stopped watching, after

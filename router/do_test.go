@@ -131,7 +131,7 @@ func TestDoInFlightAndPartitionContext(t *testing.T) {
 
 	err := m.router.Do(context.Background(), "k", func(context.Context, fence.Token) error { return nil })
 	assert.ErrorIs(t, err, router.ErrClosed)
-	require.NoError(t, m.router.Close())
+	m.router.Close()
 }
 
 // blockingFencer holds every Advance until released, so that a node keeps

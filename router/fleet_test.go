@@ -158,7 +158,7 @@ func (m *member) stop(tb testing.TB) {
 		_ = m.srv.Close()
 	}
 	<-m.served
-	_ = m.router.Close()
+	m.router.Close()
 }
 
 // kill stops the member as kill -9 would: it loses etcd (if the fleet is
@@ -174,7 +174,7 @@ func (m *member) kill(tb testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = m.node.Close(ctx)
-	_ = m.router.Close()
+	m.router.Close()
 }
 
 // remove forgets member id and returns it.

@@ -109,13 +109,12 @@ func New(node Node, cfg Config) (*Router, error) {
 // Close stops the Router: Do then returns ErrClosed and the HTTP handler
 // answers 503. It closes the idle connections of the transport the Router
 // built. Work in progress is not interrupted. Close is idempotent.
-func (r *Router) Close() error {
+func (r *Router) Close() {
 	r.closed.Store(true)
 	r.metrics.Unregister()
 	if r.transport != nil {
 		r.transport.CloseIdleConnections()
 	}
-	return nil
 }
 
 // Do runs fn on this node if it owns key's partition: fn is counted as in

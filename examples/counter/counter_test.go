@@ -254,7 +254,7 @@ func newTestClient(t *testing.T, cli *clientv3.Client, cluster string) *router.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 

@@ -188,14 +188,14 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	com, err := newCommitter(st, cfg.ID, cfg.groupCommit, cfg.maxBatch, cfg.hold, log.Named("commit"))
 	if err != nil {
 		_ = ln.Close()
-		_ = rt.Close()
+		rt.Close()
 		_ = node.Close(context.WithoutCancel(ctx))
 		return err
 	}
 	h, err := handler(rt, node, &service{node: cfg.ID, store: st, com: com}, m)
 	if err != nil {
 		_ = ln.Close()
-		_ = rt.Close()
+		rt.Close()
 		com.close()
 		_ = node.Close(context.WithoutCancel(ctx))
 		return err
@@ -218,7 +218,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		log.Info("left the fleet", "took", time.Since(began).Round(time.Millisecond).String())
 		_ = srv.Shutdown(lctx)
 		<-served
-		_ = rt.Close()
+		rt.Close()
 		com.close()
 	}()
 	log.Info("serving HTTP", "addr", ln.Addr().String(), "advertise", addr, "pid", os.Getpid(), "db", dialect.String(),

@@ -114,7 +114,7 @@ func (d *demo) close() {
 		cancel()
 	}
 	if d.client != nil {
-		_ = d.client.Close()
+		d.client.Close()
 	}
 	if d.direct != nil {
 		d.direct.CloseIdleConnections()

@@ -59,7 +59,7 @@ func (f *fleet) start(ctx context.Context, id string) (*node, error) {
 	fail := func(err error) (*node, error) {
 		_ = ln.Close()
 		if n.router != nil {
-			_ = n.router.Close()
+			n.router.Close()
 		}
 		if n.cli != nil {
 			_ = n.cli.Close()
@@ -90,7 +90,7 @@ func (f *fleet) start(ctx context.Context, id string) (*node, error) {
 	}
 	h, err := n.router.Handler(router.KeyFromPathValue("key"), f.app.handler(id))
 	if err != nil {
-		_ = n.router.Close()
+		n.router.Close()
 		_ = n.node.Close(ctx)
 		return fail(err)
 	}
@@ -149,7 +149,7 @@ func (f *fleet) kill(id string) {
 	_ = n.node.Close(ctx) // with a dead context: no handoff, no revoke
 	n.state = "killed"
 	n.stats = n.router.Stats()
-	_ = n.router.Close()
+	n.router.Close()
 	_ = n.cli.Close()
 	_ = n.fp.Close()
 }
@@ -166,7 +166,7 @@ func (n *node) stop(state string) {
 	<-n.served
 	n.state = state
 	n.stats = n.router.Stats()
-	_ = n.router.Close()
+	n.router.Close()
 	_ = n.cli.Close()
 	_ = n.fp.Close()
 }

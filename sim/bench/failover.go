@@ -201,7 +201,7 @@ func runFailover(ctx context.Context, e *env) ([]Section, error) {
 			<-closed
 			if crash {
 				cctx, cancel := context.WithTimeout(ctx, time.Second)
-				_ = d.router.Close()
+				d.router.Close()
 				_ = d.node.Close(cctx)
 				cancel()
 			}

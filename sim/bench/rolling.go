@@ -73,7 +73,7 @@ func (s *servingNode) stop() {
 	defer cancel()
 	_ = s.node.Close(ctx)
 	_ = s.srv.Shutdown(ctx)
-	_ = s.router.Close()
+	s.router.Close()
 }
 
 func runRolling(ctx context.Context, e *env) ([]Section, error) {

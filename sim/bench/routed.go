@@ -73,7 +73,7 @@ func joinNode(ctx context.Context, cli ownership.Client, name, id, addr string, 
 }
 
 func (f *fleetNode) close() {
-	_ = f.router.Close()
+	f.router.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = f.node.Close(ctx)

@@ -201,7 +201,7 @@ func serve(ctx context.Context, f flags, out *reporter) error {
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cerr := node.Close(cctx)
-	_ = rt.Close()
+	rt.Close()
 	_ = srv.Shutdown(cctx)
 	return errors.Join(err, cerr)
 }
