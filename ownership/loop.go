@@ -28,8 +28,8 @@ type loop struct {
 	pendingDeletes []int
 	pendingFences  []*tenure
 	acquiredQ      []acquisition // serving, OnAcquired not yet queued
-	releaseQ       []*tenure // handed off, drain not yet started
-	handoff        *handoff  // the batch of releaseQ
+	releaseQ       []*tenure     // handed off, drain not yet started
+	handoff        *handoff      // the batch of releaseQ
 
 	// vanished are served tenures that ended because their claims
 	// disappeared while the session looked alive; memberGone reports the

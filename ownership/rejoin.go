@@ -148,4 +148,3 @@ func (n *Node) clientErr(err error) error {
 	}
 	return nil
 }
-
