@@ -214,10 +214,11 @@ func (n *Node) fireAcquired(t *tenure) {
 // fireReleased counts the end of t, whose tenure was served and has ended,
 // queues OnReleased for it, and returns a channel closed when that has
 // returned; nil if there is no OnReleased. The event loop calls it once per
-// served tenure, as the partition's state leaves serving or draining, so
-// that the callback and the release metric tell the same reason.
+// served tenure, as the partition's record leaves serving and draining
+// (loop.transition), so that the callback and the release metric tell the
+// same reason.
 func (n *Node) fireReleased(t *tenure) <-chan struct{} {
-	n.ops.tenureEnded(t)
+	n.report.tenureEnded(t)
 	f := n.cfg.Callbacks.OnReleased
 	if f == nil {
 		return nil

@@ -34,14 +34,7 @@ func (l *loop) flushFences() {
 		n.spawn(func() { n.advanceEach(gen, ts) })
 		return
 	}
-	n.spawn(func() {
-		errs := n.advanceTogether(gen.ctx, ts)
-		n.post(gen, func(l *loop) {
-			for i, t := range ts {
-				l.fenced(t, errs[i])
-			}
-		})
-	})
+	n.spawn(func() { n.post(gen, fenceDone{ts: ts, errs: n.advanceTogether(gen.ctx, ts)}) })
 }
 
 // advanceEach runs every fencer for each tenure of ts, in order, tenures in
@@ -60,7 +53,7 @@ func (n *Node) advanceEach(gen *generation, ts []*tenure) {
 					break
 				}
 			}
-			n.post(gen, func(l *loop) { l.fenced(t, err) })
+			n.post(gen, fenceDone{ts: []*tenure{t}, errs: []error{err}})
 		})
 	}
 	wg.Wait()
@@ -169,33 +162,37 @@ func staleTokens(err error) map[fence.Token]*fence.StaleError {
 // fenced handles the result of advancing t's fencers: serve, retry after a
 // backoff, or, if the tenure ended meanwhile, delete its claim.
 func (l *loop) fenced(t *tenure, err error) {
-	st := l.state(t.p)
-	if st.t != t || (st.phase != phaseFencing && st.phase != phaseAborting) {
+	rec := l.rec(t.p)
+	if rec.t != t || (rec.phase != phaseFencing && rec.phase != phaseAborting) {
 		return
 	}
 	switch {
-	case st.phase == phaseAborting || t.ctx.Err() != nil:
-		if st.phase == phaseFencing {
-			l.end(t.p, idle, ReasonLost) // the generation ended under it
+	case rec.phase == phaseAborting || t.ctx.Err() != nil:
+		if rec.phase == phaseFencing {
+			l.transition(t.p, idle, ReasonLost) // the generation ended under it
 		}
 		if l.holds(t.p, t) {
 			l.startDelete(t.p, t.token.Epoch, nil)
 		} else {
-			l.set(t.p, idle)
+			l.transition(t.p, idle, 0)
 		}
 	case err != nil:
-		l.n.ops.fencerFailed(t, err)
-		wait := &pstate{phase: phaseFenceWait, t: t, attempts: st.attempts + 1}
-		l.set(t.p, wait)
+		l.n.report.fencerFailed(t, err)
+		wait := &record{phase: phaseFenceWait, t: t, attempts: rec.attempts + 1}
+		l.transition(t.p, wait, 0)
 		l.n.log.Warn("advance fencers; the partition stays unserved until they succeed",
 			"partition", t.p, "epoch", t.token.Epoch, "error", err, "attempt", wait.attempts)
-		l.n.after(l.gen, backoff(wait.attempts-1), func(l *loop) {
-			if l.state(t.p) == wait {
-				l.set(t.p, &pstate{phase: phaseFencing, t: t, attempts: wait.attempts})
-				l.pendingFences = append(l.pendingFences, t)
-			}
-		})
+		l.n.after(l.gen, backoff(wait.attempts-1), fenceRetry{p: t.p, wait: wait})
 	default:
-		l.serveTenure(t)
+		l.startServing(t)
+	}
+}
+
+// retryFence advances the fencers of wait's tenure again once the backoff
+// of wait is over, unless p's record has moved on.
+func (l *loop) retryFence(p int, wait *record) {
+	if l.rec(p) == wait {
+		l.transition(p, &record{phase: phaseFencing, t: wait.t, attempts: wait.attempts}, 0)
+		l.pendingFences = append(l.pendingFences, wait.t)
 	}
 }

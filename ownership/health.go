@@ -24,7 +24,7 @@ type NodeStatus struct {
 	// Drained reports that an operator drained this node, as it last saw.
 	Drained bool `json:"drained"`
 	// Lease is the current session's lease ID in hexadecimal, as the logs
-	// show it; empty before the first session.
+	// show it.
 	Lease string `json:"lease,omitempty"`
 	// SessionEnd is why the current session ended, as its loss was counted
 	// (election.LossCause: expired, revoked, deleted or closed); empty
@@ -66,14 +66,11 @@ func (n *Node) Status() NodeStatus {
 		Members:     len(s.members),
 		Partitions:  make([]ServedPartition, 0, len(s.owned)),
 	}
-	if n.ops != nil {
-		st.Drained = n.ops.drained.Load()
-		if sess := n.ops.sess.Load(); sess != nil {
-			st.Lease = fmt.Sprintf("%x", int64(sess.Lease()))
-			st.Session = sess.Stats()
-			st.SessionEnd = election.LossCause(sess.Err())
-		}
-	}
+	st.Drained = n.report.drained.Load()
+	sess := s.gen.sess
+	st.Lease = fmt.Sprintf("%x", int64(sess.Lease()))
+	st.Session = sess.Stats()
+	st.SessionEnd = election.LossCause(sess.Err())
 	for _, p := range s.owned {
 		r := s.routes[p].route
 		st.Partitions = append(st.Partitions, ServedPartition{Partition: p, Epoch: r.Epoch, Since: r.Since})
@@ -100,11 +97,7 @@ func (n *Node) Ready() bool {
 }
 
 func (n *Node) live(s *snapshot) bool {
-	if s.closed || n.ops == nil {
-		return false
-	}
-	sess := n.ops.sess.Load()
-	return sess != nil && sess.Err() == nil
+	return !s.closed && s.gen.sess.Err() == nil
 }
 
 // assigned returns the number of partitions the ring of s gives this node,

@@ -2,12 +2,14 @@ package ownership
 
 import (
 	"context"
+
 	"github.com/tenure-go/tenure/internal/fleetview"
-	"time"
 )
 
 // loop is the event loop's state. Only the loop goroutine touches it; the
-// partitions' states are in Node.slots, which the loop alone writes.
+// partitions' records are in Node.slots, which the loop alone writes
+// (transition). The loop's inputs are the fleet's updates and the messages
+// of messages.go.
 type loop struct {
 	n   *Node
 	gen *generation
@@ -25,9 +27,9 @@ type loop struct {
 	claimAttempt   int
 	pendingDeletes []int
 	pendingFences  []*tenure
-	acquiredQ      []*tenure // serving, OnAcquired not yet queued
-	releaseQ       []*tenure // handed off, drain not yet started
-	handoff        *handoff  // the batch of releaseQ
+	acquiredQ      []acquisition // serving, OnAcquired not yet queued
+	releaseQ       []*tenure     // handed off, drain not yet started
+	handoff        *handoff      // the batch of releaseQ
 
 	// vanished are served tenures that ended because their claims
 	// disappeared while the session looked alive; memberGone reports the
@@ -147,8 +149,8 @@ func (l *loop) serve() (closed bool, err error) {
 			return false, l.gen.sess.Err()
 		case u := <-l.updates:
 			l.apply(u)
-		case m := <-n.msgs:
-			l.handle(m)
+		case e := <-n.msgs:
+			l.handle(e)
 		}
 		// Take whatever else is ready before reconciling, so that a burst of
 		// events costs one reconciliation and one snapshot.
@@ -165,42 +167,3 @@ func (l *loop) serve() (closed bool, err error) {
 		}
 	}
 }
-
-// message is a function the event loop runs, tagged with the generation
-// (session) it belongs to.
-type message struct {
-	gen uint64
-	f   func(*loop)
-}
-
-func (l *loop) handle(m message) {
-	if m.gen == l.gen.id {
-		m.f(l)
-	}
-}
-
-// post hands f to the event loop, unless gen has ended or the loop has
-// returned.
-func (n *Node) post(gen *generation, f func(*loop)) {
-	select {
-	case n.msgs <- message{gen: gen.id, f: f}:
-	case <-gen.ctx.Done():
-	case <-n.loopDone:
-	}
-}
-
-// after runs f on the event loop d from now, unless gen ends first.
-func (n *Node) after(gen *generation, d time.Duration, f func(*loop)) {
-	n.spawn(func() {
-		t := n.clock.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.Chan():
-			n.post(gen, f)
-		case <-gen.ctx.Done():
-		}
-	})
-}
-
-// spawn runs f on a goroutine that Close waits for.
-func (n *Node) spawn(f func()) { n.wg.Go(f) }

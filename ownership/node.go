@@ -46,17 +46,17 @@ type Node struct {
 	batchFencing bool
 
 	reader *fleetview.Reader
-	slots  []slot // by partition: each one's state, written by the event loop
+	slots  []slot // by partition: each one's record, written by the event loop (loop.transition)
 	snap   atomic.Pointer[snapshot]
 	disp   *dispatcher
-	ops    *ops // events, metrics and health (events.go, metrics.go, health.go)
+	report *report // what happens to the node, in its log and metrics (report.go, metrics.go)
 
 	rootCtx    context.Context // cancelled when the node stops for good
 	rootCancel context.CancelCauseFunc
 	closeCtx   context.Context // cancelled when Close is called
 	closeReq   context.CancelFunc
 
-	msgs     chan message
+	msgs     chan envelope
 	genSeq   atomic.Uint64
 	wg       sync.WaitGroup
 	loopDone chan struct{} // closed when the event loop has returned
@@ -106,7 +106,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		id:        cfg.NodeID,
 		slots:     make([]slot, cfg.Ring.Partitions),
 		disp:      newDispatcher(),
-		msgs:      make(chan message, 256),
+		msgs:      make(chan envelope, 256),
 		loopDone:  make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -119,14 +119,14 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	n.rootCtx, n.rootCancel = context.WithCancelCause(context.Background())
 	n.closeCtx, n.closeReq = context.WithCancel(n.rootCtx)
 
-	if n.ops, err = newOps(n); err != nil {
+	if n.report, err = newReport(n); err != nil {
 		n.rootCancel(ErrClosed)
 		n.closeReq()
 		return nil, err
 	}
 	gen, lst, err := n.connect(ctx, 0)
 	if err != nil {
-		n.ops.close()
+		n.report.close()
 		n.rootCancel(ErrClosed)
 		n.closeReq()
 		return nil, err
@@ -157,7 +157,7 @@ func (n *Node) run(l *loop) {
 	n.wg.Wait()
 	n.disp.close()
 	<-n.disp.done
-	n.ops.close()
+	n.report.close()
 	n.closeErr = err
 	close(n.done)
 }
@@ -213,17 +213,26 @@ func (n *Node) HoldPartition(p int) (Held, error) {
 	return n.hold(s, p)
 }
 
+// hold admits work for p, or says why not, from the record of p that s
+// published. Admission re-reads the partition's current record
+// (tenure.enter); a record that has moved on since s was published is
+// answered from the current one.
 func (n *Node) hold(s *snapshot, p int) (Held, error) {
 	e := &s.routes[p]
-	if t := e.t; t != nil && t.enter(e.serving) {
-		return Held{Partition: p, Token: t.token, Context: t.ctx, h: &hold{t: t}}, nil
+	rec := e.rec
+	if rec.phase == phaseServing {
+		t := rec.t
+		if t.enter(rec) {
+			return Held{Partition: p, Token: t.token, Context: t.ctx, h: &hold{t: t}}, nil
+		}
+		rec = t.slot.load()
 	}
 	if s.closed {
 		return Held{}, ErrClosed
 	}
 	err := &WrongOwnerError{Route: fleet.Route{Partition: p, RingVersion: s.ring.Version()}}
 	if s.sessionEnded() {
-		if !errors.Is(context.Cause(s.gen), ErrLost) {
+		if !errors.Is(context.Cause(s.gen.ctx), ErrLost) {
 			return Held{}, ErrClosed
 		}
 		r := s.route(p)
@@ -231,7 +240,7 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 		err.Owner, err.Addr, err.Epoch = r.Owner, r.Addr, r.Epoch
 		return Held{}, err
 	}
-	if n.slots[p].load().releasing() {
+	if rec.releasing() {
 		err.Releasing = true
 		if e.next != n.id {
 			err.Owner, err.Addr = e.next, e.nextAddr

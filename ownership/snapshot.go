@@ -1,8 +1,6 @@
 package ownership
 
 import (
-	"context"
-
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/ring"
 )
@@ -10,8 +8,8 @@ import (
 // snapshot is an immutable routing table, published by the event loop.
 type snapshot struct {
 	self    string          // this node's ID
-	gen     context.Context // the context of the generation the snapshot was built in
-	session <-chan struct{} // gen.Done()
+	gen     *generation     // the generation the snapshot was built in
+	session <-chan struct{} // gen.ctx.Done()
 	ring    *ring.Ring
 	routes  []entry
 	members []fleet.Member
@@ -57,8 +55,7 @@ func (e *entry) unserved(self string) fleet.Route {
 
 type entry struct {
 	route    fleet.Route
-	serving  *pstate // the partition's state when published, if serving
-	t        *tenure // serving's tenure
+	rec      *record // the partition's record when published (idle in a closed snapshot)
 	next     string  // owner on the ring
 	nextAddr string
 }
@@ -80,7 +77,7 @@ func (l *loop) store(s *snapshot) {
 	if old != nil {
 		close(old.changed)
 	}
-	l.n.ops.published(l, old, s)
+	l.n.report.published(l, s)
 }
 
 // build derives the routing table from the fleet and the partitions'
@@ -92,7 +89,7 @@ func (l *loop) build(closed bool) *snapshot {
 	f := l.fleet
 	s := &snapshot{
 		self:    l.n.id,
-		gen:     l.gen.ctx,
+		gen:     l.gen,
 		session: l.gen.ctx.Done(),
 		ring:    f.Ring,
 		routes:  make([]entry, len(f.Claims)),
@@ -109,10 +106,17 @@ func (l *loop) build(closed bool) *snapshot {
 			e.next, e.nextAddr = f.IDs[i], addrs[i]
 		}
 		e.route = f.Route(p)
-		if st := l.state(p); !closed && st.phase == phaseServing {
-			e.serving, e.t, e.route.Local = st, st.t, true
+		e.rec = l.rec(p)
+		switch {
+		case closed:
+			e.rec = idle
+			if e.route.Owner == s.self {
+				e.route = e.unserved(s.self)
+			}
+		case e.rec.phase == phaseServing:
+			e.route.Local = true
 			s.owned = append(s.owned, p)
-		} else if e.route.Owner == s.self {
+		case e.route.Owner == s.self:
 			e.route = e.unserved(s.self)
 		}
 	}

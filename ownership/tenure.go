@@ -5,18 +5,17 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 )
 
 // tenure is one tenure of this node over one partition: from the creation of
-// its claim (the epoch) to its end. Its lifecycle is its partition's state
-// (slot): the tenure itself holds only what the work needs (token, context)
-// and the count of work in flight.
+// its claim (the epoch) to its end. Its lifecycle is its partition's record
+// (record.go): the tenure itself holds only what the work needs (token,
+// context), the count of work in flight and, once it has ended, why.
 //
 // Admission and drain are race-free without a lock. enter increments
-// inflight and then re-reads the partition's state; the event loop
-// publishes a state that is not serving and then reads inflight (stop,
+// inflight and then re-reads the partition's record; the event loop
+// stores a record that is not serving and then reads inflight (stop,
 // finish). Go's atomics are sequentially consistent, so at least one of them
 // sees the other: either enter sees that the tenure no longer serves and
 // backs out, or finish sees the work and the drain waits for it.
@@ -25,9 +24,9 @@ type tenure struct {
 	token  fence.Token
 	ctx    context.Context // cancelled when the tenure ends; carries token
 	cancel context.CancelCauseFunc
-	slot   *slot             // the partition's state
-	sess   *election.Session // the session the claim is bound to
-	reason Reason            // why the tenure ended; written once, by the event loop, before ctx is cancelled
+	slot   *slot       // the partition's record
+	gen    *generation // the generation (session) the claim is bound to
+	reason Reason      // why the tenure ended; written once, by the event loop, before ctx is cancelled
 
 	inflight    atomic.Int64
 	drained     chan struct{} // closed once the tenure ended and inflight is zero
@@ -38,10 +37,10 @@ type tenure struct {
 // context carries its token and, with a signer, the signer's signature of
 // the token (fence.SignatureFromContext), which httpfence.Transport sends
 // downstream with it.
-func newTenure(parent context.Context, sess *election.Session, s *slot, p int, epoch int64, signer *fence.Signer) *tenure {
+func newTenure(gen *generation, s *slot, p int, epoch int64, signer *fence.Signer) *tenure {
 	t := &tenure{
 		p:       p,
-		sess:    sess,
+		gen:     gen,
 		token:   fence.Token{Scope: fence.PartitionScope(p), Epoch: epoch},
 		slot:    s,
 		drained: make(chan struct{}),
@@ -50,19 +49,19 @@ func newTenure(parent context.Context, sess *election.Session, s *slot, p int, e
 	if signer != nil {
 		sig, _ = signer.Sign(t.token) // a valid token: Sign cannot fail
 	}
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(gen.ctx)
 	t.ctx, t.cancel = fence.NewSignedContext(ctx, t.token, sig), cancel
 	return t
 }
 
-// enter admits one unit of work if st, the state it was found serving in,
-// is still the partition's state. It reports false if not.
-func (t *tenure) enter(st *pstate) bool {
+// enter admits one unit of work if rec, the record it was found serving
+// in, is still the partition's record. It reports false if not.
+func (t *tenure) enter(rec *record) bool {
 	t.inflight.Add(1)
 	// The session's Err reads the clock: a process resumed after a pause
 	// past its safe deadline admits nothing, even before the goroutine that
 	// watches the deadline has run and cancelled ctx.
-	if t.slot.cur.Load() != st || t.ctx.Err() != nil || t.sess.Err() != nil {
+	if t.slot.cur.Load() != rec || t.ctx.Err() != nil || t.gen.sess.Err() != nil {
 		t.exit()
 		return false
 	}
@@ -78,8 +77,8 @@ func (t *tenure) exit() {
 
 func (t *tenure) signalDrained() { t.drainedOnce.Do(func() { close(t.drained) }) }
 
-// stop is called once the partition's state has left serving (see
-// loop.stopAdmitting): no more work is admitted, and drained is closed
+// stop is called once the partition's record has left serving for
+// draining (see loop.transition): no more work is admitted, and drained is closed
 // once the work already admitted has called Release. The context stays
 // live.
 func (t *tenure) stop() {
@@ -88,8 +87,8 @@ func (t *tenure) stop() {
 	}
 }
 
-// finish ends the tenure after its partition's state has left serving (see
-// loop.end): it records r, unless a reason was recorded before, and cancels
+// finish ends the tenure after its partition's record has left serving
+// (see loop.transition): it records r, unless a reason was recorded before, and cancels
 // the tenure's context with r's cause. Work still admitted keeps running
 // until it calls Release; drained is closed when it has.
 func (t *tenure) finish(r Reason) {

@@ -7,6 +7,10 @@ import (
 	"github.com/tenure-go/tenure/election"
 )
 
+// Losing partitions without a handoff: a claim that vanished
+// (checkTenure) ends its tenure at once, and classify then tells what
+// deleted it; a session that ended ends every tenure (loseAll).
+
 // checkAttemptTimeout bounds one check of the lease (Session.Check).
 const checkAttemptTimeout = time.Second
 
@@ -45,7 +49,7 @@ func (l *loop) classify() {
 		ctx, cancel := n.withTimeout(gen.ctx, checkAttemptTimeout)
 		err := gen.sess.Check(ctx)
 		cancel()
-		n.post(gen, func(l *loop) { l.checked(err) })
+		n.post(gen, leaseChecked{err: err})
 	})
 }
 
@@ -56,7 +60,7 @@ func (l *loop) checked(err error) {
 	case errors.Is(err, election.ErrCheckFailed):
 		l.checks++
 		l.n.log.Debug("check lease", "error", err, "attempt", l.checks)
-		l.n.after(l.gen, backoff(l.checks-1), func(l *loop) { l.classify() })
+		l.n.after(l.gen, backoff(l.checks-1), checkRetry{})
 		return
 	case err != nil: // the session ended: the keys went with its lease
 		l.checks = 0
@@ -64,10 +68,66 @@ func (l *loop) checked(err error) {
 		return
 	}
 	l.checks = 0
-	l.n.ops.forcedReleases(l.gen, l.vanished)
+	l.n.report.forcedReleases(l.gen, l.vanished)
 	l.vanished = nil
 	if l.memberGone {
 		l.gen.sess.EndKeyRemoved(l.n.layout.Member(l.n.id))
 		l.lost = l.gen.sess.Err()
 	}
+}
+
+// checkTenure ends p's tenure if its claim is gone (deleted by someone
+// else, or expired with a lease). The fleet state calls it whenever p's
+// claim changes.
+func (l *loop) checkTenure(p int) {
+	l.dirty = true
+	rec := l.rec(p)
+	t := rec.t
+	if t == nil || l.holds(p, t) {
+		return
+	}
+	switch rec.phase {
+	case phaseFencing:
+		l.transition(p, &record{phase: phaseAborting, t: t}, ReasonLost)
+	case phaseFenceWait:
+		l.transition(p, idle, ReasonLost)
+	case phaseServing, phaseDraining:
+		// A loss, even in the middle of a handoff: the work in flight is
+		// cancelled at once, the next owner may be serving already. What
+		// deleted the claim is told once classify knows.
+		l.transition(p, idle, ReasonLost)
+		l.vanished = append(l.vanished, t)
+	}
+}
+
+// loseAll ends the generation, whose session ended with err: every tenure
+// ends at once with ReasonLost, and the loss is logged in one line with
+// every tenure it ended (those whose claims vanished first included). The
+// claims go with the lease.
+func (l *loop) loseAll(err error) {
+	l.unwatch()
+	l.gen.end(ErrLost)
+	ended := l.endAll(ReasonLost)
+	l.claimsInFlight = 0
+	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
+	l.memberDeleting = false
+	l.publish()
+	l.fireAcquired()
+	l.n.report.sessionLost(l.gen, append(l.vanished, ended...), err)
+	l.vanished, l.memberGone, l.checking, l.checks = nil, false, false, 0
+}
+
+// endAll ends every tenure of this node for reason r at once (a tenure
+// already handed off keeps its reason), makes every partition idle and
+// returns the served tenures that ended, whose OnReleased is queued.
+func (l *loop) endAll(r Reason) []*tenure {
+	var ended []*tenure
+	for p := range l.n.slots {
+		rec := l.rec(p)
+		l.transition(p, idle, r)
+		if rec.served() {
+			ended = append(ended, rec.t)
+		}
+	}
+	return ended
 }

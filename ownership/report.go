@@ -13,19 +13,20 @@ import (
 	"github.com/tenure-go/tenure/fence"
 )
 
-// ops tells what happens to a Node, in its log and its metrics. The event
-// loop reports each event once, where it is decided: a handoff batch
-// completed (handoffDone), tenures lost with the session (sessionLost) or to
-// someone else's deletion of their claims (forcedReleases), and every
-// routing snapshot it publishes, from which ops derives acquisitions and a
-// drain mark on this node. The fields below sess and drained are touched by
-// the event loop only.
-type ops struct {
+// report tells what happens to a Node, in its log and its metrics. The
+// event loop reports each event once, on the edge where it happens:
+// acquisitions and ends of served tenures on their records' transitions
+// (loop.transition), a handoff batch completed (handoffDone), tenures lost
+// with the session (sessionLost) or to someone else's deletion of their
+// claims (forcedReleases); and, as it publishes a routing snapshot, a
+// drain mark on this node and the partitions the ring gives this node
+// that nobody holds. Only the event loop calls its methods, but drained,
+// which Status reads.
+type report struct {
 	n *Node
 	m *nodeMetrics
 
-	sess    atomic.Pointer[election.Session] // the session of the current generation
-	drained atomic.Bool                      // this node is drained, as it last saw
+	drained atomic.Bool // this node is drained, as it last saw
 
 	// unownedSince[p] is when this node first saw partition p assigned to
 	// it by the ring with no claim of another node (the previous owner's
@@ -34,19 +35,19 @@ type ops struct {
 	unownedSince []time.Time
 }
 
-// acquisition is one partition acquired, for the event line.
+// acquisition is one tenure that started serving, for its OnAcquired, its
+// metric and the event line.
 type acquisition struct {
-	p       int
-	epoch   int64
-	unowned time.Duration
+	t       *tenure
+	unowned time.Duration // how long its partition went unowned, as this node saw it
 }
 
-func newOps(n *Node) (*ops, error) {
+func newReport(n *Node) (*report, error) {
 	m, err := newNodeMetrics(n)
 	if err != nil {
 		return nil, err
 	}
-	return &ops{
+	return &report{
 		n:            n,
 		m:            m,
 		unownedSince: make([]time.Time, n.cfg.Ring.Partitions),
@@ -54,20 +55,27 @@ func newOps(n *Node) (*ops, error) {
 }
 
 // close unregisters the node's metrics.
-func (o *ops) close() { o.m.unregister() }
+func (o *report) close() { o.m.unregister() }
 
-// published is called by the event loop after it published s, which
-// replaced old (nil for the first snapshot). It counts and logs the
-// partitions acquired in between and a drain mark on this node, and
-// follows how long the partitions the ring gives this node go unowned.
-func (o *ops) published(l *loop, old, s *snapshot) {
+// acquisition returns the acquisition of t, which starts serving now.
+func (o *report) acquisition(t *tenure) acquisition {
+	a := acquisition{t: t}
+	if since := o.unownedSince[t.p]; !since.IsZero() {
+		a.unowned = o.n.clock.Now().Sub(since)
+	}
+	return a
+}
+
+// published is called by the event loop after it published s. It logs a
+// drain mark on this node, and follows how long the partitions the ring
+// gives this node go unowned.
+func (o *report) published(l *loop, s *snapshot) {
 	n := o.n
 	now := n.clock.Now()
-	o.sess.Store(l.gen.sess)
 	live := l.gen.ctx.Err() == nil && l.lost == nil
-	lease := leaseString(l.gen)
 	if d := l.fleet.Drained[n.id]; d != o.drained.Load() {
 		o.drained.Store(d)
+		lease := leaseString(l.gen)
 		if d {
 			o.m.drained()
 			n.log.Info("drain observed: the ring excludes this node; its partitions move away", "lease", lease)
@@ -75,39 +83,26 @@ func (o *ops) published(l *loop, old, s *snapshot) {
 			n.log.Info("undrain observed: the ring includes this node again", "lease", lease)
 		}
 	}
-	var acq []acquisition
 	for p := range s.routes {
 		e := &s.routes[p]
-		var before *tenure
-		if old != nil {
-			before = old.routes[p].t
-		}
-		if e.t != nil && e.t != before {
-			a := acquisition{p: p, epoch: e.t.token.Epoch}
-			if since := o.unownedSince[p]; !since.IsZero() {
-				a.unowned = now.Sub(since)
-			}
-			acq = append(acq, a)
-		}
 		// A route of this node that it does not serve has epoch 0 (see
 		// entry.unserved); another node's claim has its epoch.
 		switch {
-		case e.t != nil || e.next != n.id || e.route.Epoch != 0 || !live || s.closed:
+		case e.rec.phase == phaseServing || e.next != n.id || e.route.Epoch != 0 || !live || s.closed:
 			o.unownedSince[p] = time.Time{}
 		case o.unownedSince[p].IsZero():
 			o.unownedSince[p] = now
 		}
 	}
-	o.logAcquired(acq, lease)
 }
 
 // leaseString is gen's lease as the logs show it.
 func leaseString(gen *generation) string { return fmt.Sprintf("%x", int64(gen.lease)) }
 
-// logAcquired counts and logs the partitions acquired by one snapshot, in
-// one Info line with the count, the partitions as ranges, the epochs and
-// the longest unowned time.
-func (o *ops) logAcquired(acq []acquisition, lease string) {
+// acquired counts and logs the tenures that started serving and whose
+// OnAcquired is queued together, in one Info line with the count, the
+// partitions as ranges, the epochs and the longest unowned time.
+func (o *report) acquired(acq []acquisition, lease string) {
 	if len(acq) == 0 {
 		return
 	}
@@ -115,7 +110,7 @@ func (o *ops) logAcquired(acq []acquisition, lease string) {
 	var longest time.Duration
 	for i, a := range acq {
 		o.m.acquired(a.unowned)
-		ps[i], epochs[i] = a.p, a.epoch
+		ps[i], epochs[i] = a.t.p, a.t.token.Epoch
 		longest = max(longest, a.unowned)
 	}
 	o.n.log.Info("acquired "+partitionCount(len(ps)), "count", len(ps), "partitions", partitionRanges(ps),
@@ -125,11 +120,11 @@ func (o *ops) logAcquired(acq []acquisition, lease string) {
 // tenureEnded counts the end of a served tenure, for the reason its
 // OnReleased is given. The event loop calls it once per served tenure, as
 // it queues that OnReleased.
-func (o *ops) tenureEnded(t *tenure) { o.m.released(t.reason) }
+func (o *report) tenureEnded(t *tenure) { o.m.released(t.reason) }
 
 // handoffDone records one partition of b whose claim was deleted: its
 // handoff took from the end of admission to now.
-func (o *ops) handoffDone(b *handoff, p int) {
+func (o *report) handoffDone(b *handoff, p int) {
 	d := o.n.clock.Now().Sub(b.stopped)
 	o.m.handoffDone(d)
 	b.done = append(b.done, p)
@@ -140,7 +135,7 @@ func (o *ops) handoffDone(b *handoff, p int) {
 // Info line with the partitions whose claims were deleted and how long the
 // batch took from the end of admission to the last deletion. Partitions
 // lost meanwhile are told by the loss's own line.
-func (o *ops) handoffEnded(b *handoff, lease string) {
+func (o *report) handoffEnded(b *handoff, lease string) {
 	if len(b.done) == 0 {
 		return
 	}
@@ -151,7 +146,7 @@ func (o *ops) handoffEnded(b *handoff, lease string) {
 // sessionLost logs, in one Warn line, the tenures ts that ended with the
 // session of gen, with the session's cause (election.LossCause: the one
 // the session counted its loss under).
-func (o *ops) sessionLost(gen *generation, ts []*tenure, err error) {
+func (o *report) sessionLost(gen *generation, ts []*tenure, err error) {
 	ps := make([]int, len(ts))
 	for i, t := range ts {
 		ps[i] = t.p
@@ -164,7 +159,7 @@ func (o *ops) sessionLost(gen *generation, ts []*tenure, err error) {
 // forcedReleases counts and logs, in one Warn line, the tenures ts whose
 // claims someone else deleted while this node's session lived (its lease
 // checked alive after the deletion): an operator's force release.
-func (o *ops) forcedReleases(gen *generation, ts []*tenure) {
+func (o *report) forcedReleases(gen *generation, ts []*tenure) {
 	if len(ts) == 0 {
 		return
 	}
@@ -180,7 +175,7 @@ func (o *ops) forcedReleases(gen *generation, ts []*tenure) {
 
 // closeAborted logs, in one Info line, the tenures ts that ended without a
 // handoff because Close's context ended.
-func (o *ops) closeAborted(gen *generation, ts []*tenure) {
+func (o *report) closeAborted(gen *generation, ts []*tenure) {
 	if len(ts) == 0 {
 		return
 	}
@@ -237,7 +232,7 @@ func partitionRanges(ps []int) string {
 
 // fencerFailed counts a failed advance of t's fencers and logs a rejection
 // by a store (fence.ErrStale): a newer owner fenced this epoch out.
-func (o *ops) fencerFailed(t *tenure, err error) {
+func (o *report) fencerFailed(t *tenure, err error) {
 	o.m.fencerFailed()
 	var stale *fence.StaleError
 	if errors.As(err, &stale) {
@@ -247,7 +242,7 @@ func (o *ops) fencerFailed(t *tenure, err error) {
 }
 
 // claimConflict counts a claim of p that another node's claim beat.
-func (o *ops) claimConflict(p int) {
+func (o *report) claimConflict(p int) {
 	o.m.claimConflict()
 	o.n.log.Debug("claim conflict: another node holds the partition", "partition", p)
 }

@@ -2,18 +2,42 @@ package ownership
 
 import "time"
 
+// Handing a partition off (a planned release: the ring moved it, or a
+// graceful Close): release stops admitting work (serving -> draining); the
+// drain, on goroutines of its own, waits for the work in flight; drained
+// cancels the tenure's context and queues OnReleased (-> releasing);
+// released, once OnReleased has returned, deletes the claim (delete.go).
+
 // handoff is one batch of partitions handed off together: those that one
-// reconciliation stopped admitting work for. Each partition's state
+// reconciliation stopped admitting work for. Each partition's record
 // (draining to deleteWait) names its batch until the partition leaves it:
-// its claim deleted (handedOff), or the tenure lost meanwhile. When the
+// its claim deleted (report.handoffDone), or the tenure lost meanwhile. When the
 // last one has left, the batch is logged in one line. Only the event loop
 // touches it.
 type handoff struct {
-	reason  Reason
+	reason  Reason        // why its tenures end: ReasonMoved or ReasonClosed
 	stopped time.Time     // when its partitions stopped admitting work
 	pending int           // partitions still in the batch
 	done    []int         // partitions whose claims were deleted
 	longest time.Duration // the slowest of them: end of admission to the deletion
+}
+
+// release hands p off: it stops admitting work for p, and the drain (on
+// another goroutine) waits for the work in flight; drained then cancels
+// the tenure's context.
+func (l *loop) release(p int) {
+	l.flushAcquired()
+	r := ReasonMoved
+	if l.closing {
+		r = ReasonClosed
+	}
+	if l.handoff == nil {
+		l.handoff = &handoff{reason: r, stopped: l.n.clock.Now()}
+	}
+	l.handoff.pending++
+	t := l.rec(p).t
+	l.transition(p, &record{phase: phaseDraining, t: t, handoff: l.handoff}, 0)
+	l.releaseQ = append(l.releaseQ, t)
 }
 
 // flushReleases starts the drains of the tenures released by reconcile.
@@ -36,16 +60,13 @@ func partitionsOf(ts []*tenure) []int {
 	return ps
 }
 
-// handedOff records that p's claim was deleted, ending its handoff in b.
-func (l *loop) handedOff(b *handoff, p int) { l.n.ops.handoffDone(b, p) }
-
 // leftHandoff records that p left its handoff batch b (its claim deleted,
 // or its tenure lost), and logs the batch once the last partition has
 // left.
 func (l *loop) leftHandoff(b *handoff) {
 	b.pending--
 	if b.pending == 0 {
-		l.n.ops.handoffEnded(b, leaseString(l.gen))
+		l.n.report.handoffEnded(b, leaseString(l.gen))
 	}
 }
 
@@ -69,7 +90,7 @@ func (n *Node) drain(gen *generation, ts []*tenure) {
 		}
 	}
 	if len(ready) > 0 {
-		n.post(gen, func(l *loop) { l.drained(ready, deadline, false) })
+		n.post(gen, drainDone{ts: ready, deadline: deadline})
 	}
 }
 
@@ -89,7 +110,7 @@ func (n *Node) drainOne(gen *generation, t *tenure, deadline time.Time) {
 	case <-t.ctx.Done():
 		return
 	}
-	n.post(gen, func(l *loop) { l.drained([]*tenure{t}, deadline, expired) })
+	n.post(gen, drainDone{ts: []*tenure{t}, deadline: deadline, expired: expired})
 }
 
 // awaitReleased waits, until deadline, for the OnReleased of the handed-off
@@ -109,5 +130,44 @@ func (n *Node) awaitReleased(gen *generation, ts []*tenure, ack <-chan struct{},
 	case <-gen.ctx.Done():
 		return
 	}
-	n.post(gen, func(l *loop) { l.released(ts) })
+	n.post(gen, releasedAck{ts: ts})
+}
+
+// drained handles the end of the drains of ts (expired: the drain timeout
+// passed with work still in flight): each tenure still draining has its
+// context cancelled, for its batch's reason, and gets its OnReleased; its
+// claim is deleted once that has returned (see Node.awaitReleased), or at
+// once if the drain timed out.
+func (l *loop) drained(ts []*tenure, deadline time.Time, expired bool) {
+	var done []*tenure
+	var last <-chan struct{}
+	for _, t := range ts {
+		rec := l.rec(t.p)
+		if rec.t != t || rec.phase != phaseDraining {
+			continue // lost meanwhile
+		}
+		if ack := l.transition(t.p, &record{phase: phaseReleasing, t: t, handoff: rec.handoff}, rec.handoff.reason); ack != nil {
+			last = ack // callbacks run in order: the last one returns last
+		}
+		done = append(done, t)
+	}
+	if len(done) == 0 {
+		return
+	}
+	if expired || last == nil {
+		l.released(done)
+		return
+	}
+	n, gen := l.n, l.gen
+	n.spawn(func() { n.awaitReleased(gen, done, last, deadline) })
+}
+
+// released deletes the claims of the handed-off tenures ts whose
+// OnReleased has returned.
+func (l *loop) released(ts []*tenure) {
+	for _, t := range ts {
+		if rec := l.rec(t.p); rec.t == t && rec.phase == phaseReleasing {
+			l.startDelete(t.p, t.token.Epoch, rec.handoff)
+		}
+	}
 }

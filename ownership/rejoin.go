@@ -39,41 +39,6 @@ func (l *loop) run() error {
 	}
 }
 
-// loseAll ends the generation, whose session ended with err: every tenure
-// ends at once with ReasonLost, and the loss is logged in one line with
-// every tenure it ended (those whose claims vanished first included). The
-// claims go with the lease.
-func (l *loop) loseAll(err error) {
-	l.unwatch()
-	l.gen.end(ErrLost)
-	ended := l.endAll(ReasonLost)
-	l.claimsInFlight = 0
-	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
-	l.memberDeleting = false
-	l.publish()
-	l.fireAcquired()
-	for _, t := range ended {
-		l.n.fireReleased(t)
-	}
-	l.n.ops.sessionLost(l.gen, append(l.vanished, ended...), err)
-	l.vanished, l.memberGone, l.checking, l.checks = nil, false, false, 0
-}
-
-// endAll ends every tenure of this node for reason r at once (a tenure
-// already handed off keeps its reason), sets every partition idle and
-// returns the tenures whose OnReleased is due.
-func (l *loop) endAll(r Reason) []*tenure {
-	var due []*tenure
-	for p := range l.n.slots {
-		st := l.state(p)
-		l.end(p, idle, r)
-		if st.served() {
-			due = append(due, st.t)
-		}
-	}
-	return due
-}
-
 // rejoin opens a new generation, retrying until it succeeds. It returns
 // an error wrapping ErrClosed if the node was closed first, or
 // ErrClientClosed if the etcd client was.
@@ -177,70 +142,4 @@ func (n *Node) clientErr(err error) error {
 		return fmt.Errorf("ownership: node %s: %w", n.id, ErrClientClosed)
 	}
 	return nil
-}
-
-// startClose begins a graceful leave: delete the member key, so that every
-// node's ring (this one's too) moves this node's partitions away, and hand
-// every partition off.
-func (l *loop) startClose() {
-	l.closing = true
-	l.dirty = true
-	l.memberDeleting = true
-	n, gen := l.n, l.gen
-	n.spawn(func() {
-		ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
-		defer cancel()
-		err := n.unregisterTxn(ctx, gen.memberRev)
-		n.post(gen, func(l *loop) {
-			l.memberDeleting = false
-			if err != nil {
-				n.log.Warn("delete member key; revoking the lease will", "error", err)
-			}
-		})
-	})
-}
-
-// closeDone reports whether a graceful leave has handed everything off.
-func (l *loop) closeDone() bool {
-	if l.memberDeleting || l.claimsInFlight > 0 {
-		return false
-	}
-	for p := range l.n.slots {
-		if l.state(p).phase != phaseIdle {
-			return false
-		}
-	}
-	return true
-}
-
-// finishClose revokes the lease and publishes the final snapshot.
-func (l *loop) finishClose() error {
-	l.unwatch()
-	err := l.gen.sess.Close(l.n.rootCtx)
-	l.gen.end(ErrClosed)
-	l.publishClosed()
-	if err != nil {
-		return fmt.Errorf("ownership: close %s: %w", l.n.id, err)
-	}
-	l.n.log.Info("left the cluster")
-	return nil
-}
-
-// abort stops at once (Close's context ended): every tenure ends with
-// ReasonClosed, and the lease is left to expire (or revoked if etcd answers
-// at once).
-func (l *loop) abort() {
-	l.unwatch()
-	due := l.endAll(ReasonClosed)
-	l.gen.end(ErrClosed)
-	l.publishClosed()
-	l.fireAcquired()
-	for _, t := range due {
-		l.n.fireReleased(t)
-	}
-	l.n.ops.closeAborted(l.gen, due)
-	// Revoke the lease if etcd answers at once; otherwise it expires.
-	ctx, cancel := l.n.withTimeout(context.Background(), 100*time.Millisecond)
-	_ = l.gen.sess.Close(ctx)
-	cancel()
 }

@@ -1,0 +1,140 @@
+package ownership
+
+import (
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/fleetview"
+	"github.com/tenure-go/tenure/internal/keys"
+)
+
+// Acquiring a partition: reconcile claims what the ring gives this node
+// (launchClaims, claimed), the claim's tenure advances the fencers
+// (adopt, then fencing.go), and serves (startServing); OnAcquired is queued once
+// the snapshot that shows it served is published (fireAcquired).
+
+// launchClaims claims the partitions ps, one transaction per batch.
+func (l *loop) launchClaims(ps []int) {
+	n, gen := l.n, l.gen
+	for _, batch := range chunks(ps, l.batch) {
+		for _, p := range batch {
+			l.transition(p, &record{phase: phaseClaiming}, 0)
+		}
+		l.claimsInFlight++
+		w := claimWrite{lease: gen.lease, since: n.clock.Now()}
+		n.spawn(func() { n.runClaim(gen, w, batch) })
+	}
+}
+
+// runClaim runs the claim transaction of batch and posts its result.
+func (n *Node) runClaim(gen *generation, w claimWrite, batch []int) {
+	ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
+	defer cancel()
+	rev, out, err := n.claimTxn(ctx, w, batch)
+	n.post(gen, claimDone{batch: batch, w: w, rev: rev, out: out, err: err})
+}
+
+// claimed handles the result of a claim transaction.
+func (l *loop) claimed(m claimDone) {
+	l.claimsInFlight--
+	for _, p := range m.batch {
+		l.transition(p, idle, 0)
+	}
+	if m.err != nil {
+		if l.shrinkBatch(m.err) {
+			return
+		}
+		l.claimAttempt++
+		l.n.log.Warn("claim partitions", "error", m.err, "partitions", len(m.batch), "attempt", l.claimAttempt)
+		l.holdClaims()
+		return
+	}
+	l.claimAttempt = 0
+	for i, p := range m.batch {
+		if !m.out[i].ok {
+			l.n.report.claimConflict(p)
+			l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(m.out[i].kv))
+			continue
+		}
+		// Unless the watch delivered a later state (the claim gone again),
+		// the claim created at rev is ours.
+		l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, m.w.since)), CreateRevision: m.rev, Lease: int64(m.w.lease)}))
+		if l.fleet.Claims[p].Epoch == m.rev {
+			l.adopt(p, m.rev)
+		}
+	}
+}
+
+// shrinkBatch halves the batch size and reports true if err says that etcd
+// refused a transaction as too large and the batch can shrink.
+func (l *loop) shrinkBatch(err error) bool {
+	if err == nil || !etcderr.TooManyOps(err) || l.batch <= 1 {
+		return false
+	}
+	l.batch /= 2
+	l.n.log.Warn("etcd refused a transaction as too large; halving the batch", "batch", l.batch)
+	return true
+}
+
+// holdClaims stops claiming until a backoff has passed (resumeClaims).
+func (l *loop) holdClaims() {
+	if l.claimHold {
+		return
+	}
+	l.claimHold = true
+	l.n.after(l.gen, backoff(l.claimAttempt-1), claimHoldOver{})
+}
+
+// resumeClaims ends the backoff of holdClaims.
+func (l *loop) resumeClaims() {
+	l.claimHold = false
+	l.dirty = true
+}
+
+// adopt starts a tenure over p under the claim created at epoch: its
+// fencers are advanced (fencing.go) before it serves.
+func (l *loop) adopt(p int, epoch int64) {
+	if !l.mine(p) {
+		l.startDelete(p, epoch, nil)
+		return
+	}
+	t := newTenure(l.gen, &l.n.slots[p], p, epoch, l.n.cfg.Signer)
+	l.transition(p, &record{phase: phaseFencing, t: t}, 0)
+	if len(l.n.cfg.Fencers) == 0 {
+		l.startServing(t)
+		return
+	}
+	l.pendingFences = append(l.pendingFences, t)
+}
+
+// startServing starts admitting work under t, whose fencers have been advanced.
+func (l *loop) startServing(t *tenure) {
+	l.transition(t.p, &record{phase: phaseServing, t: t}, 0)
+}
+
+// fireAcquired queues OnAcquired for the tenures that started serving, and
+// counts and logs their acquisition, once the snapshot that shows them
+// served is published: when OnAcquired runs, Lookup reports the partition
+// Local and Hold admits work. A tenure that has already ended by then
+// still gets its OnAcquired, and its OnReleased after it.
+func (l *loop) fireAcquired() {
+	if len(l.acquiredQ) == 0 {
+		return
+	}
+	for _, a := range l.acquiredQ {
+		l.n.fireAcquired(a.t)
+	}
+	l.n.report.acquired(l.acquiredQ, leaseString(l.gen))
+	clear(l.acquiredQ)
+	l.acquiredQ = l.acquiredQ[:0]
+}
+
+// flushAcquired publishes and queues the pending OnAcquired callbacks. It
+// runs before any tenure's end is reported, so that OnAcquired always
+// precedes OnReleased.
+func (l *loop) flushAcquired() {
+	if len(l.acquiredQ) > 0 {
+		l.publish()
+		l.fireAcquired()
+	}
+}

@@ -1,0 +1,124 @@
+package ownership
+
+import "sync/atomic"
+
+// phase is where one partition is in its lifecycle on this node:
+//
+//	idle -> claiming -> fencing (-> fenceWait -> fencing ...) -> serving
+//	claiming -> idle (the claim failed, or another node holds it)
+//	idle -> deleting (a claim left by an earlier session of this node)
+//	serving -> draining (admits nothing; work in flight finishes) ->
+//	  releasing (context cancelled, OnReleased) -> deleting (-> deleteWait ...) -> idle
+//	fencing, when the tenure ends -> aborting -> deleting (or idle if the claim is gone)
+//	fenceWait, when the tenure ends -> deleting (or idle if the claim is gone)
+//	serving or draining, when the claim disappears -> idle (cancelled at once)
+//	any, on loss -> idle (the claims go with the lease)
+type phase uint8
+
+const (
+	phaseIdle       phase = iota // nothing of ours in flight
+	phaseClaiming                // claim transaction in flight
+	phaseFencing                 // claim held; fencers running
+	phaseFenceWait               // fencers failed; waiting to retry
+	phaseAborting                // the tenure ended while its fencers ran; delete the claim when they return
+	phaseServing                 // admitting work
+	phaseDraining                // handing off: admitting no work; waiting for the work in flight, its context still live
+	phaseReleasing               // handed off: context cancelled, OnReleased queued; waiting for it to return
+	phaseDeleting                // claim deletion queued or in flight
+	phaseDeleteWait              // claim deletion failed; waiting to retry
+)
+
+// record is one partition's state on this node: the one record of it,
+// kept in the partition's slot and published, as it is, in the routing
+// snapshot. A record is immutable: every change is a new record, made by
+// loop.transition, so that a reader that holds one can tell, by comparing
+// pointers, whether the partition has moved on.
+type record struct {
+	phase    phase
+	t        *tenure  // fencing to releasing: the tenure; nil otherwise
+	epoch    int64    // deleting, deleteWait: the epoch of the claim to delete
+	attempts int      // failed fencing or deletion attempts in a row
+	handoff  *handoff // draining to deleteWait: the batch a planned release belongs to (and its Reason); nil otherwise
+}
+
+var idle = &record{}
+
+// served reports whether the partition's tenure has started serving and
+// OnAcquired was queued for it (its OnReleased may be due).
+func (r *record) served() bool { return r.phase == phaseServing || r.phase == phaseDraining }
+
+// releasing reports whether this node is handing the partition off: it
+// still holds (or is deleting) its claim but admits no new work.
+func (r *record) releasing() bool {
+	switch r.phase {
+	case phaseDraining, phaseReleasing, phaseDeleting, phaseDeleteWait:
+		return true
+	}
+	return false
+}
+
+// slot holds one partition's current record. The event loop writes it
+// (loop.transition); the admission of work (tenure.enter) reads it, from
+// any goroutine.
+type slot struct{ cur atomic.Pointer[record] }
+
+// load returns the partition's record.
+func (s *slot) load() *record {
+	if r := s.cur.Load(); r != nil {
+		return r
+	}
+	return idle
+}
+
+// serving reports whether t is the partition's tenure and serving.
+func (s *slot) serving(t *tenure) bool {
+	r := s.load()
+	return r.t == t && r.phase == phaseServing
+}
+
+// rec returns partition p's record.
+func (l *loop) rec(p int) *record { return l.n.slots[p].load() }
+
+// transition moves partition p to the record to: the one way a record
+// changes. It stores to, marks the routing snapshot out of date, and does
+// what the edge from the current record to to means:
+//
+//   - into serving: the tenure's acquisition is queued (OnAcquired, the
+//     acquisition metric and log line, once the snapshot that shows it
+//     served is published; see loop.fireAcquired);
+//   - serving to draining: the tenure admits no more work; its context
+//     stays live until the work already admitted has finished (see drain).
+//     The order matters: the tenure's admission (tenure.enter) re-reads
+//     the record after it counts the work, so once to is stored, no new
+//     work is admitted and the drain sees all work admitted before;
+//   - end not zero: the current tenure ends for end (its context cancelled;
+//     a tenure whose end was recorded before keeps that reason);
+//   - a served tenure that leaves serving and draining: its OnReleased and
+//     release metric, once, after the pending OnAcquired callbacks. The
+//     returned channel is closed when that OnReleased has returned (nil if
+//     there is none, or no served tenure ended);
+//   - out of a handoff batch: the batch loses the partition, and is logged
+//     once its last partition has left.
+func (l *loop) transition(p int, to *record, end Reason) (released <-chan struct{}) {
+	from := l.rec(p)
+	l.n.slots[p].cur.Store(to)
+	l.dirty = true
+	t := from.t
+	switch {
+	case to.phase == phaseServing && from.phase != phaseServing:
+		l.acquiredQ = append(l.acquiredQ, l.n.report.acquisition(to.t))
+	case from.phase == phaseServing && to.phase == phaseDraining:
+		t.stop()
+	}
+	if end != 0 && t != nil {
+		t.finish(end)
+	}
+	if from.served() && !to.served() {
+		l.flushAcquired()
+		released = l.n.fireReleased(t)
+	}
+	if b := from.handoff; b != nil && to.handoff != b {
+		l.leftHandoff(b)
+	}
+	return released
+}
