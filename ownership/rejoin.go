@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/etcderr"
