@@ -279,8 +279,8 @@ func TestOperatorForceReleaseLeader(t *testing.T) {
 	assert.Equal(t, e3, recs[0].NewEpoch)
 }
 
-// TestClaimValueForms: claims written by older builds (the bare node ID)
-// and by this one (JSON with the acquire time) decode alike, and an
+// TestClaimValueForms: claims written as the bare node ID and as JSON with
+// the acquire time (as nodes write them) decode alike, and an
 // undecodable-looking value is a bare ID.
 func TestClaimValueForms(t *testing.T) {
 	at := time.Date(2026, 11, 23, 12, 0, 0, 123456789, time.UTC)

@@ -3,9 +3,9 @@
 //	<prefix>spec                 JSON fleet spec (partitions, load factor, ring algorithm)
 //	<prefix>members/<nodeID>     JSON Member, lease = node Session
 //	<prefix>drained/<nodeID>     JSON ownership.DrainMark: an operator's mark; the ring excludes the node
-//	<prefix>claims/<partition>   JSON Claim {node, since} (or, as written by
-//	                             older builds, the bare node ID), lease = owner's
-//	                             Session; epoch = CreateRevision
+//	<prefix>claims/<partition>   JSON Claim {node, since} (or the bare node
+//	                             ID, Since unknown), lease = owner's Session;
+//	                             epoch = CreateRevision
 //	<prefix>leader/<name>/...    election keys
 //	<prefix>fence/<scope>        highest epoch admitted, for stores in etcd
 //	<prefix>audit/<id>           JSON audit record of an operator action; ids
@@ -180,8 +180,9 @@ func EncodeClaim(node string, since time.Time) string {
 }
 
 // DecodeClaim parses a claim value, either form: the JSON Claim, or the
-// bare node ID that older builds wrote (Since zero). A value that does not
-// start with '{' or that is not a JSON object naming a node is a bare ID.
+// bare node ID (as an operator may write one by hand; Since zero). A value
+// that does not start with '{' or that is not a JSON object naming a node
+// is a bare ID.
 func DecodeClaim(v []byte) Claim {
 	if bytes.HasPrefix(v, []byte("{")) {
 		var c Claim
