@@ -102,7 +102,7 @@ func (c *committer) submit(part *partition, key, idem string) result {
 	switch {
 	case errors.As(err, &se):
 		m.stale.Inc()
-		if part.kill(se) {
+		if part.refusedStale(se) {
 			c.log.Warn("stale increments rejected", "partition", part.p, "epoch", se.Presented, "current_epoch", se.Current)
 		}
 		return result{err: err}

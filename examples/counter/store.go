@@ -38,6 +38,7 @@ type partition struct {
 	mu     sync.Mutex
 	values map[string]int64 // committed values of the keys that have rows
 	dead   error            // set when the tenure is known to be over: every later increment fails with it
+	stale  bool             // the database has refused an increment of the partition as stale
 }
 
 func (p *partition) value(key string) int64 {
@@ -58,16 +59,28 @@ func (p *partition) failure() error {
 	return p.dead
 }
 
-// kill ends the partition's tenure with err, and reports whether this
-// call ended it.
-func (p *partition) kill(err error) bool {
+// refusedStale records that the database refused an increment of the
+// partition with se: the tenure is over (if nothing ended it before), and
+// it reports whether this is the partition's first stale refusal, which
+// is logged even when the tenure's end was known before (its release
+// callback ran first).
+func (p *partition) refusedStale(se *fence.StaleError) (first bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dead != nil {
-		return false
+	if p.dead == nil {
+		p.dead = se
 	}
-	p.dead = err
-	return true
+	first, p.stale = !p.stale, true
+	return first
+}
+
+// kill ends the partition's tenure with err, unless it has ended.
+func (p *partition) kill(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead == nil {
+		p.dead = err
+	}
 }
 
 // store keeps the counters of the partitions this node owns. It is safe for
