@@ -8,9 +8,9 @@ import (
 
 // Defaults of BatcherConfig.
 const (
-	DefaultMaxBatch      = 64
-	DefaultMaxInFlight   = 1
-	DefaultCommitTimeout = 10 * time.Second
+	defaultMaxBatch      = 64
+	defaultMaxInFlight   = 1
+	defaultCommitTimeout = 10 * time.Second
 )
 
 // BatcherConfig tunes a Batcher. A zero field takes the default documented
@@ -18,7 +18,7 @@ const (
 type BatcherConfig struct {
 	// MaxBatch is the most writes gathered into one Commit (which may still
 	// split them at the store's transaction limits), each coalesced write
-	// counted. Zero means DefaultMaxBatch (64).
+	// counted. Zero means 64.
 	MaxBatch int
 
 	// Linger is how long a committer waits for more writes once it holds
@@ -32,12 +32,10 @@ type BatcherConfig struct {
 	// MaxInFlight is the most commits running at once, writes committed at
 	// once included. Above 1, the next batch may start while one is in
 	// flight, which helps when the round trip to etcd dominates; on a
-	// CPU-bound etcd it only makes batches smaller. Zero means
-	// DefaultMaxInFlight (1).
+	// CPU-bound etcd it only makes batches smaller. Zero means 1.
 	MaxInFlight int
 
-	// CommitTimeout bounds each commit. Zero means DefaultCommitTimeout
-	// (10s).
+	// CommitTimeout bounds each commit. Zero means 10s.
 	CommitTimeout time.Duration
 
 	// NoCoalesce keeps every Put a write of its own in etcd: successive
@@ -66,9 +64,9 @@ func (c BatcherConfig) Validate() error {
 }
 
 func (c BatcherConfig) withDefaults() BatcherConfig {
-	c.MaxBatch = cmp.Or(c.MaxBatch, DefaultMaxBatch)
-	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
-	c.CommitTimeout = cmp.Or(c.CommitTimeout, DefaultCommitTimeout)
+	c.MaxBatch = cmp.Or(c.MaxBatch, defaultMaxBatch)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, defaultMaxInFlight)
+	c.CommitTimeout = cmp.Or(c.CommitTimeout, defaultCommitTimeout)
 	return c
 }
 

@@ -16,10 +16,10 @@ import (
 // of at most 1.5 MiB (--max-request-bytes) and at most 128 operations per
 // transaction (--max-txn-ops).
 const (
-	DefaultMaxKeyLen   = 4 << 10
-	DefaultMaxValueLen = 1 << 20
-	DefaultMaxTxnOps   = 128
-	DefaultMaxTxnBytes = 5 << 18 // 1.25 MiB
+	defaultMaxKeyLen   = 4 << 10
+	defaultMaxValueLen = 1 << 20
+	defaultMaxTxnOps   = 128
+	defaultMaxTxnBytes = 5 << 18 // 1.25 MiB
 )
 
 // Config tunes a Store. Cluster (or ClusterPrefix) is required: it names
@@ -45,22 +45,20 @@ type Config struct {
 	Prefix string
 
 	// MaxKeyLen bounds the length in bytes of a data key including Prefix.
-	// Zero means DefaultMaxKeyLen (4 KiB).
+	// Zero means 4 KiB.
 	MaxKeyLen int
 
-	// MaxValueLen bounds the length in bytes of a value. Zero means
-	// DefaultMaxValueLen (1 MiB).
+	// MaxValueLen bounds the length in bytes of a value. Zero means 1 MiB.
 	MaxValueLen int
 
 	// MaxTxnOps is the most operations Commit puts in one transaction,
 	// counted as the etcd server counts them. It must not exceed the
-	// server's --max-txn-ops. Zero means DefaultMaxTxnOps (128, etcd's
-	// default).
+	// server's --max-txn-ops. Zero means 128, etcd's default.
 	MaxTxnOps int
 
 	// MaxTxnBytes bounds the estimated size of one transaction built by
 	// Commit. It must stay below the server's --max-request-bytes. Zero
-	// means DefaultMaxTxnBytes (1.25 MiB).
+	// means 1.25 MiB.
 	MaxTxnBytes int
 
 	// Metrics, if not nil, receives the counts of the tokens the Store
@@ -119,9 +117,9 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
-	c.MaxValueLen = cmp.Or(c.MaxValueLen, DefaultMaxValueLen)
-	c.MaxTxnOps = cmp.Or(c.MaxTxnOps, DefaultMaxTxnOps)
-	c.MaxTxnBytes = cmp.Or(c.MaxTxnBytes, DefaultMaxTxnBytes)
+	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, defaultMaxKeyLen)
+	c.MaxValueLen = cmp.Or(c.MaxValueLen, defaultMaxValueLen)
+	c.MaxTxnOps = cmp.Or(c.MaxTxnOps, defaultMaxTxnOps)
+	c.MaxTxnBytes = cmp.Or(c.MaxTxnBytes, defaultMaxTxnBytes)
 	return c
 }
