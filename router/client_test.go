@@ -60,12 +60,32 @@ func clientAgrees(c *router.Client, f *testFleet) string {
 	return ""
 }
 
+// waitClientAgrees waits until c and f's first node name the same owners.
+// Either view may be the one that changes last (both follow etcd on their
+// own watches), so it checks again when either changes.
 func waitClientAgrees(t *testing.T, c *router.Client, f *testFleet) {
 	t.Helper()
 	waitUntil(t, 30*time.Second, "client view did not converge", func() (string, <-chan struct{}) {
-		ch := c.Changed()
+		ch := either(t, c.Changed(), f.list()[0].node.Changed())
 		return clientAgrees(c, f), ch
 	})
+}
+
+// either returns a channel closed when a or b is closed; its goroutine
+// ends then, or when t ends.
+func either(t *testing.T, a, b <-chan struct{}) <-chan struct{} {
+	out, stop := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		select {
+		case <-a:
+		case <-b:
+		case <-stop:
+			return
+		}
+		close(out)
+	}()
+	return out
 }
 
 func TestClientTracksFleet(t *testing.T) {
