@@ -12,18 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// createSpec stores s as the fleet's spec if there is none, and otherwise
-// refuses a different one, as Join does without AdoptSpec.
-func createSpec(ctx context.Context, cli Client, l keys.Layout, s ring.Spec) error {
-	_, err := fleetview.EnsureSpec(ctx, cli, l, s, false)
-	return err
-}
 
 // TestJoinAdoptsSpec: with AdoptSpec, the first node of a fleet stores its
 // Ring as the spec and later nodes use the stored one whatever their Ring

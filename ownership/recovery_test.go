@@ -34,15 +34,8 @@ func TestRecoveryAfterEtcdOutage(t *testing.T) {
 			if outage > 5*time.Second && testing.Short() {
 				t.Skip("slow: a 30s etcd outage")
 			}
-			cfg := cluster.DefaultConfig()
-			cfg.Processes = true
-			c := cluster.NewWithConfig(t, cfg)
 			const parts = 64
-			nodes := make([]*Node, 3)
-			for i := range nodes {
-				nodes[i] = join(t, c.NewClient(t), testConfig(t, "recover", fmt.Sprintf("n%d", i), parts))
-			}
-			waitStable(t, 30*time.Second, nodes...)
+			c, nodes := outageFleet(t, "recover", 3, parts)
 			before := memberRevisions(t, c.NewClient(t), "recover")
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -103,15 +96,8 @@ func TestObserverAfterEtcdOutage(t *testing.T) {
 			if outage > 5*time.Second && testing.Short() {
 				t.Skip("slow: a 30s etcd outage")
 			}
-			cfg := cluster.DefaultConfig()
-			cfg.Processes = true
-			c := cluster.NewWithConfig(t, cfg)
 			const parts = 32
-			nodes := make([]*Node, 2)
-			for i := range nodes {
-				nodes[i] = join(t, c.NewClient(t), testConfig(t, "observe-outage", fmt.Sprintf("n%d", i), parts))
-			}
-			waitStable(t, 30*time.Second, nodes...)
+			c, nodes := outageFleet(t, "observe-outage", 2, parts)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			o, err := fleet.Observe(ctx, c.NewClient(t), fleet.ObserverConfig{Cluster: "observe-outage", Ring: ring.Config{Partitions: parts, LoadFactor: ring.DefaultConfig().LoadFactor}})
@@ -178,4 +164,19 @@ func observerCurrent(deadline time.Time, o *fleet.Observer, rev int64, nodes []*
 			return fmt.Errorf("observer not current by the deadline: %w", err)
 		}
 	}
+}
+
+// outageFleet starts a one-member etcd that runs in its own
+// process (so that an outage can freeze it) and n nodes of fleet name
+// with parts partitions, and waits until they serve.
+func outageFleet(t *testing.T, name string, n, parts int) (*cluster.Cluster, []*Node) {
+	cfg := cluster.DefaultConfig()
+	cfg.Processes = true
+	c := cluster.NewWithConfig(t, cfg)
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		nodes[i] = join(t, c.NewClient(t), testConfig(t, name, fmt.Sprintf("n%d", i), parts))
+	}
+	waitStable(t, 30*time.Second, nodes...)
+	return c, nodes
 }

@@ -25,14 +25,13 @@ import (
 // fleet is a set of nodes of one cluster, each with a Router and a real HTTP
 // server on loopback, on an embedded etcd.
 type testFleet struct {
-	tb       testing.TB
-	etcd     *cluster.Cluster
-	cli      *clientv3.Client
-	name     string
-	opts     fleetOptions
-	mu       sync.Mutex
-	members  map[string]*member
-	nextPort int
+	tb      testing.TB
+	etcd    *cluster.Cluster
+	cli     *clientv3.Client
+	name    string
+	opts    fleetOptions
+	mu      sync.Mutex
+	members map[string]*member
 }
 
 type fleetOptions struct {

@@ -24,14 +24,13 @@ import (
 // a fault point, so that it can be cut off as a crashed machine would be),
 // its own fenced store client, a Router and an HTTP server on loopback.
 type fleet struct {
-	etcd    *cluster.Cluster
-	store   *clientv3.Client // the nodes' connection to the "database"
-	cfg     Config
-	app     *counters
-	mu      sync.Mutex
-	nodes   map[string]*node
-	gone    []*node // nodes that left or were killed, for the report
-	httpCli *http.Client
+	etcd  *cluster.Cluster
+	store *clientv3.Client // the nodes' connection to the "database"
+	cfg   Config
+	app   *counters
+	mu    sync.Mutex
+	nodes map[string]*node
+	gone  []*node // nodes that left or were killed, for the report
 }
 
 // node is one process of the fleet.

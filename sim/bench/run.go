@@ -21,7 +21,6 @@ import (
 type env struct {
 	cfg      Config
 	clusters map[int]*cluster.Cluster
-	clients  []*clientv3.Client
 	seq      int // for unique names
 }
 

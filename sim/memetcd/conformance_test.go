@@ -130,9 +130,8 @@ type keySel struct {
 }
 
 type txnGen struct {
-	cmps       []cmpGen
-	then, els  []op
-	nestedTxns []int // unused
+	cmps      []cmpGen
+	then, els []op
 }
 
 type cmpGen struct {
