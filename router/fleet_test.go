@@ -231,6 +231,11 @@ func (f *testFleet) unstable(ghosts ...string) (string, <-chan struct{}) {
 			r := m.node.LookupPartition(p)
 			want, _ := ring.Owner(p)
 			if slices.Contains(ghosts, want) {
+				// A ghost never claims: settled once no one else's
+				// claim stands, so the route names the ghost.
+				if r.Owner != want || r.Local {
+					return fmt.Sprintf("%s: partition %d routes to %q (local=%v), want ghost %q", m.id, p, r.Owner, r.Local, want), ch
+				}
 				continue
 			}
 			if r.Owner != want || r.Epoch == 0 {
