@@ -113,7 +113,7 @@ func newClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 
 // Verify reports whether the fleet issued t, against the Client's watched
 // view of the fleet's claims (fleet.Observer.Verify): a service that
-// already routes with a Client passes it to httpfence.Middleware as its
+// already routes with a Client passes it as its httpfence.Config's
 // Verifier, so that it admits only tokens of real tenures, without a round
 // trip to etcd per request. sig is not consulted.
 func (c *Client) Verify(ctx context.Context, t fence.Token, sig fence.Signature) error {

@@ -8,7 +8,7 @@
 // header ("<key ID>:<base64url>", fence.Signature.String). On the client
 // side, Transport attaches the token and signature found in each request's
 // context (fence.NewContext, fence.NewSignedContext; a node's partition
-// contexts carry both). On the server side, Middleware reads the headers,
+// contexts carry both). On the server side, a Handler (New) reads the headers,
 // asks a Verifier whether the fleet issued the token, advances a
 // fence.Fencer (a store, or a fence.Gate through Gate.Fencer) to it, and
 // either refuses the request or passes it on with the token and signature
@@ -28,12 +28,11 @@
 // it, not who presents it: a signature is a bearer credential, to be sent
 // over TLS.
 //
-// A Handler counts what it admits and refuses when its Metrics field is set
-// (NewMetrics registers tenure_fence_admitted_total,
-// tenure_fence_rejections_total and, by reason,
-// tenure_fence_verify_refusals_total, with store="http", with a registry
-// the caller passes), and logs the tokens its Verifier refuses when its
-// Logger is set (never their signatures).
+// A Handler counts what it admits and refuses when Config.Metrics names a
+// registry (tenure_fence_admitted_total, tenure_fence_rejections_total
+// and, by reason, tenure_fence_verify_refusals_total, with store="http";
+// Handlers given one registry share them), and logs the tokens its
+// Verifier refuses when Config.Logger is set (never their signatures).
 //
 // Refusal is the one wire format of tenure's refusals, for this package and
 // for routers alike: WriteRefusal writes it (a status by kind, the
@@ -49,7 +48,7 @@
 //	503 Service Unavailable    handoff, session-lost, unavailable (with Retry-After)
 //	400 Bad Request            invalid-token: the header is malformed or the token invalid
 //	403 Forbidden              unverified: the Verifier cannot show the fleet issued the token
-//	428 Precondition Required  no-token: the header is missing (unless Handler.Optional)
+//	428 Precondition Required  no-token: the header is missing (unless Config.Optional)
 //
 // A response without the Tenure-Refusal header is the application's own
 // answer. ResponseError turns a refusal back into an error, for which

@@ -3,14 +3,14 @@ package httpfence
 import "errors"
 
 var (
-	// ErrNilArgument reports a required argument or Handler field that is
+	// ErrNilArgument reports a required argument or Config field that is
 	// nil, a typed nil included (such as a nil *etcdfence.Store passed as the
 	// fence.Fencer, or a nil http.HandlerFunc).
 	ErrNilArgument = errors.New("httpfence: nil argument")
 
-	// ErrMetrics reports metrics that NewMetrics could not register; the
-	// error also wraps the registry's (a prometheus.AlreadyRegisteredError
-	// when they are registered already).
+	// ErrMetrics reports metrics that New could not register with
+	// Config.Metrics (a different collector holds one of their names); the
+	// error also wraps the registry's.
 	ErrMetrics = errors.New("httpfence: cannot register metrics")
 
 	// ErrRefused matches every *Refusal: errors.Is(err, ErrRefused) tells a

@@ -34,7 +34,7 @@ func Example() {
 	}
 
 	var gate fence.Gate
-	h, err := httpfence.Middleware(gate.Fencer(), verifier, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h, err := httpfence.New(httpfence.Config{Verifier: verifier, Fencer: gate.Fencer()}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := fence.FromContext(r.Context())
 		fmt.Fprintf(w, "accepted %s", tok)
 	}))

@@ -6,13 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/internal/metrics"
-	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// StoreLabel is the value of the store label of the metrics of this package.
-const StoreLabel = "http"
+// storeLabel is the value of the store label of the metrics of this package.
+const storeLabel = "http"
 
-// Metrics counts what Handlers admit and refuse:
+// handlerMetrics counts what Handlers admit and refuse:
 //
 //	tenure_fence_admitted_total{store="http"}                        counter  requests whose token the Fencer admitted
 //	tenure_fence_rejections_total{store="http",scope_kind="..."}     counter  requests refused: stale, unverified, invalid or missing token, or the fence could not decide
@@ -31,50 +30,45 @@ const StoreLabel = "http"
 //	unverified     any other fence.ErrUnverified
 //	unavailable    the verifier could not decide (its etcd read failed)
 //
-// Requests that Handler.Optional lets through without a token are not
+// Requests that Config.Optional lets through without a token are not
 // counted. The fence stores of other packages export the first two metrics
-// with their own store label, so they share a registry with these. A
-// Metrics is safe for concurrent use and may serve several Handlers;
-// methods on a nil *Metrics do nothing.
-type Metrics struct {
+// with their own store label, so they share a registry with these. Methods
+// on a nil *handlerMetrics do nothing.
+type handlerMetrics struct {
 	fence   *metrics.Fence
 	refused *prometheus.CounterVec
-	set     *metrics.Set
 }
 
-// NewMetrics creates the metrics and registers them with reg. It returns an
-// error wrapping ErrNilArgument for a nil reg (a typed nil included), and
-// one wrapping ErrMetrics and the registry's error (a
-// prometheus.AlreadyRegisteredError when they are registered already) if
-// they cannot be registered. Unregister undoes the registration.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	if nilness.Is(reg) {
-		return nil, fmt.Errorf("%w: prometheus.Registerer %T", ErrNilArgument, reg)
-	}
+// newHandlerMetrics returns the metrics registered with reg: those that
+// another Handler registered there already, or new ones. The error wraps
+// ErrMetrics and the registry's.
+func newHandlerMetrics(reg prometheus.Registerer) (*handlerMetrics, error) {
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace:   metrics.Namespace,
 		Subsystem:   "fence",
 		Name:        "verify_refusals_total",
 		Help:        "Requests whose token the Handler's verifier refused before the fence saw it, by reason.",
-		ConstLabels: prometheus.Labels{metrics.LabelStore: StoreLabel},
+		ConstLabels: prometheus.Labels{metrics.LabelStore: storeLabel},
 	}, []string{"reason"})
 	for _, r := range reasons {
 		refused.WithLabelValues(r)
 	}
-	set, err := metrics.Register(reg, refused)
+	refused, added, err := metrics.Shared(reg, refused)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
 	}
-	f, err := metrics.NewFence(reg, StoreLabel)
+	f, err := metrics.SharedFence(reg, storeLabel, ErrNilArgument, ErrMetrics)
 	if err != nil {
-		set.Unregister()
-		return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
+		if added {
+			reg.Unregister(refused)
+		}
+		return nil, err
 	}
-	return &Metrics{fence: f, refused: refused, set: set}, nil
+	return &handlerMetrics{fence: f, refused: refused}, nil
 }
 
 // admitted counts an admitted request.
-func (m *Metrics) admitted() {
+func (m *handlerMetrics) admitted() {
 	if m != nil {
 		m.fence.Admitted(1)
 	}
@@ -82,7 +76,7 @@ func (m *Metrics) admitted() {
 
 // rejected counts a refused request whose token has scope ("" when none
 // was read).
-func (m *Metrics) rejected(scope string) {
+func (m *handlerMetrics) rejected(scope string) {
 	if m != nil {
 		m.fence.Rejected(scope)
 	}
@@ -90,17 +84,9 @@ func (m *Metrics) rejected(scope string) {
 
 // unverified counts a request of scope that the verifier refused for
 // reason; it counts as rejected too.
-func (m *Metrics) unverified(scope, reason string) {
+func (m *handlerMetrics) unverified(scope, reason string) {
 	if m != nil {
 		m.fence.Rejected(scope)
 		m.refused.WithLabelValues(reason).Inc()
-	}
-}
-
-// Unregister unregisters the metrics; it is idempotent.
-func (m *Metrics) Unregister() {
-	if m != nil {
-		m.fence.Unregister()
-		m.set.Unregister()
 	}
 }

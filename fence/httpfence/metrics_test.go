@@ -1,7 +1,6 @@
 package httpfence_test
 
 import (
-	"errors"
 	"net/http"
 	"testing"
 
@@ -15,14 +14,12 @@ import (
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 )
 
-func TestMiddlewareMetrics(t *testing.T) {
+func TestHandlerMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	m, err := httpfence.NewMetrics(reg)
-	require.NoError(t, err)
 	var g fence.Gate
-	h, err := httpfence.Middleware(g.Fencer(), httpfence.InsecureNoVerify{}, echo)
+	cfg := httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Metrics: reg}
+	h, err := httpfence.New(cfg, echo)
 	require.NoError(t, err)
-	h.Metrics = m
 
 	for _, c := range []struct {
 		header string
@@ -55,19 +52,19 @@ func TestMiddlewareMetrics(t *testing.T) {
 		assert.Equal(t, n, metricstest.MustValue(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": kind}), kind)
 	}
 
-	// Registered twice: refused with a typed error; after Unregister, again.
-	_, err = httpfence.NewMetrics(reg)
-	assert.ErrorIs(t, err, httpfence.ErrMetrics)
-	assert.True(t, errors.As(err, new(prometheus.AlreadyRegisteredError)))
-	m.Unregister()
-	m.Unregister()
-	m2, err := httpfence.NewMetrics(reg)
+	// A second Handler on the registry shares the counts.
+	h2, err := httpfence.New(cfg, echo)
 	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, serve(h2, "p/1@7").Result().StatusCode)
+	assert.Equal(t, 5.0, metricstest.MustValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
 	assert.Equal(t, 12, testutil.CollectAndCount(reg), "admitted, rejections of 3 scope kinds, verify refusals of 8 reasons")
-	m2.Unregister()
 
-	_, err = httpfence.NewMetrics(nil)
-	assert.ErrorIs(t, err, httpfence.ErrNilArgument)
-	_, err = httpfence.NewMetrics((*prometheus.Registry)(nil))
-	assert.ErrorIs(t, err, httpfence.ErrNilArgument)
+	// A registry holding a different collector under one of the names.
+	clash := prometheus.NewPedanticRegistry()
+	require.NoError(t, clash.Register(prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tenure_fence_verify_refusals_total", Help: "not the Handler's", ConstLabels: prometheus.Labels{"store": "http"},
+	})))
+	_, err = httpfence.New(httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Metrics: clash}, echo)
+	assert.ErrorIs(t, err, httpfence.ErrMetrics)
+	assert.Contains(t, err.Error(), "tenure_fence_verify_refusals_total", "the registry's error says which")
 }

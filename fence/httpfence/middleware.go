@@ -6,42 +6,34 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// Handler admits a request only with a token that its Verifier shows the
-// fleet issued, and that its Fencer then admits: it verifies the token,
-// advances the Fencer to it, and passes the request on with the token (and
-// its signature, if one came) in its context. A token the Verifier cannot
-// verify never reaches the Fencer, so it never raises a floor. It is safe
-// for concurrent use if its Verifier, Fencer and Next are.
-type Handler struct {
+// Config configures a Handler. Verifier and Fencer are required; the
+// other fields are optional, and their zero values are the defaults.
+type Config struct {
 	// Verifier tells whether the fleet issued each request's token (see
 	// Verifier): a *fence.SignatureVerifier, a *fleet.Observer, or
-	// InsecureNoVerify on a network where every caller is trusted. A nil
-	// Verifier (a typed nil included) refuses every request with
-	// RefusalUnavailable: a Handler never admits unverified tokens unless
-	// it is told to.
+	// InsecureNoVerify on a network where every caller is trusted. A
+	// Handler never admits a token its Verifier has not verified.
 	Verifier Verifier
 	// Fencer advances to each verified token, or refuses it: nil, a
 	// *fence.StaleError (errors.Is fence.ErrStale), an error wrapping
 	// fence.ErrInvalidToken, or any other failure. etcdfence.Store and
-	// sqlfence.Fencer are Fencers; fence.Gate.Fencer adapts a Gate. A nil
-	// Fencer (a typed nil included) refuses every request with
-	// RefusalUnavailable.
+	// sqlfence.Fencer are Fencers; fence.Gate.Fencer adapts a Gate.
 	Fencer fence.Fencer
-	// Next serves admitted requests, whose context carries the token. A nil
-	// Next refuses every request as a nil Fencer does.
-	Next http.Handler
 	// Optional lets requests without the header through, unfenced: their
 	// context carries no token. By default they are refused with
 	// RefusalNoToken.
 	Optional bool
-	// Metrics, if not nil, counts the requests the Handler admits and
-	// refuses (see Metrics); several Handlers may share one. Nil means no
-	// metrics.
-	Metrics *Metrics
+	// Metrics, if not nil, is where the Handler registers the metrics
+	// that count what it admits and refuses (see the package
+	// documentation). Handlers given one registry share the counts. Nil
+	// means no metrics.
+	Metrics prometheus.Registerer
 	// Logger, if not nil, receives a warning for every request whose token
 	// the Verifier refused or could not decide on: the scope, epoch and key
 	// ID of the token, the reason and the caller's address, never the
@@ -49,66 +41,97 @@ type Handler struct {
 	Logger *slog.Logger
 }
 
-// Middleware returns the Handler that verifies each request's token with
-// v and advances f to it before calling next; set its Metrics and Logger
-// fields to count and log admissions and refusals. It returns an error
-// wrapping ErrNilArgument if v, f or next is nil, typed nils included: a
-// Handler admits only tokens it can verify, unless it is given
+// Validate reports whether c can configure a Handler. The error wraps
+// ErrNilArgument when the Verifier or the Fencer is nil, a typed nil
+// included, or Metrics holds a typed nil: a Handler admits only tokens it can verify, unless it is given
 // InsecureNoVerify.
-func Middleware(f fence.Fencer, v Verifier, next http.Handler) (*Handler, error) {
-	if nilness.Is(v) {
-		return nil, fmt.Errorf("%w: verifier %T (pass a Verifier, or InsecureNoVerify on a trusted network)", ErrNilArgument, v)
+func (c Config) Validate() error {
+	if nilness.Is(c.Verifier) {
+		return fmt.Errorf("%w: verifier %T (pass a Verifier, or InsecureNoVerify on a trusted network)", ErrNilArgument, c.Verifier)
 	}
-	if nilness.Is(f) {
-		return nil, fmt.Errorf("%w: fencer %T", ErrNilArgument, f)
+	if nilness.Is(c.Fencer) {
+		return fmt.Errorf("%w: fencer %T", ErrNilArgument, c.Fencer)
+	}
+	if err := nilness.TypedNil(nilness.Field{Name: "metrics registerer", Value: c.Metrics}); err != nil {
+		return fmt.Errorf("%w: %w", ErrNilArgument, err)
+	}
+	return nil
+}
+
+// Handler admits a request only with a token that its Verifier shows the
+// fleet issued, and that its Fencer then admits: it verifies the token,
+// advances the Fencer to it, and passes the request on with the token (and
+// its signature, if one came) in its context. A token the Verifier cannot
+// verify never reaches the Fencer, so it never raises a floor. It is safe
+// for concurrent use if its Verifier, Fencer and next handler are. The zero
+// Handler refuses every request with RefusalUnavailable.
+type Handler struct {
+	cfg     Config
+	next    http.Handler
+	metrics *handlerMetrics
+}
+
+// New returns the Handler that verifies each request's token with
+// cfg.Verifier and advances cfg.Fencer to it before calling next. It
+// returns an error wrapping ErrNilArgument if cfg does not validate or
+// next is nil (a typed nil included), and one wrapping ErrMetrics if the
+// metrics cannot be registered with cfg.Metrics.
+func New(cfg Config, next http.Handler) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if nilness.Is(next) {
 		return nil, fmt.Errorf("%w: next handler %T", ErrNilArgument, next)
 	}
-	return &Handler{Verifier: v, Fencer: f, Next: next}, nil
+	h := &Handler{cfg: cfg, next: next}
+	if cfg.Metrics != nil {
+		m, err := newHandlerMetrics(cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		h.metrics = m
+	}
+	return h, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h == nil || nilness.Is(h.Verifier) || nilness.Is(h.Fencer) || nilness.Is(h.Next) {
-		if h != nil {
-			h.Metrics.rejected("")
-		}
-		_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable, Message: "httpfence: the handler has no verifier, no fencer or no next handler"})
+	if h == nil || h.next == nil {
+		_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable, Message: "httpfence: the handler was not made by New"})
 		return
 	}
 	tok, present, err := FromHeader(r.Header)
 	switch {
 	case err != nil:
-		h.Metrics.rejected("")
+		h.metrics.rejected("")
 		writeError(w, err)
 		return
-	case !present && h.Optional:
-		h.Next.ServeHTTP(w, r)
+	case !present && h.cfg.Optional:
+		h.next.ServeHTTP(w, r)
 		return
 	case !present:
-		h.Metrics.rejected("")
+		h.metrics.rejected("")
 		writeError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
 		return
 	}
 	sig, err := SignatureFromHeader(r.Header)
 	if err == nil {
-		err = h.Verifier.Verify(r.Context(), tok, sig)
+		err = h.cfg.Verifier.Verify(r.Context(), tok, sig)
 	}
 	if err != nil {
 		h.refuseUnverified(w, r, tok, sig, err)
 		return
 	}
-	if err := h.Fencer.Advance(r.Context(), tok); err != nil {
-		h.Metrics.rejected(tok.Scope)
+	if err := h.cfg.Fencer.Advance(r.Context(), tok); err != nil {
+		h.metrics.rejected(tok.Scope)
 		if !writeError(w, err) {
 			_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable,
 				Message: fmt.Sprintf("httpfence: the fence could not advance to %s: %v", tok, err)})
 		}
 		return
 	}
-	h.Metrics.admitted()
-	h.Next.ServeHTTP(w, r.WithContext(fence.NewSignedContext(r.Context(), tok, sig)))
+	h.metrics.admitted()
+	h.next.ServeHTTP(w, r.WithContext(fence.NewSignedContext(r.Context(), tok, sig)))
 }
 
 // refuseUnverified answers a request whose token tok (with sig) the
@@ -116,9 +139,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // unverified as RefusalUnverified, anything else as RefusalUnavailable.
 func (h *Handler) refuseUnverified(w http.ResponseWriter, r *http.Request, tok fence.Token, sig fence.Signature, err error) {
 	reason := reasonOf(err)
-	h.Metrics.unverified(tok.Scope, reason)
-	if h.Logger != nil {
-		h.Logger.LogAttrs(r.Context(), slog.LevelWarn, "httpfence: token refused by the verifier",
+	h.metrics.unverified(tok.Scope, reason)
+	if h.cfg.Logger != nil {
+		h.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "httpfence: token refused by the verifier",
 			slog.String("scope", tok.Scope), slog.Int64("epoch", tok.Epoch), slog.String("key_id", sig.KeyID),
 			slog.String("reason", reason), slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
@@ -47,17 +48,17 @@ func body(t *testing.T, w *httptest.ResponseRecorder) httpfence.Refusal {
 	return *r
 }
 
-// middleware is httpfence.Middleware for arguments that must be accepted,
-// with InsecureNoVerify: these tests are about fencing, and present tokens
-// of their own making.
+// middleware is httpfence.New for arguments that must be accepted, with
+// InsecureNoVerify: these tests are about fencing, and present tokens of
+// their own making.
 func middleware(t *testing.T, f fence.Fencer, next http.Handler) *httpfence.Handler {
 	t.Helper()
-	h, err := httpfence.Middleware(f, httpfence.InsecureNoVerify{}, next)
+	h, err := httpfence.New(httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: f}, next)
 	require.NoError(t, err)
 	return h
 }
 
-func TestMiddleware(t *testing.T) {
+func TestHandler(t *testing.T) {
 	var g fence.Gate
 	h := middleware(t, g.Fencer(), echo)
 
@@ -85,7 +86,8 @@ func TestMiddleware(t *testing.T) {
 	require.Equal(t, http.StatusPreconditionRequired, w.Code)
 	require.Equal(t, string(httpfence.RefusalNoToken), w.Header().Get(httpfence.RefusalHeader))
 
-	opt := &httpfence.Handler{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Next: echo, Optional: true}
+	opt, err := httpfence.New(httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Optional: true}, echo)
+	require.NoError(t, err)
 	w = serve(opt)
 	require.Equal(t, http.StatusOK, w.Code)
 	require.Equal(t, "no token", w.Body.String())
@@ -105,10 +107,8 @@ func TestMiddleware(t *testing.T) {
 	w = serve(invalid, "p/1@9")
 	require.Equal(t, http.StatusBadRequest, w.Code)
 
-	w = serve(&httpfence.Handler{Verifier: httpfence.InsecureNoVerify{}, Next: echo}, "p/1@9")
-	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no fencer: refuse, never pass unfenced")
-	w = serve(&httpfence.Handler{Fencer: g.Fencer(), Next: echo}, "p/1@9")
-	require.Equal(t, http.StatusServiceUnavailable, w.Code, "no verifier: refuse, never admit unverified")
+	w = serve(&httpfence.Handler{}, "p/1@9")
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "a Handler not made by New refuses, never passes unfenced")
 }
 
 func TestTransportAndResponseError(t *testing.T) {
@@ -177,39 +177,44 @@ func TestTransportAndResponseError(t *testing.T) {
 
 // TestNilArguments: every constructor and function refuses a nil or
 // typed-nil collaborator with ErrNilArgument, without panicking, and a
-// Handler or Transport built by hand with one refuses every request
-// instead of panicking or passing it on unfenced.
+// Handler not made by New or a Transport built by hand with a nil Base
+// refuses every request instead of panicking or passing it on unfenced.
 func TestNilArguments(t *testing.T) {
 	var g fence.Gate
+	trust := httpfence.InsecureNoVerify{}
 	for name, call := range map[string]func() error{
-		"Middleware(nil, v, h)": func() error { _, err := httpfence.Middleware(nil, httpfence.InsecureNoVerify{}, echo); return err },
-		"Middleware(nil *etcdfence.Store, v, h)": func() error {
-			_, err := httpfence.Middleware((*etcdfence.Store)(nil), httpfence.InsecureNoVerify{}, echo)
+		"New(no fencer)": func() error { _, err := httpfence.New(httpfence.Config{Verifier: trust}, echo); return err },
+		"New(nil *etcdfence.Store)": func() error {
+			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: (*etcdfence.Store)(nil)}, echo)
 			return err
 		},
-		"Middleware(nil FencerFunc, v, h)": func() error {
-			_, err := httpfence.Middleware(fence.FencerFunc(nil), httpfence.InsecureNoVerify{}, echo)
+		"New(nil FencerFunc)": func() error {
+			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: fence.FencerFunc(nil)}, echo)
 			return err
 		},
-		"Middleware(nil *Gate .Fencer(), v, h)": func() error {
-			_, err := httpfence.Middleware((*fence.Gate)(nil).Fencer(), httpfence.InsecureNoVerify{}, echo)
+		"New(nil *Gate .Fencer())": func() error {
+			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: (*fence.Gate)(nil).Fencer()}, echo)
 			return err
 		},
-		"Middleware(f, v, nil)": func() error {
-			_, err := httpfence.Middleware(g.Fencer(), httpfence.InsecureNoVerify{}, nil)
+		"New(cfg, nil)": func() error {
+			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: g.Fencer()}, nil)
 			return err
 		},
-		"Middleware(f, v, nil HandlerFunc)": func() error {
-			_, err := httpfence.Middleware(g.Fencer(), httpfence.InsecureNoVerify{}, http.HandlerFunc(nil))
+		"New(cfg, nil HandlerFunc)": func() error {
+			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: g.Fencer()}, http.HandlerFunc(nil))
 			return err
 		},
-		"Middleware(f, v, nil *Handler)": func() error {
-			_, err := httpfence.Middleware(g.Fencer(), httpfence.InsecureNoVerify{}, (*httpfence.Handler)(nil))
+		"New(cfg, nil *Handler)": func() error {
+			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: g.Fencer()}, (*httpfence.Handler)(nil))
 			return err
 		},
-		"Middleware(f, nil, h)": func() error { _, err := httpfence.Middleware(g.Fencer(), nil, echo); return err },
-		"Middleware(f, nil *SignatureVerifier, h)": func() error {
-			_, err := httpfence.Middleware(g.Fencer(), (*fence.SignatureVerifier)(nil), echo)
+		"New(no verifier)": func() error { _, err := httpfence.New(httpfence.Config{Fencer: g.Fencer()}, echo); return err },
+		"New(nil *SignatureVerifier)": func() error {
+			_, err := httpfence.New(httpfence.Config{Verifier: (*fence.SignatureVerifier)(nil), Fencer: g.Fencer()}, echo)
+			return err
+		},
+		"New(typed-nil registerer)": func() error {
+			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: g.Fencer(), Metrics: (*prometheus.Registry)(nil)}, echo)
 			return err
 		},
 		"WriteRefusal(nil, r)": func() error {
@@ -237,18 +242,9 @@ func TestNilArguments(t *testing.T) {
 	}
 	require.ErrorIs(t, httpfence.WriteRefusal(nil, httpfence.RefusalOf(fence.ErrStale)), httpfence.ErrNilArgument, "nothing answered on a nil writer")
 
-	trust := httpfence.InsecureNoVerify{}
 	for name, h := range map[string]*httpfence.Handler{
-		"no fencer":            {Verifier: trust, Next: echo},
-		"typed-nil fencer":     {Verifier: trust, Fencer: (*etcdfence.Store)(nil), Next: echo},
-		"nil FencerFunc":       {Verifier: trust, Fencer: fence.FencerFunc(nil), Next: echo},
-		"no next":              {Verifier: trust, Fencer: g.Fencer()},
-		"typed-nil next":       {Verifier: trust, Fencer: g.Fencer(), Next: http.HandlerFunc(nil)},
-		"optional and no next": {Verifier: trust, Fencer: g.Fencer(), Optional: true},
-		"no verifier":          {Fencer: g.Fencer(), Next: echo},
-		"optional no verifier": {Fencer: g.Fencer(), Next: echo, Optional: true},
-		"typed-nil verifier":   {Verifier: (*fence.SignatureVerifier)(nil), Fencer: g.Fencer(), Next: echo},
-		"nil handler":          nil,
+		"zero Handler": {},
+		"nil handler":  nil,
 	} {
 		for _, header := range [][]string{{"p/1@1"}, nil, {"bad"}} {
 			var w *httptest.ResponseRecorder

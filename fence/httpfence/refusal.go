@@ -13,7 +13,7 @@ import (
 )
 
 // RefusalHeader is set on every refusal written by WriteRefusal (and so
-// by the Middleware and router.WriteError); its value is the refusal's
+// by a Handler and router.WriteError); its value is the refusal's
 // RefusalKind. A response without it is the application's own answer,
 // whatever its status.
 const RefusalHeader = "Tenure-Refusal"

@@ -172,14 +172,11 @@ func TestMadeUpTokensRefused(t *testing.T) {
 	for name, v := range map[string]httpfence.Verifier{"claims": f.observer, "signature": sv} {
 		t.Run(name, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
-			m, err := httpfence.NewMetrics(reg)
-			require.NoError(t, err)
-			defer m.Unregister()
 			var logs syncBuffer
-			h, err := httpfence.Middleware(f.store, v, writes(etcdBackend{f.store}))
+			h, err := httpfence.New(httpfence.Config{
+				Verifier: v, Fencer: f.store, Metrics: reg, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+			}, writes(etcdBackend{f.store}))
 			require.NoError(t, err)
-			h.Metrics = m
-			h.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport, Required: true}}
