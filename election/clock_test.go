@@ -27,12 +27,12 @@ func TestSessionDeadlineOnInjectedClock(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close(testCtx(t))
 	assert.Equal(t, start.Add(8*time.Second), s.SafeDeadline(), "grant: send time + TTL - margin")
-	assert.Equal(t, 8*time.Second, s.Stats().Remaining)
+	assert.Equal(t, 8*time.Second, s.Status().Remaining)
 
 	clock.Advance(3 * time.Second) // the first renewal is due
-	require.Eventually(t, func() bool { return s.Stats().Renewals == 1 }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Status().Renewals == 1 }, wait, time.Millisecond)
 	assert.Equal(t, start.Add(11*time.Second), s.SafeDeadline(), "renewal sent at +3s")
-	assert.Equal(t, time.Duration(0), s.Stats().LastRenewLatency, "the clock did not move during the round trip")
+	assert.Equal(t, time.Duration(0), s.Status().LastRenewLatency, "the clock did not move during the round trip")
 
 	fp.Blackhole()
 	// Renewals now hang; their timeouts and retries run on the injected

@@ -184,7 +184,7 @@ func TestRenewalEvents(t *testing.T) {
 	lease := fmtHex(int64(s.Lease()))
 
 	clk.Advance(3 * time.Second)
-	require.Eventually(t, func() bool { return s.Stats().Renewals == 1 }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Status().Renewals == 1 }, wait, time.Millisecond)
 
 	// etcd unreachable from +3s: the renewal due at +6s fails; the margin
 	// (deadline +11s) falls below half the bound (2.4s) after +8.6s.
@@ -205,15 +205,15 @@ func TestRenewalEvents(t *testing.T) {
 	require.Eventually(t, func() bool { return len(captured.entries(t, "renewal failing: safe deadline margin low")) == 1 }, wait, time.Millisecond)
 	captured.find(t, "renewal failing: safe deadline margin low",
 		map[string]any{"lease": lease, "latency": "*", "remaining": "*", "outage_bound": "*", "@level": "warn"})
-	st := s.Stats()
+	st := s.Status()
 	assert.Positive(t, st.ConsecutiveFailures)
 
 	fp.Heal()
-	step(10800*time.Millisecond, func() bool { return s.Stats().Renewals >= 2 })
+	step(10800*time.Millisecond, func() bool { return s.Status().Renewals >= 2 })
 	require.NoError(t, s.Err(), "renewed before the deadline")
 	require.Eventually(t, func() bool { return len(captured.entries(t, "renewal recovered")) == 1 }, wait, time.Millisecond)
 	captured.find(t, "renewal recovered", map[string]any{"lease": lease, "failures": "*", "@level": "info"})
-	assert.Zero(t, s.Stats().ConsecutiveFailures)
+	assert.Zero(t, s.Status().ConsecutiveFailures)
 	assert.Len(t, captured.entries(t, "renewal failing: safe deadline margin low"), 1, "one warning per outage")
 
 	// Cut off for good: the session expires on its clock.
@@ -230,9 +230,9 @@ func TestRenewalEvents(t *testing.T) {
 	fp.Heal()
 
 	assert.Equal(t, 1.0, value(t, reg, "tenure_session_losses_total", map[string]string{"cause": "expired"}))
-	assert.Equal(t, float64(s.Stats().Failures), value(t, reg, "tenure_session_renewal_failures_total", map[string]string{}))
-	assert.Positive(t, s.Stats().Failures)
-	assert.Equal(t, float64(s.Stats().Renewals), value(t, reg, "tenure_session_renewals_total", map[string]string{}))
+	assert.Equal(t, float64(s.Status().Failures), value(t, reg, "tenure_session_renewal_failures_total", map[string]string{}))
+	assert.Positive(t, s.Status().Failures)
+	assert.Equal(t, float64(s.Status().Renewals), value(t, reg, "tenure_session_renewals_total", map[string]string{}))
 }
 
 func fmtHex(v int64) string { return strconv.FormatInt(v, 16) }

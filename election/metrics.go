@@ -137,7 +137,7 @@ func (m *sessionMetrics) margin() float64 {
 	if s == nil || s.Err() != nil {
 		return 0
 	}
-	return s.Stats().Remaining.Seconds()
+	return s.Status().Remaining.Seconds()
 }
 
 // The hooks of a Session; all are no-ops on nil.

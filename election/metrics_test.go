@@ -77,13 +77,13 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 8.0, value(t, reg, "tenure_session_safe_deadline_margin_seconds", none))
 
 	clk.Advance(3 * time.Second) // the first renewal is due
-	require.Eventually(t, func() bool { return s.Stats().Renewals == 1 }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Status().Renewals == 1 }, wait, time.Millisecond)
 	assert.Equal(t, 1.0, value(t, reg, "tenure_session_renewals_total", none))
 	n, _ := histogram(t, reg, "tenure_session_renewal_duration_seconds", none)
 	assert.EqualValues(t, 1, n)
 	assert.Equal(t, 0.0, value(t, reg, "tenure_session_renewal_failures_total", none))
 	assert.Equal(t, 8.0, value(t, reg, "tenure_session_safe_deadline_margin_seconds", none), "renewed at +3s: deadline +11s, now +3s")
-	st := s.Stats()
+	st := s.Status()
 	assert.Equal(t, clk.Now(), st.LastRenewal)
 	assert.Zero(t, st.ConsecutiveFailures)
 

@@ -137,7 +137,7 @@ func TestSessionRidesOutOutages(t *testing.T) {
 			assert.ErrorIs(t, s.Err(), election.ErrSessionExpired)
 			assert.False(t, ended.After(s.SafeDeadline()), "ended %v after its safe deadline", ended.Sub(s.SafeDeadline()))
 			assert.GreaterOrEqual(t, ended.Sub(began), bound, "the session gave up before the bound")
-			assert.Positive(t, s.Stats().Failures)
+			assert.Positive(t, s.Status().Failures)
 			t.Logf("the session ended %v into the long outage (bound %v)", ended.Sub(began), bound)
 		})
 	}
@@ -165,8 +165,8 @@ func rideOut(t *testing.T, s *election.Session, healAt time.Time, heal func()) {
 // call.
 func renewed(t *testing.T, s *election.Session) {
 	t.Helper()
-	n := s.Stats().Renewals
-	require.Eventually(t, func() bool { return s.Stats().Renewals > n || s.Err() != nil }, wait, time.Millisecond)
+	n := s.Status().Renewals
+	require.Eventually(t, func() bool { return s.Status().Renewals > n || s.Err() != nil }, wait, time.Millisecond)
 	require.NoError(t, s.Err())
 }
 
@@ -176,6 +176,6 @@ func renewed(t *testing.T, s *election.Session) {
 // TTL - margin - RenewInterval.
 func steady(t *testing.T, s *election.Session, ahead time.Duration) {
 	t.Helper()
-	require.Eventually(t, func() bool { return s.Stats().Remaining > ahead || s.Err() != nil }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Status().Remaining > ahead || s.Err() != nil }, wait, time.Millisecond)
 	require.NoError(t, s.Err())
 }

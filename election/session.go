@@ -59,8 +59,9 @@ type Session struct {
 	loopDone chan struct{}
 }
 
-// SessionStats is a snapshot of a session's renewal statistics.
-type SessionStats struct {
+// SessionStatus is the state of a session now: its renewal counts, the
+// latency of its last renewal and its safe deadline.
+type SessionStatus struct {
 	// Renewals counts acknowledged renewals.
 	Renewals int64
 	// Failures counts renewal attempts that failed or timed out.
@@ -204,12 +205,12 @@ func (s *Session) OutageBound() time.Duration {
 	return outageBound(s.ttl, s.margin, s.cfg.RenewInterval)
 }
 
-// Stats returns a snapshot of the renewal statistics.
-func (s *Session) Stats() SessionStats {
+// Status returns the state of the session now.
+func (s *Session) Status() SessionStatus {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SessionStats{
+	return SessionStatus{
 		Renewals:            s.renewals,
 		Failures:            s.failures,
 		LastRenewLatency:    s.latency,
@@ -258,7 +259,7 @@ func (s *Session) end(cause error) {
 		s.log.Info("session closed", "cause", kind)
 		return
 	}
-	s.log.Warn("session lost", "cause", kind, "error", cause, "remaining", s.Stats().Remaining)
+	s.log.Warn("session lost", "cause", kind, "error", cause, "remaining", s.Status().Remaining)
 }
 
 // missing ends the session because etcd reported the lease missing: as

@@ -28,8 +28,8 @@ func TestSessionRenewsAndCloses(t *testing.T) {
 	assert.False(t, first.Before(before.Add(2500*time.Millisecond)))
 	assert.False(t, first.After(time.Now().Add(2500*time.Millisecond)))
 
-	require.Eventually(t, func() bool { return s.Stats().Renewals >= 2 }, wait, 10*time.Millisecond)
-	st := s.Stats()
+	require.Eventually(t, func() bool { return s.Status().Renewals >= 2 }, wait, 10*time.Millisecond)
+	st := s.Status()
 	assert.True(t, st.SafeDeadline.After(first), "an acknowledged renewal moves the safe deadline")
 	assert.Positive(t, st.Remaining)
 	assert.Positive(t, st.LastRenewLatency)
@@ -80,7 +80,7 @@ func TestSessionExpiresBeforeEtcd(t *testing.T) {
 	cli, fp := c.NewFaultyClient(t)
 	admin := c.NewClient(t)
 	s := newSession(t, cli, shortTTL)
-	require.Eventually(t, func() bool { return s.Stats().Renewals >= 1 }, wait, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s.Status().Renewals >= 1 }, wait, 5*time.Millisecond)
 
 	fp.Blackhole()
 	ended := recv(t, doneAt(s.Done()), "the session to expire")
@@ -92,7 +92,7 @@ func TestSessionExpiresBeforeEtcd(t *testing.T) {
 	require.NoError(t, err)
 	// TTL is etcd's remaining time in whole seconds, -1 once the lease is gone.
 	assert.GreaterOrEqual(t, ttl.TTL, int64(0), "etcd must still hold the lease when the session gives it up")
-	assert.Positive(t, s.Stats().Failures)
+	assert.Positive(t, s.Status().Failures)
 
 	// Once healed, the expired session stays ended; Close revokes the lease.
 	fp.Heal()

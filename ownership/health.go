@@ -33,7 +33,7 @@ type NodeStatus struct {
 	// Session is the current session's renewal statistics: renewals,
 	// failures, last renewal latency, and Remaining, the margin left before
 	// its safe deadline.
-	Session election.SessionStats `json:"session"`
+	Session election.SessionStatus `json:"session"`
 	// RingVersion is the Version of the ring the node routes by.
 	RingVersion uint64 `json:"ring_version"`
 	// Members counts the registered members, drained ones included.
@@ -69,7 +69,7 @@ func (n *Node) Status() NodeStatus {
 	st.Drained = n.report.drained.Load()
 	sess := s.gen.sess
 	st.Lease = fmt.Sprintf("%x", int64(sess.Lease()))
-	st.Session = sess.Stats()
+	st.Session = sess.Status()
 	st.SessionEnd = election.LossCause(sess.Err())
 	for _, p := range s.owned {
 		r := s.routes[p].route

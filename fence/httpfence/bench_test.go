@@ -70,7 +70,7 @@ func BenchmarkAdmission(b *testing.B) {
 		{"verifier=signature-cold", sv, []*http.Request{owner, other}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h, err := httpfence.New(httpfence.Config{Verifier: c.v, Fencer: admitAll}, ok200)
+			h, err := httpfence.New(ok200, httpfence.Config{Verifier: c.v, Fencer: admitAll})
 			require.NoError(b, err)
 			w := &discard{h: http.Header{}}
 			times := make([]time.Duration, 0, b.N)

@@ -34,10 +34,10 @@ func Example() {
 	}
 
 	var gate fence.Gate
-	h, err := httpfence.New(httpfence.Config{Verifier: verifier, Fencer: gate.Fencer()}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h, err := httpfence.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := fence.FromContext(r.Context())
 		fmt.Fprintf(w, "accepted %s", tok)
-	}))
+	}), httpfence.Config{Verifier: verifier, Fencer: gate.Fencer()})
 	if err != nil {
 		log.Fatal(err)
 	}

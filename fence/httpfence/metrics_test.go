@@ -18,7 +18,7 @@ func TestHandlerMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	var g fence.Gate
 	cfg := httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Metrics: reg}
-	h, err := httpfence.New(cfg, echo)
+	h, err := httpfence.New(echo, cfg)
 	require.NoError(t, err)
 
 	for _, c := range []struct {
@@ -53,7 +53,7 @@ func TestHandlerMetrics(t *testing.T) {
 	}
 
 	// A second Handler on the registry shares the counts.
-	h2, err := httpfence.New(cfg, echo)
+	h2, err := httpfence.New(echo, cfg)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, serve(h2, "p/1@7").Result().StatusCode)
 	assert.Equal(t, 5.0, metricstest.MustValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
@@ -64,7 +64,7 @@ func TestHandlerMetrics(t *testing.T) {
 	require.NoError(t, clash.Register(prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tenure_fence_verify_refusals_total", Help: "not the Handler's", ConstLabels: prometheus.Labels{"store": "http"},
 	})))
-	_, err = httpfence.New(httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Metrics: clash}, echo)
+	_, err = httpfence.New(echo, httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Metrics: clash})
 	assert.ErrorIs(t, err, httpfence.ErrMetrics)
 	assert.Contains(t, err.Error(), "tenure_fence_verify_refusals_total", "the registry's error says which")
 }

@@ -76,7 +76,7 @@ type Handler struct {
 // returns an error wrapping ErrNilArgument if cfg does not validate or
 // next is nil (a typed nil included), and one wrapping ErrMetrics if the
 // metrics cannot be registered with cfg.Metrics.
-func New(cfg Config, next http.Handler) (*Handler, error) {
+func New(next http.Handler, cfg Config) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func body(t *testing.T, w *httptest.ResponseRecorder) httpfence.Refusal {
 // their own making.
 func middleware(t *testing.T, f fence.Fencer, next http.Handler) *httpfence.Handler {
 	t.Helper()
-	h, err := httpfence.New(httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: f}, next)
+	h, err := httpfence.New(next, httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: f})
 	require.NoError(t, err)
 	return h
 }
@@ -86,7 +86,7 @@ func TestHandler(t *testing.T) {
 	require.Equal(t, http.StatusPreconditionRequired, w.Code)
 	require.Equal(t, string(httpfence.RefusalNoToken), w.Header().Get(httpfence.RefusalHeader))
 
-	opt, err := httpfence.New(httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Optional: true}, echo)
+	opt, err := httpfence.New(echo, httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Optional: true})
 	require.NoError(t, err)
 	w = serve(opt)
 	require.Equal(t, http.StatusOK, w.Code)
@@ -183,38 +183,38 @@ func TestNilArguments(t *testing.T) {
 	var g fence.Gate
 	trust := httpfence.InsecureNoVerify{}
 	for name, call := range map[string]func() error{
-		"New(no fencer)": func() error { _, err := httpfence.New(httpfence.Config{Verifier: trust}, echo); return err },
+		"New(no fencer)": func() error { _, err := httpfence.New(echo, httpfence.Config{Verifier: trust}); return err },
 		"New(nil *etcdfence.Store)": func() error {
-			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: (*etcdfence.Store)(nil)}, echo)
+			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: (*etcdfence.Store)(nil)})
 			return err
 		},
 		"New(nil FencerFunc)": func() error {
-			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: fence.FencerFunc(nil)}, echo)
+			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: fence.FencerFunc(nil)})
 			return err
 		},
 		"New(nil *Gate .Fencer())": func() error {
-			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: (*fence.Gate)(nil).Fencer()}, echo)
+			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: (*fence.Gate)(nil).Fencer()})
 			return err
 		},
 		"New(cfg, nil)": func() error {
-			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: g.Fencer()}, nil)
+			_, err := httpfence.New(nil, httpfence.Config{Verifier: trust, Fencer: g.Fencer()})
 			return err
 		},
 		"New(cfg, nil HandlerFunc)": func() error {
-			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: g.Fencer()}, http.HandlerFunc(nil))
+			_, err := httpfence.New(http.HandlerFunc(nil), httpfence.Config{Verifier: trust, Fencer: g.Fencer()})
 			return err
 		},
 		"New(cfg, nil *Handler)": func() error {
-			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: g.Fencer()}, (*httpfence.Handler)(nil))
+			_, err := httpfence.New((*httpfence.Handler)(nil), httpfence.Config{Verifier: trust, Fencer: g.Fencer()})
 			return err
 		},
-		"New(no verifier)": func() error { _, err := httpfence.New(httpfence.Config{Fencer: g.Fencer()}, echo); return err },
+		"New(no verifier)": func() error { _, err := httpfence.New(echo, httpfence.Config{Fencer: g.Fencer()}); return err },
 		"New(nil *SignatureVerifier)": func() error {
-			_, err := httpfence.New(httpfence.Config{Verifier: (*fence.SignatureVerifier)(nil), Fencer: g.Fencer()}, echo)
+			_, err := httpfence.New(echo, httpfence.Config{Verifier: (*fence.SignatureVerifier)(nil), Fencer: g.Fencer()})
 			return err
 		},
 		"New(typed-nil registerer)": func() error {
-			_, err := httpfence.New(httpfence.Config{Verifier: trust, Fencer: g.Fencer(), Metrics: (*prometheus.Registry)(nil)}, echo)
+			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: g.Fencer(), Metrics: (*prometheus.Registry)(nil)})
 			return err
 		},
 		"WriteRefusal(nil, r)": func() error {

@@ -173,9 +173,9 @@ func TestMadeUpTokensRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
 			var logs syncBuffer
-			h, err := httpfence.New(httpfence.Config{
+			h, err := httpfence.New(writes(etcdBackend{f.store}), httpfence.Config{
 				Verifier: v, Fencer: f.store, Metrics: reg, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-			}, writes(etcdBackend{f.store}))
+			})
 			require.NoError(t, err)
 			srv := httptest.NewServer(h)
 			defer srv.Close()
