@@ -22,8 +22,8 @@ type Process struct {
 }
 
 // Start starts cmd, whose Stdout and Stderr are set, in its own
-// process group (SysProcAttr), with a standard input pipe that ends when
-// this process dies. exited, if not nil, runs once the child has been
+// process group (SysProcAttr, keeping only a Credential that cmd has), with
+// a standard input pipe that ends when this process dies. exited, if not nil, runs once the child has been
 // reaped, before Exited is closed.
 //
 // The child is started and waited for by a goroutine locked to its OS
@@ -31,7 +31,11 @@ type Process struct {
 // fires when the thread that forked the child exits, not the process.
 func Start(cmd *exec.Cmd, exited func()) (*Process, error) {
 	p := &Process{cmd: cmd, exitc: make(chan struct{})}
-	cmd.SysProcAttr = sysProcAttr()
+	attr := sysProcAttr()
+	if cmd.SysProcAttr != nil {
+		attr.Credential = cmd.SysProcAttr.Credential
+	}
+	cmd.SysProcAttr = attr
 	cmd.WaitDelay = time.Second
 	if _, err := cmd.StdinPipe(); err != nil {
 		return nil, err

@@ -3,10 +3,12 @@
 // Open honours the environment first: if TENURE_PG_DSN is set, it connects
 // there. Otherwise it starts a private server from the PostgreSQL binaries
 // installed under /usr/lib/postgresql/<version>/bin (or the directory named
-// by TENURE_PG_BIN): initdb into a temporary directory, then pg_ctl start on
-// a free loopback port with the socket in that directory. PostgreSQL refuses
-// to run as root, so when the process runs as root the server runs as the
-// postgres user.
+// by TENURE_PG_BIN): initdb into a temporary directory, then the server
+// itself as a child process on a free loopback port with the socket in that
+// directory. The server never outlives the test process: the kernel kills
+// it when its parent dies (see internal/childproc), so a test binary killed
+// by a timeout leaves no server behind. PostgreSQL refuses to run as root,
+// so when the process runs as root the server runs as the postgres user.
 //
 // Either way Open creates a fresh database for the caller, so that concurrent
 // test binaries sharing one server never see each other's tables. Close drops
@@ -32,12 +34,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
@@ -153,20 +157,20 @@ func (d *DB) Close() error {
 // findBin returns the newest installed PostgreSQL bin directory.
 func findBin() (string, error) {
 	if b := os.Getenv(EnvBin); b != "" {
-		if !isExec(filepath.Join(b, "initdb")) || !isExec(filepath.Join(b, "pg_ctl")) {
-			return "", fmt.Errorf("%w: %s=%s holds no initdb and pg_ctl", ErrUnavailable, EnvBin, b)
+		if !isExec(filepath.Join(b, "initdb")) || !isExec(filepath.Join(b, "postgres")) {
+			return "", fmt.Errorf("%w: %s=%s holds no initdb and postgres", ErrUnavailable, EnvBin, b)
 		}
 		return b, nil
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	var ok []string
 	for _, d := range dirs {
-		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "pg_ctl")) {
+		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "postgres")) {
 			ok = append(ok, d)
 		}
 	}
 	if len(ok) == 0 {
-		return "", fmt.Errorf("%w: %s is unset and no initdb/pg_ctl under /usr/lib/postgresql/*/bin (apt-get install postgresql)", ErrUnavailable, EnvDSN)
+		return "", fmt.Errorf("%w: %s is unset and no initdb/postgres under /usr/lib/postgresql/*/bin (apt-get install postgresql)", ErrUnavailable, EnvDSN)
 	}
 	slices.SortFunc(ok, func(a, b string) int { return versionOf(a) - versionOf(b) })
 	return ok[len(ok)-1], nil
@@ -187,6 +191,7 @@ type server struct {
 	dir  string
 	dsn  string
 	cred *syscall.Credential
+	proc *childproc.Process
 }
 
 func startServer(ctx context.Context, bin string) (*server, error) {
@@ -219,11 +224,36 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off -c max_connections=200", port, dir)
-	if out, err := s.run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "-o", opts, "start"); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+	ready := make(chan struct{})
+	var once sync.Once
+	tail := &childproc.Tail{Size: 4 << 10}
+	lines := &childproc.LineWriter{Line: func(l []byte) {
+		_, _ = tail.Write(append(l, '\n'))
+		if strings.Contains(string(l), "ready to accept connections") {
+			once.Do(func() { close(ready) })
+		}
+	}}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = lines, lines
+	if s.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	}
+	s.proc, err = childproc.Start(cmd, nil)
+	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pgtest: pg_ctl start: %w: %s %s", err, out, log)
+		return nil, fmt.Errorf("pgtest: start postgres: %w", err)
+	}
+	select {
+	case <-ready:
+	case <-s.proc.Exited():
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: postgres exited before it was ready (%v): %s", s.proc.Err(), tail)
+	case <-ctx.Done():
+		s.proc.Kill()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: postgres not ready: %w: %s", context.Cause(ctx), tail)
 	}
 	s.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	return s, nil
@@ -239,10 +269,19 @@ func (s *server) run(ctx context.Context, prog string, args ...string) (string, 
 	return strings.TrimSpace(string(out)), err
 }
 
+// stop shuts the server down fast (SIGINT: roll back open transactions,
+// disconnect clients), kills it if it has not exited within a minute, and
+// removes its directory.
 func (s *server) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_, _ = s.run(ctx, "pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "fast", "-w", "stop")
+	if s.proc.Signal(syscall.SIGINT) == nil {
+		t := time.NewTimer(time.Minute)
+		select {
+		case <-s.proc.Exited():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	s.proc.Kill()
 	_ = os.RemoveAll(s.dir)
 }
 
