@@ -72,11 +72,11 @@
 // sqlfence.Fencer), as Example (fencedReadModifyWrite) shows.
 //
 // Run wraps the loop of a leader: campaign, run a function under the term,
-// resign when it returns, campaign again. Its Hooks follow tenure's rule for
-// callbacks: start callbacks receive the context of what began, which ends
-// with it (OnElected, the term's); end callbacks say why (OnEnded). Leader and Observe report the
-// current leader and stream changes, including "no leader", across etcd
-// compactions.
+// resign when it returns, campaign again. Its Hooks follow tenure's rule
+// for callbacks: start callbacks receive the context of what began, which
+// ends with it (OnElected, the term's); end callbacks say why (OnEnded).
+// Leader and Observe report the current leader and stream changes,
+// including "no leader", across etcd compactions.
 //
 // A leader updates its published value (its address, its progress)
 // without ending its term with Term.Proclaim: a put of the leader key
