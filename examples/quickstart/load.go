@@ -95,12 +95,14 @@ func closed(ch <-chan struct{}) bool {
 // acknowledgement was lost is applied once however often it is retried.
 func (d *demo) increment(ctx context.Context, key, idem string, rng *rand.Rand) error {
 	d.sent.Add(1)
-	if ids := d.fleet.ids(); rng.IntN(5) == 0 && len(ids) > 0 {
-		if n := d.fleet.get(ids[rng.IntN(len(ids))]); n != nil {
-			if err := d.post(ctx, "http://"+n.addr, key, idem); err == nil {
-				return nil
+	if rng.IntN(5) == 0 {
+		if ids := d.fleet.ids(); len(ids) > 0 {
+			if n := d.fleet.get(ids[rng.IntN(len(ids))]); n != nil {
+				if err := d.post(ctx, "http://"+n.addr, key, idem); err == nil {
+					return nil
+				}
+				d.retries.Add(1)
 			}
-			d.retries.Add(1)
 		}
 	}
 	if err := d.post(ctx, "", key, idem); err != nil {

@@ -33,10 +33,10 @@ type Report struct {
 	// the owner.
 	Sent, Retried, Served, Forwarded int64
 	// Duplicates counts retried increments the store found already applied
-	// (by idempotency key); CutShort counts increments cut short by the end
-	// of their tenure, and Failed those that failed otherwise. Like the
-	// stale writes, both were answered with the retryable refusal or an
-	// error, and sent again.
+	// (by idempotency key). CutShort counts increments cut short by the end
+	// of their tenure, which were answered, as the stale writes were, with
+	// the retryable refusal that the Client follows to the next owner;
+	// Failed counts those that failed otherwise (answered 500).
 	Duplicates, CutShort, Failed int64
 	// Nodes are the nodes of the run, by ID, as they were at the end or
 	// when they stopped.
