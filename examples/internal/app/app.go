@@ -1,8 +1,8 @@
 // Package app is the scaffolding the example commands share: the common
 // flags (node ID, fleet name, etcd or an embedded etcd, logging), main's
 // parsing of the command line, logger and signal handling, the metrics
-// registry and its endpoint, the database a --db flag names, and a retry
-// loop for what may not be up yet when a process starts.
+// registry and its endpoint, and a retry loop for what may not be up yet
+// when a process starts. The database a --db flag names is package sqldb's.
 package app
 
 import (
