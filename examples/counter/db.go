@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tenure-go/tenure/examples/internal/app"
+	"github.com/tenure-go/tenure/examples/internal/sqldb"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 )
 
@@ -20,12 +20,12 @@ const (
 	incrementsTable = "counter_increments"
 )
 
-// openDB opens the database named by spec (app.OpenDB). SQLite commits
+// openDB opens the database named by spec (sqldb.Open). SQLite commits
 // with synchronous=NORMAL: in WAL mode a crash of the process loses
 // nothing, and a crash of the machine may lose the last commits but never
 // corrupts the file.
 func openDB(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
-	return app.OpenDB(spec, ttl, "synchronous(NORMAL)")
+	return sqldb.Open(spec, ttl, "synchronous(NORMAL)")
 }
 
 // createSchema creates the fences table and the counter's tables if they do

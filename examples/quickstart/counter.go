@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 )
 
@@ -47,30 +47,15 @@ func decodeCounter(b []byte) (counter, error) {
 // garbage-collection pause or SIGSTOP would: a paused process does not look
 // at its context again before it writes. Only the store can stop it.
 type pause struct {
+	node    string        // the node whose requests it pauses
 	armed   atomic.Int64  // requests still to pause
 	paused  chan struct{} // receives one value per paused request
 	resume  chan struct{} // closed to let them go on
 	results chan error    // the paused writes' outcomes
 }
 
-func newPause(n int) *pause {
-	p := &pause{paused: make(chan struct{}, n), resume: make(chan struct{}), results: make(chan error, n)}
-	p.armed.Store(int64(n))
-	return p
-}
-
-// take reports whether this request is one to pause.
-func (p *pause) take() bool {
-	for {
-		n := p.armed.Load()
-		if n <= 0 {
-			return false
-		}
-		if p.armed.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
-}
+// take reports whether this request of node is one to pause.
+func (p *pause) take(node string) bool { return p != nil && p.node == node && p.armed.Add(-1) >= 0 }
 
 // counters is the application every node runs: POST /incr/{key} adds one to
 // the key's counter in a fenced store, under the token of the key's
@@ -78,50 +63,38 @@ func (p *pause) take() bool {
 type counters struct {
 	store   *etcdfence.Store
 	timeout time.Duration
-
-	mu     sync.Mutex
-	pauses map[string]*pause // node ID -> its pending pause
+	pause   atomic.Pointer[pause]
 
 	staleRejected atomic.Int64 // writes the store refused as stale
 	duplicates    atomic.Int64 // retried increments that had already been applied
-	failed        atomic.Int64 // writes that failed for another reason
+	cutShort      atomic.Int64 // increments cut short by the end of their tenure
+	failed        atomic.Int64 // increments that failed otherwise
 }
 
 // pauseNext makes the next n increments served by node pause before their
 // write, and returns the pause that releases them.
 func (c *counters) pauseNext(node string, n int) *pause {
-	p := newPause(n)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pauses[node] = p
+	p := &pause{node: node, paused: make(chan struct{}, n), resume: make(chan struct{}), results: make(chan error, n)}
+	p.armed.Store(int64(n))
+	c.pause.Store(p)
 	return p
 }
 
-func (c *counters) pauseFor(node string) *pause {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pauses[node]
-}
-
 // handler is node's local handler; the router calls it only for keys the
-// node owns, with the partition's token in the request's context.
+// node owns, with the partition's token in the request's context. A failed
+// write is answered by router.WriteError: a write the store refused as
+// stale, or work cut short by the end of the partition's tenure, gets the
+// retryable answer with the next owner's hint, which the router.Client
+// follows with the same idempotency key.
 func (c *counters) handler(node string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := fence.FromContext(r.Context())
-		if !ok {
-			http.Error(w, "no fencing token", http.StatusInternalServerError)
-			return
-		}
-		key := r.PathValue("key")
-		idem := r.Header.Get(router.HeaderIdempotencyKey)
-		n, err := c.incr(r.Context(), node, tok, key, idem)
+		tok, _ := fence.FromContext(r.Context()) // the store refuses a missing (zero) token
+		n, err := c.incr(r.Context(), node, tok, r.PathValue("key"), r.Header.Get(router.HeaderIdempotencyKey))
 		switch {
-		case errors.Is(err, fence.ErrStale):
-			http.Error(w, err.Error(), http.StatusConflict)
-		case err != nil:
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		default:
+		case err == nil:
 			fmt.Fprintln(w, n)
+		case !router.WriteError(w, r, err):
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
 }
@@ -134,18 +107,18 @@ func (c *counters) incr(ctx context.Context, node string, t fence.Token, key, id
 	}
 	item, err := c.store.Get(ctx, t, counterKey(key))
 	if err != nil {
-		return 0, c.count(err)
+		return 0, c.count(ctx, err)
 	}
 	cur, err := decodeCounter(item.Value)
 	if err != nil {
-		return 0, c.count(err)
+		return 0, c.count(ctx, err)
 	}
 	if cur.last == idem {
 		c.duplicates.Add(1)
 		return cur.count, nil
 	}
 	next := counter{count: cur.count + 1, last: idem}
-	if p := c.pauseFor(node); p != nil && p.take() {
+	if p := c.pause.Load(); p.take(node) {
 		// A paused process does not notice that its tenure ended: it
 		// writes with the token it holds, on a context of its own.
 		p.paused <- struct{}{}
@@ -153,21 +126,25 @@ func (c *counters) incr(ctx context.Context, node string, t fence.Token, key, id
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
 		defer cancel()
 		_, err := c.store.CompareAndSwap(wctx, t, counterKey(key), item.Version, next.encode())
-		p.results <- c.count(err)
+		p.results <- c.count(ctx, err)
 		return 0, err
 	}
 	if _, err := c.store.CompareAndSwap(ctx, t, counterKey(key), item.Version, next.encode()); err != nil {
-		return 0, c.count(err)
+		return 0, c.count(ctx, err)
 	}
 	return next.count, nil
 }
 
-// count records a failed write by kind and returns err.
-func (c *counters) count(err error) error {
+// count records the failure of an increment, if any, by kind, and returns
+// err.
+func (c *counters) count(ctx context.Context, err error) error {
+	_, ended := ownership.Ended(ctx, err)
 	switch {
 	case err == nil:
 	case errors.Is(err, fence.ErrStale):
 		c.staleRejected.Add(1)
+	case ended:
+		c.cutShort.Add(1)
 	default:
 		c.failed.Add(1)
 	}

@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -22,15 +23,15 @@ type demo struct {
 	start time.Time
 
 	etcd   *cluster.Cluster
-	clis   []*clientv3.Client
+	cli    *clientv3.Client // the store's and the Client's: outside the fleet
 	fleet  *fleet
 	client *router.Client
-	direct *http.Client
+	http   *http.Client // the Client's, and that of requests sent to a node directly
 
 	acked   []atomic.Int64 // per key
 	total   atomic.Int64
 	sent    atomic.Int64
-	retries atomic.Int64
+	retries atomic.Int64 // increments sent to a node directly, sent again through the Client
 	rep     Report
 	nextID  int
 }
@@ -62,45 +63,38 @@ func (d *demo) setUp(ctx context.Context) error {
 	}
 	d.printf("[%6v] etcd: 3 members on loopback, leader m%d\n", d.since(), leader)
 
-	storeCli, err := d.newClient()
+	if d.cli, err = d.etcd.Client(); err != nil {
+		return err
+	}
+	store, err := newStore(d.cli)
 	if err != nil {
 		return err
 	}
-	store, err := newStore(storeCli)
-	if err != nil {
-		return err
-	}
-	d.fleet = &fleet{etcd: d.etcd, store: storeCli, cfg: d.cfg, nodes: map[string]*node{},
-		app: &counters{store: store, timeout: 5 * time.Second, pauses: map[string]*pause{}}}
+	d.fleet = &fleet{etcd: d.etcd, ttl: d.cfg.TTL, ring: ring.DefaultConfig(), nodes: map[string]*node{},
+		app: &counters{store: store, timeout: 5 * time.Second}}
+	d.fleet.ring.Partitions = d.cfg.Partitions
 	t0 := time.Now()
 	for range d.cfg.Nodes {
 		if _, err := d.fleet.start(ctx, d.newID()); err != nil {
 			return err
 		}
 	}
-	clientCli, err := d.newClient()
-	if err != nil {
+	d.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
+	// Its retries outlast a failover (a TTL) many times over.
+	if d.client, err = router.NewClient(ctx, d.cli, router.ClientConfig{Cluster: clusterName, Partitions: d.cfg.Partitions, HTTPClient: d.http,
+		SessionTTL: d.cfg.TTL, Backoff: router.Backoff{MaxAttempts: 30}}); err != nil {
 		return err
 	}
-	if d.client, err = router.NewClient(ctx, clientCli, router.ClientConfig{Cluster: clusterName, Partitions: d.cfg.Partitions}); err != nil {
-		return err
-	}
-	if err := d.waitSettled(ctx, ""); err != nil {
+	if err := d.waitSettled(ctx); err != nil {
 		return err
 	}
 	d.printf("[%6v] fleet: %v joined; all %d partitions claimed in %v\n", d.since(), d.fleet.ids(), d.cfg.Partitions, ms(time.Since(t0)))
-	d.direct = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	d.acked = make([]atomic.Int64, d.cfg.Keys)
 	return nil
 }
 
-func (d *demo) newClient() (*clientv3.Client, error) {
-	cli, err := d.etcd.Client()
-	if err == nil {
-		d.clis = append(d.clis, cli)
-	}
-	return cli, err
-}
+// retried counts the increments' attempts after their first.
+func (d *demo) retried() int64 { return d.retries.Load() + d.client.Stats().Retries }
 
 func (d *demo) newID() string {
 	d.nextID++
@@ -116,11 +110,11 @@ func (d *demo) close() {
 	if d.client != nil {
 		d.client.Close()
 	}
-	if d.direct != nil {
-		d.direct.CloseIdleConnections()
+	if d.http != nil {
+		d.http.CloseIdleConnections()
 	}
-	for _, c := range d.clis {
-		_ = c.Close()
+	if d.cli != nil {
+		_ = d.cli.Close()
 	}
 	if d.etcd != nil {
 		_ = d.etcd.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -12,21 +13,23 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // fleet is the in-process fleet: every node has its own etcd client (behind
 // a fault point, so that it can be cut off as a crashed machine would be),
-// its own fenced store client, a Router and an HTTP server on loopback.
+// a Router and an HTTP server on loopback. The nodes share the application
+// and its fenced store, whose etcd client stands for their database
+// connection.
 type fleet struct {
 	etcd  *cluster.Cluster
-	store *clientv3.Client // the nodes' connection to the "database"
-	cfg   Config
+	ttl   time.Duration // the nodes' lease TTL
+	ring  ring.Config   // the nodes' ring: ring.DefaultConfig with Config.Partitions
 	app   *counters
 	mu    sync.Mutex
 	nodes map[string]*node
@@ -49,49 +52,52 @@ type node struct {
 	stats      router.Stats
 }
 
-func (f *fleet) start(ctx context.Context, id string) (*node, error) {
+func (f *fleet) start(ctx context.Context, id string) (_ *node, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	n := &node{id: id, addr: ln.Addr().String(), served: make(chan struct{}), state: "up"}
-	fail := func(err error) (*node, error) {
-		_ = ln.Close()
+	defer func() {
+		if err == nil {
+			return
+		}
 		if n.router != nil {
 			n.router.Close()
+		}
+		if n.node != nil {
+			_ = n.node.Close(ctx)
 		}
 		if n.cli != nil {
 			_ = n.cli.Close()
 			_ = n.fp.Close()
 		}
-		return nil, fmt.Errorf("start %s: %w", id, err)
-	}
+		_ = ln.Close()
+		err = fmt.Errorf("start %s: %w", id, err)
+	}()
 	if n.cli, n.fp, err = f.etcd.FaultyClient(); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	cfg := ownership.DefaultConfig()
 	cfg.Cluster = clusterName
 	cfg.NodeID = id
 	cfg.Addr = n.addr
-	cfg.Ring.Partitions = f.cfg.Partitions
-	cfg.Session = election.SessionConfig{TTL: f.cfg.TTL}
+	cfg.Ring = f.ring
+	cfg.Session.TTL = f.ttl
 	cfg.DrainTimeout = 2 * time.Second
 	// The store is the fencer: a new owner raises the partition's floor in
 	// the store before it serves the partition, so a paused former owner
 	// cannot write even to keys the new owner has not touched yet.
 	cfg.Fencers = []fence.Fencer{f.app.store}
 	if n.node, err = ownership.Join(ctx, n.cli, cfg); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if n.router, err = router.New(n.node, router.Config{}); err != nil {
-		_ = n.node.Close(ctx)
-		return fail(err)
+		return nil, err
 	}
 	h, err := n.router.Handler(router.KeyFromPathValue("key"), f.app.handler(id))
 	if err != nil {
-		n.router.Close()
-		_ = n.node.Close(ctx)
-		return fail(err)
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /incr/{key}", h)
@@ -142,15 +148,10 @@ func (f *fleet) kill(id string) {
 	n.partitions = len(n.node.Owned())
 	n.fp.Blackhole()
 	_ = n.srv.Close()
-	<-n.served
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = n.node.Close(ctx) // with a dead context: no handoff, no revoke
-	n.state = "killed"
-	n.stats = n.router.Stats()
-	n.router.Close()
-	_ = n.cli.Close()
-	_ = n.fp.Close()
+	n.stop("killed")
 }
 
 // stop ends n's server (bounded: transports dial ahead, and connections that
@@ -189,16 +190,7 @@ func (f *fleet) closeAll(ctx context.Context) error {
 func (f *fleet) ids() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.idsLocked()
-}
-
-func (f *fleet) idsLocked() []string {
-	ids := make([]string, 0, len(f.nodes))
-	for id := range f.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(f.nodes))
 }
 
 // get returns running node id, or nil.
@@ -208,10 +200,13 @@ func (f *fleet) get(id string) *node {
 	return f.nodes[id]
 }
 
+// dataPrefix is where the store keeps the counters in etcd.
+const dataPrefix = "/quickstart/data/"
+
 // newStore returns the fenced store of the counters.
 func newStore(cli *clientv3.Client) (*etcdfence.Store, error) {
 	cfg := etcdfence.DefaultConfig()
 	cfg.Cluster = clusterName // the fleet's floors, as its nodes name it
-	cfg.Prefix = "/quickstart/data/"
+	cfg.Prefix = dataPrefix
 	return etcdfence.New(cli, cfg)
 }

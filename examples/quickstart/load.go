@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,35 +28,24 @@ func (d *demo) runLoad(ctx context.Context) error {
 	}
 	eventsDone := make(chan struct{})
 	var wg sync.WaitGroup
-	errs := make(chan error, d.cfg.Workers+1)
+	errs := make([]error, d.cfg.Workers+1) // the workers', then the events'
 	for w := range d.cfg.Workers {
 		wg.Go(func() {
-			if err := d.worker(ctx, w, tick, eventsDone); err != nil {
-				errs <- err
+			if errs[w] = d.worker(ctx, w, tick, eventsDone); errs[w] != nil {
 				cancel()
 			}
 		})
 	}
 	wg.Go(func() { d.progress(ctx) })
-	err := d.events(ctx)
-	close(eventsDone)
-	if err != nil {
+	if errs[d.cfg.Workers] = d.events(ctx); errs[d.cfg.Workers] != nil {
 		cancel()
 	}
+	close(eventsDone)
 	wg.Wait()
-	close(errs)
 	if d.cfg.Progress != nil {
 		fmt.Fprintln(d.cfg.Progress)
 	}
-	return errors.Join(append([]error{err}, collect(errs)...)...)
-}
-
-func collect(ch <-chan error) []error {
-	var errs []error
-	for err := range ch {
-		errs = append(errs, err)
-	}
-	return errs
+	return errors.Join(errs...)
 }
 
 // worker drives the keys k with k mod Workers == w, one increment at a time,
@@ -99,58 +89,51 @@ func closed(ch <-chan struct{}) bool {
 
 // increment sends one increment until it is acknowledged. One in five goes
 // first to a random node, as a caller that does not know the fleet would
-// send it; the rest go through the Client, straight to the owner. Every
-// attempt carries the same idempotency key, so an increment whose
+// send it; the rest, and the first if it fails, go through the Client,
+// straight to the owner, which retries refusals and failed connections.
+// Every attempt carries the same idempotency key, so an increment whose
 // acknowledgement was lost is applied once however often it is retried.
 func (d *demo) increment(ctx context.Context, key, idem string, rng *rand.Rand) error {
 	d.sent.Add(1)
 	if rng.IntN(5) == 0 {
 		if ids := d.fleet.ids(); len(ids) > 0 {
 			if n := d.fleet.get(ids[rng.IntN(len(ids))]); n != nil {
-				if ok := d.post(ctx, "http://"+n.addr, key, idem, nil); ok {
+				if err := d.post(ctx, "http://"+n.addr, key, idem); err == nil {
 					return nil
 				}
+				d.retries.Add(1)
 			}
 		}
 	}
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			d.retries.Add(1)
-		}
-		if d.post(ctx, "", key, idem, d.client) {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if attempt >= 100 {
-			return fmt.Errorf("increment %s: no acknowledgement after %d attempts", idem, attempt+1)
-		}
+	if err := d.post(ctx, "", key, idem); err != nil {
+		return fmt.Errorf("increment %s: %w", idem, err)
 	}
+	return nil
 }
 
-// post sends one increment, directly to base or, if c is set, through c,
-// and reports whether it was acknowledged.
-func (d *demo) post(ctx context.Context, base, key, idem string, c *router.Client) bool {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+// post sends one increment, directly to base, or if base is empty through
+// the Client, and returns an error unless it was acknowledged.
+func (d *demo) post(ctx context.Context, base, key, idem string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/incr/"+key, http.NoBody)
 	if err != nil {
-		return false
+		return err
 	}
 	req.Header.Set(router.HeaderIdempotencyKey, idem)
 	var resp *http.Response
-	if c != nil {
-		resp, err = c.Do(ctx, key, req)
+	if base == "" {
+		resp, err = d.client.Do(ctx, key, req)
 	} else {
-		resp, err = d.direct.Do(req)
+		resp, err = d.http.Do(req)
 	}
 	if err != nil {
-		return false
+		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
 }
 
 // progress writes the progress line until ctx ends.
@@ -166,7 +149,7 @@ func (d *demo) progress(ctx context.Context) {
 			return
 		case <-t.C:
 			fmt.Fprintf(d.cfg.Progress, "\r[%6v] %5d/%d acknowledged, %d retries, %d stale writes rejected, nodes %v   ",
-				d.since(), d.total.Load(), d.cfg.Increments, d.retries.Load(), d.fleet.app.staleRejected.Load(), d.fleet.ids())
+				d.since(), d.total.Load(), d.cfg.Increments, d.retried(), d.fleet.app.staleRejected.Load(), d.fleet.ids())
 		}
 	}
 }

@@ -27,8 +27,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"time"
+
+	"github.com/tenure-go/tenure/examples/internal/app"
 )
 
 const clusterName = "quickstart"
@@ -90,27 +91,38 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func main() {
+// parseFlags parses args (without the program name) into a Config.
+func parseFlags(args []string) (Config, error) {
 	cfg := DefaultConfig()
-	flag.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "initial number of nodes (>= 3)")
-	flag.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "number of partitions")
-	flag.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of counters")
-	flag.IntVar(&cfg.Increments, "increments", cfg.Increments, "acknowledged increments to reach")
-	flag.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent callers")
-	flag.IntVar(&cfg.Rate, "rate", cfg.Rate, "most increments sent per second (0: no cap)")
-	flag.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease TTL of the nodes")
-	flag.Parse()
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "initial number of nodes (>= 3)")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "number of partitions")
+	fs.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of counters")
+	fs.IntVar(&cfg.Increments, "increments", cfg.Increments, "acknowledged increments to reach")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent callers")
+	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "most increments sent per second (0: no cap)")
+	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease TTL of the nodes")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	return cfg, cfg.Validate()
+}
+
+func main() {
+	cfg := app.ParseArgs("quickstart", parseFlags)
 	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		cfg.Progress = os.Stdout
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := app.SignalContext()
 	defer stop()
 	rep, err := Run(ctx, cfg, os.Stdout)
 	switch {
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		stop()
 		os.Exit(2)
 	case !rep.OK():
+		stop()
 		os.Exit(1)
 	}
 }

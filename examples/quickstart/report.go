@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Report is the outcome of a run.
@@ -23,13 +28,16 @@ type Report struct {
 	// its partitions had failed over (it must be 0).
 	StaleRejected, StaleAccepted int64
 	// Sent counts the increments sent and Retried the extra attempts the
-	// load made for them; Served and Forwarded count the requests the nodes
-	// served locally and those they forwarded one hop to the owner.
+	// load and its Client made for them; Served and Forwarded count the
+	// requests the nodes served locally and those they forwarded one hop to
+	// the owner.
 	Sent, Retried, Served, Forwarded int64
 	// Duplicates counts retried increments the store found already applied
-	// (by idempotency key); CutShort counts writes cut short by the end of
-	// a tenure.
-	Duplicates, CutShort int64
+	// (by idempotency key). CutShort counts increments cut short by the end
+	// of their tenure, which were answered, as the stale writes were, with
+	// the retryable refusal that the Client follows to the next owner;
+	// Failed counts those that failed otherwise (answered 500).
+	Duplicates, CutShort, Failed int64
 	// Nodes are the nodes of the run, by ID, as they were at the end or
 	// when they stopped.
 	Nodes []NodeReport
@@ -60,14 +68,42 @@ type Event struct {
 	Took       time.Duration // until all of them were claimed by their new owners
 }
 
+// check reads every counter and compares it with its acknowledged
+// increments.
+func (d *demo) check(ctx context.Context) error {
+	prefix := dataPrefix + counterKey("")
+	resp, err := d.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	counted := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		c, err := decodeCounter(kv.Value)
+		if err != nil {
+			return err
+		}
+		counted[string(bytes.TrimPrefix(kv.Key, []byte(prefix)))] = c.count
+	}
+	for k := range d.cfg.Keys {
+		key := "key-" + strconv.Itoa(k)
+		acked := d.acked[k].Load()
+		d.rep.Acked += acked
+		d.rep.Counted += counted[key]
+		if counted[key] != acked {
+			d.rep.Mismatched++
+			d.printf("MISMATCH %s: counter %d, acknowledged %d\n", key, counted[key], acked)
+		}
+	}
+	return nil
+}
+
 // gather completes the report with the nodes' counters and the load's
 // tallies.
 func (d *demo) gather() {
 	f := d.fleet
 	f.mu.Lock()
 	rows := append([]*node(nil), f.gone...)
-	for _, id := range f.idsLocked() {
-		n := f.nodes[id]
+	for _, n := range f.nodes {
 		n.partitions, n.stats = len(n.node.Owned()), n.router.Stats()
 		rows = append(rows, n)
 	}
@@ -82,9 +118,9 @@ func (d *demo) gather() {
 		r.Forwarded += n.stats.Forwarded
 	}
 	r.Keys = d.cfg.Keys
-	r.Sent, r.Retried = d.sent.Load(), d.retries.Load()
+	r.Sent, r.Retried = d.sent.Load(), d.retried()
 	r.StaleRejected = f.app.staleRejected.Load()
-	r.Duplicates, r.CutShort = f.app.duplicates.Load(), f.app.failed.Load()
+	r.Duplicates, r.CutShort, r.Failed = f.app.duplicates.Load(), f.app.cutShort.Load(), f.app.failed.Load()
 }
 
 // Print writes the per-node table, the events and the check to w. It does
@@ -108,8 +144,10 @@ func (r *Report) Print(w io.Writer) {
 
 	fmt.Fprintf(w, "\nrequests: %d increments sent, %d retried attempts, %d served, %d forwarded one hop\n",
 		r.Sent, r.Retried, r.Served, r.Forwarded)
-	fmt.Fprintf(w, "store: %d stale writes rejected, %d accepted; retried increments found already applied: %d; writes cut short by the end of a tenure: %d\n",
-		r.StaleRejected, r.StaleAccepted, r.Duplicates, r.CutShort)
+	fmt.Fprintf(w, "store: %d stale writes rejected, %d accepted; retried increments found already applied: %d\n",
+		r.StaleRejected, r.StaleAccepted, r.Duplicates)
+	fmt.Fprintf(w, "handlers: %d increments cut short by the end of a tenure (answered as a handoff, retried at the next owner), %d failed otherwise\n",
+		r.CutShort, r.Failed)
 	fmt.Fprintf(w, "check: %d increments acknowledged, counters sum to %d, %d of %d counters differ from their acknowledged increments\n",
 		r.Acked, r.Counted, r.Mismatched, r.Keys)
 }

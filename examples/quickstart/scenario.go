@@ -46,7 +46,7 @@ func (d *demo) crash(ctx context.Context, id string) error {
 	t0 := time.Now()
 	d.fleet.kill(id)
 	d.line("kill %s (no handoff, %d requests paused mid-write); its %d partitions wait for its lease to expire", id, d.cfg.Paused, parts)
-	if err := d.waitSettled(ctx, id); err != nil {
+	if err := d.waitSettled(ctx); err != nil {
 		return err
 	}
 	took := time.Since(t0)
@@ -74,7 +74,7 @@ func (d *demo) join(ctx context.Context) error {
 	if _, err := d.fleet.start(ctx, id); err != nil {
 		return err
 	}
-	if err := d.waitSettled(ctx, ""); err != nil {
+	if err := d.waitSettled(ctx); err != nil {
 		return err
 	}
 	took := time.Since(t0)
@@ -95,7 +95,7 @@ func (d *demo) leave(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := d.waitSettled(ctx, id); err != nil {
+	if err := d.waitSettled(ctx); err != nil {
 		return err
 	}
 	took := time.Since(t0)

@@ -8,19 +8,19 @@ import (
 	"github.com/tenure-go/tenure/ring"
 )
 
-// waitSettled waits until every partition is served by the owner the ring
-// of the running nodes gives it: the client sees that owner's claim, and the
-// owner has raised the store's floor to the claim's epoch and serves it.
-// gone, if set, names a node that must own nothing.
-func (d *demo) waitSettled(ctx context.Context, gone string) error {
-	ring, err := ring.New(d.fleet.ids(), ring.Config{Partitions: d.cfg.Partitions, LoadFactor: 1.25})
+// waitSettled waits until every partition is served by the owner that the
+// ring of the running nodes gives it: the Client sees that owner's claim,
+// and the owner has raised the store's floor to the claim's epoch and serves
+// it.
+func (d *demo) waitSettled(ctx context.Context) error {
+	r, err := ring.New(d.fleet.ids(), d.fleet.ring)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		wait := d.unsettled(ring, gone)
+		wait := d.unsettled(r)
 		if wait == nil {
 			return nil
 		}
@@ -32,29 +32,28 @@ func (d *demo) waitSettled(ctx context.Context, gone string) error {
 	}
 }
 
-// unsettled returns nil if every partition is served by its ring owner, or
+// unsettled returns nil if every partition is served by its owner on r, or
 // else a channel that is closed when the view that is lagging changes.
-func (d *demo) unsettled(ring *ring.Ring, gone string) <-chan struct{} {
-	for p := range d.cfg.Partitions {
+func (d *demo) unsettled(r *ring.Ring) <-chan struct{} {
+	for p := range r.Partitions() {
 		changed := d.client.Changed()
-		r := d.client.LookupPartition(p)
-		want, _ := ring.Owner(p)
-		if r.Epoch == 0 || r.Owner != want || r.Owner == gone {
+		route := d.client.LookupPartition(p)
+		if want, _ := r.Owner(p); route.Epoch == 0 || route.Owner != want {
 			return changed
 		}
-		n := d.fleet.get(want)
+		n := d.fleet.get(route.Owner)
 		if n == nil {
 			return changed
 		}
 		changed = n.node.Changed()
-		if local := n.node.LookupPartition(p); !local.Local || local.Epoch != r.Epoch {
+		if local := n.node.LookupPartition(p); !local.Local || local.Epoch != route.Epoch {
 			return changed
 		}
 	}
 	return nil
 }
 
-// ownedBy counts the partitions the client sees claimed by id.
+// ownedBy counts the partitions the Client sees claimed by id.
 func (d *demo) ownedBy(id string) int {
 	n := 0
 	for p := range d.cfg.Partitions {

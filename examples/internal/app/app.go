@@ -1,8 +1,8 @@
 // Package app is the scaffolding the example commands share: the common
 // flags (node ID, fleet name, etcd or an embedded etcd, logging), main's
-// logger and signal handling, the metrics registry and its endpoint, the
-// database a --db flag names, and a retry loop for what may not be up yet
-// when a process starts.
+// parsing of the command line, logger and signal handling, the metrics
+// registry and its endpoint, and a retry loop for what may not be up yet
+// when a process starts. The database a --db flag names is package sqldb's.
 package app
 
 import (
@@ -91,11 +91,33 @@ func SplitList(s string) []string {
 	return out
 }
 
-// Main is a command's main: it parses the command line with parse (exit 2
-// on an error, 0 for -help), logs to stderr as the flags say, and calls run
-// with a context that SIGTERM or SIGINT ends (exit 1 if run fails).
+// Main is a command's main: it parses the command line (ParseArgs), logs
+// to stderr as the flags say, and calls run with a context that SIGTERM or
+// SIGINT ends (SignalContext); it exits 1 if run fails.
 func Main[C any](name string, parse func([]string) (C, error), flags func(C) Flags,
 	run func(context.Context, C, hclog.Logger) error) {
+	cfg := ParseArgs(name, parse)
+	f := flags(cfg)
+	log := hclog.New(&hclog.LoggerOptions{
+		Name:       name,
+		Level:      hclog.LevelFromString(f.LogLevel),
+		JSONFormat: f.LogJSON,
+		Output:     os.Stderr,
+	}).With("node", f.ID)
+	ctx, stop := SignalContext()
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("exiting", "error", err)
+		stop()
+		os.Exit(1)
+	}
+	log.Info("stopped")
+}
+
+// ParseArgs parses the command line of the command name with parse: it
+// exits 0 after -help, and 2 with the error on stderr for a command line
+// parse refuses.
+func ParseArgs[C any](name string, parse func([]string) (C, error)) C {
 	cfg, err := parse(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -104,21 +126,13 @@ func Main[C any](name string, parse func([]string) (C, error), flags func(C) Fla
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(2)
 	}
-	f := flags(cfg)
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       name,
-		Level:      hclog.LevelFromString(f.LogLevel),
-		JSONFormat: f.LogJSON,
-		Output:     os.Stderr,
-	}).With("node", f.ID)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg, log); err != nil {
-		log.Error("exiting", "error", err)
-		stop()
-		os.Exit(1)
-	}
-	log.Info("stopped")
+	return cfg
+}
+
+// SignalContext returns a context that SIGTERM or SIGINT ends, and the
+// function that stops watching for them.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 }
 
 // Endpoints returns the etcd endpoints the flags name. With --embedded-etcd it

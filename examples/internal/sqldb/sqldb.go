@@ -1,4 +1,8 @@
-package app
+// Package sqldb opens the database that the --db flag of the counter and
+// the scheduler names: SQLite or PostgreSQL, set up as fence/sqlfence asks.
+// It is a package of its own so that commands without a database do not
+// build the SQL drivers.
+package sqldb
 
 import (
 	"database/sql"
@@ -17,7 +21,7 @@ import (
 // maxConns bounds the connections of a process.
 const maxConns = 32
 
-// OpenDB opens the database named by spec: "sqlite:PATH"
+// Open opens the database named by spec: "sqlite:PATH"
 // (modernc.org/sqlite) or PostgreSQL (pgx through database/sql): a URL
 // "postgres://..." or a key=value DSN "host=... dbname=...". sqlitePragmas
 // are added to SQLite's (such as "synchronous(NORMAL)").
@@ -35,7 +39,7 @@ const maxConns = 32
 // The pool keeps up to 32 connections open and idle: database/sql keeps
 // only 2 idle ones by default, so concurrent transactions would open (on
 // PostgreSQL: fork a backend for) a new connection nearly every time.
-func OpenDB(spec string, ttl time.Duration, sqlitePragmas ...string) (*sql.DB, sqlfence.Dialect, error) {
+func Open(spec string, ttl time.Duration, sqlitePragmas ...string) (*sql.DB, sqlfence.Dialect, error) {
 	var db *sql.DB
 	var dialect sqlfence.Dialect
 	switch {
