@@ -88,7 +88,9 @@ func (s *Session) run(sent time.Time) {
 				}
 				s.mu.Lock()
 				s.failures++
-				s.streak++
+				if r.sent.After(s.lastSent) {
+					s.streak++ // else it was overtaken by an acknowledged renewal
+				}
 				streak := s.streak
 				s.mu.Unlock()
 				s.met.renewFailed()

@@ -77,8 +77,10 @@ type SessionStatus struct {
 	// LastRenewal is the send time of the newest acknowledged renewal, or
 	// of the grant before the first one.
 	LastRenewal time.Time
-	// ConsecutiveFailures counts the renewal attempts that failed or timed
-	// out since the last acknowledged renewal: zero while renewals succeed.
+	// ConsecutiveFailures counts the renewal attempts sent after the last
+	// acknowledged renewal that failed or timed out: zero while renewals
+	// succeed. An attempt sent before it (attempts overlap while etcd does
+	// not answer) that fails afterwards does not count.
 	ConsecutiveFailures int64
 }
 
