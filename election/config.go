@@ -1,6 +1,7 @@
 package election
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -128,8 +129,10 @@ func (c ElectionConfig) withDefaults(fallback clock.Clock) ElectionConfig {
 // fields are skipped. Hooks must not block for long: the term is held while
 // they run.
 type Hooks struct {
-	// OnElected is called when Run has won a term, before fn runs.
-	OnElected func(t fence.Token)
+	// OnElected is called when Run has won a term, before fn runs. ctx is
+	// the term's context, the one fn gets: it carries t (and its signature,
+	// fence.SignatureFromContext) and is cancelled when the term ends.
+	OnElected func(ctx context.Context, t fence.Token)
 	// OnEnded is called when the term has ended and fn has returned. reason
 	// says why the term ended; it wraps ErrNotLeader, and, when Run gave the
 	// term up because fn returned or ctx was done, ErrResigned together with

@@ -72,7 +72,9 @@
 // sqlfence.Fencer), as Example (fencedReadModifyWrite) shows.
 //
 // Run wraps the loop of a leader: campaign, run a function under the term,
-// resign when it returns, campaign again. Leader and Observe report the
+// resign when it returns, campaign again. Its Hooks follow tenure's rule for
+// callbacks: start callbacks receive the context of what began, which ends
+// with it (OnElected, the term's); end callbacks say why (OnEnded). Leader and Observe report the
 // current leader and stream changes, including "no leader", across etcd
 // compactions.
 //

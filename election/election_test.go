@@ -424,7 +424,7 @@ func TestRun(t *testing.T) {
 		mu.Unlock()
 	}
 	hooks := &election.Hooks{
-		OnElected: func(tok fence.Token) { record("elected", tok) },
+		OnElected: func(_ context.Context, tok fence.Token) { record("elected", tok) },
 		OnEnded:   func(tok fence.Token, reason error) { record("ended", tok) },
 	}
 	e, err := election.NewElection(s, cli, cli, election.ElectionConfig{Cluster: testCluster, Name: "run", ID: "n1", Hooks: hooks})

@@ -104,7 +104,7 @@ func ExampleElection_Run() {
 		Cluster: "demo",
 		Name:    "scheduler",
 		Hooks: &election.Hooks{
-			OnElected: func(t fence.Token) { fmt.Println("elected for", t.Scope) },
+			OnElected: func(_ context.Context, t fence.Token) { fmt.Println("elected for", t.Scope) },
 			OnEnded: func(t fence.Token, reason error) {
 				fmt.Println("term ended:", errors.Is(reason, election.ErrNotLeader))
 			},

@@ -263,7 +263,7 @@ func TestForcedDeletionFencesNextTerm(t *testing.T) {
 		return nil
 	}
 	hooks := &election.Hooks{
-		OnElected: func(tok fence.Token) {
+		OnElected: func(_ context.Context, tok fence.Token) {
 			floor, err := st.Floor(ctx, tok.Scope)
 			log.add("elected %d floor %d err %v", tok.Epoch, floor, err)
 		},

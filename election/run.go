@@ -52,13 +52,14 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t fence
 			return false, err
 		}
 		tok := t.Token()
-		if h := e.cfg.Hooks; h != nil && h.OnElected != nil {
-			h.OnElected(tok)
-		}
-		// fn's context ends with the term or with ctx.
+		// fn's context (and OnElected's) ends with the term or with ctx.
 		fctx, fcancel := context.WithCancelCause(t.Context())
 		stop := context.AfterFunc(ctx, func() { fcancel(context.Cause(ctx)) })
-		ferr := fn(fence.NewSignedContext(fctx, tok, t.Signature()), tok)
+		tctx := fence.NewSignedContext(fctx, tok, t.Signature())
+		if h := e.cfg.Hooks; h != nil && h.OnElected != nil {
+			h.OnElected(tctx, tok)
+		}
+		ferr := fn(tctx, tok)
 		stop()
 		fcancel(nil)
 		reason := t.Err()

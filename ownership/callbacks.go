@@ -114,27 +114,33 @@ func Ended(ctx context.Context, err error) (Reason, bool) {
 // each (none at all if it ended before it was served). Nil fields are
 // skipped.
 //
+// Every callback takes one Event, so that what it is told can grow. A
+// callback that reports a start (OnAcquired) receives, in Event.Context,
+// the context of what began, which ends with it; a callback that reports an
+// end (OnReleased) says why, in Event.Reason.
+//
 // Callbacks run on a queue of their own, so a slow callback does not stall
 // the node, but it does delay the callbacks after it and, by up to
 // Config.DrainTimeout, the handoffs waiting for their OnReleased. Callbacks
 // must not call Close (Close waits for the queue to empty); Lookup, Hold and
 // the other methods are fine.
 type Callbacks struct {
-	// OnAcquired is called when this node starts serving partition under
-	// token t, after every Fencer has been advanced to t and after Lookup
-	// reports the partition Local (unless the tenure has already ended
-	// again, in which case OnReleased follows). ctx is the
-	// partition's context: it is cancelled when the tenure ends, with
-	// context.Cause ErrMoved, ErrLost or ErrClosed, and carries t
-	// (fence.FromContext).
-	OnAcquired func(ctx context.Context, partition int, t fence.Token)
-	// OnReleased is called when the tenure under t ended, for reason r. For
-	// a handoff (ReasonMoved, ReasonClosed) it is called once in-flight work
-	// has drained (or the drain timed out) and the partition's context has
-	// been cancelled, and, unless it takes longer than
-	// what remains of the drain timeout, it returns before the claim is
-	// deleted and the next owner can take over.
-	OnReleased func(partition int, t fence.Token, r Reason)
+	// OnAcquired is called with an EventAcquired when this node starts
+	// serving e.Partition under e.Token, after every Fencer has been
+	// advanced to e.Token and after Lookup reports the partition Local
+	// (unless the tenure has already ended again, in which case OnReleased
+	// follows). e.Context is the partition's context: it is cancelled when
+	// the tenure ends, with context.Cause ErrMoved, ErrLost or ErrClosed,
+	// and carries e.Token (fence.FromContext).
+	OnAcquired func(e Event)
+	// OnReleased is called with an EventReleased when the tenure under
+	// e.Token ended, for e.Reason. For a handoff (ReasonMoved,
+	// ReasonClosed) it is called once in-flight work has drained (or the
+	// drain timed out) and the partition's context has been cancelled,
+	// and, unless it takes longer than what remains of the drain timeout,
+	// it returns before the claim is deleted and the next owner can take
+	// over.
+	OnReleased func(e Event)
 }
 
 // EventKind tells an Event's kind.
@@ -158,7 +164,8 @@ func (k EventKind) String() string {
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Event is one callback in channel form (see ChanCallbacks).
+// Event is what a callback is told (see Callbacks), and one callback in
+// channel form (see ChanCallbacks).
 type Event struct {
 	// Kind says whether a tenure started or ended.
 	Kind EventKind
@@ -166,7 +173,8 @@ type Event struct {
 	Partition int
 	// Token is the tenure's fencing token.
 	Token fence.Token
-	// Context is the partition's context (EventAcquired only).
+	// Context is the partition's context (EventAcquired only): cancelled
+	// when the tenure ends.
 	Context context.Context
 	// Reason says why the tenure ended (EventReleased only).
 	Reason Reason
@@ -193,21 +201,14 @@ func ChanCallbacks(buffer int) (Callbacks, <-chan Event, func() uint64) {
 			dropped.Add(1)
 		}
 	}
-	cb := Callbacks{
-		OnAcquired: func(ctx context.Context, p int, t fence.Token) {
-			send(Event{Kind: EventAcquired, Partition: p, Token: t, Context: ctx})
-		},
-		OnReleased: func(p int, t fence.Token, r Reason) {
-			send(Event{Kind: EventReleased, Partition: p, Token: t, Reason: r})
-		},
-	}
-	return cb, ch, dropped.Load
+	return Callbacks{OnAcquired: send, OnReleased: send}, ch, dropped.Load
 }
 
 // fireAcquired queues OnAcquired for t.
 func (n *Node) fireAcquired(t *tenure) {
 	if f := n.cfg.Callbacks.OnAcquired; f != nil {
-		n.disp.enqueue(func() { f(t.ctx, t.p, t.token) })
+		e := Event{Kind: EventAcquired, Partition: t.p, Token: t.token, Context: t.ctx}
+		n.disp.enqueue(func() { f(e) })
 	}
 }
 
@@ -224,10 +225,10 @@ func (n *Node) fireReleased(t *tenure) <-chan struct{} {
 		return nil
 	}
 	ack := make(chan struct{})
-	r := t.reason
+	e := Event{Kind: EventReleased, Partition: t.p, Token: t.token, Reason: t.reason}
 	n.disp.enqueue(func() {
 		defer close(ack)
-		f(t.p, t.token, r)
+		f(e)
 	})
 	return ack
 }

@@ -131,7 +131,8 @@ func newTenureLog(node string) *tenureLog {
 
 func (l *tenureLog) callbacks() Callbacks {
 	return Callbacks{
-		OnAcquired: func(ctx context.Context, p int, t fence.Token) {
+		OnAcquired: func(e Event) {
+			ctx, p, t := e.Context, e.Partition, e.Token
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if o, ok := l.open[p]; ok {
@@ -145,7 +146,8 @@ func (l *tenureLog) callbacks() Callbacks {
 			l.open[p] = t
 			l.acquired = append(l.acquired, t)
 		},
-		OnReleased: func(p int, t fence.Token, r Reason) {
+		OnReleased: func(e Event) {
+			p, t, r := e.Partition, e.Token, e.Reason
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if o, ok := l.open[p]; !ok || o != t {

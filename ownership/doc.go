@@ -21,7 +21,9 @@
 // partitions per transaction. The epoch is the claim's CreateRevision, so
 // epochs of successive owners strictly increase. Before any work runs under
 // a new epoch, the node advances every Fencer (the stores' fence floors) to
-// it; then OnAcquired fires and Hold admits work.
+// it; then OnAcquired fires and Hold admits work. Callbacks take one Event
+// and follow one rule: start callbacks receive the context of what began,
+// which ends with it; end callbacks say why.
 //
 // Each partition has one state on the node (idle, claiming, fencing,
 // serving, draining, releasing, deleting, and the waits between retries),

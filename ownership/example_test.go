@@ -34,7 +34,7 @@ func ExampleJoin() {
 	cfg.Ring.Partitions = 8
 	cfg.Session.TTL = 2 * time.Second
 	acquired := make(chan int, cfg.Ring.Partitions)
-	cfg.Callbacks.OnAcquired = func(ctx context.Context, p int, t fence.Token) { acquired <- p }
+	cfg.Callbacks.OnAcquired = func(e ownership.Event) { acquired <- e.Partition }
 	node, err := ownership.Join(ctx, cli, cfg)
 	if err != nil {
 		fmt.Println(err)
@@ -79,8 +79,8 @@ func ExampleChanCallbacks() {
 
 	// The node calls the callbacks; here, by hand.
 	tok := fence.Token{Scope: fence.PartitionScope(7), Epoch: 42}
-	cb.OnAcquired(context.Background(), 7, tok)
-	cb.OnReleased(7, tok, ownership.ReasonMoved)
+	cb.OnAcquired(ownership.Event{Kind: ownership.EventAcquired, Partition: 7, Token: tok, Context: context.Background()})
+	cb.OnReleased(ownership.Event{Kind: ownership.EventReleased, Partition: 7, Token: tok, Reason: ownership.ReasonMoved})
 	for range 2 {
 		switch e := <-events; e.Kind {
 		case ownership.EventAcquired:

@@ -191,8 +191,8 @@ func TestCloseDrainsInFlightWork(t *testing.T) {
 	cfgB.DrainTimeout = time.Minute // the test releases the work itself
 	var releasedEarly atomic.Int64
 	remaining := make([]atomic.Int64, parts)
-	cfgB.Callbacks.OnReleased = func(p int, _ fence.Token, _ Reason) {
-		if remaining[p].Load() != 0 {
+	cfgB.Callbacks.OnReleased = func(e Event) {
+		if remaining[e.Partition].Load() != 0 {
 			releasedEarly.Add(1)
 		}
 	}
@@ -380,9 +380,9 @@ func seq(n int) []int {
 func TestChanCallbacksDropPolicy(t *testing.T) {
 	cb, ch, dropped := ChanCallbacks(2)
 	tok := fence.Token{Scope: "p/1", Epoch: 5}
-	cb.OnAcquired(context.Background(), 1, tok)
-	cb.OnReleased(1, tok, ReasonMoved)
-	cb.OnAcquired(context.Background(), 1, fence.Token{Scope: "p/1", Epoch: 9}) // dropped
+	cb.OnAcquired(Event{Kind: EventAcquired, Partition: 1, Token: tok, Context: context.Background()})
+	cb.OnReleased(Event{Kind: EventReleased, Partition: 1, Token: tok, Reason: ReasonMoved})
+	cb.OnAcquired(Event{Kind: EventAcquired, Partition: 1, Token: fence.Token{Scope: "p/1", Epoch: 9}, Context: context.Background()}) // dropped
 	require.Equal(t, uint64(1), dropped())
 	require.Equal(t, EventAcquired, (<-ch).Kind)
 	e := <-ch
@@ -461,8 +461,8 @@ func TestHoldDrainStress(t *testing.T) {
 		tr := &tracked{}
 		cfg := testConfig(t, name, id, parts)
 		cfg.DrainTimeout = time.Minute
-		cfg.Callbacks.OnReleased = func(p int, tok fence.Token, r Reason) {
-			if tr.active[p].Load() != 0 {
+		cfg.Callbacks.OnReleased = func(e Event) {
+			if tr.active[e.Partition].Load() != 0 {
 				tr.bad.Add(1)
 			}
 		}

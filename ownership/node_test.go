@@ -298,7 +298,8 @@ func TestFencersRunBeforeWork(t *testing.T) {
 		}),
 	}
 	acquired := make(chan fence.Token, parts)
-	cfg.Callbacks.OnAcquired = func(ctx context.Context, p int, tok fence.Token) {
+	cfg.Callbacks.OnAcquired = func(e Event) {
+		tok := e.Token
 		// The fence floor is raised before the tenure starts.
 		assert.Equal(t, tok.Epoch, gate.Floor(tok.Scope))
 		acquired <- tok

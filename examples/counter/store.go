@@ -110,12 +110,14 @@ func newStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log
 // commit later); an ended tenure drops the partition's memory.
 func (s *store) callbacks() ownership.Callbacks {
 	return ownership.Callbacks{
-		OnAcquired: func(_ context.Context, p int, t fence.Token) {
+		OnAcquired: func(e ownership.Event) {
+			p, t := e.Partition, e.Token
 			s.metrics.owned.Inc()
 			_, _ = s.partition(p, t)
 			s.log.Debug("acquired", "partition", p, "epoch", t.Epoch)
 		},
-		OnReleased: func(p int, t fence.Token, r ownership.Reason) {
+		OnReleased: func(e ownership.Event) {
+			p, t, r := e.Partition, e.Token, e.Reason
 			s.metrics.owned.Dec()
 			s.release(p, t)
 			s.log.Debug("released", "partition", p, "epoch", t.Epoch, "reason", r)

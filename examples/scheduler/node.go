@@ -102,7 +102,7 @@ func (c *candidate) session(ctx context.Context) error {
 		Value:   c.addr,
 		Fencers: []fence.Fencer{c.fencer},
 		Hooks: &election.Hooks{
-			OnElected: func(t fence.Token) {
+			OnElected: func(_ context.Context, t fence.Token) {
 				c.metrics.terms.Inc()
 				c.metrics.isLeader.Set(1)
 				c.status.set(true, fmt.Sprintf("leader, epoch %d", t.Epoch))

@@ -158,7 +158,8 @@ func TestOwnershipFailoverOnVirtualTime(t *testing.T) {
 		cfg.Session.TTL = ttl
 		cfg.Clock = fc
 		cfg.Callbacks = ownership.Callbacks{
-			OnAcquired: func(_ context.Context, p int, tok fence.Token) {
+			OnAcquired: func(e ownership.Event) {
+				p, tok := e.Partition, e.Token
 				mu.Lock()
 				defer mu.Unlock()
 				tokens[id] = append(tokens[id], tok)
@@ -167,7 +168,8 @@ func TestOwnershipFailoverOnVirtualTime(t *testing.T) {
 				}
 				serving[p] = id
 			},
-			OnReleased: func(p int, _ fence.Token, _ ownership.Reason) {
+			OnReleased: func(e ownership.Event) {
+				p := e.Partition
 				mu.Lock()
 				defer mu.Unlock()
 				if serving[p] == id {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/memetcd"
@@ -90,7 +89,8 @@ func (f *fleet) nodeConfig(id string) ownership.Config {
 	cfg.Session.TTL = f.cfg.TTL
 	cfg.Clock = f.fc
 	cfg.Callbacks = ownership.Callbacks{
-		OnAcquired: func(_ context.Context, p int, _ fence.Token) {
+		OnAcquired: func(e ownership.Event) {
+			p := e.Partition
 			f.acquired.Add(1)
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -99,7 +99,8 @@ func (f *fleet) nodeConfig(id string) ownership.Config {
 			}
 			f.serving[p] = id
 		},
-		OnReleased: func(p int, _ fence.Token, _ ownership.Reason) {
+		OnReleased: func(e ownership.Event) {
+			p := e.Partition
 			f.released.Add(1)
 			f.mu.Lock()
 			defer f.mu.Unlock()

@@ -56,8 +56,8 @@ func staleOwnerUntouchedKey(protected bool) (Outcome, error) {
 			cfg.Fencers = []fence.Fencer{n.store}
 		}
 		cfg.Callbacks = ownership.Callbacks{
-			OnAcquired: func(_ context.Context, _ int, t fence.Token) { e.rec.BeginTenure(t.Scope, t.Epoch, id, e.now()) },
-			OnReleased: func(_ int, t fence.Token, _ ownership.Reason) { e.rec.EndTenure(t.Scope, t.Epoch, id, e.now()) },
+			OnAcquired: func(ev ownership.Event) { e.rec.BeginTenure(ev.Token.Scope, ev.Token.Epoch, id, e.now()) },
+			OnReleased: func(ev ownership.Event) { e.rec.EndTenure(ev.Token.Scope, ev.Token.Epoch, id, e.now()) },
 		}
 		jctx, jcancel := clock.WithTimeout(ctx, e.fc, time.Minute)
 		n.node, err = ownership.Join(jctx, n.cli, cfg)

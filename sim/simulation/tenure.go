@@ -89,12 +89,14 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 		}
 		sn := n
 		cfg.Callbacks = ownership.Callbacks{
-			OnAcquired: func(_ context.Context, _ int, t fence.Token) {
+			OnAcquired: func(e ownership.Event) {
+				t := e.Token
 				// The tenure began when its claim was created (its epoch's
 				// revision), however late the callback runs.
 				w.rec.BeginTenure(t.Scope, t.Epoch, sn.id, ex.revTime(t.Epoch))
 			},
-			OnReleased: func(_ int, t fence.Token, _ ownership.Reason) {
+			OnReleased: func(e ownership.Event) {
+				t := e.Token
 				w.rec.EndTenure(t.Scope, t.Epoch, sn.id, w.now())
 				sn.maybeHang()
 			},

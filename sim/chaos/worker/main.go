@@ -147,11 +147,11 @@ func serve(ctx context.Context, f flags, out *reporter) error {
 	cfg.Fencers = []fence.Fencer{store}
 	cfg.Logger = logger
 	cfg.Callbacks = ownership.Callbacks{
-		OnAcquired: func(_ context.Context, p int, t fence.Token) {
-			out.emit(wire.Event{Kind: wire.Acquired, P: p, Epoch: t.Epoch})
+		OnAcquired: func(e ownership.Event) {
+			out.emit(wire.Event{Kind: wire.Acquired, P: e.Partition, Epoch: e.Token.Epoch})
 		},
-		OnReleased: func(p int, t fence.Token, r ownership.Reason) {
-			out.emit(wire.Event{Kind: wire.Released, P: p, Epoch: t.Epoch, Reason: r.String()})
+		OnReleased: func(e ownership.Event) {
+			out.emit(wire.Event{Kind: wire.Released, P: e.Partition, Epoch: e.Token.Epoch, Reason: e.Reason.String()})
 		},
 	}
 	node, err := join(ctx, cli, cfg, logger)
