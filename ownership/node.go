@@ -220,12 +220,17 @@ func (n *Node) HoldPartition(p int) (Held, error) {
 func (n *Node) hold(s *snapshot, p int) (Held, error) {
 	e := &s.routes[p]
 	rec := e.rec
-	if rec.phase == phaseServing {
+	for rec.phase == phaseServing {
 		t := rec.t
 		if t.enter(rec) {
 			return Held{Partition: p, Token: t.token, Context: t.ctx, h: &hold{t: t}}, nil
 		}
-		rec = t.slot.load()
+		cur := t.slot.load()
+		if cur == rec || cur.t != t {
+			rec = cur
+			break
+		}
+		rec = cur // still serving t (a move of it began or was called off): admit under the current record
 	}
 	if s.closed {
 		return Held{}, ErrClosed
