@@ -297,7 +297,8 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Close leaves the cluster gracefully: it deletes the member key, so that
 // every node's ring moves this node's partitions elsewhere, hands each
-// partition off as in a move (stop admitting, let the work in flight finish
+// partition off as in a move (serve on while the next owners prepare, all
+// in parallel, within Config.WarmTimeout; then stop admitting, let the work in flight finish
 // within Config.DrainTimeout, then cancel the partition's context, call
 // OnReleased with ReasonClosed and delete the claim), then revokes the
 // lease. If ctx ends
