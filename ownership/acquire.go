@@ -1,6 +1,8 @@
 package ownership
 
 import (
+	"time"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/tenure-go/tenure/internal/etcderr"
@@ -18,6 +20,11 @@ func (l *loop) launchClaims(ps []int) {
 	n, gen := l.n, l.gen
 	for _, batch := range chunks(ps, l.batch) {
 		for _, p := range batch {
+			if rec := l.rec(p); rec.prep != nil {
+				if at := l.endPrepare(p, rec); !at.IsZero() {
+					l.warm[p] = at
+				}
+			}
 			l.transition(p, &record{phase: phaseClaiming}, 0)
 		}
 		l.claimsInFlight++
@@ -37,8 +44,11 @@ func (n *Node) runClaim(gen *generation, w claimWrite, batch []int) {
 // claimed handles the result of a claim transaction.
 func (l *loop) claimed(m claimDone) {
 	l.claimsInFlight--
-	for _, p := range m.batch {
+	prepared := make([]time.Time, len(m.batch))
+	for i, p := range m.batch {
 		l.transition(p, idle, 0)
+		prepared[i] = l.warm[p]
+		delete(l.warm, p)
 	}
 	if m.err != nil {
 		if l.shrinkBatch(m.err) {
@@ -60,7 +70,7 @@ func (l *loop) claimed(m claimDone) {
 		// the claim created at rev is ours.
 		l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, m.w.since)), CreateRevision: m.rev, Lease: int64(m.w.lease)}))
 		if l.fleet.Claims[p].Epoch == m.rev {
-			l.adopt(p, m.rev)
+			l.adopt(p, m.rev, prepared[i])
 		}
 	}
 }
@@ -91,14 +101,16 @@ func (l *loop) resumeClaims() {
 	l.dirty = true
 }
 
-// adopt starts a tenure over p under the claim created at epoch: its
-// fencers are advanced (fencing.go) before it serves.
-func (l *loop) adopt(p int, epoch int64) {
+// adopt starts a tenure over p under the claim created at epoch, prepared
+// at prepared (zero if not): its fencers are advanced (fencing.go) before
+// it serves.
+func (l *loop) adopt(p int, epoch int64, prepared time.Time) {
 	if !l.mine(p) {
 		l.startDelete(p, epoch, nil)
 		return
 	}
 	t := newTenure(l.gen, &l.n.slots[p], p, epoch, l.n.cfg.Signer)
+	t.prepared = prepared
 	l.transition(p, &record{phase: phaseFencing, t: t}, 0)
 	if len(l.n.cfg.Fencers) == 0 {
 		l.startServing(t)

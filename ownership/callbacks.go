@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/tenure-go/tenure/fence"
 )
@@ -131,7 +132,10 @@ type Callbacks struct {
 	// (unless the tenure has already ended again, in which case OnReleased
 	// follows). e.Context is the partition's context: it is cancelled when
 	// the tenure ends, with context.Cause ErrMoved, ErrLost or ErrClosed,
-	// and carries e.Token (fence.FromContext).
+	// and carries e.Token (fence.FromContext). e.Prepared says whether, and
+	// when, this node prepared the partition before it claimed it (see
+	// OnPrepare): the new owner then reads what changed since its
+	// snapshot, under e.Token, instead of loading everything.
 	OnAcquired func(e Event)
 	// OnReleased is called with an EventReleased when the tenure under
 	// e.Token ended, for e.Reason. For a handoff (ReasonMoved,
@@ -141,6 +145,31 @@ type Callbacks struct {
 	// it returns before the claim is deleted and the next owner can take
 	// over.
 	OnReleased func(e Event)
+	// OnPrepare is called with an EventPrepare when a planned move makes
+	// this node the next owner of e.Partition while e.Holder still serves
+	// it (the warm handoff; see Config.WarmTimeout). It loads what the
+	// partition needs (a cache, counters, an index) by reads only: this
+	// node holds no token for the partition, e.Token is zero and
+	// e.Context carries none, and any write must wait for OnAcquired.
+	// Returning tells the holder, through etcd, that this node is ready;
+	// the holder then drains, releases, and this node claims at a new
+	// epoch, and its OnAcquired reports e.Prepared if OnPrepare returned
+	// nil. An error, or a return after the warm timeout, makes the move
+	// go on cold: correctness never depends on the preparation.
+	//
+	// Unlike the other callbacks, OnPrepare runs on a goroutine of its own
+	// for each partition, concurrently with the other callbacks and with
+	// other partitions' OnPrepare, so that a slow preparation delays no
+	// other; at most one runs per partition at a time, and OnAcquired
+	// reports a partition prepared only after its OnPrepare has returned.
+	// e.Context is cancelled when the preparation is over: the claim
+	// began (ErrMoveCompleted), the move was called off (ErrMoveCalledOff),
+	// the session was lost (ErrLost) or the node closed (ErrClosed). An
+	// OnPrepare still running when the claim begins has lost its turn:
+	// OnAcquired then reports the partition unprepared, and whatever that
+	// OnPrepare still stages must be ignored. OnPrepare must return once
+	// e.Context is done: Close waits for it.
+	OnPrepare func(e Event) error
 }
 
 // EventKind tells an Event's kind.
@@ -151,15 +180,20 @@ const (
 	EventAcquired EventKind = iota + 1
 	// EventReleased reports the end of a tenure (OnReleased).
 	EventReleased
+	// EventPrepare asks the next owner of a partition to prepare it
+	// (OnPrepare).
+	EventPrepare
 )
 
-// String returns "acquired" or "released".
+// String returns "acquired", "released" or "prepare".
 func (k EventKind) String() string {
 	switch k {
 	case EventAcquired:
 		return "acquired"
 	case EventReleased:
 		return "released"
+	case EventPrepare:
+		return "prepare"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -171,13 +205,22 @@ type Event struct {
 	Kind EventKind
 	// Partition is the partition concerned.
 	Partition int
-	// Token is the tenure's fencing token.
+	// Token is the tenure's fencing token; zero for EventPrepare (the
+	// node preparing a partition holds no token for it).
 	Token fence.Token
-	// Context is the partition's context (EventAcquired only): cancelled
-	// when the tenure ends.
+	// Context is the context of what began: the partition's for
+	// EventAcquired, cancelled when the tenure ends; the preparation's for
+	// EventPrepare, cancelled when it is over. Nil for EventReleased.
 	Context context.Context
 	// Reason says why the tenure ended (EventReleased only).
 	Reason Reason
+	// Holder is the node that holds the partition while this one
+	// prepares it (EventPrepare only).
+	Holder string
+	// Prepared is when this node's OnPrepare for the partition returned
+	// nil, by the node's clock, if the partition was prepared before this
+	// tenure's claim; zero if it was not (EventAcquired only).
+	Prepared time.Time
 }
 
 // ChanCallbacks returns Callbacks that deliver events on a channel with
@@ -207,7 +250,7 @@ func ChanCallbacks(buffer int) (Callbacks, <-chan Event, func() uint64) {
 // fireAcquired queues OnAcquired for t.
 func (n *Node) fireAcquired(t *tenure) {
 	if f := n.cfg.Callbacks.OnAcquired; f != nil {
-		e := Event{Kind: EventAcquired, Partition: t.p, Token: t.token, Context: t.ctx}
+		e := Event{Kind: EventAcquired, Partition: t.p, Token: t.token, Context: t.ctx, Prepared: t.prepared}
 		n.disp.enqueue(func() { f(e) })
 	}
 }

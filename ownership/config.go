@@ -27,6 +27,12 @@ const (
 	// off by the next owner's epoch.
 	defaultDrainTimeout = 5 * time.Second
 
+	// defaultWarmTimeout bounds how long a holder waits for its
+	// successor's preparation when Config.WarmTimeout is zero: long enough
+	// to load a partition's state from a database, short enough that a
+	// successor that never gets ready delays a deploy by little.
+	defaultWarmTimeout = 3 * time.Second
+
 	// DefaultMaxTxnOps is etcd's default limit of operations per transaction
 	// (its --max-txn-ops flag), used when Config.MaxTxnOps is zero.
 	DefaultMaxTxnOps = 128
@@ -93,6 +99,18 @@ type Config struct {
 	// work still in flight, that work's context is cancelled and the handoff
 	// goes on. Zero means 5s; negative is invalid.
 	DrainTimeout time.Duration
+	// WarmTimeout bounds the prepare phase of a planned move (the warm
+	// handoff): when the ring moves a partition away, its holder keeps
+	// serving it until the next owner has prepared it (Callbacks.OnPrepare
+	// returned and its readiness reached etcd) or WarmTimeout has passed
+	// since the move began, whichever comes first, and only then drains
+	// and releases it as DrainTimeout says. A successor that never gets
+	// ready delays the move by at most WarmTimeout, and the move then goes
+	// on cold. Zero means 3s; negative turns the prepare phase off: the
+	// holder releases at once and this node prepares nothing. Every node of
+	// a fleet should agree on whether it is off: a holder whose successor
+	// prepares nothing waits for it the whole timeout.
+	WarmTimeout time.Duration
 	// MaxTxnOps is the etcd server's limit of operations per transaction.
 	// Claims and releases are batched into transactions within this limit.
 	// Zero means DefaultMaxTxnOps (128, etcd's default); otherwise it must be
@@ -136,7 +154,7 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with the documented defaults: 1024
-// partitions, load factor 1.25, a 5s drain timeout, etcd's default
+// partitions, load factor 1.25, a 5s drain timeout, a 3s warm timeout, etcd's default
 // transaction size, and a zero Session, which selects the session's defaults
 // (TTL 10s renewed every TTL/3; setting only Session.TTL rescales the
 // others). Cluster and NodeID are left for the caller to set.
@@ -145,6 +163,7 @@ func DefaultConfig() Config {
 		Ring:         ring.DefaultConfig(),
 		Session:      election.SessionConfig{}, // zero fields: the session's defaults
 		DrainTimeout: defaultDrainTimeout,
+		WarmTimeout:  defaultWarmTimeout,
 		MaxTxnOps:    DefaultMaxTxnOps,
 	}
 }
@@ -208,6 +227,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTxnOps == 0 {
 		c.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if c.WarmTimeout == 0 {
+		c.WarmTimeout = defaultWarmTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

@@ -49,6 +49,31 @@
 // planned move costs a few etcd round trips, not a lease TTL, and the work
 // in flight finishes where it started.
 //
+// # Warm handoff
+//
+// A planned move (a ring change, a drain, a graceful leave, whatever moved
+// the partition) has a prepare phase before step 1, so that a node that
+// keeps state per partition does not start cold. The next owner, which
+// sees the holder's claim on a partition the ring now gives it, calls
+// Callbacks.OnPrepare with the partition and the holder, on a goroutine
+// of its own, while the holder keeps serving. It holds no token: it reads,
+// and writes nothing under the partition's tenure. When OnPrepare returns,
+// it puts ready/<p>/<node> = the holder's epoch under its lease; the
+// holder watches those keys and, once its successor's names its epoch,
+// goes on with steps 1 to 3. If Config.WarmTimeout (3s by default) passes
+// first, the holder goes on anyway: the move is cold. The successor then
+// claims at a new epoch, its fencers raise the floors, and OnAcquired says
+// in Event.Prepared whether, and when, the partition was prepared. The
+// pattern is: prepare from a snapshot, then, after the claim and under
+// the new token, read what changed since the snapshot (the holder kept
+// writing while the successor prepared) instead of loading everything;
+// the counter example (examples/counter) is the worked case. A move that
+// the ring calls off meanwhile cancels the preparation (ErrMoveCalledOff);
+// a second ring change that picks another successor starts that one's
+// preparation under the deadline of the first. Correctness never depends
+// on the preparation: the new owner's epoch fences the old one as in any
+// move, and a crash is a failover, never a warm move.
+//
 // A loss is not a handoff. When the Session ends (the lease is lost, or its
 // safe deadline passes without an acknowledged renewal), every partition
 // context is cancelled at once (ErrLost), OnReleased fires with ReasonLost,
@@ -126,6 +151,7 @@
 //	tenure_partition_releases_total             counter    reason  served tenures ended, by OnReleased's reason: moved, lost or closed
 //	tenure_partition_claim_conflicts_total      counter            claims beaten by another node's claim (contention)
 //	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission (drain included) to the claim's deletion
+//	tenure_partition_prepare_duration_seconds   histogram  outcome planned release: start of the move to the end of admission, the successor preparing: warm (ready) or cold
 //	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: from seeing the partition assigned to it and claimed by no other node to serving it
 //	tenure_partitions_owned                     gauge              partitions served
 //	tenure_partition_oldest_held_seconds        gauge              age of the oldest tenure served, from its claim's creation
@@ -155,13 +181,17 @@
 // Events go to Config.Logger with the fields node and lease, and for
 // partitions count and partitions, written as ranges ("0-5,9,12-15"):
 // joined, rejoined, left the cluster; "acquired N partitions" (epochs,
-// longest_unowned_for) per routing snapshot; "released N partitions" once
+// longest_unowned_for, prepared: how many were prepared) per routing
+// snapshot; "released N partitions" once
 // per move batch (reason moved or closed), when its last claim is deleted,
-// with handoff, how long it took from the end of admission; "session lost:
+// with prepare, the longest prepare phase (start of the move to the end of
+// admission), warm and cold, how many successors were ready or timed out,
+// and handoff, how long it took from the end of admission; "session lost:
 // released N partitions" (Warn; cause, as counted); "forced release
 // observed" (Warn, one line per batch of claims); drain and undrain
 // observed; fence rejection (a fencer's fence.ErrStale: partition, scope,
-// presented, current; Warn); claim conflict (Debug). The node's sessions
+// presented, current; Warn); claim conflict (Debug); a failed preparation
+// (Warn: partition, holder, error). The node's sessions
 // log with the node's logger and its node field: session opened, lost
 // (cause) or closed, renewal attempts failed (Debug) and failing (Warn).
 // Nothing the node logs carries a credential: it never sees a DSN, and an

@@ -52,6 +52,18 @@ var (
 	// *WrongOwnerError from Hold whose SessionLost is set matches it too.
 	ErrLost = errors.New("ownership: partition lost")
 
+	// ErrMoveCalledOff is the cause (context.Cause) of a preparation's
+	// context (Callbacks.OnPrepare) when the partition is not coming to
+	// this node after all: the ring gives it to another node again, or
+	// another claim than the one prepared for took its place.
+	ErrMoveCalledOff = errors.New("ownership: move called off")
+
+	// ErrMoveCompleted is the cause (context.Cause) of a preparation's
+	// context (Callbacks.OnPrepare) once the holder's claim is gone and
+	// this node claims the partition: the preparation is over, used if
+	// OnPrepare had returned, discarded if not.
+	ErrMoveCompleted = errors.New("ownership: move completed")
+
 	// ErrClientClosed reports that the node's etcd client was closed while
 	// the node was running. The node cannot rejoin through a closed client,
 	// so it stops as if killed: its partitions were reported lost, Done is

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"time"
 
 	"github.com/tenure-go/tenure/internal/fleetview"
 )
@@ -31,6 +32,14 @@ type loop struct {
 	releaseQ       []*tenure     // handed off, drain not yet started
 	handoff        *handoff      // the batch of releaseQ
 
+	// The warm handoff (prepare.go, warm.go).
+	ready          map[readyKey]int64   // the readiness keys of the fleet, as followReady delivered them
+	started        *move                // the prepare phase of the moves away this reconciliation started
+	prepRunning    map[int]*preparation // by partition: the last preparation whose OnPrepare may still run
+	pendingReady   []readyPut           // readiness keys to put
+	pendingUnready []int                // readiness keys of this node to delete
+	warm           map[int]time.Time    // by partition being claimed: when it was prepared, if it was
+
 	// vanished are served tenures that ended because their claims
 	// disappeared while the session looked alive; memberGone reports the
 	// member key deleted or replaced so. Whether the session's lease went
@@ -54,6 +63,10 @@ func newLoop(n *Node) *loop {
 		fleet: fleetview.NewState(n.cfg.Ring, n.log),
 		me:    -1,
 		batch: n.cfg.MaxTxnOps - 1,
+
+		ready:       map[readyKey]int64{},
+		prepRunning: map[int]*preparation{},
+		warm:        map[int]time.Time{},
 	}
 	l.fleet.ClaimChanged = l.checkTenure
 	return l
@@ -67,6 +80,11 @@ func (l *loop) install(gen *generation, lst *fleetview.Listing) {
 	l.claimHold, l.claimAttempt, l.resyncing = false, 0, false
 	l.apply(fleetview.Update{Listing: lst})
 	l.watch(lst.Rev)
+	clear(l.ready)
+	clear(l.warm)
+	if n := l.n; n.warmEnabled() {
+		n.spawn(func() { n.followReady(gen) })
+	}
 }
 
 // watch follows the fleet after revision rev, on a goroutine of the

@@ -110,6 +110,7 @@ func (l *loop) loseAll(err error) {
 	ended := l.endAll(ReasonLost)
 	l.claimsInFlight = 0
 	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
+	l.pendingReady, l.pendingUnready = nil, nil
 	l.memberDeleting = false
 	l.publish()
 	l.fireAcquired()

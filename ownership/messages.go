@@ -53,6 +53,17 @@ func (n *Node) spawn(f func()) { n.wg.Go(f) }
 
 // The messages, in the order of a partition's lifecycle.
 
+// prepareDone says that OnPrepare for p returned err at at: the
+// partition is prepared (prepare.go).
+type prepareDone struct {
+	p    int
+	prep *preparation
+	err  error
+	at   time.Time
+}
+
+func (m prepareDone) deliver(l *loop) { l.prepared(m) }
+
 // claimDone is the result of a claim transaction (acquire.go).
 type claimDone struct {
 	batch []int
@@ -142,3 +153,33 @@ func (checkRetry) deliver(l *loop) { l.classify() }
 type memberDeleted struct{ err error }
 
 func (m memberDeleted) deliver(l *loop) { l.memberDeleted(m.err) }
+
+// The readiness of successors and the warm timeout (warm.go).
+
+// readyListed replaces the loop's view of the readiness keys.
+type readyListed struct{ all map[readyKey]int64 }
+
+func (m readyListed) deliver(l *loop) {
+	l.ready = m.all
+	l.dirty = true
+}
+
+// readyChanged updates the loop's view of the readiness keys: an epoch of
+// 0 is a deletion.
+type readyChanged struct{ set map[readyKey]int64 }
+
+func (m readyChanged) deliver(l *loop) {
+	for k, epoch := range m.set {
+		if epoch == 0 {
+			delete(l.ready, k)
+		} else {
+			l.ready[k] = epoch
+		}
+	}
+	l.dirty = true
+}
+
+// warmExpired ends the warm timeout of the moves m started.
+type warmExpired struct{ m *move }
+
+func (m warmExpired) deliver(l *loop) { l.warmExpired(m.m) }

@@ -33,6 +33,7 @@ type nodeMetrics struct {
 	releases       *prometheus.CounterVec
 	conflicts      prometheus.Counter
 	handoff        prometheus.Histogram
+	prepare        *prometheus.HistogramVec
 	unowned        prometheus.Histogram
 	fencerFailures prometheus.Counter
 	forced         prometheus.Counter
@@ -69,6 +70,11 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 			Help:    "Planned releases (moved or closed) whose claim this node deleted: time from the moment the partition stopped admitting work (in-flight work draining included) to the deletion of its claim.",
 			Buckets: handoffBuckets,
 		}),
+		prepare: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "prepare_duration_seconds",
+			Help:    "Planned moves away from this node: time from the start of the move (the ring gave the partition to another node) to the end of admission, while this node kept serving and the successor prepared, by outcome: warm (the successor said it was ready) or cold (the warm timeout passed, or no successor: the move went on without it).",
+			Buckets: handoffBuckets,
+		}, []string{"outcome"}),
 		unowned: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "unowned_duration_seconds",
 			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition went unowned: from the moment this node saw it assigned to it by the ring with no other node's claim (the previous claim deleted, or gone with its lease) to this node serving it.",
@@ -90,6 +96,9 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	for _, r := range releaseReasons {
 		m.releases.WithLabelValues(r.String())
 	}
+	for _, o := range []string{"warm", "cold"} {
+		m.prepare.WithLabelValues(o)
+	}
 	owned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Name: "partitions_owned",
 		Help: "Partitions this node serves.",
@@ -103,7 +112,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		Help: "OnAcquired and OnReleased callbacks queued and not yet taken by the node's dispatcher: how far the callbacks lag behind.",
 	}, func() float64 { return float64(n.disp.pending()) })
 
-	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.unowned,
+	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.prepare, m.unowned,
 		m.fencerFailures, m.forced, m.drains, owned, oldest, queue)
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)

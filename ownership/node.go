@@ -220,12 +220,17 @@ func (n *Node) HoldPartition(p int) (Held, error) {
 func (n *Node) hold(s *snapshot, p int) (Held, error) {
 	e := &s.routes[p]
 	rec := e.rec
-	if rec.phase == phaseServing {
+	for rec.phase == phaseServing {
 		t := rec.t
 		if t.enter(rec) {
 			return Held{Partition: p, Token: t.token, Context: t.ctx, h: &hold{t: t}}, nil
 		}
-		rec = t.slot.load()
+		cur := t.slot.load()
+		if cur == rec || cur.t != t {
+			rec = cur
+			break
+		}
+		rec = cur // still serving t (a move of it began or was called off): admit under the current record
 	}
 	if s.closed {
 		return Held{}, ErrClosed
@@ -292,7 +297,8 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Close leaves the cluster gracefully: it deletes the member key, so that
 // every node's ring moves this node's partitions elsewhere, hands each
-// partition off as in a move (stop admitting, let the work in flight finish
+// partition off as in a move (serve on while the next owners prepare, all
+// in parallel, within Config.WarmTimeout; then stop admitting, let the work in flight finish
 // within Config.DrainTimeout, then cancel the partition's context, call
 // OnReleased with ReasonClosed and delete the claim), then revokes the
 // lease. If ctx ends

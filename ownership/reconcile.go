@@ -1,5 +1,7 @@
 package ownership
 
+import "time"
+
 // mine reports whether this node should hold partition p now.
 func (l *loop) mine(p int) bool {
 	return !l.closing && l.me >= 0 && l.fleet.Ring.OwnerIndex(p) == l.me
@@ -10,6 +12,8 @@ func (l *loop) mine(p int) bool {
 func (l *loop) reconcile() {
 	var toClaim []int
 	canClaim := !l.claimHold && !l.resyncing && l.lost == nil
+	canPrepare := l.n.warmEnabled() && !l.closing && !l.resyncing && l.lost == nil
+	l.started = nil
 	for p := range l.n.slots {
 		rec := l.rec(p)
 		switch rec.phase {
@@ -19,12 +23,19 @@ func (l *loop) reconcile() {
 			case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease:
 				// Ours, without a tenure: a claim transaction whose
 				// response was lost but which committed.
-				l.adopt(p, c.Epoch)
+				l.adopt(p, c.Epoch, time.Time{})
 			case c.Epoch != 0 && c.Owner == l.n.id:
 				// Left by an earlier session of this node, whose work has
 				// been cancelled.
 				l.startDelete(p, c.Epoch, nil)
 			case c.Epoch == 0 && canClaim && l.mine(p):
+				toClaim = append(toClaim, p)
+			case c.Epoch != 0 && c.Owner != l.n.id && canPrepare && l.mine(p):
+				// Another node serves it: prepare while it does.
+				l.startPrepare(p, c)
+			}
+		case phasePreparing, phaseReady:
+			if l.reconcilePrepare(p, rec, canClaim) {
 				toClaim = append(toClaim, p)
 			}
 		case phaseFencing:
@@ -37,8 +48,11 @@ func (l *loop) reconcile() {
 				l.startDelete(p, rec.t.token.Epoch, nil)
 			}
 		case phaseServing:
-			if !l.mine(p) {
-				l.release(p)
+			switch {
+			case !l.mine(p):
+				l.moveAway(p, rec)
+			case rec.move != nil:
+				l.keepServing(p, rec)
 			}
 		}
 	}
@@ -48,6 +62,7 @@ func (l *loop) reconcile() {
 	l.flushReleases()
 	l.flushDeletes()
 	l.flushFences()
+	l.flushReady()
 }
 
 // holds reports whether partition p's known claim is t's.

@@ -4,9 +4,12 @@ import "sync/atomic"
 
 // phase is where one partition is in its lifecycle on this node:
 //
+//	idle -> preparing (-> ready) -> claiming (the ring moves p here while another node holds it; see prepare.go)
+//	preparing or ready -> idle (the move called off)
 //	idle -> claiming -> fencing (-> fenceWait -> fencing ...) -> serving
 //	claiming -> idle (the claim failed, or another node holds it)
 //	idle -> deleting (a claim left by an earlier session of this node)
+//	serving -> serving with a move (the ring moved p away; waiting for the successor's preparation, see warm.go) -> draining
 //	serving -> draining (admits nothing; work in flight finishes) ->
 //	  releasing (context cancelled, OnReleased) -> deleting (-> deleteWait ...) -> idle
 //	fencing, when the tenure ends -> aborting -> deleting (or idle if the claim is gone)
@@ -17,6 +20,8 @@ type phase uint8
 
 const (
 	phaseIdle       phase = iota // nothing of ours in flight
+	phasePreparing               // another node holds it; the ring gives it to this node: OnPrepare running
+	phaseReady                   // prepared (or the preparation failed): readiness put, waiting for the holder's claim to go
 	phaseClaiming                // claim transaction in flight
 	phaseFencing                 // claim held; fencers running
 	phaseFenceWait               // fencers failed; waiting to retry
@@ -35,10 +40,12 @@ const (
 // pointers, whether the partition has moved on.
 type record struct {
 	phase    phase
-	t        *tenure  // fencing to releasing: the tenure; nil otherwise
-	epoch    int64    // deleting, deleteWait: the epoch of the claim to delete
-	attempts int      // failed fencing or deletion attempts in a row
-	handoff  *handoff // draining to deleteWait: the batch a planned release belongs to (and its Reason); nil otherwise
+	t        *tenure      // fencing to releasing: the tenure; nil otherwise
+	epoch    int64        // deleting, deleteWait: the epoch of the claim to delete
+	attempts int          // failed fencing or deletion attempts in a row
+	handoff  *handoff     // serving with a move, draining to deleteWait: the batch of a planned release (and its Reason); nil otherwise
+	prep     *preparation // preparing, ready: this node's preparation
+	move     *move        // serving: the planned move away that waits for the successor's preparation; nil otherwise
 }
 
 var idle = &record{}

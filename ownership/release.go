@@ -8,36 +8,60 @@ import "time"
 // cancels the tenure's context and queues OnReleased (-> releasing);
 // released, once OnReleased has returned, deletes the claim (delete.go).
 
-// handoff is one batch of partitions handed off together: those that one
-// reconciliation stopped admitting work for. Each partition's record
-// (draining to deleteWait) names its batch until the partition leaves it:
+// handoff is one batch of partitions handed off together: those whose
+// moves one reconciliation started (their prepare phase, warm.go), or,
+// without a prepare phase, that one reconciliation stopped admitting work
+// for. Each partition's record (serving with its move, then draining to
+// deleteWait) names its batch until the partition leaves it:
 // its claim deleted (report.handoffDone), or the tenure lost meanwhile. When the
 // last one has left, the batch is logged in one line. Only the event loop
 // touches it.
 type handoff struct {
-	reason  Reason        // why its tenures end: ReasonMoved or ReasonClosed
-	stopped time.Time     // when its partitions stopped admitting work
-	pending int           // partitions still in the batch
-	done    []int         // partitions whose claims were deleted
-	longest time.Duration // the slowest of them: end of admission to the deletion
+	reason  Reason            // why its tenures end: ReasonMoved or ReasonClosed
+	stopped map[int]time.Time // by partition: when it stopped admitting work
+	pending int               // partitions still in the batch
+	done    []int             // partitions whose claims were deleted
+	longest time.Duration     // the slowest of them: end of admission to the deletion
+
+	// The prepare phase of its partitions (warm.go): how many the
+	// successor had prepared (warm) or not (cold: the warm timeout passed),
+	// and the longest, from the start of the move to the end of admission.
+	warm, cold int
+	prepare    time.Duration
 }
 
 // release hands p off: it stops admitting work for p, and the drain (on
 // another goroutine) waits for the work in flight; drained then cancels
-// the tenure's context.
-func (l *loop) release(p int) {
+// the tenure's context. m is the prepare phase that preceded it (nil if
+// none), which ended with the successor ready or not.
+func (l *loop) release(p int, m *move, ready bool) {
 	l.flushAcquired()
+	rec := l.rec(p)
+	b := rec.handoff // the batch of its move, if it had a prepare phase
+	if b == nil {
+		if l.handoff == nil {
+			l.handoff = l.newHandoff()
+		}
+		b = l.handoff
+		b.pending++
+	}
+	b.stopped[p] = l.n.clock.Now()
+	if m != nil {
+		l.n.report.prepareEnded(b, m, ready)
+	}
+	t := rec.t
+	l.transition(p, &record{phase: phaseDraining, t: t, handoff: b}, 0)
+	l.releaseQ = append(l.releaseQ, t)
+}
+
+// newHandoff returns a new handoff batch, for the reason of a planned
+// release now.
+func (l *loop) newHandoff() *handoff {
 	r := ReasonMoved
 	if l.closing {
 		r = ReasonClosed
 	}
-	if l.handoff == nil {
-		l.handoff = &handoff{reason: r, stopped: l.n.clock.Now()}
-	}
-	l.handoff.pending++
-	t := l.rec(p).t
-	l.transition(p, &record{phase: phaseDraining, t: t, handoff: l.handoff}, 0)
-	l.releaseQ = append(l.releaseQ, t)
+	return &handoff{reason: r, stopped: map[int]time.Time{}}
 }
 
 // flushReleases starts the drains of the tenures released by reconcile.

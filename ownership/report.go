@@ -108,13 +108,17 @@ func (o *report) acquired(acq []acquisition, lease string) {
 	}
 	ps, epochs := make([]int, len(acq)), make([]int64, len(acq))
 	var longest time.Duration
+	prepared := 0
 	for i, a := range acq {
 		o.m.acquired(a.unowned)
 		ps[i], epochs[i] = a.t.p, a.t.token.Epoch
 		longest = max(longest, a.unowned)
+		if !a.t.prepared.IsZero() {
+			prepared++
+		}
 	}
 	o.n.log.Info("acquired "+partitionCount(len(ps)), "count", len(ps), "partitions", partitionRanges(ps),
-		"epochs", epochRange(epochs), "lease", lease, "longest_unowned_for", longest)
+		"epochs", epochRange(epochs), "lease", lease, "longest_unowned_for", longest, "prepared", prepared)
 }
 
 // tenureEnded counts the end of a served tenure, for the reason its
@@ -125,22 +129,38 @@ func (o *report) tenureEnded(t *tenure) { o.m.released(t.reason) }
 // handoffDone records one partition of b whose claim was deleted: its
 // handoff took from the end of admission to now.
 func (o *report) handoffDone(b *handoff, p int) {
-	d := o.n.clock.Now().Sub(b.stopped)
+	d := o.n.clock.Now().Sub(b.stopped[p])
 	o.m.handoffDone(d)
 	b.done = append(b.done, p)
 	b.longest = max(b.longest, d)
 }
 
+// prepareEnded records the end of the prepare phase m of a partition of
+// b, whose successor was ready or not (the warm timeout passed).
+func (o *report) prepareEnded(b *handoff, m *move, ready bool) {
+	d := o.n.clock.Now().Sub(m.since)
+	o.m.prepareEnded(d, ready)
+	if ready {
+		b.warm++
+	} else {
+		b.cold++
+	}
+	b.prepare = max(b.prepare, d)
+}
+
 // handoffEnded logs a handoff batch whose partitions have all left it: one
-// Info line with the partitions whose claims were deleted and how long the
-// batch took from the end of admission to the last deletion. Partitions
-// lost meanwhile are told by the loss's own line.
+// Info line with the partitions whose claims were deleted, how long their
+// prepare phase took at most (from the start of the move to the end of
+// admission; warm: successor ready, cold: the warm timeout passed) and how
+// long the batch took from the end of admission to the last deletion.
+// Partitions lost meanwhile are told by the loss's own line.
 func (o *report) handoffEnded(b *handoff, lease string) {
 	if len(b.done) == 0 {
 		return
 	}
 	o.n.log.Info("released "+partitionCount(len(b.done)), "reason", b.reason.String(), "count", len(b.done),
-		"partitions", partitionRanges(b.done), "lease", lease, "handoff", b.longest)
+		"partitions", partitionRanges(b.done), "lease", lease, "prepare", b.prepare, "warm", b.warm, "cold", b.cold,
+		"handoff", b.longest)
 }
 
 // sessionLost logs, in one Warn line, the tenures ts that ended with the
@@ -265,6 +285,16 @@ func (m *nodeMetrics) released(r Reason) {
 func (m *nodeMetrics) handoffDone(d time.Duration) {
 	if m != nil {
 		m.handoff.Observe(d.Seconds())
+	}
+}
+
+func (m *nodeMetrics) prepareEnded(d time.Duration, ready bool) {
+	if m != nil {
+		outcome := "cold"
+		if ready {
+			outcome = "warm"
+		}
+		m.prepare.WithLabelValues(outcome).Observe(d.Seconds())
 	}
 }
 

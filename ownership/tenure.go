@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tenure-go/tenure/fence"
 )
@@ -27,6 +28,9 @@ type tenure struct {
 	slot   *slot       // the partition's record
 	gen    *generation // the generation (session) the claim is bound to
 	reason Reason      // why the tenure ended; written once, by the event loop, before ctx is cancelled
+	// prepared is when this node's OnPrepare for the partition returned
+	// nil before the claim (zero if it did not): OnAcquired's Prepared.
+	prepared time.Time
 
 	inflight    atomic.Int64
 	drained     chan struct{} // closed once the tenure ended and inflight is zero

@@ -34,6 +34,7 @@ type incr struct {
 	part *partition
 	key  string
 	idem string
+	seq  int64 // the seq its write stamps on its counter (see prepare.go)
 }
 
 // result is an increment's outcome: the counter's value after it, and
@@ -170,6 +171,7 @@ func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]res
 	}
 	var rows []row
 	next := make(map[string]int64)         // key -> value after this batch
+	seqs := make(map[*partition]int64)     // partition -> the seq of this batch's writes
 	keyPart := make(map[string]*partition) // key -> its partition
 	for i, in := range batch {
 		if pr, ok := prior[in.idem]; ok {
@@ -187,6 +189,10 @@ func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]res
 		cur++
 		next[in.key] = cur
 		keyPart[in.key] = in.part
+		if _, ok := seqs[in.part]; !ok {
+			seqs[in.part] = in.part.lastSeq() + 1 // the partition's commits are one at a time
+		}
+		in.seq = seqs[in.part]
 		prior[in.idem] = applied{in.key, cur} // a second attempt in the same batch is a duplicate
 		res[i] = result{value: cur}
 		rows = append(rows, row{in.idem, in.key, cur, in.part.token.Epoch})
@@ -202,12 +208,12 @@ func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]res
 		keys = append(keys, k)
 	}
 	sort.Strings(keys) // one lock order on PostgreSQL
-	if err := c.insertMany(ctx, tx, "INSERT INTO "+countersTable+" (key, partition, value, epoch) VALUES ",
-		" ON CONFLICT (key) DO UPDATE SET value = excluded.value, epoch = excluded.epoch", 4, len(keys),
+	if err := c.insertMany(ctx, tx, "INSERT INTO "+countersTable+" (key, partition, value, epoch, seq) VALUES ",
+		" ON CONFLICT (key) DO UPDATE SET value = excluded.value, epoch = excluded.epoch, seq = excluded.seq", 5, len(keys),
 		func(i int) []any {
 			k := keys[i]
 			part := keyPart[k]
-			return []any{k, part.p, next[k], part.token.Epoch}
+			return []any{k, part.p, next[k], part.token.Epoch, seqs[part]}
 		}); err != nil {
 		return nil, fmt.Errorf("write counters: %w", err)
 	}
@@ -226,6 +232,7 @@ func (c *committer) committed(batch []*incr, res []result) {
 		}
 		part := in.part
 		part.mu.Lock()
+		part.seq = max(part.seq, in.seq)
 		if part.values != nil {
 			if _, had := part.values[in.key]; !had {
 				m.keys.Inc()

@@ -31,7 +31,7 @@ func newTestStore(t *testing.T) (*store, sqlfence.Fencer) {
 	if err := createSchema(context.Background(), db, dialect, fences); err != nil {
 		t.Fatal(err)
 	}
-	return newStore(db, dialect, fences, hclog.NewNullLogger(), newMetrics()), sqlfence.Fencer{DB: db, Fences: fences}
+	return newStore(db, dialect, fences, hclog.NewNullLogger(), newMetrics(), false), sqlfence.Fencer{DB: db, Fences: fences}
 }
 
 // acquire raises p's floor to epoch, as the node does, and returns the

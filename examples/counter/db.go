@@ -51,9 +51,10 @@ func createSchema(ctx context.Context, db *sql.DB, dialect sqlfence.Dialect, fen
 	key       TEXT    NOT NULL PRIMARY KEY,
 	partition INTEGER NOT NULL, -- xxhash64(key) mod P, P of the fleet's spec
 	value     BIGINT  NOT NULL,
-	epoch     BIGINT  NOT NULL  -- fencing token of the last write
+	epoch     BIGINT  NOT NULL, -- fencing token of the last write
+	seq       BIGINT  NOT NULL  -- above every earlier write's of the partition: what a prepared owner catches up from
 )`,
-		"CREATE INDEX IF NOT EXISTS counters_by_partition ON " + countersTable + " (partition)",
+		"CREATE INDEX IF NOT EXISTS counters_by_partition ON " + countersTable + " (partition, seq)",
 		"CREATE TABLE IF NOT EXISTS " + incrementsTable + ` (
 	idem       TEXT   NOT NULL PRIMARY KEY, -- the Idempotency-Key header
 	key        TEXT   NOT NULL,

@@ -59,6 +59,8 @@ type config struct {
 	hold        time.Duration
 	listen      string
 	advertise   string
+	prepare     bool
+	warm        time.Duration
 }
 
 // parseFlags parses args (without the program name).
@@ -72,6 +74,8 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
 	fs.IntVar(&c.maxBatch, "max-batch", 256, "most increments per group commit")
 	fs.DurationVar(&c.hold, "hold", 0, "demonstration knob: wait this long before each commit, after its increment was admitted, so that a pause (SIGSTOP) is likely to fall there")
+	fs.BoolVar(&c.prepare, "prepare", true, "warm handoff: load a partition's counters while its previous owner still serves it (ownership OnPrepare), and catch up after the claim")
+	fs.DurationVar(&c.warm, "warm-timeout", 3*time.Second, "how long a planned move waits for the next owner's preparation before it goes on cold (ownership Config.WarmTimeout; negative: no prepare phase)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address (port 0: any)")
 	fs.StringVar(&c.advertise, "advertise", "", "address the other nodes reach this one at (default: the listening address)")
 	if err := c.Parse(fs, args); err != nil {
@@ -150,7 +154,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	}
 	defer cli.Close()
 
-	st := newStore(db, dialect, fences, log.Named("store"), m)
+	st := newStore(db, dialect, fences, log.Named("store"), m, cfg.prepare)
 	ncfg := ownership.DefaultConfig()
 	ncfg.Cluster = cfg.Cluster
 	ncfg.NodeID = cfg.ID
@@ -158,6 +162,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	ncfg.Session.TTL = cfg.ttl
 	ncfg.Logger = log.Named("node")
 	ncfg.Callbacks = st.callbacks()
+	ncfg.WarmTimeout = cfg.warm
 	ncfg.Fencers = []fence.Fencer{sqlfence.Fencer{DB: db, Fences: fences}}
 	ncfg.Metrics = m.reg // tenure_partition_*, tenure_session_*, ... labelled node=<id>
 	if cfg.partitions != 0 {

@@ -21,6 +21,8 @@ type metrics struct {
 	commitSeconds  prometheus.Histogram
 	owned          prometheus.Gauge // partitions served
 	keys           prometheus.Gauge // counters held in memory
+	loads          *prometheus.CounterVec
+	rowsLoaded     *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -64,7 +66,19 @@ func newMetrics() *metrics {
 			Help: "Counters held in memory for the partitions this process serves.",
 		}),
 	}
+	m.loads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "counter_sql_loads_total",
+		Help: "Reads of a partition's counters from the database, by kind: prepare (a snapshot read while the previous owner served), catchup (after the claim: the rows changed since the snapshot), full (after the claim: every row of the partition, a cold start).",
+	}, []string{"kind"})
+	m.rowsLoaded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "counter_sql_rows_loaded_total",
+		Help: "Counters read from the database, by the kind of read (see counter_sql_loads_total).",
+	}, []string{"kind"})
+	for _, k := range []string{"prepare", "catchup", "full"} {
+		m.loads.WithLabelValues(k)
+		m.rowsLoaded.WithLabelValues(k)
+	}
 	m.reg = app.NewRegistry(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
-		m.commitSeconds, m.owned, m.keys)
+		m.commitSeconds, m.owned, m.keys, m.loads, m.rowsLoaded)
 	return m
 }

@@ -37,6 +37,7 @@ type partition struct {
 
 	mu     sync.Mutex
 	values map[string]int64 // committed values of the keys that have rows
+	seq    int64            // the highest seq of the partition's rows (see prepare.go)
 	dead   error            // set when the tenure is known to be over: every later increment fails with it
 	stale  bool             // the database has refused an increment of the partition as stale
 }
@@ -45,6 +46,12 @@ func (p *partition) value(key string) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.values[key]
+}
+
+func (p *partition) lastSeq() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq
 }
 
 func (p *partition) size() int {
@@ -92,29 +99,37 @@ type store struct {
 	log     hclog.Logger
 	metrics *metrics
 
-	mu    sync.Mutex
-	parts map[int]*partition
-	ended map[int]int64 // per partition, the highest epoch whose tenure ended here
+	mu     sync.Mutex
+	parts  map[int]*partition
+	ended  map[int]int64     // per partition, the highest epoch whose tenure ended here
+	staged map[int]*snapshot // per partition, a preparation's snapshot (prepare.go)
+	warm   bool              // prepare partitions before their claim (OnPrepare)
 }
 
-func newStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log hclog.Logger, m *metrics) *store {
+func newStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log hclog.Logger, m *metrics, warm bool) *store {
 	return &store{
 		db: db, dialect: dialect, fences: fences, log: log, metrics: m,
-		parts: make(map[int]*partition), ended: make(map[int]int64),
+		parts: make(map[int]*partition), ended: make(map[int]int64), staged: make(map[int]*snapshot), warm: warm,
 	}
 }
 
 // callbacks are the node's: a new tenure starts loading its partition at
 // once (the node has raised the partition's floor in the database before,
 // so the previous owner's last commit is visible and nothing of it can
-// commit later); an ended tenure drops the partition's memory.
+// commit later), from the snapshot its preparation staged if there is one
+// (prepare.go); an ended tenure drops the partition's memory.
 func (s *store) callbacks() ownership.Callbacks {
+	var prepare func(ownership.Event) error
+	if s.warm {
+		prepare = s.prepare
+	}
 	return ownership.Callbacks{
+		OnPrepare: prepare,
 		OnAcquired: func(e ownership.Event) {
 			p, t := e.Partition, e.Token
 			s.metrics.owned.Inc()
 			_, _ = s.partition(p, t)
-			s.log.Debug("acquired", "partition", p, "epoch", t.Epoch)
+			s.log.Debug("acquired", "partition", p, "epoch", t.Epoch, "prepared", !e.Prepared.IsZero())
 		},
 		OnReleased: func(e ownership.Event) {
 			p, t, r := e.Partition, e.Token, e.Reason
@@ -174,7 +189,20 @@ func (s *store) load(part *partition) {
 	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 	defer cancel()
 	began := time.Now()
-	values, err := s.read(ctx, part.p)
+	var values map[string]int64
+	var seq int64
+	var err error
+	kind := "full"
+	if snap := s.takeStaged(part.p); snap != nil {
+		kind = "catchup"
+		values, seq, err = s.catchUp(ctx, part.p, snap)
+	} else {
+		values, seq, err = s.read(ctx, part.p, -1)
+		if err == nil {
+			s.metrics.loads.WithLabelValues("full").Inc()
+			s.metrics.rowsLoaded.WithLabelValues("full").Add(float64(len(values)))
+		}
+	}
 	if err != nil {
 		part.err = fmt.Errorf("load partition %d: %w", part.p, err)
 		s.log.Warn("load failed", "partition", part.p, "error", err)
@@ -182,28 +210,33 @@ func (s *store) load(part *partition) {
 		return
 	}
 	part.mu.Lock()
-	part.values = values
+	part.values, part.seq = values, seq
 	part.mu.Unlock()
 	s.metrics.keys.Add(float64(len(values)))
-	s.log.Trace("loaded", "partition", part.p, "epoch", part.token.Epoch, "keys", len(values), "took", time.Since(began))
+	s.log.Trace("loaded", "partition", part.p, "epoch", part.token.Epoch, "kind", kind, "keys", len(values), "took", time.Since(began))
 }
 
-func (s *store) read(ctx context.Context, p int) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT key, value FROM "+countersTable+" WHERE partition = "+s.dialect.Placeholder(1), p)
+// read returns the counters of partition p whose seq is above since (-1:
+// all of them) and the highest seq among them (since if none).
+func (s *store) read(ctx context.Context, p int, since int64) (map[string]int64, int64, error) {
+	ph := s.dialect.Placeholder
+	rows, err := s.db.QueryContext(ctx, "SELECT key, value, seq FROM "+countersTable+" WHERE partition = "+ph(1)+" AND seq > "+ph(2), p, since)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
 	values := make(map[string]int64)
+	top := max(since, 0)
 	for rows.Next() {
 		var k string
-		var v int64
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, err
+		var v, seq int64
+		if err := rows.Scan(&k, &v, &seq); err != nil {
+			return nil, 0, err
 		}
 		values[k] = v
+		top = max(top, seq)
 	}
-	return values, rows.Err()
+	return values, top, rows.Err()
 }
 
 // ready waits until part is loaded, or ctx ends.

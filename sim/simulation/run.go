@@ -32,6 +32,11 @@ type Result struct {
 	Refused int
 	// FloorRaises counts the RaiseFloor faults whose Put landed.
 	FloorRaises int
+	// Prepares counts the preparations of planned moves (OnPrepare), of
+	// which PreparesHung hung until the move went on without them or was
+	// called off, and PreparesLost ended with their node's session (a
+	// crash, a pause, a partition).
+	Prepares, PreparesHung, PreparesLost int
 	// HealedAt is when the last fault was over.
 	HealedAt time.Duration
 }
@@ -132,6 +137,7 @@ func Run(cfg Config) (*Result, error) {
 	res := &Result{Config: cfg, Schedule: w.sched, Virtual: until}
 	if t, ok := ex.(*tenureEx); ok {
 		res.FloorRaises = int(t.raised.Load())
+		res.Prepares, res.PreparesHung, res.PreparesLost = int(t.prep.Prepares.Load()), int(t.prep.Hung.Load()), int(t.prep.Lost.Load())
 	}
 	w.mu.Lock()
 	res.Pauses, res.Hangs = w.pauses, w.hangs

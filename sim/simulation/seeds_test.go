@@ -40,7 +40,9 @@ func TestSeeds(t *testing.T) {
 	nTenure, nBase := seedCounts()
 	start := time.Now()
 	var failed []string
+	var prepares, hung, lost int
 	progress := func(r *Result) {
+		prepares, hung, lost = prepares+r.Prepares, hung+r.PreparesHung, lost+r.PreparesLost
 		if !r.OK() && r.Config.Strategy == Tenure {
 			vs := r.Report.Violations()
 			failed = append(failed, r.Command()+"\n    "+strings.Join(vs[:min(len(vs), 5)], "\n    "))
@@ -65,6 +67,13 @@ func TestSeeds(t *testing.T) {
 		_ = os.WriteFile(dir+"/sim-test.md", []byte(md.String()), 0o644)
 	}
 
+	// The warm handoff is in every run: preparations, hung ones among them
+	// (the moves went on cold after the warm timeout, or were called off),
+	// and some cut short by their node's loss.
+	t.Logf("tenure seeds: %d preparations of planned moves, %d hung, %d ended with their node's session", prepares, hung, lost)
+	if prepares == 0 || hung == 0 {
+		t.Errorf("the seeds prepared %d moves, %d of them hung: the sweep should cover both", prepares, hung)
+	}
 	tt := tenure[0]
 	if tt.Runs != nTenure {
 		t.Errorf("tenure: %d runs, want %d", tt.Runs, nTenure)

@@ -44,6 +44,7 @@ type tenureEx struct {
 	batchers []*etcdfence.Batcher // with an odd seed
 	fencePf  string
 	raised   atomic.Int64   // RaiseFloor faults whose Put landed
+	prep     *preparers     // the nodes' OnPrepare (prepare.go)
 	outside  sync.WaitGroup // RaiseFloor faults in progress
 
 	mu   sync.Mutex
@@ -62,6 +63,8 @@ func (ex *tenureEx) revTime(rev int64) time.Duration {
 
 func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: keys.New(cluster).Fences(), revs: map[int64]time.Duration{}}
+	warm := w.cfg.TTL / 2
+	ex.prep = newPreparers(w.cfg.Seed, warm, w.fc)
 	ex.observe()
 	w.outsider = func(ctx context.Context, f Fault) { ex.outside.Go(func() { ex.raiseFloor(ctx, f) }) }
 	for _, n := range w.nodes {
@@ -84,6 +87,7 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 		cfg.Session.TTL = w.cfg.TTL
 		cfg.Clock = n.clock
 		cfg.DrainTimeout = time.Second
+		cfg.WarmTimeout = warm
 		if fenced {
 			cfg.Fencers = []fence.Fencer{store}
 		}
@@ -100,6 +104,7 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 				w.rec.EndTenure(t.Scope, t.Epoch, sn.id, w.now())
 				sn.maybeHang()
 			},
+			OnPrepare: ex.prep.onPrepare(sn.id),
 		}
 		jctx, cancel := clock.WithTimeout(ctx, w.fc, time.Minute)
 		node, err := ownership.Join(jctx, n.cli, cfg)

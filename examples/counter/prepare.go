@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-go/tenure/ownership"
+)
+
+// Warm handoff (ownership.Callbacks.OnPrepare): when a planned move makes
+// this node the next owner of a partition, it loads the partition's
+// counters from the database while the current owner still serves and
+// writes them: a snapshot, with the highest seq it saw (every write of a
+// partition's counters stamps them with a seq above every earlier one of
+// that partition, whoever the owner). Once this node has claimed the
+// partition, its fencers have shut the previous owner out, and the load
+// that follows reads only the rows whose seq is above the snapshot's: what
+// changed since (catchUp), instead of the whole partition. A snapshot
+// taken at any time is a correct base to catch up from; one that is
+// missing makes the load a full one, as without a prepare phase.
+
+// snapshot is a partition's counters as a preparation read them.
+type snapshot struct {
+	values map[string]int64
+	seq    int64 // the highest seq read
+	taken  time.Time
+}
+
+// prepare is the node's OnPrepare: it stages a snapshot of partition p.
+func (s *store) prepare(e ownership.Event) error {
+	began := time.Now()
+	values, seq, err := s.read(e.Context, e.Partition, -1)
+	if err != nil {
+		return fmt.Errorf("prepare partition %d: %w", e.Partition, err)
+	}
+	s.metrics.loads.WithLabelValues("prepare").Inc()
+	s.metrics.rowsLoaded.WithLabelValues("prepare").Add(float64(len(values)))
+	snap := &snapshot{values: values, seq: seq, taken: began}
+	s.mu.Lock()
+	s.staged[e.Partition] = snap
+	s.mu.Unlock()
+	// A move called off leaves nothing behind: its snapshot is dropped.
+	context.AfterFunc(e.Context, func() {
+		if errors.Is(context.Cause(e.Context), ownership.ErrMoveCalledOff) {
+			s.mu.Lock()
+			if s.staged[e.Partition] == snap {
+				delete(s.staged, e.Partition)
+			}
+			s.mu.Unlock()
+		}
+	})
+	s.log.Trace("prepared", "partition", e.Partition, "holder", e.Holder, "keys", len(values), "took", time.Since(began))
+	return nil
+}
+
+// takeStaged removes and returns the snapshot staged for p, nil if none.
+func (s *store) takeStaged(p int) *snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := s.staged[p]
+	delete(s.staged, p)
+	return snap
+}
+
+// catchUp completes snap, a snapshot of partition p, with the rows written
+// since it was taken.
+func (s *store) catchUp(ctx context.Context, p int, snap *snapshot) (map[string]int64, int64, error) {
+	changed, seq, err := s.read(ctx, p, snap.seq)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.metrics.loads.WithLabelValues("catchup").Inc()
+	s.metrics.rowsLoaded.WithLabelValues("catchup").Add(float64(len(changed)))
+	for k, v := range changed {
+		snap.values[k] = v
+	}
+	return snap.values, max(seq, snap.seq), nil
+}

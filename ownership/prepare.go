@@ -1,0 +1,171 @@
+package ownership
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/fleetview"
+)
+
+// Preparing a partition (the successor's side of a warm handoff): when the
+// ring gives this node a partition that another node still holds,
+// reconcile starts a preparation (startPrepare: idle -> preparing), whose
+// OnPrepare runs on a goroutine of its own (runPrepare); once it has
+// returned (prepared: -> ready), the node puts its readiness key,
+// ready/<p>/<node> = the holder's epoch, under its lease (flushReady). The
+// holder (warm.go) sees it and hands off; when its claim is gone, this
+// node claims as usual (launchClaims ends the preparation), and the
+// tenure remembers whether it was prepared (Event.Prepared). If the ring
+// moves the partition elsewhere, or another claim takes the holder's
+// place, the move is called off (callOff: -> idle). The node holds no
+// token for the partition during all of it: a preparation reads.
+
+// preparation is one preparation of a partition by this node. Its fields
+// other than ctx are the event loop's.
+type preparation struct {
+	holder   string // the node that holds the partition
+	epoch    int64  // the epoch of the holder's claim
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	done     chan struct{} // closed when runPrepare has returned
+	prepared time.Time     // ready: when OnPrepare returned nil; zero if it failed, or ran too late
+}
+
+// warmEnabled reports whether planned moves have a prepare phase.
+func (n *Node) warmEnabled() bool { return n.cfg.WarmTimeout > 0 }
+
+// startPrepare starts preparing p, which c's holder serves and the ring
+// gives this node.
+func (l *loop) startPrepare(p int, c fleetview.Claim) {
+	n, gen := l.n, l.gen
+	pr := &preparation{holder: c.Owner, epoch: c.Epoch, done: make(chan struct{})}
+	pr.ctx, pr.cancel = context.WithCancelCause(gen.ctx)
+	prev := l.prepRunning[p] // one OnPrepare per partition at a time
+	l.prepRunning[p] = pr
+	l.transition(p, &record{phase: phasePreparing, prep: pr}, 0)
+	n.spawn(func() { n.runPrepare(gen, p, pr, prev) })
+}
+
+// runPrepare runs OnPrepare for p, once the one before it (prev) has
+// returned, and tells the event loop.
+func (n *Node) runPrepare(gen *generation, p int, pr *preparation, prev *preparation) {
+	defer close(pr.done)
+	if prev != nil {
+		select {
+		case <-prev.done:
+		case <-pr.ctx.Done():
+			return
+		}
+	}
+	var err error
+	if f := n.cfg.Callbacks.OnPrepare; f != nil && pr.ctx.Err() == nil {
+		err = f(Event{Kind: EventPrepare, Partition: p, Holder: pr.holder, Context: pr.ctx})
+	}
+	n.post(gen, prepareDone{p: p, prep: pr, err: err, at: n.clock.Now()})
+}
+
+// prepared handles the return of OnPrepare: the partition is ready (or its
+// preparation failed, which the holder need not wait for either), and
+// its readiness is put.
+func (l *loop) prepared(m prepareDone) {
+	if l.prepRunning[m.p] == m.prep {
+		delete(l.prepRunning, m.p)
+	}
+	rec := l.rec(m.p)
+	if rec.phase != phasePreparing || rec.prep != m.prep {
+		return // over already
+	}
+	switch {
+	case m.err != nil:
+		l.n.log.Warn("prepare failed; the move goes on cold", "partition", m.p, "holder", m.prep.holder, "error", m.err)
+	case l.n.cfg.Callbacks.OnPrepare != nil:
+		m.prep.prepared = m.at
+	}
+	l.transition(m.p, &record{phase: phaseReady, prep: m.prep}, 0)
+	l.pendingReady = append(l.pendingReady, readyPut{p: m.p, epoch: m.prep.epoch})
+}
+
+// reconcilePrepare moves p, which this node prepares (rec), on: called off
+// if the ring gives it to another node or another claim took the place of
+// the holder's, claimed once the holder's claim is gone (reported true).
+func (l *loop) reconcilePrepare(p int, rec *record, canClaim bool) (claim bool) {
+	c := l.fleet.Claims[p]
+	switch {
+	case l.closing:
+		l.callOff(p, rec, ErrClosed)
+	case !l.mine(p) || l.resyncing || c.Epoch != 0 && c.Epoch != rec.prep.epoch:
+		l.callOff(p, rec, ErrMoveCalledOff)
+	case c.Epoch == 0 && canClaim:
+		return true
+	}
+	return false
+}
+
+// callOff ends the preparation of p (rec) for cause: the partition is not
+// claimed after it.
+func (l *loop) callOff(p int, rec *record, cause error) {
+	rec.prep.cancel(cause)
+	if rec.phase == phaseReady {
+		l.pendingUnready = append(l.pendingUnready, p)
+	}
+	l.transition(p, idle, 0)
+}
+
+// endPrepare ends the preparation of p (rec) as its claim begins, and
+// returns when it was prepared (zero if it was not).
+func (l *loop) endPrepare(p int, rec *record) time.Time {
+	rec.prep.cancel(ErrMoveCompleted)
+	if rec.phase != phaseReady {
+		return time.Time{}
+	}
+	l.pendingUnready = append(l.pendingUnready, p)
+	return rec.prep.prepared
+}
+
+// readyPut is a readiness key to put: this node prepared p to take over
+// the claim at epoch.
+type readyPut struct {
+	p     int
+	epoch int64
+}
+
+// flushReady puts the queued readiness keys and deletes those of the
+// preparations that are over, under this node's lease, a transaction per
+// batch. Both are best effort: a readiness that does not reach etcd costs
+// the holder its warm timeout, and a key left behind names an epoch that
+// no claim has any more, and goes with the lease.
+func (l *loop) flushReady() {
+	if len(l.pendingReady) == 0 && len(l.pendingUnready) == 0 {
+		return
+	}
+	n, gen := l.n, l.gen
+	ops := make([]clientv3.Op, 0, len(l.pendingReady)+len(l.pendingUnready))
+	over := make(map[int]bool, len(l.pendingUnready))
+	for _, p := range l.pendingUnready {
+		over[p] = true
+	}
+	for _, r := range l.pendingReady {
+		if over[r.p] { // a put and a delete of one key cannot share a transaction
+			continue
+		}
+		ops = append(ops, clientv3.OpPut(n.layout.Ready(r.p, n.id), strconv.FormatInt(r.epoch, 10), clientv3.WithLease(gen.lease)))
+	}
+	for p := range over {
+		ops = append(ops, clientv3.OpDelete(n.layout.Ready(p, n.id)))
+	}
+	l.pendingReady, l.pendingUnready = nil, nil
+	for len(ops) > 0 {
+		batch := ops[:min(len(ops), l.batch)]
+		ops = ops[len(batch):]
+		n.spawn(func() {
+			ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
+			defer cancel()
+			if _, err := n.cli.Txn(ctx).Then(batch...).Commit(); err != nil && gen.ctx.Err() == nil {
+				n.log.Warn("write readiness of prepared partitions; their holders wait for the warm timeout", "error", err, "keys", len(batch))
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package ownership
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/watchstream"
+)
+
+// The holder's side of a warm handoff: when the ring moves a partition
+// away, reconcile does not release it at once (moveAway): the partition
+// keeps serving, its record marked with the move, until the successor's
+// readiness key names the partition's epoch (followReady keeps the
+// node's view of those keys) or the warm timeout of the move has passed
+// (warmExpired); then it is released as any planned move is (release.go).
+// If the ring gives the partition back meanwhile, the move is called off.
+// A holder whose session ends meanwhile loses the partition as always: a
+// crash is a failover, never a warm move.
+
+// move is the prepare phase of the planned moves away that one
+// reconciliation started: the partitions whose records carry it keep
+// serving until their successor is ready, or until deadline. They are one
+// handoff batch from the start of the move: logged in one line once the
+// last has been handed off (or lost, or kept).
+type move struct {
+	since    time.Time
+	deadline time.Time
+	batch    *handoff
+}
+
+// readyKey names a readiness key: node is ready to take partition p over.
+type readyKey struct {
+	p    int
+	node string
+}
+
+// moveAway moves p, which this node serves (rec) and the ring gives to
+// another node, towards its handoff: it starts the move's prepare phase,
+// and releases p once the successor is ready for its epoch, or at once
+// if the prepare phase is off or nobody is next.
+func (l *loop) moveAway(p int, rec *record) {
+	to, ok := l.fleet.Ring.Owner(p)
+	if !l.n.warmEnabled() || !ok {
+		l.release(p, rec.move, false)
+		return
+	}
+	m := rec.move
+	if m == nil {
+		if l.started == nil {
+			now := l.n.clock.Now()
+			l.started = &move{since: now, deadline: now.Add(l.n.cfg.WarmTimeout), batch: l.newHandoff()}
+			l.n.after(l.gen, l.n.cfg.WarmTimeout, warmExpired{m: l.started})
+		}
+		m = l.started
+		m.batch.pending++
+		rec = &record{phase: phaseServing, t: rec.t, move: m, handoff: m.batch}
+		l.transition(p, rec, 0)
+	}
+	if l.ready[readyKey{p: p, node: to}] == rec.t.token.Epoch {
+		l.release(p, m, true)
+	}
+}
+
+// keepServing calls off the move of p (rec): the ring gives it back to
+// this node.
+func (l *loop) keepServing(p int, rec *record) {
+	l.transition(p, &record{phase: phaseServing, t: rec.t}, 0)
+}
+
+// warmExpired releases, cold, the partitions of m whose successor did not
+// get ready within the warm timeout.
+func (l *loop) warmExpired(m *move) {
+	for p := range l.n.slots {
+		if rec := l.rec(p); rec.move == m && rec.phase == phaseServing && !l.mine(p) {
+			l.release(p, m, false)
+		}
+	}
+}
+
+// followReady keeps the event loop's view of the readiness keys for
+// generation gen: it reads them all (readyListed), watches them from the
+// next revision (readyChanged), and reads them again when the watch
+// fails, until the generation ends.
+func (n *Node) followReady(gen *generation) {
+	prefix := n.layout.ReadyPrefix()
+	for attempt := 0; gen.ctx.Err() == nil; attempt++ {
+		ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
+		resp, err := n.cli.Get(ctx, prefix, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			if !n.sleep(gen.ctx, backoff(attempt)) {
+				return
+			}
+			continue
+		}
+		attempt = -1
+		all := make(map[readyKey]int64, len(resp.Kvs))
+		for _, kv := range resp.Kvs {
+			if k, epoch, ok := n.readyOf(kv.Key, kv.Value); ok {
+				all[k] = epoch
+			}
+		}
+		n.post(gen, readyListed{all: all})
+		n.watchReady(gen, prefix, resp.Header.Revision)
+	}
+}
+
+// watchReady delivers the changes of the readiness keys after rev until
+// the watch fails or gen ends.
+func (n *Node) watchReady(gen *generation, prefix string, rev int64) {
+	wctx, cancel := context.WithCancel(watchstream.Own(clientv3.WithRequireLeader(gen.ctx)))
+	defer cancel()
+	for resp := range n.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if resp.Err() != nil || resp.Canceled {
+			return
+		}
+		m := readyChanged{set: map[readyKey]int64{}}
+		for _, ev := range resp.Events {
+			k, epoch, ok := n.readyOf(ev.Kv.Key, ev.Kv.Value)
+			if !ok {
+				continue
+			}
+			if ev.Type == clientv3.EventTypeDelete {
+				epoch = 0
+			}
+			m.set[k] = epoch
+		}
+		n.post(gen, m)
+	}
+}
+
+// readyOf decodes a readiness key-value; a value that is not an epoch
+// (a deletion's) decodes as 0.
+func (n *Node) readyOf(key, val []byte) (readyKey, int64, bool) {
+	p, id, ok := n.layout.ReadyKey(string(key))
+	if !ok || p >= len(n.slots) {
+		return readyKey{}, 0, false
+	}
+	epoch, _ := strconv.ParseInt(string(val), 10, 64)
+	return readyKey{p: p, node: id}, epoch, true
+}
