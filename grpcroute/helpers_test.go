@@ -215,14 +215,14 @@ func keyOwnedBy(tb testing.TB, m *member, prefix string) string {
 
 // newClient returns a grpcroute.Client that routes counter calls by their
 // request's key, and its connection to fleet name.
-func newClient(tb testing.TB, cli *clientv3.Client, name string, cfg grpcroute.ClientConfig) (*grpcroute.Client, counterpb.CounterClient) {
+func newClient(tb testing.TB, cli *clientv3.Client, name string, cfg grpcroute.ClientConfig, opts ...grpc.DialOption) (*grpcroute.Client, counterpb.CounterClient) {
 	tb.Helper()
 	if cfg.Key == nil {
 		cfg.Key = requestKey
 	}
 	c, err := grpcroute.NewClient(cli, cfg)
 	require.NoError(tb, err)
-	conn, err := c.NewConn(grpcroute.Target(name), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := c.NewConn(grpcroute.Target(name), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	require.NoError(tb, err)
 	tb.Cleanup(func() {
 		_ = conn.Close()
