@@ -89,7 +89,7 @@
 // # Metrics
 //
 // ServerConfig.Metrics and ClientConfig.Metrics take an optional
-// prometheus.Registerer (metrics.go lists the series); New and NewClient
+// prometheus.Registerer (metrics.go lists the series); NewServer and NewClient
 // fail with ErrMetrics if they cannot be registered; Close unregisters
 // them.
 package grpcroute

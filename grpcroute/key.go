@@ -38,6 +38,16 @@ func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, key)
 }
 
+// servedKey is the context key of the key of the call a Server admitted.
+type servedKey struct{}
+
+// KeyFromContext returns the routing key of the call a Server admitted,
+// from the context its handler runs under.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(servedKey{}).(string)
+	return k, ok
+}
+
 // IdempotencyKey returns the idempotency key of the call a handler serves
 // (MetadataIdempotencyKey of its incoming metadata): the same on every
 // attempt a Client makes of one call, so that the handler can apply the

@@ -89,8 +89,8 @@ func (s *Server) Close() {
 // key (ServerConfig.Key, or the MetadataKey metadata) and, if this node
 // owns the key's partition, runs handler counted as in flight (a handoff
 // of the partition drains it first) under a context that carries the
-// partition's fencing token (fence.FromContext) and ends when the call
-// ends or the tenure ends. A partition in handoff is waited for up to
+// partition's fencing token (fence.FromContext) and the key
+// (KeyFromContext), and ends when the call ends or the tenure ends. A partition in handoff is waited for up to
 // ServerConfig.HandoffWait. Otherwise the call is refused with a status
 // naming the owner. A handler's error that reports the end of its tenure
 // (a write refused by fence.ErrStale, work cut short by a move or a lost
@@ -162,7 +162,7 @@ func (s *Server) admit(ctx context.Context, key string, work func(wctx context.C
 	s.served.Add(1)
 	wctx, cancel := workContext(ctx, held)
 	defer cancel()
-	err = work(wctx)
+	err = work(context.WithValue(wctx, servedKey{}, key))
 	if err == nil {
 		return nil
 	}
