@@ -22,8 +22,15 @@ import (
 // the next owner, which raises the store's fence; when the paused handler
 // writes under its old token, the store refuses the write as stale, the
 // node answers the retryable STALE refusal, and the client sends the call
-// to the new owner, which applies it once.
+// to the new owner, which applies it once. A streaming call is retried
+// the same way, its messages sent again to the new owner.
 func TestPausedOwnerStale(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unary", true: "stream"}[streaming], func(t *testing.T) { testPausedOwnerStale(t, streaming) })
+	}
+}
+
+func testPausedOwnerStale(t *testing.T, streaming bool) {
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "paused", true)
 	a := f.start("a")
@@ -56,7 +63,19 @@ func TestPausedOwnerStale(t *testing.T) {
 		mu.Unlock()
 		return err
 	}
-	c, counter := newClient(t, f.cli, "paused", grpcroute.ClientConfig{}, grpc.WithChainUnaryInterceptor(record))
+	recordStream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return s, err
+		}
+		return &recordedStream{ClientStream: s, record: func(err error) {
+			mu.Lock()
+			attempts = append(attempts, err)
+			mu.Unlock()
+		}}, nil
+	}
+	c, counter := newClient(t, f.cli, "paused", grpcroute.ClientConfig{},
+		grpc.WithChainUnaryInterceptor(record), grpc.WithChainStreamInterceptor(recordStream))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	type answer struct {
@@ -65,7 +84,18 @@ func TestPausedOwnerStale(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		reply, err := counter.Add(ctx, &counterpb.AddRequest{Key: key, Delta: 1})
+		if !streaming {
+			reply, err := counter.Add(ctx, &counterpb.AddRequest{Key: key, Delta: 1})
+			done <- answer{reply, err}
+			return
+		}
+		s, err := counter.AddStream(grpcroute.WithKey(ctx, key))
+		if err != nil {
+			done <- answer{nil, err}
+			return
+		}
+		_ = s.Send(&counterpb.AddRequest{Key: key, Delta: 1})
+		reply, err := s.CloseAndRecv()
 		done <- answer{reply, err}
 	}()
 	<-paused
@@ -98,4 +128,18 @@ func TestPausedOwnerStale(t *testing.T) {
 	assert.NoError(t, attempts[len(attempts)-1])
 	assert.Equal(t, int64(1), c.Stats().Retried)
 	a.fp.Heal()
+}
+
+// recordedStream records the outcome of an attempt of a streaming call:
+// the error of its first RecvMsg.
+type recordedStream struct {
+	grpc.ClientStream
+	record func(error)
+	once   sync.Once
+}
+
+func (s *recordedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	s.once.Do(func() { s.record(err) })
+	return err
 }
