@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -14,6 +16,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/grpcroute"
 	"github.com/tenure-go/tenure/grpcroute/tenurepb"
+	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -74,7 +77,10 @@ func testPausedOwnerStale(t *testing.T, streaming bool) {
 			mu.Unlock()
 		}}, nil
 	}
-	c, counter := newClient(t, f.cli, "paused", grpcroute.ClientConfig{},
+	reg := prometheus.NewRegistry()
+	var logs testlog.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug, JSONFormat: true})
+	c, counter := newClient(t, f.cli, "paused", grpcroute.ClientConfig{Metrics: reg, Logger: log},
 		grpc.WithChainUnaryInterceptor(record), grpc.WithChainStreamInterceptor(recordStream))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -127,6 +133,11 @@ func testPausedOwnerStale(t *testing.T, streaming bool) {
 	assert.Greater(t, ref.Current, old.Epoch)
 	assert.NoError(t, attempts[len(attempts)-1])
 	assert.Equal(t, int64(1), c.Stats().Retried)
+	assert.Equal(t, 1.0, counterValue(t, reg, "tenure_grpc_client_calls_total", map[string]string{"result": "retried"}))
+	assert.Equal(t, float64(c.Stats().Retries), counterValue(t, reg, "tenure_grpc_client_retries_total", nil))
+	assert.Positive(t, a.rs.Stats().Refused, "a refused the stale write")
+	assert.Contains(t, logs.String(), `"@message":"call refused; retrying"`)
+	assert.Contains(t, logs.String(), `"key":"`+key+`"`)
 	a.fp.Heal()
 }
 

@@ -32,7 +32,8 @@ func TestSteadyState(t *testing.T) {
 		f.start(id)
 	}
 	f.waitStable()
-	c, counter := newClient(t, f.cli, "steady", grpcroute.ClientConfig{})
+	reg := prometheus.NewRegistry()
+	c, counter := newClient(t, f.cli, "steady", grpcroute.ClientConfig{Metrics: reg})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	served := map[string]int{}
@@ -66,6 +67,9 @@ func TestSteadyState(t *testing.T) {
 	assert.Zero(t, cs.Retries)
 	assert.Equal(t, int64(201), cs.OK)
 	assert.Equal(t, int64(201), cs.Attempts)
+	assert.Equal(t, 201.0, counterValue(t, reg, "tenure_grpc_client_calls_total", map[string]string{"result": "ok"}))
+	assert.Equal(t, 0.0, counterValue(t, reg, "tenure_grpc_client_calls_total", map[string]string{"result": "retried"}))
+	assert.Equal(t, 0.0, counterValue(t, reg, "tenure_grpc_client_retries_total", nil))
 }
 
 // A call without a key, or with one that cannot be used, fails with
@@ -155,10 +159,16 @@ func TestRefusalDetail(t *testing.T) {
 // serverCalls returns tenure_grpc_server_calls_total{node, result} in reg.
 func serverCalls(t *testing.T, reg *prometheus.Registry, node, result string) float64 {
 	t.Helper()
+	return counterValue(t, reg, "tenure_grpc_server_calls_total", map[string]string{"node": node, "result": result})
+}
+
+// counterValue returns the counter name{want} in reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
-		if mf.GetName() != "tenure_grpc_server_calls_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -166,11 +176,15 @@ func serverCalls(t *testing.T, reg *prometheus.Registry, node, result string) fl
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["node"] == node && labels["result"] == result {
+			match := true
+			for k, v := range want {
+				match = match && labels[k] == v
+			}
+			if match {
 				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no tenure_grpc_server_calls_total{node=%q,result=%q}", node, result)
+	t.Fatalf("no %s%v", name, want)
 	return 0
 }
