@@ -64,6 +64,7 @@ func (b *ownerBalancer) UpdateClientConnState(s balancer.ClientConnState) error 
 			}
 			sc := &subConn{state: connectivity.Idle}
 			var err error
+			//lint:ignore SA1019 one address per SubConn, as the deprecation asks
 			sc.sc, err = b.cc.NewSubConn([]resolver.Address{a}, balancer.NewSubConnOptions{
 				StateListener: func(st balancer.SubConnState) { b.subConnState(a.Addr, sc, st) },
 			})
@@ -168,20 +169,21 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if err != nil {
 		return balancer.PickResult{}, err
 	}
-	addr := p.addr(rt)
-	if sc := p.ready[addr]; sc != nil {
+	if sc := p.ready[p.addr(rt)]; sc != nil {
 		return balancer.PickResult{SubConn: sc}, nil
 	}
 	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 }
 
 // addr returns the address of rt's owner: the view's, or the hint's when
-// the hint names a newer claim of the partition, or when the view has no
-// address or still names the node that refused.
+// the hint names a newer claim of the partition (or the view has no
+// address or still names the node that refused) and a connection to the
+// hint's address is ready. A hint never holds a call back: without a
+// ready connection to it, the view decides.
 func (p *picker) addr(rt *route) string {
 	r := p.view.obs.Route(ring.PartitionOf(rt.key, p.view.partitions))
 	h := rt.hint
-	if !rt.hinted || h.Partition != r.Partition || h.Addr == rt.refused {
+	if !rt.hinted || h.Partition != r.Partition || h.Addr == rt.refused || p.ready[h.Addr] == nil {
 		return r.Addr
 	}
 	if h.Epoch > r.Epoch || r.Addr == "" || r.Addr == rt.refused {

@@ -8,7 +8,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/grpcroute/tenurepb"
@@ -186,8 +188,8 @@ func (s *Server) admit(ctx context.Context, key string, work func(wctx context.C
 // a cause), or etcd unavailable while the caller (ctx) still waits.
 func endedKind(ctx, wctx context.Context, err error) (tenurepb.Refusal_Kind, bool) {
 	reason, ended := ownership.Ended(wctx, err)
-	if !ended && wctx.Err() != nil && ctx.Err() == nil {
-		reason, ended = ownership.Ended(wctx, context.Canceled)
+	if code := status.Code(err); !ended && (code == codes.Canceled || code == codes.DeadlineExceeded) && ctx.Err() == nil {
+		reason, ended = ownership.Ended(wctx, context.Canceled) // the stream's own error for its ended context
 	}
 	switch {
 	case !ended && etcderr.Unavailable(err) && ctx.Err() == nil:
