@@ -1,0 +1,29 @@
+package main
+
+import (
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
+	"github.com/tenure-go/tenure/grpcroute"
+)
+
+// dial returns a Counter client of the fleet cluster that sends each call
+// to the owner of its key, and the function that closes it. This is what a
+// caller of the service copies (with transport credentials of its own).
+func dial(cli *clientv3.Client, cluster string) (counterpb.CounterClient, func(), error) {
+	c, err := grpcroute.NewClient(cli, grpcroute.ClientConfig{Key: requestKey})
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := c.NewConn(grpcroute.Target(cluster), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return counterpb.NewCounterClient(conn), func() {
+		_ = conn.Close()
+		c.Close()
+	}, nil
+}

@@ -1,0 +1,216 @@
+package grpcroute
+
+import (
+	"context"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ring"
+)
+
+// BalancerName is the name of the load-balancing policy that sends each
+// call to its key's owner. A Client's DialOptions select it; it works only
+// with a Client's resolver, which hands it the fleet's view.
+const BalancerName = "tenure_owner"
+
+// serviceConfig selects the owner balancer.
+const serviceConfig = `{"loadBalancingConfig":[{"` + BalancerName + `":{}}]}`
+
+// grpc-go finds load-balancing policies by name in its own registry only;
+// the builder holds no state: each connection's balancer gets its fleet's
+// view from its resolver.
+func init() { balancer.Register(ownerBuilder{}) }
+
+type ownerBuilder struct{}
+
+func (ownerBuilder) Name() string { return BalancerName }
+
+func (ownerBuilder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) balancer.Balancer {
+	return &ownerBalancer{cc: cc, conns: map[string]*subConn{}}
+}
+
+// ownerBalancer keeps one connection to every node that owns a partition,
+// and picks for each call the connection to its key's owner. grpc-go calls
+// its methods from one goroutine at a time.
+type ownerBalancer struct {
+	cc    balancer.ClientConn
+	view  *view
+	conns map[string]*subConn // by address
+}
+
+type subConn struct {
+	sc    balancer.SubConn
+	state connectivity.State
+}
+
+func (b *ownerBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
+	v, _ := s.ResolverState.Attributes.Value(observerAttr{}).(*view)
+	if v == nil {
+		return balancer.ErrBadResolverState
+	}
+	b.view = v
+	want := map[string]bool{}
+	for _, ep := range s.ResolverState.Endpoints {
+		for _, a := range ep.Addresses {
+			want[a.Addr] = true
+			if b.conns[a.Addr] != nil {
+				continue
+			}
+			sc := &subConn{state: connectivity.Idle}
+			var err error
+			//lint:ignore SA1019 one address per SubConn, as the deprecation asks
+			sc.sc, err = b.cc.NewSubConn([]resolver.Address{a}, balancer.NewSubConnOptions{
+				StateListener: func(st balancer.SubConnState) { b.subConnState(a.Addr, sc, st) },
+			})
+			if err != nil {
+				continue
+			}
+			b.conns[a.Addr] = sc
+			sc.sc.Connect()
+		}
+	}
+	for addr, sc := range b.conns {
+		if !want[addr] {
+			sc.sc.Shutdown()
+			delete(b.conns, addr)
+		}
+	}
+	b.publish()
+	return nil
+}
+
+// subConnState records a connection's new state; an idle one (its node
+// closed it) is connected again: the node may own partitions again soon.
+func (b *ownerBalancer) subConnState(addr string, sc *subConn, st balancer.SubConnState) {
+	if b.conns[addr] != sc {
+		return // shut down
+	}
+	sc.state = st.ConnectivityState
+	if sc.state == connectivity.Idle {
+		sc.sc.Connect()
+	}
+	b.publish()
+}
+
+// publish gives the connection a new picker of the ready connections.
+// Calls waiting for their owner's connection pick again with it.
+func (b *ownerBalancer) publish() {
+	p := &picker{view: b.view, ready: map[string]balancer.SubConn{}}
+	state := connectivity.Connecting
+	for addr, sc := range b.conns {
+		if sc.state == connectivity.Ready {
+			p.ready[addr] = sc.sc
+			state = connectivity.Ready
+		}
+	}
+	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
+}
+
+func (b *ownerBalancer) ResolverError(err error) {
+	if b.view == nil {
+		b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure,
+			Picker: &picker{err: status.Errorf(codes.Unavailable, "grpcroute: %v", err)}})
+	}
+}
+
+func (b *ownerBalancer) UpdateSubConnState(balancer.SubConn, balancer.SubConnState) {}
+
+func (b *ownerBalancer) Close() {
+	for addr, sc := range b.conns {
+		sc.sc.Shutdown()
+		delete(b.conns, addr)
+	}
+}
+
+func (b *ownerBalancer) ExitIdle() {
+	for _, sc := range b.conns {
+		if sc.state == connectivity.Idle {
+			sc.sc.Connect()
+		}
+	}
+}
+
+// picker sends each call to the ready connection of its key's owner. A
+// call whose owner is unknown, or whose owner's connection is not ready,
+// waits for the next picker (grpc-go queues it until the connection
+// changes or the call's deadline passes): it is never sent to another
+// node.
+type picker struct {
+	view  *view
+	ready map[string]balancer.SubConn
+	err   error // the resolver's error before the fleet was read
+}
+
+// pickCtx is the context key of a call's *route, which the Client's
+// interceptors set.
+type pickCtx struct{}
+
+// route is what a call's attempt tells the picker: its key, and the hint
+// of the last refusal (when it names a newer owner than the view, the
+// picker goes there) with the address that refused.
+type route struct {
+	key     string
+	hint    fleet.Route
+	hinted  bool
+	refused string
+}
+
+func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	if p.err != nil {
+		return balancer.PickResult{}, p.err
+	}
+	rt, err := routeOf(info.Ctx)
+	if err != nil {
+		return balancer.PickResult{}, err
+	}
+	if sc := p.ready[p.addr(rt)]; sc != nil {
+		return balancer.PickResult{SubConn: sc}, nil
+	}
+	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+}
+
+// addr returns the address of rt's owner: the view's, or the hint's when
+// the hint names a newer claim of the partition (or the view has no
+// address or still names the node that refused) and a connection to the
+// hint's address is ready. A hint never holds a call back: without a
+// ready connection to it, the view decides.
+func (p *picker) addr(rt *route) string {
+	r := p.view.obs.Route(ring.PartitionOf(rt.key, p.view.partitions))
+	h := rt.hint
+	if !rt.hinted || h.Partition != r.Partition || h.Addr == rt.refused || p.ready[h.Addr] == nil {
+		return r.Addr
+	}
+	if h.Epoch > r.Epoch || r.Addr == "" || r.Addr == rt.refused {
+		return h.Addr
+	}
+	return r.Addr
+}
+
+// routeOf returns the route the Client's interceptors put in ctx, or one
+// for the key of WithKey or of the outgoing metadata.
+func routeOf(ctx context.Context) (*route, error) {
+	if rt, ok := ctx.Value(pickCtx{}).(*route); ok {
+		return rt, nil
+	}
+	key, err := callKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &route{key: key}, nil
+}
+
+// callKey returns the key of WithKey in ctx, or else of the outgoing
+// metadata.
+func callKey(ctx context.Context) (string, error) {
+	if k, ok := ctx.Value(keyCtx{}).(string); ok {
+		return k, checkKey(k)
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return keyOfMetadata(md.Get(MetadataKey))
+}

@@ -1,0 +1,202 @@
+package grpcroute_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
+	"github.com/tenure-go/tenure/grpcroute"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// benchSetup returns a routed counter client of a one-node fleet and a
+// plain client of a plain gRPC server of the same service on loopback.
+func benchSetup(b *testing.B) (routed, plain counterpb.CounterClient) {
+	etcd := cluster.New(b, 1)
+	f := newFleet(b, etcd, "bench", false)
+	f.start("a")
+	f.waitStable()
+	_, routed = newClient(b, f.cli, "bench", grpcroute.ClientConfig{})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	srv := grpc.NewServer()
+	counterpb.RegisterCounterServer(srv, &counterService{id: "plain", store: f.store})
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(srv.Stop)
+	plain = counterpb.NewCounterClient(dial(b, ln.Addr().String()))
+	ctx := context.Background()
+	for range 100 { // warm both connections up
+		_, err := routed.Get(ctx, &counterpb.GetRequest{Key: "k"})
+		require.NoError(b, err)
+		_, err = plain.Get(ctx, &counterpb.GetRequest{Key: "k"})
+		require.NoError(b, err)
+	}
+	return routed, plain
+}
+
+func dial(tb testing.TB, addr string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// BenchmarkUnaryLatency alternates a routed unary call (resolver, owner
+// balancer, client and server interceptors, Hold) with a plain call of the
+// same method to a fixed server, and reports the p50 of each and their
+// ratio.
+func BenchmarkUnaryLatency(b *testing.B) {
+	routed, plain := benchSetup(b)
+	ctx := context.Background()
+	rl := make([]time.Duration, 0, b.N)
+	pl := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req := &counterpb.GetRequest{Key: fmt.Sprintf("k%d", i%64)}
+		t0 := time.Now()
+		if _, err := plain.Get(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := routed.Get(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		rl, pl = append(rl, time.Since(t1)), append(pl, t1.Sub(t0))
+	}
+	b.StopTimer()
+	r, p := pct(rl, 50), pct(pl, 50)
+	b.ReportMetric(float64(r.Microseconds()), "routed-p50-µs")
+	b.ReportMetric(float64(p.Microseconds()), "plain-p50-µs")
+	b.ReportMetric(float64(r)/float64(p), "p50-ratio")
+}
+
+// BenchmarkUnaryThroughput runs b.N plain calls, then b.N routed calls,
+// each from GOMAXPROCS*8 goroutines, and reports the calls per second of
+// each and the ratio routed/plain.
+func BenchmarkUnaryThroughput(b *testing.B) {
+	routed, plain := benchSetup(b)
+	run := func(c counterpb.CounterClient) float64 {
+		var (
+			n  atomic.Int64
+			wg sync.WaitGroup
+		)
+		start := time.Now()
+		for w := range 32 {
+			wg.Go(func() {
+				req := &counterpb.GetRequest{Key: fmt.Sprintf("k%d", w)}
+				for n.Add(1) <= int64(b.N) {
+					if _, err := c.Get(context.Background(), req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return float64(b.N) / time.Since(start).Seconds()
+	}
+	b.ResetTimer()
+	p := run(plain)
+	r := run(routed)
+	b.StopTimer()
+	b.ReportMetric(r, "routed-calls/s")
+	b.ReportMetric(p, "plain-calls/s")
+	b.ReportMetric(r/p, "throughput-ratio")
+}
+
+// BenchmarkMoves measures routed Add calls from 4 goroutines: first 2000
+// in steady state on a fleet of three, then while a fourth node joins and
+// leaves (each time about a quarter of the partitions move twice), and
+// reports the p99 of each phase, their ratio and the calls that failed
+// (there must be none). One iteration is one steady phase and one join and
+// leave; run it with -benchtime=1x or a few x.
+func BenchmarkMoves(b *testing.B) {
+	etcd := cluster.New(b, 1)
+	f := newFleet(b, etcd, "moves", false)
+	for _, id := range []string{"a", "b", "c"} {
+		f.start(id)
+	}
+	f.waitStable()
+	_, counter := newClient(b, f.cli, "moves", grpcroute.ClientConfig{})
+	var failed atomic.Int64
+	load := func(stop <-chan struct{}, calls int) []time.Duration {
+		var (
+			mu  sync.Mutex
+			lat []time.Duration
+			n   atomic.Int64
+			wg  sync.WaitGroup
+		)
+		for w := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					if stop != nil {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+					} else if n.Add(1) > int64(calls) {
+						return
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+					t0 := time.Now()
+					_, err := counter.Add(ctx, &counterpb.AddRequest{Key: fmt.Sprintf("w%d-%d", w, i%50), Delta: 1})
+					d := time.Since(t0)
+					cancel()
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return lat
+	}
+	var steady, moving []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		steady = append(steady, load(nil, 2000)...)
+		stop := make(chan struct{})
+		got := make(chan []time.Duration)
+		go func() { got <- load(stop, 0) }()
+		f.start("d")
+		f.waitStable()
+		f.stopMember("d")
+		f.waitStable()
+		close(stop)
+		moving = append(moving, <-got...)
+	}
+	b.StopTimer()
+	s, m := pct(steady, 99), pct(moving, 99)
+	b.ReportMetric(float64(s.Microseconds()), "steady-p99-µs")
+	b.ReportMetric(float64(m.Microseconds()), "moves-p99-µs")
+	b.ReportMetric(float64(m)/float64(s), "p99-ratio")
+	b.ReportMetric(float64(len(moving))/float64(b.N), "calls-during-moves")
+	b.ReportMetric(float64(failed.Load()), "failed")
+}
+
+// pct returns the q-th percentile of ds.
+func pct(ds []time.Duration, q int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*q/100)]
+}

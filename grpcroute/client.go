@@ -1,0 +1,231 @@
+package grpcroute
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/metrics"
+	"github.com/tenure-go/tenure/internal/nilness"
+)
+
+// EtcdClient is what a Client needs from etcd: reads and watches, no
+// lease. A *clientv3.Client satisfies it. It is fleet.FleetClient.
+type EtcdClient = fleet.FleetClient
+
+// Client makes gRPC connections to a fleet that send each call to the
+// owner of its key. A connection's target names the fleet (Target,
+// TargetPrefix); its resolver reads the fleet's spec and follows its
+// members and claims through a fleet.Observer (read-only, no lease), and
+// its balancer sends each call to the owner's address, never to another
+// node while the owner is known. The Client's interceptors take each
+// call's key, give every attempt of a call the same idempotency key, and
+// retry calls that a node refused with a retryable refusal, or that found
+// their owner unavailable, with backoff, bounded by the ClientConfig's
+// Backoff and by the call's deadline. A Client is safe for concurrent use
+// by multiple goroutines.
+type Client struct {
+	etcd    EtcdClient
+	cfg     ClientConfig
+	log     hclog.Logger
+	builder *resolverBuilder
+
+	attempts, retries   atomic.Int64
+	ok, retried, failed atomic.Int64
+	metrics             *metrics.Set // nil without ClientConfig.Metrics
+}
+
+// ClientStats counts a Client's calls since it was created.
+type ClientStats struct {
+	// Attempts is the number of attempts made, retries included.
+	Attempts int64
+	// Retries is the number of attempts that repeated a refused or
+	// unavailable one of the same call.
+	Retries int64
+	// OK, Retried and Failed count the calls answered at the first
+	// attempt, answered after retries, and failed with an error (the
+	// handler's own errors included).
+	OK, Retried, Failed int64
+}
+
+// NewClient returns a Client that reads fleets through etcd. It talks to
+// etcd only when a connection is made. It returns an error wrapping
+// ErrNilArgument if etcd is nil, ErrInvalidConfig if cfg does not
+// validate, or ErrMetrics.
+func NewClient(etcd EtcdClient, cfg ClientConfig) (*Client, error) {
+	if nilness.Is(etcd) {
+		return nil, fmt.Errorf("%w: etcd client %T", ErrNilArgument, etcd)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{etcd: etcd, cfg: cfg, log: cfg.Logger}
+	c.builder = &resolverBuilder{c: c}
+	var err error
+	if c.metrics, err = registerClientMetrics(cfg.Metrics, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DialOptions returns the options that make a grpc.ClientConn for a
+// target of Scheme route by key: the resolver, the owner balancer and the
+// Client's interceptors (ahead of any given later). Add the transport
+// credentials (see the package documentation for mTLS).
+func (c *Client) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithResolvers(c.builder),
+		grpc.WithDefaultServiceConfig(serviceConfig),
+		grpc.WithChainUnaryInterceptor(c.Unary),
+		grpc.WithChainStreamInterceptor(c.Stream),
+	}
+}
+
+// NewConn returns a connection to the fleet target names (Target or
+// TargetPrefix), made with grpc.NewClient, DialOptions and opts. Closing
+// it stops following the fleet.
+func (c *Client) NewConn(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return grpc.NewClient(target, append(c.DialOptions(), opts...)...)
+}
+
+// Stats returns the Client's counters. It takes no lock.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{Attempts: c.attempts.Load(), Retries: c.retries.Load(),
+		OK: c.ok.Load(), Retried: c.retried.Load(), Failed: c.failed.Load()}
+}
+
+// Close unregisters the Client's metrics. Its connections are their
+// owner's to close. Close is idempotent.
+func (c *Client) Close() { c.metrics.Unregister() }
+
+// Unary is the Client's grpc.UnaryClientInterceptor. It takes the call's
+// key (ClientConfig.Key, else WithKey, else the MetadataKey metadata: a
+// call without one fails with codes.InvalidArgument and an error wrapping
+// ErrNoKey or ErrInvalidKey), sets the MetadataKey and
+// MetadataIdempotencyKey metadata (the latter kept if the caller set it),
+// and retries the call as Client describes. It returns the first answer
+// that is not retried, or an error wrapping ErrRetriesExhausted and the
+// last attempt's status error.
+func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) (err error) {
+	ctx, rt, err := c.prepare(ctx, method, req)
+	if err != nil {
+		c.failed.Add(1)
+		return err
+	}
+	attempts := 0
+	defer func() { c.record(attempts, err) }()
+	var p peer.Peer
+	opts = append(opts[:len(opts):len(opts)], grpc.Peer(&p))
+	for attempt := 1; ; attempt++ {
+		attempts = attempt
+		p = peer.Peer{}
+		c.attempts.Add(1)
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if err == nil {
+			return nil
+		}
+		if !c.again(ctx, rt, err, peerAddr(&p)) {
+			return err
+		}
+		if werr := c.wait(ctx, method, rt, attempt, err); werr != nil {
+			return werr
+		}
+	}
+}
+
+// prepare returns ctx with the call's route and metadata, and the route.
+func (c *Client) prepare(ctx context.Context, method string, req any) (context.Context, *route, error) {
+	var (
+		key string
+		err error
+	)
+	if c.cfg.Key != nil && req != nil {
+		if key, err = c.cfg.Key(ctx, method, req); err != nil {
+			return ctx, nil, userKeyError(err)
+		}
+		err = checkKey(key)
+	} else {
+		key, err = callKey(ctx)
+	}
+	if err != nil {
+		return ctx, nil, err
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	pairs := []string{MetadataKey, key}
+	if len(md.Get(MetadataKey)) > 0 {
+		pairs = pairs[:0]
+	}
+	if len(md.Get(MetadataIdempotencyKey)) == 0 {
+		pairs = append(pairs, MetadataIdempotencyKey, rand.Text())
+	}
+	if len(pairs) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
+	}
+	rt := &route{key: key}
+	return context.WithValue(ctx, pickCtx{}, rt), rt, nil
+}
+
+// again reports whether a failed attempt is retried: its status carries a
+// retryable tenure refusal (whose hint rt keeps for the next pick), or is
+// codes.Unavailable without one (the owner could not be reached or is
+// going away), while ctx lasts. addr is the address that answered.
+func (c *Client) again(ctx context.Context, rt *route, err error, addr string) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	ref := RefusalOf(err)
+	switch {
+	case ref != nil && !ref.Retryable:
+		return false
+	case ref == nil && status.Code(err) != codes.Unavailable:
+		return false
+	}
+	rt.hint, rt.hinted = hintOf(ref)
+	rt.refused = addr
+	return true
+}
+
+// wait waits before attempt+1 of a call, as the Backoff says, or returns
+// the error that ends the call: ErrRetriesExhausted after the last
+// attempt, or ctx's.
+func (c *Client) wait(ctx context.Context, method string, rt *route, attempt int, last error) error {
+	if attempt >= c.cfg.Backoff.MaxAttempts {
+		return fmt.Errorf("%w: %s key %q: %d attempts: %w", ErrRetriesExhausted, method, rt.key, attempt, last)
+	}
+	c.log.Debug("call refused; retrying", "method", method, "key", rt.key, "attempt", attempt, "error", last)
+	if err := c.cfg.Backoff.Wait(ctx, c.cfg.Clock, attempt); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	c.retries.Add(1)
+	return nil
+}
+
+// record counts a call that made attempts and ended with err.
+func (c *Client) record(attempts int, err error) {
+	switch {
+	case err != nil:
+		c.failed.Add(1)
+	case attempts > 1:
+		c.retried.Add(1)
+	default:
+		c.ok.Add(1)
+	}
+}
+
+// peerAddr returns the address of the node an attempt reached, if any.
+func peerAddr(p *peer.Peer) string {
+	if p.Addr == nil {
+		return ""
+	}
+	return p.Addr.String()
+}

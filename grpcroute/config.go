@@ -1,0 +1,124 @@
+package grpcroute
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/router"
+)
+
+// ServerConfig configures a Server. The zero value of each field selects
+// its documented default.
+type ServerConfig struct {
+	// Key returns the routing key of a unary call from its request. Nil
+	// means the key of the call's MetadataKey metadata, which a Client
+	// sets. Streaming calls always take the key from the metadata (their
+	// messages arrive after the call was admitted).
+	Key KeyFunc
+	// Routed reports whether calls to the full method name method are
+	// routed by key. Nil means every method is; return false for methods
+	// that any node serves (health checks, reflection).
+	Routed func(method string) bool
+	// HandoffWait bounds how long a call for a partition in handoff waits
+	// for the routing table to change before it is refused, as
+	// router.Config.HandoffWait. Zero means router.DefaultHandoffWait (2s).
+	HandoffWait time.Duration
+	// Logger receives the server's diagnostics. Nil discards them.
+	Logger hclog.Logger
+	// Clock times the handoff waits. Nil means the real clock.
+	Clock clockwork.Clock
+	// Metrics, if not nil, receives the Server's Prometheus metrics (see
+	// metrics.go); NewServer registers them and Close unregisters them.
+	Metrics prometheus.Registerer
+}
+
+// DefaultServerConfig returns the ServerConfig with every default filled in.
+func DefaultServerConfig() ServerConfig { return ServerConfig{}.withDefaults() }
+
+func (c ServerConfig) withDefaults() ServerConfig {
+	if c.HandoffWait == 0 {
+		c.HandoffWait = router.DefaultHandoffWait
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	return c
+}
+
+// Validate reports whether c can configure a Server. Errors wrap
+// ErrInvalidConfig; a typed nil Logger, Clock or Metrics also wraps
+// ErrNilArgument.
+func (c ServerConfig) Validate() error {
+	if c.HandoffWait < 0 {
+		return fmt.Errorf("%w: handoff wait %v must not be negative", ErrInvalidConfig, c.HandoffWait)
+	}
+	return nilFields(c.Logger, c.Clock, c.Metrics)
+}
+
+// Backoff is the retry policy of a Client's calls: router.Backoff, the
+// library's one retry policy type.
+type Backoff = router.Backoff
+
+// ClientConfig configures a Client. The zero value of each field selects
+// its documented default.
+type ClientConfig struct {
+	// Key returns the routing key of a unary call from its request. Nil
+	// means the key WithKey put in the call's context, else the
+	// MetadataKey of its outgoing metadata. Streaming calls always take
+	// the key from the context or the metadata.
+	Key KeyFunc
+	// Backoff is the retry policy of refused calls: zero fields take
+	// router.DefaultBackoff's values (10 attempts, 5ms doubling to 1s,
+	// jittered). Every attempt is also bounded by the call's deadline.
+	Backoff Backoff
+	// Logger receives the client's diagnostics. Nil discards them.
+	Logger hclog.Logger
+	// Clock times the retry delays. Nil means the real clock.
+	Clock clockwork.Clock
+	// Metrics, if not nil, receives the Client's Prometheus metrics (see
+	// metrics.go); NewClient registers them and Close unregisters them.
+	Metrics prometheus.Registerer
+}
+
+// DefaultClientConfig returns the ClientConfig with every default filled in.
+func DefaultClientConfig() ClientConfig { return ClientConfig{}.withDefaults() }
+
+func (c ClientConfig) withDefaults() ClientConfig {
+	c.Backoff = c.Backoff.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	return c
+}
+
+// Validate reports whether c can configure a Client. Errors wrap
+// ErrInvalidConfig, and ErrInvalidBackoff for a Backoff that does not
+// validate; a typed nil Logger, Clock or Metrics also wraps ErrNilArgument.
+func (c ClientConfig) Validate() error {
+	if err := c.Backoff.Validate(); err != nil {
+		return fmt.Errorf("%w: backoff: %w", ErrInvalidConfig, err)
+	}
+	return nilFields(c.Logger, c.Clock, c.Metrics)
+}
+
+// nilFields returns an error if one of the optional fields is a typed nil.
+func nilFields(log hclog.Logger, clk clockwork.Clock, reg prometheus.Registerer) error {
+	for name, v := range map[string]any{"logger": log, "clock": clk, "metrics registerer": reg} {
+		if v != nil && nilness.Is(v) {
+			return fmt.Errorf("%w: %w: %s is a typed nil", ErrInvalidConfig, ErrNilArgument, name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+// Package grpcroute routes gRPC calls by key to the key's owner in a tenure
+// fleet, with the guarantees the HTTP router (package router) gives: each
+// call runs on its key's owner, under the owner's fencing token, and a
+// planned move of the key's partition never fails a call.
+//
+// # Client side
+//
+// A Client makes connections whose target names a fleet: Target(cluster)
+// ("tenure:///<cluster>") or TargetPrefix(prefix). The connection's resolver
+// reads the fleet's spec and follows its members and claims in etcd
+// through a fleet.Observer (read-only, no lease; the reader the nodes
+// use), and gives the balancer every owner's address at each change. The
+// balancer (BalancerName) keeps a connection to every owner and sends each
+// call to the owner of its key; a call whose owner is unknown or not
+// reachable yet waits for it, bounded by the call's deadline, and is never
+// sent to a node that is not the owner while the owner is known (unlike
+// grpc-go's ring_hash, which gives affinity, not ownership).
+//
+// The key of a unary call comes from ClientConfig.Key, a function of the
+// request message, or from WithKey, or from the MetadataKey metadata; that
+// of a streaming call from WithKey or the metadata. Every attempt of one
+// call carries the same MetadataIdempotencyKey. A call refused with a
+// retryable refusal (not the owner, handoff, session lost, stale,
+// unavailable), or that found its owner unavailable (codes.Unavailable),
+// is sent again to the owner named by the refusal's hint or by the
+// watched view, whichever is newer, after a delay of ClientConfig.Backoff,
+// bounded in attempts and by the call's deadline:
+//
+//	c, err := grpcroute.NewClient(etcd, grpcroute.ClientConfig{Key: keyOfRequest})
+//	conn, err := c.NewConn(grpcroute.Target("counter"), grpc.WithTransportCredentials(creds))
+//	defer conn.Close()
+//	reply, err := counterpb.NewCounterClient(conn).Add(ctx, &counterpb.AddRequest{Key: "k"})
+//
+// # Server side
+//
+// A Server wraps the node (*ownership.Node) of a gRPC server: its unary
+// and stream interceptors (ServerOptions) admit a call only on the owner of
+// its key, held like router.Router.Do's work (counted as in flight, so that
+// a planned move drains it before the partition moves), with the
+// partition's token in the handler's context (fence.FromContext). A call
+// for a partition in handoff waits up to ServerConfig.HandoffWait. Any
+// other call is refused, never forwarded: the caller's Client, which knows
+// the call's deadline and holds its retry budget, sends it to the owner
+// itself, with no extra hop.
+//
+// Refusals travel as gRPC status codes (Unavailable, or Aborted for a
+// stale write) whose one detail is a tenurepb.Refusal (proto message
+// tenure.v1.Refusal, tenurepb/tenure/v1/refusal.proto): its kind, the
+// partition, the owner, its address and epoch, and the ring version. Any
+// gRPC client, in any language, reads the next owner from the status's
+// details; RefusalOf reads it in Go. A handler that returns the error of a
+// write its store refused as stale (fence.ErrStale), or of work cut short
+// because its tenure ended (ownership.Ended), or of etcd unavailable, has
+// its error turned into the retryable refusal by the interceptor, as
+// router.WriteError does over HTTP, so that the Client retries the call at
+// the new owner. A call without a usable key fails with
+// codes.InvalidArgument (ErrNoKey, ErrInvalidKey).
+//
+// # mTLS
+//
+// Routing adds nothing to gRPC's transport security: use the standard
+// credentials on both sides. Each node serves with a certificate for the
+// address it advertises (ownership.Config.Addr, which the Client dials)
+// and requires client certificates; clients present theirs and verify the
+// nodes' against the fleet's CA:
+//
+//	// node
+//	creds := credentials.NewTLS(&tls.Config{
+//		Certificates: []tls.Certificate{nodeCert},
+//		ClientCAs:    caPool,
+//		ClientAuth:   tls.RequireAndVerifyClientCert,
+//		MinVersion:   tls.VersionTLS13,
+//	})
+//	srv := grpc.NewServer(append(rs.ServerOptions(), grpc.Creds(creds))...)
+//
+//	// client
+//	creds := credentials.NewTLS(&tls.Config{
+//		Certificates: []tls.Certificate{clientCert},
+//		RootCAs:      caPool,
+//		MinVersion:   tls.VersionTLS13,
+//	})
+//	conn, err := c.NewConn(grpcroute.Target("counter"), grpc.WithTransportCredentials(creds))
+//
+// The server name a connection verifies is the host of the address it
+// dials (the owner's advertised address), so the nodes' certificates name
+// those hosts or IP addresses; grpc.WithAuthority does not apply, since
+// each node has its own.
+//
+// # Metrics
+//
+// ServerConfig.Metrics and ClientConfig.Metrics take an optional
+// prometheus.Registerer (metrics.go lists the series); NewServer and NewClient
+// fail with ErrMetrics if they cannot be registered; Close unregisters
+// them.
+package grpcroute

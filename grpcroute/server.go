@@ -1,0 +1,227 @@
+package grpcroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/grpcroute/tenurepb"
+	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/metrics"
+	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router"
+)
+
+// Server admits the calls of one node of a fleet: a call whose key's
+// partition the node owns runs, held like router.Router.Do's work; any
+// other call is refused with a status that names the owner (see
+// refusal.go). Install its interceptors with ServerOptions, or Unary and
+// Stream. A Server is safe for concurrent use by multiple goroutines.
+type Server struct {
+	node    router.Node
+	id      string
+	cfg     ServerConfig
+	log     hclog.Logger
+	closed  atomic.Bool
+	served  atomic.Int64
+	refused atomic.Int64
+	metrics *metrics.Set // nil without ServerConfig.Metrics
+}
+
+// ServerStats counts what a Server did with the calls it routed.
+type ServerStats struct {
+	// Served is the number of calls admitted and run on this node.
+	Served int64
+	// Refused is the number of calls refused with a tenure refusal:
+	// before they ran (not the owner, handoff, session lost) or because
+	// their handler reported the end of its tenure (those also count as
+	// Served). Calls without a usable key are not counted.
+	Refused int64
+}
+
+// NewServer returns the Server of node (an *ownership.Node will do). The
+// node's lifetime is the caller's. It returns an error wrapping
+// ErrNilArgument if node is nil, ErrInvalidConfig if cfg does not
+// validate, or ErrMetrics.
+func NewServer(node router.Node, cfg ServerConfig) (*Server, error) {
+	if nilness.Is(node) {
+		return nil, fmt.Errorf("%w: node", ErrNilArgument)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{node: node, id: node.ID(), cfg: cfg, log: cfg.Logger}
+	var err error
+	if s.metrics, err = registerServerMetrics(cfg.Metrics, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ServerOptions returns the options that install the Server's unary and
+// stream interceptors on a grpc.Server, ahead of any others given later.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.Unary), grpc.ChainStreamInterceptor(s.Stream)}
+}
+
+// Stats returns the Server's counters. It takes no lock.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{Served: s.served.Load(), Refused: s.refused.Load()}
+}
+
+// Close stops admitting calls: every routed call is refused with
+// SESSION_LOST from then on. Calls running go on. Close unregisters the
+// metrics and is idempotent.
+func (s *Server) Close() {
+	s.closed.Store(true)
+	s.metrics.Unregister()
+}
+
+// Unary is the Server's grpc.UnaryServerInterceptor. It takes the call's
+// key (ServerConfig.Key, or the MetadataKey metadata) and, if this node
+// owns the key's partition, runs handler counted as in flight (a handoff
+// of the partition drains it first) under a context that carries the
+// partition's fencing token (fence.FromContext) and the key
+// (KeyFromContext), and ends when the call ends or the tenure ends. A partition in handoff is waited for up to
+// ServerConfig.HandoffWait. Otherwise the call is refused with a status
+// naming the owner. A handler's error that reports the end of its tenure
+// (a write refused by fence.ErrStale, work cut short by a move or a lost
+// session: ownership.Ended), or etcd unavailable, becomes the matching
+// retryable refusal, as router.WriteError answers it over HTTP; any other
+// error is returned unchanged. A call without a usable key fails with
+// codes.InvalidArgument.
+func (s *Server) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if s.cfg.Routed != nil && !s.cfg.Routed(info.FullMethod) {
+		return handler(ctx, req)
+	}
+	key, err := s.key(ctx, info.FullMethod, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp any
+	err = s.admit(ctx, key, func(wctx context.Context) error {
+		var herr error
+		resp, herr = handler(wctx, req)
+		return herr
+	})
+	return resp, err
+}
+
+// Stream is the Server's grpc.StreamServerInterceptor: Unary for a
+// streaming call, whose key is always its MetadataKey metadata. The
+// handler's stream's Context is the work's context.
+func (s *Server) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if s.cfg.Routed != nil && !s.cfg.Routed(info.FullMethod) {
+		return handler(srv, ss)
+	}
+	ctx := ss.Context()
+	key, err := keyOfMetadata(metadata.ValueFromIncomingContext(ctx, MetadataKey))
+	if err != nil {
+		return err
+	}
+	return s.admit(ctx, key, func(wctx context.Context) error {
+		return handler(srv, &workStream{ServerStream: ss, ctx: wctx})
+	})
+}
+
+// key returns the routing key of a unary call.
+func (s *Server) key(ctx context.Context, method string, req any) (string, error) {
+	if s.cfg.Key == nil {
+		return keyOfMetadata(metadata.ValueFromIncomingContext(ctx, MetadataKey))
+	}
+	key, err := s.cfg.Key(ctx, method, req)
+	if err != nil {
+		return "", userKeyError(err)
+	}
+	return key, checkKey(key)
+}
+
+// admit runs work for key if this node owns it, as Unary describes, and
+// returns its error or the refusal.
+func (s *Server) admit(ctx context.Context, key string, work func(wctx context.Context) error) error {
+	if s.closed.Load() {
+		s.refused.Add(1)
+		return statusOf(refusal(tenurepb.Refusal_SESSION_LOST, s.id, nil), "grpcroute: the server is closed")
+	}
+	held, hint, err := s.hold(ctx, key)
+	if err != nil {
+		s.refused.Add(1)
+		ref := s.refuse(ctx, hint, err)
+		s.log.Trace("refused", "key", key, "kind", ref.Kind, "owner", ref.Owner)
+		return statusOf(ref, "")
+	}
+	defer held.Release()
+	s.served.Add(1)
+	wctx, cancel := workContext(ctx, held)
+	defer cancel()
+	err = work(context.WithValue(wctx, servedKey{}, key))
+	if err == nil {
+		return nil
+	}
+	kind, ok := endedKind(ctx, wctx, err)
+	if !ok {
+		return err
+	}
+	s.refused.Add(1)
+	ref := refusal(kind, s.id, &ownership.WrongOwnerError{Route: s.node.Lookup(key)})
+	if kind == tenurepb.Refusal_STALE {
+		staleDetails(ref, err)
+	}
+	s.log.Debug("handler reports the end of its tenure; refusing for a retry", "key", key, "kind", kind, "error", err)
+	return statusOf(ref, "grpcroute: "+err.Error())
+}
+
+// endedKind returns the refusal a handler's error err stands for, as
+// router.WriteError answers it: a write refused stale, work cut short by
+// the end of its tenure (ownership.Ended under the work's context wctx;
+// a status error of a stream cut short counts when wctx ended with such
+// a cause), or etcd unavailable while the caller (ctx) still waits.
+func endedKind(ctx, wctx context.Context, err error) (tenurepb.Refusal_Kind, bool) {
+	reason, ended := ownership.Ended(wctx, err)
+	if code := status.Code(err); !ended && (code == codes.Canceled || code == codes.DeadlineExceeded) && ctx.Err() == nil {
+		reason, ended = ownership.Ended(wctx, context.Canceled) // the stream's own error for its ended context
+	}
+	switch {
+	case !ended && etcderr.Unavailable(err) && ctx.Err() == nil:
+		return tenurepb.Refusal_UNAVAILABLE, true
+	case !ended:
+		return 0, false
+	case errors.Is(err, fence.ErrStale):
+		return tenurepb.Refusal_STALE, true
+	case reason == ownership.ReasonLost:
+		return tenurepb.Refusal_SESSION_LOST, true
+	}
+	return tenurepb.Refusal_HANDOFF, true
+}
+
+// refuse returns the refusal of a call that hold did not admit, given its
+// hint we and error err, as router.Handler answers a forwarded request.
+func (s *Server) refuse(ctx context.Context, we *ownership.WrongOwnerError, err error) *tenurepb.Refusal {
+	elsewhere := we != nil && we.Owner != "" && we.Addr != "" && we.Owner != s.id
+	_, nodeEnded := ownership.Ended(context.Background(), err) // closed, or its session lost
+	switch {
+	case ctx.Err() == nil && nodeEnded:
+		return refusal(tenurepb.Refusal_SESSION_LOST, s.id, we)
+	case ctx.Err() == nil && elsewhere && !we.Releasing && !we.Acquiring:
+		return refusal(tenurepb.Refusal_NOT_OWNER, s.id, we)
+	}
+	return refusal(tenurepb.Refusal_HANDOFF, s.id, we)
+}
+
+// workStream is a server stream whose Context is the work's.
+type workStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *workStream) Context() context.Context { return w.ctx }
