@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/grpcroute/tenurepb"
+	"github.com/tenure-go/tenure/internal/admit"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -162,7 +163,7 @@ func (s *Server) admit(ctx context.Context, key string, work func(wctx context.C
 	}
 	defer held.Release()
 	s.served.Add(1)
-	wctx, cancel := workContext(ctx, held)
+	wctx, cancel := admit.WorkContext(ctx, held)
 	defer cancel()
 	err = work(context.WithValue(wctx, servedKey{}, key))
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/internal/admit"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -114,7 +115,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	held, hint, err := r.hold(req.Context(), key)
 	if err == nil {
 		defer held.Release()
-		ctx, cancel := workContext(req.Context(), held)
+		ctx, cancel := admit.WorkContext(req.Context(), held)
 		defer cancel()
 		req = req.WithContext(context.WithValue(ctx, routedKey{}, &routed{r: r, key: key}))
 		req.Header.Set(HeaderFenceToken, held.Token.String())

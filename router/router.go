@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/admit"
 	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
@@ -184,7 +185,7 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 // says that fn's tenure ended while ctx still lasts.
 func run(ctx context.Context, h ownership.Held, fn func(ctx context.Context, t fence.Token) error) (ended bool, err error) {
 	defer h.Release()
-	wctx, cancel := workContext(ctx, h)
+	wctx, cancel := admit.WorkContext(ctx, h)
 	defer cancel()
 	err = fn(wctx, h.Token)
 	if err == nil || ctx.Err() != nil {
@@ -194,62 +195,12 @@ func run(ctx context.Context, h ownership.Held, fn func(ctx context.Context, t f
 	return ended, err
 }
 
-// hold admits work for key, waiting for handoffs as Do describes. When it
-// does not admit it, it returns the node's last answer (or ctx's error)
-// and the hint of where the work goes: the node's own
-// *ownership.WrongOwnerError when its answer is one, else that of its
-// answer before (a node that closed while the router waited), else one
-// built from the node's route of key. The node is asked for a hint only
-// when its answers carry none.
+// hold admits work for key, waiting for handoffs as Do describes
+// (admit.Hold). When it does not admit it, it returns the node's last
+// answer (or ctx's error, as an *admit.WaitError) and the hint of where the
+// work goes.
 func (r *Router) hold(ctx context.Context, key string) (ownership.Held, *ownership.WrongOwnerError, error) {
-	changed := r.node.Changed()
-	h, err := r.node.Hold(key)
-	if err == nil {
-		return h, nil, nil
-	}
-	we, named := errors.AsType[*ownership.WrongOwnerError](err)
-	if !named || !r.waitable(we) {
-		return h, r.hint(key, we), err
-	}
-	timer := r.cfg.Clock.NewTimer(r.cfg.HandoffWait)
-	defer timer.Stop()
-	for {
-		select {
-		case <-changed:
-		case <-timer.Chan():
-			return ownership.Held{}, we, err
-		case <-ctx.Done():
-			return ownership.Held{}, we, &waitError{ctx: ctx.Err(), last: err}
-		}
-		changed = r.node.Changed()
-		h, err = r.node.Hold(key)
-		if err == nil {
-			return h, nil, nil
-		}
-		next, named := errors.AsType[*ownership.WrongOwnerError](err)
-		if named {
-			we = next
-		}
-		if !named || !r.waitable(we) {
-			return h, we, err
-		}
-	}
-}
-
-// hint returns we, or when the node's answer named no owner, the node's
-// route of key.
-func (r *Router) hint(key string, we *ownership.WrongOwnerError) *ownership.WrongOwnerError {
-	if we != nil {
-		return we
-	}
-	return &ownership.WrongOwnerError{Route: r.node.Lookup(key)}
-}
-
-// waitable reports whether the node's hint we means a handoff that is
-// worth waiting for: this node is releasing the partition or acquiring
-// it, or nobody is known to own it, or its claim names this node.
-func (r *Router) waitable(we *ownership.WrongOwnerError) bool {
-	return we.Releasing || we.Acquiring || we.Owner == "" || we.Owner == r.id
+	return admit.Hold(ctx, r.node, admit.Wait{Self: r.id, For: r.cfg.HandoffWait, Clock: r.cfg.Clock}, key)
 }
 
 // elsewhere reports whether we names another node, with an address, to
@@ -257,19 +208,6 @@ func (r *Router) waitable(we *ownership.WrongOwnerError) bool {
 func (r *Router) elsewhere(we *ownership.WrongOwnerError) bool {
 	return we != nil && we.Owner != "" && we.Addr != "" && we.Owner != r.id
 }
-
-// waitError is hold's error when ctx ended during a handoff wait. It wraps
-// both ctx's error and the node's last answer.
-type waitError struct {
-	ctx  error
-	last error
-}
-
-func (e *waitError) Error() string {
-	return "router: waiting for handoff: " + e.ctx.Error() + ": " + e.last.Error()
-}
-
-func (e *waitError) Unwrap() []error { return []error{e.ctx, e.last} }
 
 // holdError turns hold's error into the Router's error: the node's
 // *ownership.WrongOwnerError as it is (wrapped with ctx's error if the wait
@@ -286,8 +224,8 @@ func (r *Router) holdError(ctx context.Context, err error, hint *ownership.Wrong
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	if named {
-		if _, waited := err.(*waitError); waited {
-			return err
+		if _, waited := err.(*admit.WaitError); waited {
+			return fmt.Errorf("router: %w", err)
 		}
 		return hint
 	}

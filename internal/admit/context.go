@@ -1,4 +1,4 @@
-package router
+package admit
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"github.com/tenure-go/tenure/ownership"
 )
 
-// workContext returns the context that work admitted by h runs under: it
+// WorkContext returns the context that work admitted by h runs under: it
 // carries ctx's values and deadline and h's token (fence.FromContext) with
 // its signature, if the partition's context has one, and
 // it ends when ctx ends or when h's tenure ends, in the latter case with the
 // partition context's cause (ownership.ErrMoved, ErrLost or ErrClosed).
 // The returned function releases its resources.
-func workContext(ctx context.Context, h ownership.Held) (context.Context, context.CancelFunc) {
+func WorkContext(ctx context.Context, h ownership.Held) (context.Context, context.CancelFunc) {
 	part := h.Context
 	if part == nil {
 		part = fence.NewContext(context.Background(), h.Token)
@@ -48,7 +48,7 @@ type workCtx struct {
 func (c *workCtx) Deadline() (time.Time, bool) { return c.part.Deadline() }
 func (c *workCtx) Done() <-chan struct{}       { return c.part.Done() }
 func (c *workCtx) Err() error                  { return c.part.Err() }
-func (c *workCtx) String() string              { return "router.workContext" }
+func (c *workCtx) String() string              { return "admit.WorkContext" }
 
 func (c *workCtx) Value(key any) any {
 	if v := c.part.Value(key); v != nil {
