@@ -64,6 +64,11 @@ type Config struct {
 	Addr string
 	// Meta is published with the member key for others to read (Members).
 	Meta map[string]string
+	// Weight is the node's capacity weight, published with its member key:
+	// under ring.AlgorithmWeighted a node's share of partitions (and the
+	// balancer's target of its load) is proportional to it. Zero means 1;
+	// it must be at most ring.MaxWeight.
+	Weight int
 	// Ring sets the partition count and load factor. Every node of the
 	// cluster must use the same values: the first node to join stores them
 	// as the fleet's ring.Spec, and Join refuses a node whose Ring differs
@@ -169,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Ring.Validate(); err != nil {
 		return errs.Nest(ErrInvalidConfig, "ring", err)
+	}
+	if c.Weight < 0 || c.Weight > ring.MaxWeight {
+		return errs.Nest(ErrInvalidConfig, "weight", fmt.Errorf("%w: %d must be in [0, %d]", ring.ErrInvalidWeight, c.Weight, ring.MaxWeight))
 	}
 	if err := c.Session.Validate(); err != nil {
 		return errs.Nest(ErrInvalidConfig, "session", err)
