@@ -131,21 +131,16 @@ func (r *Reader) List(ctx context.Context) (*Listing, error) {
 	if len(resp.Responses) != 4 {
 		return nil, fmt.Errorf("fleet: read members and claims: %d responses for 4 reads", len(resp.Responses))
 	}
-	lst := r.Decode(resp.Header.Revision,
+	return r.Decode(resp.Header.Revision,
 		resp.Responses[0].GetResponseRange().GetKvs(),
 		resp.Responses[1].GetResponseRange().GetKvs(),
-		resp.Responses[2].GetResponseRange().GetKvs())
-	for _, kv := range resp.Responses[3].GetResponseRange().GetKvs() {
-		if p, pl, ok := r.placement(kv); ok {
-			lst.Placements[p] = pl
-		}
-	}
-	return lst, nil
+		resp.Responses[2].GetResponseRange().GetKvs(),
+		resp.Responses[3].GetResponseRange().GetKvs()), nil
 }
 
-// Decode decodes the member, claim and drain key-values read at revision
-// rev.
-func (r *Reader) Decode(rev int64, members, claims, drained []*mvccpb.KeyValue) *Listing {
+// Decode decodes the member, claim, drain and placement key-values read at
+// revision rev.
+func (r *Reader) Decode(rev int64, members, claims, drained, placements []*mvccpb.KeyValue) *Listing {
 	lst := &Listing{Rev: rev, Members: make(map[string]MemberRec), Drained: make(map[string]bool), Claims: make([]Claim, r.Partitions),
 		Placements: make(map[int]Placement)}
 	for _, kv := range drained {
@@ -163,6 +158,11 @@ func (r *Reader) Decode(rev int64, members, claims, drained []*mvccpb.KeyValue) 
 			lst.Claims[p] = ClaimOf(kv)
 		} else if p >= 0 {
 			lst.Outside++
+		}
+	}
+	for _, kv := range placements {
+		if p, pl, ok := r.placement(kv); ok {
+			lst.Placements[p] = pl
 		}
 	}
 	return lst
