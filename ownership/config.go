@@ -3,6 +3,7 @@ package ownership
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -92,6 +93,20 @@ type Config struct {
 	// defaults documented in election.SessionConfig; a nil Clock means
 	// Config.Clock and a nil Logger means Config.Logger.
 	Session election.SessionConfig
+	// LoadInterval is how often the node folds the work it admitted into
+	// its smoothed load per partition and may publish its load report
+	// (<prefix>load/<nodeID>, bound to its lease) for the balancer and the
+	// operator; a report is written at most every
+	// max(LoadInterval, members/LoadBudget), and only when it changed.
+	// Zero means 10s; negative turns load reports off.
+	LoadInterval time.Duration
+	// LoadWindow is the smoothing window (time constant) of the load per
+	// partition. Zero means 1 minute; negative is invalid.
+	LoadWindow time.Duration
+	// LoadBudget is the most load reports per second the whole fleet
+	// should write: each node stretches its report interval to
+	// members/LoadBudget. Zero means 5; negative is invalid.
+	LoadBudget float64
 	// DrainTimeout bounds how long a handoff waits for the partition's
 	// in-flight work, whose context stays live meanwhile, and then for its
 	// OnReleased callback, before the claim is deleted. When it passes with
@@ -182,6 +197,8 @@ func (c Config) Validate() error {
 		return errs.Nest(ErrInvalidConfig, "session", err)
 	}
 	switch {
+	case c.LoadWindow < 0 || c.LoadBudget < 0 || math.IsNaN(c.LoadBudget) || math.IsInf(c.LoadBudget, 0):
+		return fmt.Errorf("%w: load window %v and load budget %v must not be negative", ErrInvalidConfig, c.LoadWindow, c.LoadBudget)
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("%w: drain timeout %v must not be negative", ErrInvalidConfig, c.DrainTimeout)
 	case c.MaxTxnOps < 0 || c.MaxTxnOps == 1:
@@ -213,6 +230,15 @@ type fencePrefixer interface{ FencePrefix() string }
 func (c Config) withDefaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = defaultDrainTimeout
+	}
+	if c.LoadInterval == 0 {
+		c.LoadInterval = defaultLoadInterval
+	}
+	if c.LoadWindow == 0 {
+		c.LoadWindow = defaultLoadWindow
+	}
+	if c.LoadBudget == 0 {
+		c.LoadBudget = defaultLoadBudget
 	}
 	if c.MaxTxnOps == 0 {
 		c.MaxTxnOps = DefaultMaxTxnOps
