@@ -2,8 +2,13 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // PlacementReport is how the fleet's partitions are placed, as every node
@@ -20,6 +25,9 @@ type PlacementReport struct {
 	// Imbalance is the largest Partitions per unit of weight over the mean
 	// among the members not drained (1 is perfectly even), 0 with none.
 	Imbalance float64 `json:"imbalance"`
+	// LoadImbalance is the largest Load per unit of weight over the mean
+	// (what the balancer evens out), 0 without load reports.
+	LoadImbalance float64 `json:"load_imbalance"`
 	// Placements are the pins and moves in etcd, by partition.
 	Placements []PlacementStatus `json:"placements"`
 }
@@ -39,6 +47,11 @@ type MemberPlacement struct {
 	PerWeight  float64 `json:"per_weight"`
 	// Capacity is the most partitions the ring itself gives the member.
 	Capacity int `json:"capacity"`
+	// Load is the sum of the smoothed loads (units of work per second) the
+	// member reports for the partitions it serves; LoadPerWeight is Load
+	// over Weight.
+	Load          float64 `json:"load"`
+	LoadPerWeight float64 `json:"load_per_weight"`
 }
 
 // PlacementStatus is one pin or move.
@@ -66,20 +79,32 @@ func (o *Operator) Placement(ctx context.Context) (PlacementReport, error) {
 	if err != nil {
 		return PlacementReport{}, err
 	}
+	loads, err := o.loads(ctx, v.rev)
+	if err != nil {
+		return PlacementReport{}, err
+	}
 	f := v.fleet
 	rep := PlacementReport{Revision: v.rev, Algorithm: f.Ring.Algorithm(), Members: []MemberPlacement{}, Placements: []PlacementStatus{}}
-	var sum, top float64
+	var sum, top, loadSum, loadTop float64
 	for _, id := range f.All {
-		m := MemberPlacement{ID: id, Drained: f.Drained[id], Weight: f.Ring.Weight(id), Partitions: f.Ring.Load(id), Capacity: f.Ring.Capacity(id)}
+		m := MemberPlacement{ID: id, Drained: f.Drained[id], Weight: f.Ring.Weight(id), Partitions: f.Ring.Load(id), Capacity: f.Ring.Capacity(id), Load: loads[id]}
 		if m.Weight > 0 {
 			m.PerWeight = float64(m.Partitions) / float64(m.Weight)
-			sum += m.PerWeight * float64(m.Weight)
+			m.LoadPerWeight = m.Load / float64(m.Weight)
+			sum += float64(m.Partitions)
 			top = max(top, m.PerWeight)
+			loadSum += m.Load
+			loadTop = max(loadTop, m.LoadPerWeight)
 		}
 		rep.Members = append(rep.Members, m)
 	}
-	if w := totalWeight(rep.Members); w > 0 && sum > 0 {
-		rep.Imbalance = top / (sum / float64(w))
+	if w := totalWeight(rep.Members); w > 0 {
+		if sum > 0 {
+			rep.Imbalance = top / (sum / float64(w))
+		}
+		if loadSum > 0 {
+			rep.LoadImbalance = loadTop / (loadSum / float64(w))
+		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(f.Placements)) {
 		pl := f.Placements[p]
@@ -95,4 +120,28 @@ func totalWeight(ms []MemberPlacement) int {
 		w += m.Weight
 	}
 	return w
+}
+
+// loads reads the load reports at revision rev and returns each node's
+// total load; undecodable reports count as none.
+func (o *Operator) loads(ctx context.Context, rev int64) (map[string]float64, error) {
+	resp, err := o.kv.Get(ctx, o.layout.Loads(), clientv3.WithPrefix(), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, fmt.Errorf("fleet: read load reports: %w", err)
+	}
+	out := make(map[string]float64, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		id, ok := o.layout.LoadID(string(kv.Key))
+		if !ok {
+			continue
+		}
+		rep, err := keys.DecodeLoadReport(kv.Value)
+		if err != nil {
+			continue
+		}
+		for _, l := range rep.Loads {
+			out[id] += l
+		}
+	}
+	return out, nil
 }
