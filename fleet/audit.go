@@ -37,9 +37,9 @@ type AuditRecord struct {
 	// claim or leader key was deleted, or the drain mark written. Filled by
 	// readers and by the action's own result.
 	Revision int64 `json:"revision,omitempty"`
-	// Actor is who acted, Action what (ActionForceRelease, ActionDrain or
-	// ActionUndrain), Target on what, Reason why, Time when (the operator's
-	// clock). A force release's Target is the fence scope of what it
+	// Actor is who acted, Action what (ActionForceRelease, ActionDrain,
+	// ActionUndrain, ActionPin or ActionUnpin), Target on what, Reason why, Time when (the operator's
+	// clock). A force release's, pin's or unpin's Target is the fence scope of what it
 	// released (fence.PartitionScope or fence.LeaderScope); a drain's or
 	// undrain's is "node/<id>".
 	Actor  string    `json:"actor"`
@@ -49,7 +49,7 @@ type AuditRecord struct {
 	Time   time.Time `json:"time"`
 	// Holder is the node (force release of a partition) or candidate
 	// (force release of a leader) that held the target when it was
-	// released.
+	// released; for a pin or unpin, the node the partition was pinned to.
 	Holder string `json:"holder,omitempty"`
 	// OldEpoch is the epoch released (force release only).
 	OldEpoch int64 `json:"old_epoch,omitempty"`

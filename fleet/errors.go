@@ -57,3 +57,7 @@ var (
 	// ErrNotDrained reports an undrain of a node that is not drained.
 	ErrNotDrained = errors.New("fleet: node not drained")
 )
+
+// ErrNotPinned reports an unpin of a partition that has no pin (none, or a
+// balancer's move), or whose pin changed meanwhile.
+var ErrNotPinned = errors.New("fleet: partition not pinned")

@@ -126,16 +126,20 @@ type PartitionStatus struct {
 	Epoch int64 `json:"epoch,omitempty"`
 	// Since is when Owner created the claim, by its clock; zero if unknown.
 	Since time.Time `json:"since,omitzero"`
-	// Next is the ring's owner of the partition: the node that holds it
-	// when the fleet is settled. Empty if the ring has no members.
+	// Next is the partition's owner by the fleet's one rule (the ring with
+	// the placements applied): the node that holds it when the fleet is
+	// settled. Empty if the ring has no members.
 	Next string `json:"next,omitempty"`
+	// Placed names the origin of the placement that chose Next
+	// (PlacementPin or PlacementMove), empty if the ring alone did.
+	Placed string `json:"placed,omitempty"`
 	// Handoff reports a claim held by a node other than Next: a move in
 	// progress (or stuck).
 	Handoff bool `json:"handoff,omitempty"`
 }
 
-// view is the fleet read at one revision: spec, members, drain marks and
-// claims, decoded by the fleet reader's rules, with the ring of the members
+// view is the fleet read at one revision: spec, members, drain marks,
+// claims and placements, decoded by the fleet reader's rules, with the ring of the members
 // not drained.
 type view struct {
 	rev    int64
@@ -151,12 +155,13 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 		clientv3.OpGet(o.layout.Members(), clientv3.WithPrefix()),
 		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix()),
 		clientv3.OpGet(o.layout.DrainedPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(o.layout.Placements(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("fleet: read the fleet: %w", err)
 	}
-	if len(resp.Responses) != 4 {
-		return nil, fmt.Errorf("fleet: read the fleet: %d responses for 4 reads", len(resp.Responses))
+	if len(resp.Responses) != 5 {
+		return nil, fmt.Errorf("fleet: read the fleet: %d responses for 5 reads", len(resp.Responses))
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().GetKvs() }
 	if len(kvs(0)) == 0 {
@@ -168,7 +173,7 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 	}
 	log := hclog.NewNullLogger()
 	r := &fleetview.Reader{Layout: o.layout, Partitions: spec.Partitions, Log: log}
-	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3))
+	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3), kvs(4))
 	v := &view{rev: lst.Rev, spec: spec, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]DrainMark)}
 	v.fleet.Apply(fleetview.Update{Listing: lst})
 	for _, kv := range kvs(3) {
@@ -186,6 +191,9 @@ func (v *view) partition(p int) PartitionStatus {
 	f := v.fleet
 	s := PartitionStatus{Partition: p}
 	s.Next, _ = f.Ring.Owner(p)
+	if f.Ring.Placed(p) {
+		s.Placed = f.Placements[p].Origin
+	}
 	if c := f.Claims[p]; c.Epoch != 0 {
 		s.Owner, s.Addr, s.Epoch, s.Since = c.Owner, f.Addr(c.Owner), c.Epoch, c.Since
 		s.Handoff = c.Owner != s.Next

@@ -3,6 +3,7 @@ package ownership
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -70,6 +71,11 @@ type Config struct {
 	Addr string
 	// Meta is published with the member key for others to read (Members).
 	Meta map[string]string
+	// Weight is the node's capacity weight, published with its member key:
+	// under ring.AlgorithmWeighted a node's share of partitions (and the
+	// balancer's target of its load) is proportional to it. Zero means 1;
+	// it must be at most ring.MaxWeight.
+	Weight int
 	// Ring sets the partition count and load factor. Every node of the
 	// cluster must use the same values: the first node to join stores them
 	// as the fleet's ring.Spec, and Join refuses a node whose Ring differs
@@ -93,6 +99,20 @@ type Config struct {
 	// defaults documented in election.SessionConfig; a nil Clock means
 	// Config.Clock and a nil Logger means Config.Logger.
 	Session election.SessionConfig
+	// LoadInterval is how often the node folds the work it admitted into
+	// its smoothed load per partition and may publish its load report
+	// (<prefix>load/<nodeID>, bound to its lease) for the balancer and the
+	// operator; a report is written at most every
+	// max(LoadInterval, members/LoadBudget), and only when it changed.
+	// Zero means 10s; negative turns load reports off.
+	LoadInterval time.Duration
+	// LoadWindow is the smoothing window (time constant) of the load per
+	// partition. Zero means 1 minute; negative is invalid.
+	LoadWindow time.Duration
+	// LoadBudget is the most load reports per second the whole fleet
+	// should write: each node stretches its report interval to
+	// members/LoadBudget. Zero means 5; negative is invalid.
+	LoadBudget float64
 	// DrainTimeout bounds how long a handoff waits for the partition's
 	// in-flight work, whose context stays live meanwhile, and then for its
 	// OnReleased callback, before the claim is deleted. When it passes with
@@ -189,10 +209,15 @@ func (c Config) Validate() error {
 	if err := c.Ring.Validate(); err != nil {
 		return errs.Nest(ErrInvalidConfig, "ring", err)
 	}
+	if c.Weight < 0 || c.Weight > ring.MaxWeight {
+		return errs.Nest(ErrInvalidConfig, "weight", fmt.Errorf("%w: %d must be in [0, %d]", ring.ErrInvalidWeight, c.Weight, ring.MaxWeight))
+	}
 	if err := c.Session.Validate(); err != nil {
 		return errs.Nest(ErrInvalidConfig, "session", err)
 	}
 	switch {
+	case c.LoadWindow < 0 || c.LoadBudget < 0 || math.IsNaN(c.LoadBudget) || math.IsInf(c.LoadBudget, 0):
+		return fmt.Errorf("%w: load window %v and load budget %v must not be negative", ErrInvalidConfig, c.LoadWindow, c.LoadBudget)
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("%w: drain timeout %v must not be negative", ErrInvalidConfig, c.DrainTimeout)
 	case c.MaxTxnOps < 0 || c.MaxTxnOps == 1:
@@ -224,6 +249,15 @@ type fencePrefixer interface{ FencePrefix() string }
 func (c Config) withDefaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = defaultDrainTimeout
+	}
+	if c.LoadInterval == 0 {
+		c.LoadInterval = defaultLoadInterval
+	}
+	if c.LoadWindow == 0 {
+		c.LoadWindow = defaultLoadWindow
+	}
+	if c.LoadBudget == 0 {
+		c.LoadBudget = defaultLoadBudget
 	}
 	if c.MaxTxnOps == 0 {
 		c.MaxTxnOps = DefaultMaxTxnOps

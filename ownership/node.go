@@ -49,6 +49,7 @@ type Node struct {
 	slots  []slot // by partition: each one's record, written by the event loop (loop.transition)
 	snap   atomic.Pointer[snapshot]
 	disp   *dispatcher
+	load   *loadMeter
 	report *report // what happens to the node, in its log and metrics (report.go, metrics.go)
 
 	rootCtx    context.Context // cancelled when the node stops for good
@@ -105,6 +106,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		clock:     cfg.Clock,
 		id:        cfg.NodeID,
 		slots:     make([]slot, cfg.Ring.Partitions),
+		load:      newLoadMeter(cfg.Ring.Partitions),
 		disp:      newDispatcher(),
 		msgs:      make(chan envelope, 256),
 		loopDone:  make(chan struct{}),
@@ -136,6 +138,9 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	l.publish()
 	n.log.Info("joined", "lease", fmt.Sprintf("%x", int64(gen.lease)), "members", len(l.fleet.Members), "partitions", cfg.Ring.Partitions)
 	go n.disp.run()
+	if cfg.LoadInterval > 0 {
+		n.spawn(n.publishLoad)
+	}
 	go n.run(l)
 	return n, nil
 }
@@ -223,6 +228,7 @@ func (n *Node) hold(s *snapshot, p int) (Held, error) {
 	for rec.phase == phaseServing {
 		t := rec.t
 		if t.enter(rec) {
+			n.load.add(p, 1)
 			return Held{Partition: p, Token: t.token, Context: t.ctx, h: &hold{t: t}}, nil
 		}
 		cur := t.slot.load()

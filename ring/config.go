@@ -12,6 +12,11 @@ const (
 	// partition is one claim key in etcd, so real clusters stay far below it.
 	MaxPartitions = 1 << 20
 
+	// MaxWeight is the largest capacity weight a member may have. A ring
+	// computed by AlgorithmWeighted hashes each member once per unit of
+	// weight, so the total weight bounds its build time.
+	MaxWeight = 64
+
 	// MaxNodeIDLen is the longest node ID in bytes that ValidateNodeID
 	// accepts: long enough for any DNS name.
 	MaxNodeIDLen = 253
@@ -33,6 +38,45 @@ type Config struct {
 	// but moves more partitions when members join or leave; larger values move
 	// fewer partitions and allow more imbalance.
 	LoadFactor float64
+
+	// Algorithm is the assignment algorithm: AlgorithmBounded (also 0, the
+	// default) or AlgorithmWeighted. It is recorded in the fleet's spec, so
+	// that a fleet never mixes algorithms.
+	Algorithm int
+}
+
+// The ring's assignment algorithms, as recorded in a fleet's Spec.
+const (
+	// AlgorithmBounded is bounded-load consistent hashing by partition
+	// count (buraksezer/consistent's algorithm; see Ring). Every member has
+	// weight 1 whatever it publishes.
+	AlgorithmBounded = 1
+
+	// AlgorithmWeighted is bounded-load weighted rendezvous hashing: every
+	// partition goes to the member of highest score among those with room,
+	// where a member's score for a partition is the largest of one hash per
+	// unit of its weight and its room is ceil(LoadFactor*P*weight/total
+	// weight). A member's share of partitions is proportional to its
+	// weight, and a join or a leave moves little more than the share of the
+	// member that came or went, since a member's scores depend on nothing
+	// but its own ID and weight.
+	AlgorithmWeighted = 2
+)
+
+// Member is a ring member and its capacity weight.
+type Member struct {
+	// ID is the node ID.
+	ID string
+	// Weight is the member's capacity weight, in [0, MaxWeight]; 0 means 1.
+	Weight int
+}
+
+// algorithm returns c's algorithm, AlgorithmBounded for 0.
+func (c Config) algorithm() int {
+	if c.Algorithm == 0 {
+		return AlgorithmBounded
+	}
+	return c.Algorithm
 }
 
 // DefaultConfig returns 1024 partitions (10x a fleet of 100 nodes) and a
@@ -45,8 +89,8 @@ func DefaultConfig() Config {
 	return Config{Partitions: 1024, LoadFactor: 1.25}
 }
 
-// Validate reports whether c is usable. Errors wrap ErrInvalidPartitions or
-// ErrInvalidLoadFactor.
+// Validate reports whether c is usable. Errors wrap ErrInvalidPartitions,
+// ErrInvalidLoadFactor or ErrInvalidAlgorithm.
 func (c Config) Validate() error {
 	if kind, field, detail := c.check(); kind != nil {
 		return fmt.Errorf("%w: %s %s", kind, field, detail)
@@ -64,6 +108,8 @@ func (c Config) check() (kind error, field, detail string) {
 		return ErrInvalidPartitions, "partition count", fmt.Sprintf("%d must be <= %d", c.Partitions, MaxPartitions)
 	case math.IsNaN(c.LoadFactor) || math.IsInf(c.LoadFactor, 0) || c.LoadFactor < 1:
 		return ErrInvalidLoadFactor, "load factor", fmt.Sprintf("%v must be a finite number >= 1", c.LoadFactor)
+	case c.Algorithm != 0 && c.Algorithm != AlgorithmBounded && c.Algorithm != AlgorithmWeighted:
+		return ErrInvalidAlgorithm, "ring algorithm", fmt.Sprintf("%d must be %d or %d", c.Algorithm, AlgorithmBounded, AlgorithmWeighted)
 	}
 	return nil, "", ""
 }

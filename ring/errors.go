@@ -11,6 +11,13 @@ var (
 	// infinite.
 	ErrInvalidLoadFactor = errors.New("ring: invalid load factor")
 
+	// ErrInvalidAlgorithm reports a ring algorithm this build does not
+	// compute.
+	ErrInvalidAlgorithm = errors.New("ring: invalid ring algorithm")
+
+	// ErrInvalidWeight reports a capacity weight outside [0, MaxWeight].
+	ErrInvalidWeight = errors.New("ring: invalid capacity weight")
+
 	// ErrInvalidNodeID reports a node ID that ValidateNodeID rejects: empty,
 	// longer than MaxNodeIDLen bytes, not valid UTF-8, or containing '/',
 	// white space, or a control or other non-printable character.

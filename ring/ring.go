@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -47,34 +48,58 @@ import (
 type Ring struct {
 	partitions uint64
 	load       float64
+	algorithm  int
 	maxLoad    int
 	members    []string // sorted
+	weights    []int    // weights[i] is the weight the ring gave members[i]
+	caps       []int    // caps[i] is the most partitions the ring gives members[i]
 	owner      []int32  // owner[p] indexes members; -1 if none
+	ringOwner  []int32  // the ring's own choice, before placements
+	placed     int      // partitions whose owner a placement chose
 	loads      []int    // loads[i] = partitions owned by members[i]
 	version    uint64
 }
 
-// New computes the ring of members under cfg. Members may come in any
-// order; each must pass ValidateNodeID and appear once (ErrDuplicateNodeID
-// otherwise). An empty member list is valid: nobody owns anything.
+// New computes the ring of members, each of weight 1, under cfg. Members
+// may come in any order; each must pass ValidateNodeID and appear once
+// (ErrDuplicateNodeID otherwise). An empty member list is valid: nobody
+// owns anything.
 //
 // Every partition gets exactly one owner when there is at least one member,
 // and no member owns more than MaxLoad partitions. With more members than
 // partitions some members own nothing.
 func New(members []string, cfg Config) (*Ring, error) {
+	ms := make([]Member, len(members))
+	for i, id := range members {
+		ms[i] = Member{ID: id}
+	}
+	return NewWeighted(ms, cfg)
+}
+
+// NewWeighted computes the ring of members under cfg, by cfg's algorithm.
+// Members may come in any order; each ID must pass ValidateNodeID and
+// appear once (ErrDuplicateNodeID otherwise), and each weight must be in
+// [0, MaxWeight] (ErrInvalidWeight otherwise; 0 means 1).
+// AlgorithmWeighted bounds every member's partitions by
+// ceil(LoadFactor*P*weight/total weight); AlgorithmBounded counts
+// partitions only and gives every member weight 1, whatever it published.
+func NewWeighted(members []Member, cfg Config) (*Ring, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for _, id := range members {
-		if err := ValidateNodeID(id); err != nil {
+	for _, m := range members {
+		if err := ValidateNodeID(m.ID); err != nil {
 			return nil, err
+		}
+		if m.Weight < 0 || m.Weight > MaxWeight {
+			return nil, fmt.Errorf("%w: %q has weight %d (must be in [0, %d])", ErrInvalidWeight, m.ID, m.Weight, MaxWeight)
 		}
 	}
 	sorted := slices.Clone(members)
-	slices.Sort(sorted)
+	slices.SortFunc(sorted, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] {
-			return nil, fmt.Errorf("%w: %q", ErrDuplicateNodeID, sorted[i])
+		if sorted[i].ID == sorted[i-1].ID {
+			return nil, fmt.Errorf("%w: %q", ErrDuplicateNodeID, sorted[i].ID)
 		}
 	}
 
@@ -82,21 +107,43 @@ func New(members []string, cfg Config) (*Ring, error) {
 	r := &Ring{
 		partitions: uint64(p),
 		load:       cfg.LoadFactor,
-		members:    sorted,
+		algorithm:  cfg.algorithm(),
+		members:    make([]string, n),
+		weights:    make([]int, n),
+		caps:       make([]int, n),
 		owner:      make([]int32, p),
 		loads:      make([]int, n),
 	}
-	r.version = ringVersion(sorted, p, cfg.LoadFactor)
+	for i, m := range sorted {
+		r.members[i], r.weights[i] = m.ID, 1
+		if r.algorithm == AlgorithmWeighted && m.Weight > 0 {
+			r.weights[i] = m.Weight
+		}
+	}
+	r.ringOwner = r.owner
+	if r.algorithm == AlgorithmWeighted {
+		r.version = weightedVersion(r.members, r.weights, p, cfg.LoadFactor)
+	} else {
+		r.version = ringVersion(r.members, p, cfg.LoadFactor)
+	}
 	if n == 0 {
 		for i := range r.owner {
 			r.owner[i] = -1
 		}
 		return r, nil
 	}
-	r.maxLoad = capacity(p, n, cfg.LoadFactor)
-	walk(ringPoints(sorted), p, n, r.maxLoad, r.owner)
+	if r.algorithm == AlgorithmWeighted {
+		rendezvous(r.members, r.weights, p, cfg.LoadFactor, r.owner, r.caps)
+		r.maxLoad = slices.Max(r.caps)
+	} else {
+		r.maxLoad = capacity(p, n, cfg.LoadFactor)
+		for i := range r.caps {
+			r.caps[i] = r.maxLoad
+		}
+		walk(ringPoints(r.members), p, n, r.maxLoad, r.owner)
+	}
 	for _, o := range r.owner {
-		if o >= 0 { // always true, see walk
+		if o >= 0 { // always true, see walk and rendezvous
 			r.loads[o]++
 		}
 	}
@@ -119,8 +166,9 @@ func (r *Ring) LoadFactor() float64 {
 	return r.load
 }
 
-// MaxLoad returns the most partitions any one member may own. It is
-// consistent's capacity ceil(floor(P/N)*LoadFactor) where that leaves room for
+// MaxLoad returns the most partitions any one member may own. Under
+// AlgorithmWeighted it is the largest member's Capacity. Under
+// AlgorithmBounded it is consistent's capacity ceil(floor(P/N)*LoadFactor) where that leaves room for
 // all P partitions, and ceil(LoadFactor*P/N) otherwise; it is never more than
 // ceil(LoadFactor*P/N) or P, and never less than ceil(P/N). It is 0 when there
 // are no members.

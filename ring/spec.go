@@ -6,10 +6,10 @@ import (
 	"strconv"
 )
 
-// Algorithm is the version of the ring's assignment algorithm that this
-// build computes. Nodes that compute rings differently must never share a
-// fleet, so it is part of the fleet's Spec.
-const Algorithm = 1
+// Algorithm is the ring algorithm of a Config whose Algorithm is 0:
+// AlgorithmBounded. Nodes that compute rings differently must never share
+// a fleet, so the algorithm is part of the fleet's Spec.
+const Algorithm = AlgorithmBounded
 
 // Spec is a fleet's fixed configuration: what every node and every outside
 // client must agree on to hash a key to the same partition and a partition
@@ -23,18 +23,24 @@ type Spec struct {
 	Partitions int `json:"partitions"`
 	// LoadFactor is the ring's bounded-load factor.
 	LoadFactor float64 `json:"load_factor"`
-	// RingAlgorithm is the version of the ring algorithm (Algorithm).
+	// RingAlgorithm is the ring algorithm: AlgorithmBounded or
+	// AlgorithmWeighted.
 	RingAlgorithm int `json:"ring_algorithm"`
 }
 
-// Spec returns the fleet spec of c with this build's ring algorithm.
+// Spec returns the fleet spec of c (a zero Algorithm is AlgorithmBounded).
 func (c Config) Spec() Spec {
-	return Spec{Partitions: c.Partitions, LoadFactor: c.LoadFactor, RingAlgorithm: Algorithm}
+	return Spec{Partitions: c.Partitions, LoadFactor: c.LoadFactor, RingAlgorithm: c.algorithm()}
 }
 
-// Config returns the ring configuration of s.
+// Config returns the ring configuration of s. Its Algorithm is 0 for
+// AlgorithmBounded, the zero value's algorithm.
 func (s Spec) Config() Config {
-	return Config{Partitions: s.Partitions, LoadFactor: s.LoadFactor}
+	c := Config{Partitions: s.Partitions, LoadFactor: s.LoadFactor, Algorithm: s.RingAlgorithm}
+	if c.Algorithm == AlgorithmBounded {
+		c.Algorithm = 0
+	}
+	return c
 }
 
 // validate reports whether s can be used by this build: a valid ring
@@ -44,8 +50,8 @@ func (s Spec) validate() error {
 	if err := s.Config().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
-	if s.RingAlgorithm != Algorithm {
-		return fmt.Errorf("%w: ring algorithm %d (this build computes %d)", ErrInvalidSpec, s.RingAlgorithm, Algorithm)
+	if s.RingAlgorithm != AlgorithmBounded && s.RingAlgorithm != AlgorithmWeighted {
+		return fmt.Errorf("%w: ring algorithm %d (this build computes %d and %d)", ErrInvalidSpec, s.RingAlgorithm, AlgorithmBounded, AlgorithmWeighted)
 	}
 	return nil
 }

@@ -30,6 +30,9 @@ var commands = map[string]command{
 	"drain":         cmdDrain,
 	"undrain":       cmdUndrain,
 	"audit":         cmdAudit,
+	"pin":           cmdPin,
+	"unpin":         cmdUnpin,
+	"placement":     cmdPlacement,
 }
 
 // noArgs parses a command that takes only flags.

@@ -1,6 +1,6 @@
 // Command tenurectl is the operator's CLI of a tenure fleet: it shows the
 // fleet's spec, members, partitions, leaders and health, and takes the
-// audited operator actions (force release, drain, undrain) through
+// audited operator actions (force release, drain, undrain, pin, unpin) through
 // fleet.Operator, against a real etcd.
 //
 // Usage:
@@ -53,6 +53,11 @@ Commands:
                                     (or at E), and record it in the audit log
   drain NODE --reason R [--actor A] the ring excludes NODE; its partitions move away
   undrain NODE [--reason R] [--actor A]
+  pin P NODE --reason R [--actor A] place partition P on NODE (while NODE is a member and
+                                    not drained; the ring decides otherwise); a planned move
+  unpin P --reason R [--actor A]    the ring decides partition P again
+  placement                         each member's weight, partitions, partitions per weight,
+                                    capacity; the imbalance; the pins and balancer moves
   audit [--since D]                 operator actions of the last D (default: all)
 
 Global flags (before or after the command):

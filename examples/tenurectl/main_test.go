@@ -310,6 +310,42 @@ func TestTenurectl(t *testing.T) {
 	require.Len(t, recs, 3)
 	assert.Equal(t, fleet.ActionUndrain, recs[2].Action)
 
+	// Pin: refused without a reason; then the partition moves to the pinned
+	// node at a new epoch, the placement report shows it as the nodes see
+	// it, and unpin gives it back to the ring.
+	pp := nodes[0].Owned()[0]
+	pinBefore := nodes[0].LookupPartition(pp).Epoch
+	r = x.run("pin", strconv.Itoa(pp), "n3")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.err, "--reason")
+	x.json(&rec, "pin", strconv.Itoa(pp), "n3", "--reason", "hot tenant", "--actor", "alice@ops")
+	assert.Equal(t, fleet.ActionPin, rec.Action)
+	waitNodes(t, nodes, func() error {
+		if r := nodes[2].LookupPartition(pp); !r.Local || r.Epoch <= pinBefore {
+			return fmt.Errorf("partition %d not moved to n3: %+v", pp, r)
+		}
+		return nil
+	})
+	var rep fleet.PlacementReport
+	x.json(&rep, "placement")
+	require.Len(t, rep.Placements, 1)
+	assert.Equal(t, fleet.PlacementStatus{Partition: pp, Node: "n3", Origin: fleet.PlacementPin, By: "alice@ops", Reason: "hot tenant", Applied: true}, rep.Placements[0])
+	require.Len(t, rep.Members, 3)
+	for _, m := range rep.Members {
+		n := map[string]*ownership.Node{"n1": nodes[0], "n2": nodes[1], "n3": nodes[2]}[m.ID]
+		assert.Equal(t, n.Ring().Load(m.ID), m.Partitions, m.ID)
+		assert.Equal(t, 1, m.Weight)
+	}
+	assert.GreaterOrEqual(t, rep.Imbalance, 1.0)
+	assert.Contains(t, x.ok("placement"), "hot tenant")
+	x.ok("unpin", strconv.Itoa(pp), "--reason", "tenant cooled")
+	waitNodes(t, nodes, settled(nodes, ""))
+	x.json(&rep, "placement")
+	assert.Empty(t, rep.Placements)
+	x.json(&recs, "audit")
+	require.Len(t, recs, 5)
+	assert.Equal(t, fleet.ActionUnpin, recs[4].Action)
+
 	// etcd unreachable: a clear failure within the timeout.
 	down := ctl{t: t, bin: bin, base: []string{"--endpoints", "127.0.0.1:1", "--cluster", name, "--timeout", "1s"}}
 	r = down.run("status")

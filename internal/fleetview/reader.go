@@ -16,7 +16,6 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/internal/watchstream"
-	"github.com/tenure-go/tenure/ring"
 )
 
 // Reader is the one reader of a cluster's members, drain marks and
@@ -53,6 +52,9 @@ type Member struct {
 	Addr string
 	// Meta is the node's published metadata, possibly nil.
 	Meta map[string]string
+	// Weight is the node's published capacity weight, in [1,
+	// ring.MaxWeight]: 1 if it published none or one out of range.
+	Weight int
 }
 
 // MemberRec is a decoded member key: the member and the lease it is bound
@@ -70,27 +72,39 @@ type Claim struct {
 	Since time.Time // when the owner created it, by its clock; zero if unknown
 }
 
-// Listing is the members, drain marks and claims read at one revision.
+// Placement is a decoded placement key: partition's pin or move.
+type Placement struct {
+	keys.Placement
+	// ModRev is the revision the entry was last written at.
+	ModRev int64
+}
+
+// Listing is the members, drain marks, claims and placements read at one
+// revision.
 type Listing struct {
-	Rev     int64
-	Members map[string]MemberRec
-	Drained map[string]bool // IDs of the drained nodes
-	Claims  []Claim         // by partition
-	Outside int             // claim keys of partitions outside [0, P)
+	Rev        int64
+	Members    map[string]MemberRec
+	Drained    map[string]bool // IDs of the drained nodes
+	Claims     []Claim         // by partition
+	Outside    int             // claim keys of partitions outside [0, P)
+	Placements map[int]Placement
 }
 
 // Event is one decoded change of a member, drain or claim key.
 type Event struct {
 	Rev    int64 // the change's revision
 	Member bool  // a member key
-	Drain  bool  // a drain mark (neither: a claim key)
+	Drain  bool  // a drain mark
+	Place  bool  // a placement (none of the three: a claim key)
 	Put    bool  // put (else delete)
 
 	ID  string    // member or drain mark: the node ID
 	Rec MemberRec // member put: the member
 
-	P     int   // claim: the partition
+	P     int   // claim or placement: the partition
 	Claim Claim // claim put: the claim
+
+	Placement Placement // placement put: the placement
 }
 
 // Update is one delivery of Reader.Follow: the watch ended (Stale; a
@@ -109,23 +123,26 @@ func (r *Reader) List(ctx context.Context) (*Listing, error) {
 		clientv3.OpGet(r.Layout.Members(), clientv3.WithPrefix()),
 		clientv3.OpGet(r.Layout.Claims(), clientv3.WithPrefix()),
 		clientv3.OpGet(r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(r.Layout.Placements(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("fleet: read members and claims: %w", err)
 	}
-	if len(resp.Responses) != 3 {
-		return nil, fmt.Errorf("fleet: read members and claims: %d responses for 3 reads", len(resp.Responses))
+	if len(resp.Responses) != 4 {
+		return nil, fmt.Errorf("fleet: read members and claims: %d responses for 4 reads", len(resp.Responses))
 	}
 	return r.Decode(resp.Header.Revision,
 		resp.Responses[0].GetResponseRange().GetKvs(),
 		resp.Responses[1].GetResponseRange().GetKvs(),
-		resp.Responses[2].GetResponseRange().GetKvs()), nil
+		resp.Responses[2].GetResponseRange().GetKvs(),
+		resp.Responses[3].GetResponseRange().GetKvs()), nil
 }
 
-// Decode decodes the member, claim and drain key-values read at revision
-// rev.
-func (r *Reader) Decode(rev int64, members, claims, drained []*mvccpb.KeyValue) *Listing {
-	lst := &Listing{Rev: rev, Members: make(map[string]MemberRec), Drained: make(map[string]bool), Claims: make([]Claim, r.Partitions)}
+// Decode decodes the member, claim, drain and placement key-values read at
+// revision rev.
+func (r *Reader) Decode(rev int64, members, claims, drained, placements []*mvccpb.KeyValue) *Listing {
+	lst := &Listing{Rev: rev, Members: make(map[string]MemberRec), Drained: make(map[string]bool), Claims: make([]Claim, r.Partitions),
+		Placements: make(map[int]Placement)}
 	for _, kv := range drained {
 		if id, ok := r.DrainedID(kv.Key); ok {
 			lst.Drained[id] = true
@@ -143,62 +160,12 @@ func (r *Reader) Decode(rev int64, members, claims, drained []*mvccpb.KeyValue) 
 			lst.Outside++
 		}
 	}
-	return lst
-}
-
-// member decodes a member key-value. ok is false for a key whose ID is not
-// a valid node ID.
-func (r *Reader) member(kv *mvccpb.KeyValue) (id string, rec MemberRec, ok bool) {
-	id, ok = r.Layout.MemberID(string(kv.Key))
-	if !ok || ring.ValidateNodeID(id) != nil {
-		r.Log.Warn("ignoring member key with an invalid node ID", "key", string(kv.Key))
-		return "", MemberRec{}, false
-	}
-	m, err := keys.DecodeMember(kv.Value)
-	if err != nil {
-		r.Log.Warn("undecodable member value; using an empty address", "node", id, "error", err)
-		m = keys.Member{}
-	}
-	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta}, Lease: clientv3.LeaseID(kv.Lease)}, true
-}
-
-// DrainedID returns the node ID of a drain key. ok is false for a key
-// whose ID is not a valid node ID.
-func (r *Reader) DrainedID(key []byte) (string, bool) {
-	id, ok := r.Layout.DrainedID(string(key))
-	if !ok || ring.ValidateNodeID(id) != nil {
-		r.Log.Warn("ignoring drain key with an invalid node ID", "key", string(key))
-		return "", false
-	}
-	return id, true
-}
-
-// partition returns the partition of a claim key. It returns ok false and
-// p >= 0 for a claim key outside [0, P), which it logs once, and p < 0 for
-// a key that is not a claim key.
-func (r *Reader) partition(key []byte) (p int, ok bool) {
-	p, ok = r.Layout.ClaimPartition(string(key))
-	if !ok {
-		return -1, false
-	}
-	if p >= r.Partitions {
-		if r.warned.CompareAndSwap(false, true) {
-			r.Log.Error("claim for a partition beyond the configured count: the partition count does not match the fleet's",
-				"key", string(key), "partitions", r.Partitions)
+	for _, kv := range placements {
+		if p, pl, ok := r.placement(kv); ok {
+			lst.Placements[p] = pl
 		}
-		return p, false
 	}
-	return p, true
-}
-
-// ClaimOf is the claim a claim key-value holds; nil: no claim. The value
-// is either form keys.DecodeClaim reads.
-func ClaimOf(kv *mvccpb.KeyValue) Claim {
-	if kv == nil {
-		return Claim{}
-	}
-	c := keys.DecodeClaim(kv.Value)
-	return Claim{Owner: c.Node, Epoch: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Since: c.Since}
+	return lst
 }
 
 // RedialEvery is how often a reader whose etcd connection is down asks
@@ -294,6 +261,7 @@ func (r *Reader) watch(ctx context.Context, rev int64, deliver func(Update) bool
 	mch := r.Watcher.Watch(wctx, r.Layout.Members(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	dch := r.Watcher.Watch(wctx, r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithKeysOnly())
+	pch := r.Watcher.Watch(wctx, r.Layout.Placements(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	for {
 		var (
 			resp clientv3.WatchResponse
@@ -307,6 +275,8 @@ func (r *Reader) watch(ctx context.Context, rev int64, deliver func(Update) bool
 			kind = claimEvents
 		case resp, ok = <-dch:
 			kind = drainEvents
+		case resp, ok = <-pch:
+			kind = placementEvents
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -322,39 +292,4 @@ func (r *Reader) watch(ctx context.Context, rev int64, deliver func(Update) bool
 			return errStopped
 		}
 	}
-}
-
-// eventKind says which of the fleet's watches a response came from.
-type eventKind uint8
-
-const (
-	claimEvents eventKind = iota
-	memberEvents
-	drainEvents
-)
-
-// decode decodes the events of one watch response of the given kind.
-func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
-	out := make([]Event, 0, len(evs))
-	for _, ev := range evs {
-		e := Event{Rev: ev.Kv.ModRevision, Member: kind == memberEvents, Drain: kind == drainEvents, Put: ev.Type == clientv3.EventTypePut}
-		var ok bool
-		switch {
-		case e.Member && e.Put:
-			e.ID, e.Rec, ok = r.member(ev.Kv)
-		case e.Member:
-			e.ID, ok = r.Layout.MemberID(string(ev.Kv.Key))
-		case e.Drain:
-			e.ID, ok = r.DrainedID(ev.Kv.Key)
-		default:
-			e.P, ok = r.partition(ev.Kv.Key)
-			if ok && e.Put {
-				e.Claim = ClaimOf(ev.Kv)
-			}
-		}
-		if ok {
-			out = append(out, e)
-		}
-	}
-	return out
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -68,8 +69,8 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 	lst, err := r.List(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]MemberRec{
-		"a": {Member: Member{ID: "a", Addr: "a:1", Meta: map[string]string{"zone": "z1"}}},
-		"b": {Member: Member{ID: "b"}},
+		"a": {Member: Member{ID: "a", Addr: "a:1", Meta: map[string]string{"zone": "z1"}, Weight: 1}},
+		"b": {Member: Member{ID: "b", Weight: 1}},
 	}, lst.Members)
 	assert.Equal(t, []Claim{{Owner: "a", Epoch: epoch0}, {}, {}, {Owner: "b", Epoch: epoch3}}, lst.Claims)
 	assert.Equal(t, 1, lst.Outside)
@@ -97,7 +98,7 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 	slices.SortFunc(got, func(a, b Event) int { return cmp.Compare(a.Rev, b.Rev) })
 	require.Len(t, got, 3, "%+v", got)
 	assert.Equal(t, Event{Rev: got[0].Rev, P: 0}, got[0], "claim 0 deleted")
-	assert.Equal(t, Event{Rev: got[1].Rev, Member: true, Put: true, ID: "c", Rec: MemberRec{Member: Member{ID: "c"}}}, got[1])
+	assert.Equal(t, Event{Rev: got[1].Rev, Member: true, Put: true, ID: "c", Rec: MemberRec{Member: Member{ID: "c", Weight: 1}}}, got[1])
 	assert.Equal(t, Event{Rev: last, Put: true, P: 2, Claim: Claim{Owner: "c", Epoch: last}}, got[2])
 }
 
@@ -143,4 +144,74 @@ func TestFleetReaderResyncsAfterCompaction(t *testing.T) {
 	u = next()
 	require.Len(t, u.Events, 1, "watching goes on after the listing")
 	assert.Equal(t, Event{Rev: del.Header.Revision, P: 1}, u.Events[0])
+}
+
+// TestFleetReaderPlacements: weights and placements are read by the same
+// rules in a listing and a watch: a weight out of range counts as 1, a
+// placement that is undecodable, of an unknown origin, on an invalid node
+// ID or outside [0, P) is ignored, and a watched placement that becomes
+// unreadable counts as deleted, so the ring decides its partition.
+func TestFleetReaderPlacements(t *testing.T) {
+	layout := keys.New("placements")
+	cli := cluster.New(t, 1).NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	put := func(k, v string) int64 {
+		t.Helper()
+		resp, err := cli.Put(ctx, k, v)
+		require.NoError(t, err)
+		return resp.Header.Revision
+	}
+	for id, w := range map[string]int{"a": 2, "b": 0, "c": 1000} {
+		v, err := keys.EncodeMember(keys.Member{ID: id, Weight: w})
+		require.NoError(t, err)
+		put(layout.Member(id), v)
+	}
+	pin := keys.Placement{Node: "a", Origin: keys.OriginPin, By: "op", Reason: "test"}
+	rev1 := put(layout.Placement(1), keys.EncodePlacement(pin))
+	put(layout.Placement(2), `{"node":"a","origin":"guess"}`)
+	put(layout.Placement(3), `{"node":"bad id","origin":"pin"}`)
+	put(layout.Placement(4), keys.EncodePlacement(pin)) // outside [0, 4)
+	put(layout.Placement(0), "not json")
+
+	r := &Reader{KV: cli, Watcher: cli, Layout: layout, Partitions: 4, Log: hclog.NewNullLogger(), Clock: clock.Real()}
+	lst, err := r.List(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, lst.Members["a"].Member.Weight)
+	assert.Equal(t, 1, lst.Members["b"].Member.Weight)
+	assert.Equal(t, 1, lst.Members["c"].Member.Weight, "out of range")
+	assert.Equal(t, map[int]Placement{1: {Placement: pin, ModRev: rev1}}, lst.Placements)
+
+	updates := follow(t, r, lst.Rev)
+	move := keys.Placement{Node: "b", Origin: keys.OriginBalance, Rev: 7}
+	rev2 := put(layout.Placement(2), keys.EncodePlacement(move))
+	put(layout.Placement(1), `{"node":"a","origin":"guess"}`)
+	del, err := cli.Delete(ctx, layout.Placement(2))
+	require.NoError(t, err)
+	var got []Event
+	for len(got) < 3 {
+		select {
+		case u := <-updates:
+			require.False(t, u.Stale)
+			got = append(got, u.Events...)
+		case <-ctx.Done():
+			t.Fatalf("events not delivered; got %+v", got)
+		}
+	}
+	assert.Equal(t, []Event{
+		{Rev: rev2, Place: true, Put: true, P: 2, Placement: Placement{Placement: move, ModRev: rev2}},
+		{Rev: rev2 + 1, Place: true, P: 1},
+		{Rev: del.Header.Revision, Place: true, P: 2},
+	}, got)
+
+	f := NewState(ring.Config{Partitions: 4, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}, hclog.NewNullLogger())
+	f.Apply(Update{Listing: lst})
+	assert.Equal(t, []int{2, 1, 1}, f.Weights)
+	o1, _ := f.Ring.Owner(1)
+	assert.Equal(t, "a", o1)
+	for _, u := range got {
+		f.Apply(Update{Rev: u.Rev, Events: []Event{u}})
+	}
+	assert.Empty(t, f.Placements)
+	assert.Equal(t, f.Base.Version(), f.Ring.Version())
 }

@@ -10,10 +10,12 @@ import (
 )
 
 // State is the fleet as one consumer of a Reader knows it: the members,
-// the drained ones, their ring, and every partition's claim with the
-// revision it is known at. The ring is a pure function of the ring
-// configuration and the members that are not drained; a drained node stays
-// a member. The Node's event loop and the Observer fold the reader's
+// the drained ones, the placements, their ring, and every partition's
+// claim with the revision it is known at. The ring is a pure function of
+// the ring configuration, the members that are not drained with their
+// weights, and the placements (ring.Ring.Place: a placement on a node that
+// is gone or drained falls back to the ring); a drained node stays a
+// member. The Node's event loop and the Observer fold the reader's
 // listings and events into it by the same rules; each then builds its own
 // immutable routing table from it by the one route rule (State.Route). It
 // is not safe for concurrent use: one goroutine owns it.
@@ -25,6 +27,12 @@ type State struct {
 	Drained map[string]bool // drain marks, members or not
 	All     []string        // sorted IDs of all members, drained ones included
 	IDs     []string        // sorted IDs of the members not drained: the ring's input
+	Weights []int           // Weights[i] is the published weight of IDs[i]
+	// Placements are the pins and moves by partition.
+	Placements map[int]Placement
+	// Base is the ring of the members alone; Ring is Base with the
+	// placements applied, the owner of every partition.
+	Base    *ring.Ring
 	Ring    *ring.Ring
 	Claims  []Claim // by partition
 	lastRev []int64 // by partition: the revision of Claims[p]
@@ -42,7 +50,9 @@ func NewState(cfg ring.Config, log hclog.Logger) *State {
 		Members: make(map[string]MemberRec),
 		Drained: make(map[string]bool),
 		Claims:  make([]Claim, cfg.Partitions),
-		lastRev: make([]int64, cfg.Partitions),
+
+		Placements: make(map[int]Placement),
+		lastRev:    make([]int64, cfg.Partitions),
 	}
 	f.updateRing()
 	return f
@@ -62,7 +72,7 @@ func (f *State) Apply(u Update) {
 		return
 	}
 	f.Rev = max(f.Rev, u.Rev)
-	membersChanged := false
+	membersChanged, placed := false, false
 	for _, e := range u.Events {
 		f.Rev = max(f.Rev, e.Rev)
 		switch {
@@ -83,11 +93,20 @@ func (f *State) Apply(u Update) {
 				}
 				membersChanged = true
 			}
+		case e.Place:
+			if old, ok := f.Placements[e.P]; ok != e.Put || old != e.Placement {
+				if e.Put {
+					f.Placements[e.P] = e.Placement
+				} else {
+					delete(f.Placements, e.P)
+				}
+				placed = true
+			}
 		default:
 			f.SetClaim(e.P, e.Rev, e.Claim)
 		}
 	}
-	if membersChanged {
+	if membersChanged || placed {
 		f.updateRing()
 	}
 }
@@ -100,6 +119,10 @@ func (f *State) reset(lst *Listing) {
 	f.Drained = maps.Clone(lst.Drained)
 	if f.Drained == nil {
 		f.Drained = make(map[string]bool)
+	}
+	f.Placements = maps.Clone(lst.Placements)
+	if f.Placements == nil {
+		f.Placements = make(map[int]Placement)
 	}
 	for p, c := range lst.Claims {
 		f.SetClaim(p, lst.Rev, c)
@@ -122,21 +145,40 @@ func (f *State) SetClaim(p int, rev int64, c Claim) {
 	}
 }
 
-// updateRing recomputes the ring if the set of members not drained
+// updateRing recomputes the base ring if the members not drained or their
+// weights changed, and the ring if the base ring or the placements
 // changed.
 func (f *State) updateRing() {
 	f.All = slices.Sorted(maps.Keys(f.Members))
 	ids := slices.DeleteFunc(slices.Clone(f.All), func(id string) bool { return f.Drained[id] })
-	if f.Ring != nil && slices.Equal(ids, f.IDs) {
-		return
+	weights := make([]int, len(ids))
+	for i, id := range ids {
+		weights[i] = f.Members[id].Member.Weight
 	}
-	r, err := ring.New(ids, f.ringCfg)
-	if err != nil { // cannot happen: the reader validates the IDs and the config is valid
-		f.log.Error("compute ring", "error", err)
-		return
+	if f.Base == nil || !slices.Equal(ids, f.IDs) || !slices.Equal(weights, f.Weights) {
+		ms := make([]ring.Member, len(ids))
+		for i, id := range ids {
+			ms[i] = ring.Member{ID: id, Weight: weights[i]}
+		}
+		r, err := ring.NewWeighted(ms, f.ringCfg)
+		if err != nil { // cannot happen: the reader validates the IDs and weights and the config is valid
+			f.log.Error("compute ring", "error", err)
+			return
+		}
+		f.IDs, f.Weights, f.Base = ids, weights, r
+		f.log.Debug("ring changed", "members", len(ids), "drained", len(f.All)-len(ids), "version", r.Version())
 	}
-	f.IDs, f.Ring = ids, r
-	f.log.Debug("ring changed", "members", len(ids), "drained", len(f.All)-len(ids), "version", r.Version())
+	f.Ring = f.Base.Place(f.PlacementList())
+}
+
+// PlacementList returns the placements as the ring takes them, in
+// partition order.
+func (f *State) PlacementList() []ring.Placement {
+	out := make([]ring.Placement, 0, len(f.Placements))
+	for _, p := range slices.Sorted(maps.Keys(f.Placements)) {
+		out = append(out, ring.Placement{Partition: p, Node: f.Placements[p].Node})
+	}
+	return out
 }
 
 // Addr returns the advertised address of member id, "" if unknown.

@@ -10,6 +10,9 @@
 //	<prefix>fence/<scope>        highest epoch admitted, for stores in etcd
 //	<prefix>audit/<id>           JSON audit record of an operator action; ids
 //	                             sort by time (see AuditID)
+//	<prefix>placement/<p>        JSON Placement: partition p placed on a node by
+//	                             an operator's pin or a balancer's move
+//	<prefix>load/<nodeID>        the node's load report, lease = node Session
 //
 // The default prefix is "/tenure/<cluster>/".
 package keys
@@ -98,7 +101,16 @@ func (l Layout) Claim(p int) string { return l.Claims() + strconv.Itoa(p) }
 // ClaimPartition returns the partition of a claim key.
 func (l Layout) ClaimPartition(key string) (int, bool) {
 	s, ok := strings.CutPrefix(key, l.Claims())
-	if !ok || s == "" || (len(s) > 1 && s[0] == '0') {
+	if !ok {
+		return 0, false
+	}
+	return canonicalPartition(s)
+}
+
+// canonicalPartition parses a partition number written in canonical
+// decimal (no sign, no leading zero).
+func canonicalPartition(s string) (int, bool) {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
 		return 0, false
 	}
 	p, err := strconv.Atoi(s)
@@ -145,11 +157,80 @@ func (l Layout) Spec() string { return l.prefix + "spec" }
 // Fences returns the prefix of all fence floor keys.
 func (l Layout) Fences() string { return l.prefix + "fence/" }
 
+// Placements returns the prefix of all placement keys.
+func (l Layout) Placements() string { return l.prefix + "placement/" }
+
+// Placement returns the placement key of partition p.
+func (l Layout) Placement(p int) string { return l.Placements() + strconv.Itoa(p) }
+
+// PlacementPartition returns the partition of a placement key, by the
+// rules of ClaimPartition.
+func (l Layout) PlacementPartition(key string) (int, bool) {
+	s, ok := strings.CutPrefix(key, l.Placements())
+	if !ok {
+		return 0, false
+	}
+	return canonicalPartition(s)
+}
+
+// Loads returns the prefix of all load reports.
+func (l Layout) Loads() string { return l.prefix + "load/" }
+
+// Load returns the load report key of node id.
+func (l Layout) Load(id string) string { return l.Loads() + id }
+
+// LoadID returns the node ID of a load report key.
+func (l Layout) LoadID(key string) (string, bool) {
+	id, ok := strings.CutPrefix(key, l.Loads())
+	return id, ok && id != ""
+}
+
 // Member is the value of a member key.
 type Member struct {
 	ID   string            `json:"id"`
 	Addr string            `json:"addr"`
 	Meta map[string]string `json:"meta,omitempty"`
+	// Weight is the node's capacity weight; 0 (absent) means 1.
+	Weight int `json:"weight,omitempty"`
+}
+
+// The origins of a Placement.
+const (
+	OriginPin     = "pin"     // an operator's pin
+	OriginBalance = "balance" // a balancer's move
+)
+
+// Placement is the value of a placement key.
+type Placement struct {
+	// Node is the node the partition is placed on.
+	Node string `json:"node"`
+	// Origin is OriginPin or OriginBalance.
+	Origin string `json:"origin"`
+	// Rev is, for a move, the revision of the membership and load snapshot
+	// it was computed from.
+	Rev int64 `json:"rev,omitempty"`
+	// By and Reason are, for a pin, who pinned it and why.
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// EncodePlacement returns the JSON value of pl.
+func EncodePlacement(pl Placement) string {
+	b, _ := json.Marshal(pl) // cannot fail: strings and an integer
+	return string(b)
+}
+
+// DecodePlacement parses a placement value. It fails for a value that is
+// not a JSON Placement or whose origin is unknown.
+func DecodePlacement(v []byte) (Placement, error) {
+	var pl Placement
+	if err := json.Unmarshal(v, &pl); err != nil {
+		return Placement{}, err
+	}
+	if pl.Origin != OriginPin && pl.Origin != OriginBalance {
+		return Placement{}, fmt.Errorf("unknown placement origin %q", pl.Origin)
+	}
+	return pl, nil
 }
 
 // EncodeMember returns the JSON value of m.

@@ -22,6 +22,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&cfg.RingOnly, "ring-only", false, "compute the ring-only figures only")
 	fs.BoolVar(&cfg.SkipRing, "skip-ring", false, "skip the ring-only figures")
 	fs.Float64Var(&cfg.LoadFactor, "load", cfg.LoadFactor, "load factor")
+	fs.IntVar(&cfg.RingAlgorithm, "ring-algorithm", 0, "ring algorithm: 1 bounded-load by count (default), 2 weighted rendezvous")
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL")
 	fs.DurationVar(&cfg.Step, "step", cfg.Step, "virtual clock step")
 	fs.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "wall time without activity before the clock advances")

@@ -53,6 +53,10 @@ type Config struct {
 	// RingNodes and RingPartitions size the ring-only figures. Zero means
 	// 1000 and 4096.
 	RingNodes, RingPartitions int
+	// RingAlgorithm is the ring algorithm of the live fleet and the
+	// ring-only figures (ring.AlgorithmBounded or ring.AlgorithmWeighted);
+	// zero means ring.AlgorithmBounded.
+	RingAlgorithm int
 	// RingSamples is how many joins and how many leaves the ring-only
 	// figures sample. Zero means 50.
 	RingSamples int
@@ -131,8 +135,8 @@ func (c Config) Validate() error {
 	}
 	d := c.withDefaults()
 	for _, rc := range []ring.Config{
-		{Partitions: d.Partitions, LoadFactor: d.LoadFactor},
-		{Partitions: d.RingPartitions, LoadFactor: d.LoadFactor},
+		{Partitions: d.Partitions, LoadFactor: d.LoadFactor, Algorithm: d.RingAlgorithm},
+		{Partitions: d.RingPartitions, LoadFactor: d.LoadFactor, Algorithm: d.RingAlgorithm},
 	} {
 		if err := rc.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

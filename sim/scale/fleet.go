@@ -64,7 +64,7 @@ func newFleet(cfg Config) (*fleet, error) {
 	}
 	f := &fleet{
 		cfg:     cfg,
-		ring:    ring.Config{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor},
+		ring:    ring.Config{Partitions: cfg.Partitions, LoadFactor: cfg.LoadFactor, Algorithm: cfg.RingAlgorithm},
 		fc:      fc,
 		srv:     srv,
 		admin:   srv.NewClient(),

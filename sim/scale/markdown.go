@@ -36,7 +36,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	if g := r.Ring; g != nil {
-		fmt.Fprintf(&b, "## Ring only: %d nodes x %d partitions (load factor %v)\n\n", g.Nodes, g.Partitions, c.LoadFactor)
+		alg := max(c.RingAlgorithm, 1)
+		fmt.Fprintf(&b, "## Ring only: %d nodes x %d partitions (load factor %v, ring algorithm %d)\n\n", g.Nodes, g.Partitions, c.LoadFactor, alg)
 		b.WriteString("| change | samples | ideal P/N | mean moved | mean/ideal | max moved | max/ideal |\n")
 		b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
 		for _, m := range []struct {

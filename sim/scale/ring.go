@@ -20,7 +20,7 @@ func RingFigures(cfg Config) (*RingReport, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	rc := ring.Config{Partitions: cfg.RingPartitions, LoadFactor: cfg.LoadFactor}
+	rc := ring.Config{Partitions: cfg.RingPartitions, LoadFactor: cfg.LoadFactor, Algorithm: cfg.RingAlgorithm}
 	n := cfg.RingNodes
 	ids := make([]string, n)
 	for i := range ids {

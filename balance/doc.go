@@ -1,0 +1,18 @@
+// Package balance is tenure's load balancer: it moves partitions from the
+// members whose load per unit of capacity weight is above an upper band of
+// the mean to members below a lower band, by writing placement entries
+// (moves) that every node and client folds into the one owner rule, so
+// each move is a planned move (drain, release, claim at a new epoch,
+// fencers raised).
+//
+// At most one balancer acts at a time: its writes are fenced by the term
+// of a tenure election (election.Term.Cmp in the same transaction), so
+// etcd refuses the moves of a deposed balancer. Its moves are stale-safe:
+// the transaction that writes them also checks that no member joined, left
+// or changed and no drain mark changed since the snapshot they were
+// computed from, and that no pin or other placement was written meanwhile
+// on their partitions.
+//
+// Plan is the pure pass (the same code the simulator runs); Balancer reads
+// the fleet, plans and applies.
+package balance

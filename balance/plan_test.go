@@ -1,0 +1,214 @@
+package balance
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/ring"
+)
+
+// simRing builds the ring of n members (weights by index, default 1) with
+// the placements of moves applied.
+func simRing(t testing.TB, n, p int, weights map[int]int, moves map[int]string) *ring.Ring {
+	ms := make([]ring.Member, n)
+	for i := range ms {
+		ms[i] = ring.Member{ID: fmt.Sprintf("n%02d", i), Weight: weights[i]}
+	}
+	r, err := ring.NewWeighted(ms, ring.Config{Partitions: p, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted})
+	require.NoError(t, err)
+	var pl []ring.Placement
+	for q, node := range moves {
+		pl = append(pl, ring.Placement{Partition: q, Node: node})
+	}
+	return r.Place(pl)
+}
+
+// converge runs passes over a fleet, applying each pass's moves as the
+// fleet would, and returns the number of passes that moved something, the
+// moves, and the imbalance at the end.
+func converge(t testing.TB, n, p int, weights map[int]int, loads []float64, cfg Config, maxPasses int) (passes, moved int, imbalance float64, in Input) {
+	moves := map[int]string{}
+	now := time.Unix(0, 0)
+	movedAt := map[int]time.Time{}
+	for range maxPasses {
+		in = Input{Ring: simRing(t, n, p, weights, moves), Loads: loads, Moves: moves, Moved: movedAt, Now: now}
+		pass := Plan(in, cfg)
+		require.LessOrEqual(t, len(pass.Moves), Budget(p, cfg.Budget))
+		imbalance = pass.Before
+		if len(pass.Moves) == 0 {
+			break
+		}
+		passes++
+		moved += len(pass.Moves)
+		for _, m := range pass.Moves {
+			moves[m.Partition] = m.To
+			movedAt[m.Partition] = now
+		}
+		for _, q := range pass.Removes {
+			delete(moves, q)
+		}
+		now = now.Add(cfg.Interval)
+	}
+	return passes, moved, imbalance, in
+}
+
+// TestPlanSteadyLoadNoMoves: once converged, steady load with noise of
+// +-5% per partition causes no moves (hysteresis), and a fleet without
+// load none either.
+func TestPlanSteadyLoadNoMoves(t *testing.T) {
+	const n, p = 10, 1024
+	loads := make([]float64, p)
+	for i := range loads {
+		loads[i] = 1
+	}
+	cfg := DefaultConfig()
+	_, _, _, in := converge(t, n, p, nil, loads, cfg, 50)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for round := range 100 {
+		noisy := make([]float64, p)
+		for i := range noisy {
+			noisy[i] = loads[i] * (0.95 + 0.1*rng.Float64())
+		}
+		in.Loads, in.Now = noisy, in.Now.Add(cfg.Interval)
+		pass := Plan(in, cfg)
+		require.Empty(t, pass.Moves, "round %d: imbalance %.3f", round, pass.Before)
+	}
+	pass := Plan(Input{Ring: simRing(t, n, p, nil, nil), Loads: make([]float64, p)}, cfg)
+	assert.Empty(t, pass.Moves)
+	assert.Zero(t, pass.Before)
+}
+
+// TestPlanConverges: Zipf-skewed partition loads on equal and unequal
+// weights converge within the band, or within 5% of the lower bound the
+// heaviest partition sets, in at most 10 passes, each within the budget.
+func TestPlanConverges(t *testing.T) {
+	const p = 1024
+	for _, tc := range []struct {
+		name    string
+		n       int
+		weights map[int]int
+	}{
+		{"10 equal", 10, nil},
+		{"10 some weight 2", 10, map[int]int{0: 2, 3: 2, 7: 2}},
+		{"50 equal", 50, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 9))
+			zipf := rand.NewZipf(rng, 1.1, 1, 1_000_000)
+			loads := make([]float64, p)
+			for range 200_000 {
+				loads[int(zipf.Uint64()*2654435761)%p]++
+			}
+			cfg := DefaultConfig()
+			_, _, before, _ := converge(t, tc.n, p, tc.weights, loads, cfg, 1)
+			passes, moved, after, in := converge(t, tc.n, p, tc.weights, loads, cfg, 50)
+			total, heaviest, weight, maxWeight := 0.0, 0.0, 0, 1
+			for _, l := range loads {
+				total += l
+				heaviest = max(heaviest, l)
+			}
+			for i := range tc.n {
+				weight += max(1, tc.weights[i])
+				maxWeight = max(maxWeight, tc.weights[i])
+			}
+			// No placement does better than the heaviest partition on the
+			// heaviest member.
+			bound := heaviest / float64(maxWeight) / (total / float64(weight))
+			final := Plan(in, cfg).Before
+			t.Logf("imbalance %.3f -> %.3f (lower bound %.3f) in %d passes, %d moves", before, final, bound, passes, moved)
+			assert.Equal(t, final, after)
+			assert.LessOrEqual(t, passes, 20)
+			assert.True(t, final <= cfg.Upper || final <= 1.05*bound, "imbalance %.3f, bound %.3f", final, bound)
+			if tc.weights != nil {
+				perWeight := func(id string) float64 {
+					s := 0.0
+					for q := range p {
+						if o, _ := in.Ring.Owner(q); o == id {
+							s += loads[q]
+						}
+					}
+					return s / float64(in.Ring.Weight(id))
+				}
+				// A weight-2 node carries about twice the load of the mean
+				// weight-1 node: its load per weight is within the band.
+				mean := total / float64(weight)
+				assert.InDelta(t, 1, perWeight("n00")/mean, cfg.Upper-1+0.01)
+			}
+		})
+	}
+}
+
+// TestPlanRespectsPinsAndCooldown: pinned partitions and those moved
+// within the cooldown stay where they are.
+func TestPlanRespectsPinsAndCooldown(t *testing.T) {
+	const n, p = 4, 64
+	r := simRing(t, n, p, nil, nil)
+	loads := make([]float64, p)
+	hot := r.Owned("n00")
+	for _, q := range hot {
+		loads[q] = 10
+	}
+	for q := range loads {
+		if loads[q] == 0 {
+			loads[q] = 1
+		}
+	}
+	now := time.Unix(1000, 0)
+	pinned, moved := map[int]bool{}, map[int]time.Time{}
+	for i, q := range hot {
+		if i%2 == 0 {
+			pinned[q] = true
+		} else {
+			moved[q] = now.Add(-30 * time.Second)
+		}
+	}
+	cfg := DefaultConfig()
+	pass := Plan(Input{Ring: r, Loads: loads, Pinned: pinned, Moved: moved, Now: now}, cfg)
+	assert.Empty(t, pass.Moves, "every hot partition is pinned or cooling")
+	pass = Plan(Input{Ring: r, Loads: loads, Pinned: pinned, Moved: moved, Now: now.Add(time.Minute)}, cfg)
+	require.NotEmpty(t, pass.Moves, "the cooldown is over")
+	for _, m := range pass.Moves {
+		assert.False(t, pinned[m.Partition])
+		assert.Equal(t, "n00", m.From)
+	}
+}
+
+// TestPlanRemovesMovesNoLongerNeeded: a move whose node left, or which the
+// ring agrees with, is removed.
+func TestPlanRemovesMovesNoLongerNeeded(t *testing.T) {
+	r := simRing(t, 3, 16, nil, nil)
+	agree, _ := r.Owner(2)
+	pass := Plan(Input{Ring: r, Loads: make([]float64, 16), Moves: map[int]string{1: "gone", 2: agree, 3: other(r, 3)}}, DefaultConfig())
+	assert.Equal(t, []int{1, 2}, pass.Removes)
+	assert.Empty(t, pass.Moves)
+	assert.False(t, math.IsNaN(pass.Before))
+}
+
+func other(r *ring.Ring, p int) string {
+	o, _ := r.Owner(p)
+	for _, id := range r.Members() {
+		if id != o {
+			return id
+		}
+	}
+	return ""
+}
+
+func TestConfigValidate(t *testing.T) {
+	assert.NoError(t, DefaultConfig().Validate())
+	for _, c := range []Config{
+		{Upper: 1, Lower: 0.9, Budget: 0.01},
+		{Upper: 1.15, Lower: 1, Budget: 0.01},
+		{Upper: 1.15, Lower: 0.9, Budget: 0},
+		{Upper: 1.15, Lower: 0.9, Budget: 0.01, Cooldown: -1},
+		{Upper: math.NaN(), Lower: 0.9, Budget: 0.01},
+	} {
+		assert.ErrorIs(t, c.Validate(), ErrInvalidConfig, "%+v", c)
+	}
+}

@@ -1,0 +1,147 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/keys"
+)
+
+// PlacementReport is how the fleet's partitions are placed, as every node
+// computes it from one read of etcd: each member's weight and share, the
+// imbalance, and the pins and moves.
+type PlacementReport struct {
+	// Revision is the etcd revision the report was read at.
+	Revision int64 `json:"revision"`
+	// Algorithm is the fleet's ring algorithm (ring.AlgorithmBounded or
+	// ring.AlgorithmWeighted).
+	Algorithm int `json:"algorithm"`
+	// Members are the members, sorted by ID, drained ones included.
+	Members []MemberPlacement `json:"members"`
+	// Imbalance is the largest Partitions per unit of weight over the mean
+	// among the members not drained (1 is perfectly even), 0 with none.
+	Imbalance float64 `json:"imbalance"`
+	// LoadImbalance is the largest Load per unit of weight over the mean
+	// (what the balancer evens out), 0 without load reports.
+	LoadImbalance float64 `json:"load_imbalance"`
+	// Placements are the pins and moves in etcd, by partition.
+	Placements []PlacementStatus `json:"placements"`
+}
+
+// MemberPlacement is one member's share of the partitions.
+type MemberPlacement struct {
+	ID string `json:"id"`
+	// Weight is the weight the ring gives the member (1 under
+	// ring.AlgorithmBounded, whatever it published), 0 if it is drained.
+	Weight int `json:"weight"`
+	// Drained reports an operator's drain mark.
+	Drained bool `json:"drained,omitempty"`
+	// Partitions is how many partitions the fleet's rule gives the member
+	// (the ring with the placements applied); PerWeight is Partitions over
+	// Weight.
+	Partitions int     `json:"partitions"`
+	PerWeight  float64 `json:"per_weight"`
+	// Capacity is the most partitions the ring itself gives the member.
+	Capacity int `json:"capacity"`
+	// Load is the sum of the smoothed loads (units of work per second) the
+	// member reports for the partitions it serves; LoadPerWeight is Load
+	// over Weight.
+	Load          float64 `json:"load"`
+	LoadPerWeight float64 `json:"load_per_weight"`
+}
+
+// PlacementStatus is one pin or move.
+type PlacementStatus struct {
+	Partition int `json:"partition"`
+	// Node is where the entry places the partition; Origin is
+	// PlacementPin or PlacementMove.
+	Node   string `json:"node"`
+	Origin string `json:"origin"`
+	// By and Reason are a pin's; Rev is the snapshot revision a move was
+	// computed from.
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Rev    int64  `json:"rev,omitempty"`
+	// Applied reports that the entry decides the partition's owner now;
+	// false while Node is gone or drained (the ring decides) or when the
+	// ring agrees with it.
+	Applied bool `json:"applied"`
+}
+
+// Placement reads the fleet at one revision and reports its placement.
+// Errors wrap ErrNoSpec, ring.ErrInvalidSpec or the etcd error.
+func (o *Operator) Placement(ctx context.Context) (PlacementReport, error) {
+	v, err := o.view(ctx)
+	if err != nil {
+		return PlacementReport{}, err
+	}
+	loads, err := o.loads(ctx, v.rev)
+	if err != nil {
+		return PlacementReport{}, err
+	}
+	f := v.fleet
+	rep := PlacementReport{Revision: v.rev, Algorithm: f.Ring.Algorithm(), Members: []MemberPlacement{}, Placements: []PlacementStatus{}}
+	var sum, top, loadSum, loadTop float64
+	for _, id := range f.All {
+		m := MemberPlacement{ID: id, Drained: f.Drained[id], Weight: f.Ring.Weight(id), Partitions: f.Ring.Load(id), Capacity: f.Ring.Capacity(id), Load: loads[id]}
+		if m.Weight > 0 {
+			m.PerWeight = float64(m.Partitions) / float64(m.Weight)
+			m.LoadPerWeight = m.Load / float64(m.Weight)
+			sum += float64(m.Partitions)
+			top = max(top, m.PerWeight)
+			loadSum += m.Load
+			loadTop = max(loadTop, m.LoadPerWeight)
+		}
+		rep.Members = append(rep.Members, m)
+	}
+	if w := totalWeight(rep.Members); w > 0 {
+		if sum > 0 {
+			rep.Imbalance = top / (sum / float64(w))
+		}
+		if loadSum > 0 {
+			rep.LoadImbalance = loadTop / (loadSum / float64(w))
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(f.Placements)) {
+		pl := f.Placements[p]
+		rep.Placements = append(rep.Placements, PlacementStatus{Partition: p, Node: pl.Node, Origin: pl.Origin, By: pl.By, Reason: pl.Reason,
+			Rev: pl.Rev, Applied: f.Ring.Placed(p)})
+	}
+	return rep, nil
+}
+
+func totalWeight(ms []MemberPlacement) int {
+	w := 0
+	for _, m := range ms {
+		w += m.Weight
+	}
+	return w
+}
+
+// loads reads the load reports at revision rev and returns each node's
+// total load; undecodable reports count as none.
+func (o *Operator) loads(ctx context.Context, rev int64) (map[string]float64, error) {
+	resp, err := o.kv.Get(ctx, o.layout.Loads(), clientv3.WithPrefix(), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, fmt.Errorf("fleet: read load reports: %w", err)
+	}
+	out := make(map[string]float64, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		id, ok := o.layout.LoadID(string(kv.Key))
+		if !ok {
+			continue
+		}
+		rep, err := keys.DecodeLoadReport(kv.Value)
+		if err != nil {
+			continue
+		}
+		for _, l := range rep.Loads {
+			out[id] += l
+		}
+	}
+	return out, nil
+}

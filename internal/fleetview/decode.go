@@ -1,0 +1,150 @@
+package fleetview
+
+import (
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ring"
+)
+
+// This file holds the Reader's one set of decoding rules, shared by its
+// listings and its watches.
+
+// member decodes a member key-value. ok is false for a key whose ID is not
+// a valid node ID.
+func (r *Reader) member(kv *mvccpb.KeyValue) (id string, rec MemberRec, ok bool) {
+	id, ok = r.Layout.MemberID(string(kv.Key))
+	if !ok || ring.ValidateNodeID(id) != nil {
+		r.Log.Warn("ignoring member key with an invalid node ID", "key", string(kv.Key))
+		return "", MemberRec{}, false
+	}
+	m, err := keys.DecodeMember(kv.Value)
+	if err != nil {
+		r.Log.Warn("undecodable member value; using an empty address", "node", id, "error", err)
+		m = keys.Member{}
+	}
+	w := m.Weight
+	if w < 1 || w > ring.MaxWeight {
+		if w != 0 {
+			r.Log.Warn("member weight out of range; using 1", "node", id, "weight", w, "max", ring.MaxWeight)
+		}
+		w = 1
+	}
+	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta, Weight: w}, Lease: clientv3.LeaseID(kv.Lease)}, true
+}
+
+// placement decodes a placement key-value. ok is false for a key that is
+// not a placement key of a partition in [0, P), or a value that is not a
+// placement on a valid node ID; such entries are ignored (logged), so the
+// ring decides those partitions.
+func (r *Reader) placement(kv *mvccpb.KeyValue) (p int, pl Placement, ok bool) {
+	p, ok = r.placementPartition(kv.Key)
+	if !ok {
+		return 0, Placement{}, false
+	}
+	v, err := keys.DecodePlacement(kv.Value)
+	if err == nil {
+		err = ring.ValidateNodeID(v.Node)
+	}
+	if err != nil {
+		r.Log.Warn("ignoring undecodable placement", "key", string(kv.Key), "error", err)
+		return 0, Placement{}, false
+	}
+	return p, Placement{Placement: v, ModRev: kv.ModRevision}, true
+}
+
+// placementPartition returns the partition of a placement key, ok false
+// for a key that is none or names a partition outside [0, P).
+func (r *Reader) placementPartition(key []byte) (int, bool) {
+	p, ok := r.Layout.PlacementPartition(string(key))
+	if !ok || p >= r.Partitions {
+		r.Log.Warn("ignoring placement key", "key", string(key), "partitions", r.Partitions)
+		return 0, false
+	}
+	return p, true
+}
+
+// DrainedID returns the node ID of a drain key. ok is false for a key
+// whose ID is not a valid node ID.
+func (r *Reader) DrainedID(key []byte) (string, bool) {
+	id, ok := r.Layout.DrainedID(string(key))
+	if !ok || ring.ValidateNodeID(id) != nil {
+		r.Log.Warn("ignoring drain key with an invalid node ID", "key", string(key))
+		return "", false
+	}
+	return id, true
+}
+
+// partition returns the partition of a claim key. It returns ok false and
+// p >= 0 for a claim key outside [0, P), which it logs once, and p < 0 for
+// a key that is not a claim key.
+func (r *Reader) partition(key []byte) (p int, ok bool) {
+	p, ok = r.Layout.ClaimPartition(string(key))
+	if !ok {
+		return -1, false
+	}
+	if p >= r.Partitions {
+		if r.warned.CompareAndSwap(false, true) {
+			r.Log.Error("claim for a partition beyond the configured count: the partition count does not match the fleet's",
+				"key", string(key), "partitions", r.Partitions)
+		}
+		return p, false
+	}
+	return p, true
+}
+
+// ClaimOf is the claim a claim key-value holds; nil: no claim. The value
+// is either form keys.DecodeClaim reads.
+func ClaimOf(kv *mvccpb.KeyValue) Claim {
+	if kv == nil {
+		return Claim{}
+	}
+	c := keys.DecodeClaim(kv.Value)
+	return Claim{Owner: c.Node, Epoch: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Since: c.Since}
+}
+
+// eventKind says which of the fleet's watches a response came from.
+type eventKind uint8
+
+const (
+	claimEvents eventKind = iota
+	memberEvents
+	drainEvents
+	placementEvents
+)
+
+// decode decodes the events of one watch response of the given kind.
+func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
+	out := make([]Event, 0, len(evs))
+	for _, ev := range evs {
+		e := Event{Rev: ev.Kv.ModRevision, Member: kind == memberEvents, Drain: kind == drainEvents, Place: kind == placementEvents,
+			Put: ev.Type == clientv3.EventTypePut}
+		var ok bool
+		switch {
+		case e.Member && e.Put:
+			e.ID, e.Rec, ok = r.member(ev.Kv)
+		case e.Member:
+			e.ID, ok = r.Layout.MemberID(string(ev.Kv.Key))
+		case e.Drain:
+			e.ID, ok = r.DrainedID(ev.Kv.Key)
+		case e.Place && e.Put:
+			e.P, e.Placement, ok = r.placement(ev.Kv)
+			if !ok { // an entry this reader ignores counts as none
+				e.P, ok = r.placementPartition(ev.Kv.Key)
+				e.Put = false
+			}
+		case e.Place:
+			e.P, ok = r.placementPartition(ev.Kv.Key)
+		default:
+			e.P, ok = r.partition(ev.Kv.Key)
+			if ok && e.Put {
+				e.Claim = ClaimOf(ev.Kv)
+			}
+		}
+		if ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
