@@ -127,9 +127,11 @@ type Config struct {
 	// and releases it as DrainTimeout says. A successor that never gets
 	// ready delays the move by at most WarmTimeout, and the move then goes
 	// on cold. Zero means 3s; negative turns the prepare phase off: the
-	// holder releases at once and this node prepares nothing. Every node of
-	// a fleet should agree on whether it is off: a holder whose successor
-	// prepares nothing waits for it the whole timeout.
+	// holder releases at once and this node prepares nothing. A node
+	// prepares only with an OnPrepare and the phase on, and says so in its
+	// member value: a holder waits only for a successor that says it
+	// prepares, so a fleet of nodes without OnPrepare (or of builds without
+	// the phase) hands off at once, as without the phase.
 	WarmTimeout time.Duration
 	// MaxTxnOps is the etcd server's limit of operations per transaction.
 	// Claims and releases are batched into transactions within this limit.

@@ -57,7 +57,7 @@ func (n *Node) connect(ctx context.Context, prev clientv3.LeaseID) (*generation,
 		_ = sess.Close(cctx)
 		cancel()
 	}()
-	val, err := keys.EncodeMember(keys.Member{ID: n.id, Addr: n.cfg.Addr, Meta: n.cfg.Meta, Weight: n.cfg.Weight})
+	val, err := keys.EncodeMember(keys.Member{ID: n.id, Addr: n.cfg.Addr, Meta: n.cfg.Meta, Weight: n.cfg.Weight, Prepares: n.prepares()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("ownership: encode member: %w", err)
 	}

@@ -37,6 +37,13 @@ type preparation struct {
 // warmEnabled reports whether planned moves have a prepare phase.
 func (n *Node) warmEnabled() bool { return n.cfg.WarmTimeout > 0 }
 
+// prepares reports whether this node prepares the partitions planned moves
+// give it: it has an OnPrepare and the prepare phase is on. It says so in
+// its member value, so that a holder waits for its readiness, and for
+// that of no node that does not prepare (one without OnPrepare, or of a
+// build without a prepare phase), which hands off at once.
+func (n *Node) prepares() bool { return n.warmEnabled() && n.cfg.Callbacks.OnPrepare != nil }
+
 // startPrepare starts preparing p, which c's holder serves and the ring
 // gives this node.
 func (l *loop) startPrepare(p int, c fleetview.Claim) {

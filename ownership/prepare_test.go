@@ -12,8 +12,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -449,4 +451,49 @@ func mustRing(t *testing.T, ids []string, cfg ring.Config) *ring.Ring {
 	r, err := ring.New(ids, cfg)
 	require.NoError(t, err)
 	return r
+}
+
+// TestNoPrepareNoWait shows that a successor without OnPrepare costs a
+// planned move nothing: it says in its member value that it does not
+// prepare, so the holder, whose warm timeout is long, hands off at once,
+// and no readiness key is ever written.
+func TestNoPrepareNoWait(t *testing.T) {
+	c := cluster.New(t, 1)
+	const name, parts = "noprep", 16
+	cli := c.NewClient(t)
+	wctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	ready := cli.Watch(wctx, keys.New(name).ReadyPrefix(), clientv3.WithPrefix())
+
+	tl := newTimeline()
+	cfgA := testConfig(t, name, "a", parts)
+	cfgA.Callbacks = tl.callbacks("a", nil) // a prepares, b does not
+	cfgA.WarmTimeout = time.Hour
+	a := join(t, c.NewClient(t), cfgA)
+	waitStable(t, 30*time.Second, a)
+	p := movingPartition(t, parts, []string{"a"}, "a", "b")
+
+	cfgB := testConfig(t, name, "b", parts)
+	cfgB.WarmTimeout = time.Hour
+	cfgB.Callbacks = Callbacks{OnAcquired: func(e Event) {
+		tl.add("b acquired %d prepared=%v", e.Partition, !e.Prepared.IsZero())
+	}}
+	b := join(t, c.NewClient(t), cfgB)
+	tl.wait(t, fmt.Sprintf("b acquired %d prepared=false", p)) // long before the hour
+	waitStable(t, 30*time.Second, a, b)
+
+	// A put of our own after the move: the watch has delivered everything
+	// before it, so no readiness key was written if this is the first event.
+	marker := keys.New(name).ReadyPrefix() + "marker"
+	_, err := cli.Put(context.Background(), marker, "x")
+	require.NoError(t, err)
+	for resp := range ready {
+		require.NoError(t, resp.Err())
+		for _, ev := range resp.Events {
+			require.Equal(t, marker, string(ev.Kv.Key), "a readiness key was written for a successor that does not prepare")
+		}
+		if len(resp.Events) > 0 {
+			break
+		}
+	}
 }

@@ -12,7 +12,7 @@ func (l *loop) mine(p int) bool {
 func (l *loop) reconcile() {
 	var toClaim []int
 	canClaim := !l.claimHold && !l.resyncing && l.lost == nil
-	canPrepare := l.n.warmEnabled() && !l.closing && !l.resyncing && l.lost == nil
+	canPrepare := l.n.prepares() && !l.closing && !l.resyncing && l.lost == nil
 	l.started = nil
 	for p := range l.n.slots {
 		rec := l.rec(p)

@@ -40,10 +40,11 @@ type readyKey struct {
 // moveAway moves p, which this node serves (rec) and the ring gives to
 // another node, towards its handoff: it starts the move's prepare phase,
 // and releases p once the successor is ready for its epoch, or at once
-// if the prepare phase is off or nobody is next.
+// if the prepare phase is off, nobody is next, or the successor does not
+// prepare (its member value says so).
 func (l *loop) moveAway(p int, rec *record) {
 	to, ok := l.fleet.Ring.Owner(p)
-	if !l.n.warmEnabled() || !ok {
+	if !l.n.warmEnabled() || !ok || !l.fleet.Members[to].Member.Prepares {
 		l.release(p, rec.move, false)
 		return
 	}

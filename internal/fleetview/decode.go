@@ -31,7 +31,7 @@ func (r *Reader) member(kv *mvccpb.KeyValue) (id string, rec MemberRec, ok bool)
 		}
 		w = 1
 	}
-	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta, Weight: w}, Lease: clientv3.LeaseID(kv.Lease)}, true
+	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta, Weight: w, Prepares: m.Prepares}, Lease: clientv3.LeaseID(kv.Lease)}, true
 }
 
 // placement decodes a placement key-value. ok is false for a key that is

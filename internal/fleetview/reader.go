@@ -55,6 +55,9 @@ type Member struct {
 	// Weight is the node's published capacity weight, in [1,
 	// ring.MaxWeight]: 1 if it published none or one out of range.
 	Weight int
+	// Prepares says that the node prepares the partitions planned moves
+	// give it, and says so in its readiness keys (a warm handoff).
+	Prepares bool
 }
 
 // MemberRec is a decoded member key: the member and the lease it is bound

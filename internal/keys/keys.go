@@ -192,6 +192,10 @@ type Member struct {
 	Meta map[string]string `json:"meta,omitempty"`
 	// Weight is the node's capacity weight; 0 (absent) means 1.
 	Weight int `json:"weight,omitempty"`
+	// Prepares says that the node prepares the partitions that planned
+	// moves give it (a warm handoff) and puts its readiness keys: a holder
+	// waits for those of a successor that prepares, and for no other.
+	Prepares bool `json:"prepares,omitempty"`
 }
 
 // The origins of a Placement.
