@@ -1,9 +1,9 @@
 package balance
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	promx "github.com/tenure-go/tenure/internal/metrics"
 )
 
 // metrics are a Balancer's Prometheus metrics; nil records nothing.
@@ -13,6 +13,8 @@ type metrics struct {
 	passesC    *prometheus.CounterVec
 }
 
+// newMetrics registers the metrics with reg, sharing those another
+// Balancer registered there; nil reg means none.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
@@ -26,32 +28,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Balancer passes by result: applied, idle, deposed, stale, error."}, []string{"result"}),
 	}
 	var err error
-	m.imbalanceG, err = register(reg, m.imbalanceG)
-	if err != nil {
+	if m.imbalanceG, _, err = promx.Shared(reg, m.imbalanceG); err != nil {
 		return nil, err
 	}
-	if m.movesC, err = register(reg, m.movesC); err != nil {
+	if m.movesC, _, err = promx.Shared(reg, m.movesC); err != nil {
 		return nil, err
 	}
-	if m.passesC, err = register(reg, m.passesC); err != nil {
+	if m.passesC, _, err = promx.Shared(reg, m.passesC); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered
-// under its name, so that balancers can share a registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 func (m *metrics) imbalance(v float64) {
