@@ -202,7 +202,7 @@ func TestPauseIsOneSessionLoss(t *testing.T) {
 	}
 	require.NotEmpty(t, held)
 
-	require.NoError(t, w.proc.Signal(syscall.SIGSTOP))
+	require.NoError(t, w.proc.Stop())
 	stopped := time.Now()
 	// etcd expires w's Lease: b serves everything.
 	require.NoError(t, waitFor(30*time.Second, func() error { return servedErr(b, "b") }, b))

@@ -164,7 +164,7 @@ func TestClientPausedOwner(t *testing.T) {
 		return out
 	}
 
-	require.NoError(t, sleeper.Signal(syscall.SIGSTOP))
+	require.NoError(t, sleeper.Stop())
 	stopped := time.Now()
 	waiting := get(unbounded)
 	answer := <-get(bounded)
