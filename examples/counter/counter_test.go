@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -21,22 +20,12 @@ import (
 
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
-	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// TestMain is leakcheck.VerifyTestMain.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
-			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", leakcheck.Grace, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain is proctest.VerifyTestMain.
+func TestMain(m *testing.M) { proctest.VerifyTestMain(m) }
 
 const (
 	testTTL        = 2 * time.Second

@@ -170,16 +170,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	} else {
 		ncfg.AdoptSpec = true // the fleet's spec, or ring.DefaultConfig's if there is none yet
 	}
-	var node *ownership.Node
-	err = app.Retry(ctx, startTimeout, log, "join", func(ctx context.Context) error {
-		var err error
-		node, err = ownership.Join(ctx, cli, ncfg)
-		var mismatch *ring.SpecMismatchError
-		if errors.As(err, &mismatch) || errors.Is(err, ownership.ErrInvalidConfig) || errors.Is(err, ownership.ErrDuplicateMember) {
-			return app.Permanent{Err: err}
-		}
-		return err
-	})
+	node, err := app.Join(ctx, startTimeout, log, cli, ncfg)
 	if err != nil {
 		_ = ln.Close()
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,22 +18,11 @@ import (
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/grpcroute"
-	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// TestMain is leakcheck.VerifyTestMain, waiting for the goroutines of
-// the processes' log readers.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
-			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", leakcheck.Grace, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain is proctest.VerifyTestMain.
+func TestMain(m *testing.M) { proctest.VerifyTestMain(m) }
 
 const testPartitions = 16
 

@@ -43,7 +43,6 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/grpcroute"
 	"github.com/tenure-go/tenure/ownership"
-	"github.com/tenure-go/tenure/ring"
 )
 
 // config is the command line.
@@ -114,16 +113,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	} else {
 		ncfg.AdoptSpec = true
 	}
-	var node *ownership.Node
-	err = app.Retry(ctx, startTimeout, log, "join", func(ctx context.Context) error {
-		var err error
-		node, err = ownership.Join(ctx, cli, ncfg)
-		var mismatch *ring.SpecMismatchError
-		if errors.As(err, &mismatch) || errors.Is(err, ownership.ErrInvalidConfig) || errors.Is(err, ownership.ErrDuplicateMember) {
-			return app.Permanent{Err: err}
-		}
-		return err
-	})
+	node, err := app.Join(ctx, startTimeout, log, cli, ncfg)
 	if err != nil {
 		_ = ln.Close()
 		_ = hln.Close()

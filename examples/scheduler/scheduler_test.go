@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -11,21 +10,11 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/examples/internal/proctest"
-	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// TestMain is leakcheck.VerifyTestMain.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
-			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", leakcheck.Grace, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain is proctest.VerifyTestMain.
+func TestMain(m *testing.M) { proctest.VerifyTestMain(m) }
 
 const (
 	testJob     = "close-billing-period"

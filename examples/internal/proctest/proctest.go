@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/leakcheck"
 )
 
 // Wait bounds every wait for an event in the process tests; reaching it
@@ -253,4 +256,19 @@ func (p *Proc) Stop(t *testing.T) {
 	if p.err != nil {
 		t.Fatalf("%s exited after SIGTERM: %v", p.ID, p.err)
 	}
+}
+
+// VerifyTestMain runs the tests and then fails the test binary if
+// goroutines are still running after leakcheck.Grace, as
+// leakcheck.VerifyTestMain does, waiting out the goroutines that read the
+// logs of the processes the tests started.
+func VerifyTestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", leakcheck.Grace, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
