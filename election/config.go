@@ -58,8 +58,10 @@ type ElectionConfig struct {
 	// failure ends the term (its leader key is deleted) and Campaign returns
 	// an error wrapping ErrFence and the fencer's error. An etcdfence.Store or
 	// a sqlfence.Fencer is a Fencer, and fence.FencerFunc adapts a function;
-	// the same interface serves ownership's Config.Fencers. Nil entries, typed nils included,
-	// are invalid.
+	// the same interface serves ownership's Config.Fencers. Nil entries,
+	// typed nils included, are invalid, and so is a fencer whose floors live
+	// under another fleet's fence prefix (ErrForeignFencer): an
+	// etcdfence.Store must name the election's Cluster (or Prefix).
 	Fencers []fence.Fencer
 	// Signer, if not nil, signs the token of every term this candidate
 	// wins (Term.Signature; Run's fn gets it in its context), so that
@@ -172,9 +174,13 @@ func (c ElectionConfig) Validate() error {
 	if err := nilness.TypedNil(nilness.Field{Name: "metrics registerer", Value: c.Metrics}, nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}); err != nil {
 		return fmt.Errorf("%w: election %q: %w", ErrInvalidConfig, c.Name, err)
 	}
+	fences := keys.For(c.Cluster, c.Prefix).Fences()
 	for i, f := range c.Fencers {
 		if nilness.Is(f) {
 			return fmt.Errorf("%w: election %q: fencer %d is nil (%T)", ErrInvalidConfig, c.Name, i, f)
+		}
+		if err := keys.CheckFencer(f, fences); err != nil {
+			return fmt.Errorf("%w: election %q: fencer %d: %w: %w", ErrInvalidConfig, c.Name, i, ErrForeignFencer, err)
 		}
 	}
 	return nil

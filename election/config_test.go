@@ -88,6 +88,11 @@ func TestElectionConfigValidate(t *testing.T) {
 	kv := clientv3.NewKVFromKVClient(nil, nil)
 	w := clientv3.NewWatchFromWatchClient(nil, nil)
 	defer w.Close()
+	store := func(cfg etcdfence.Config) fence.Fencer {
+		s, err := etcdfence.New(kv, cfg)
+		require.NoError(t, err)
+		return s
+	}
 	cases := []struct {
 		name    string
 		cfg     election.ElectionConfig
@@ -107,6 +112,10 @@ func TestElectionConfigValidate(t *testing.T) {
 		{"typed nil fencer", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{okFencer, (*etcdfence.Store)(nil)}}, election.ErrInvalidConfig},
 		{"nil fencer func", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{fence.FencerFunc(nil)}}, election.ErrInvalidConfig},
 		{"valid fencers", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{okFencer}}, nil},
+		{"own fleet's store", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{store(etcdfence.Config{Cluster: "c"})}}, nil},
+		{"own prefix's store", election.ElectionConfig{Prefix: "/apps/x", Name: "billing", Fencers: []fence.Fencer{store(etcdfence.Config{ClusterPrefix: "/apps/x/"})}}, nil},
+		{"another fleet's store", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{okFencer, store(etcdfence.Config{Cluster: "d"})}}, election.ErrForeignFencer},
+		{"a prefix overrides the cluster", election.ElectionConfig{Cluster: "c", Prefix: "/apps/x", Name: "billing", Fencers: []fence.Fencer{store(etcdfence.Config{Cluster: "c"})}}, election.ErrForeignFencer},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -73,6 +73,13 @@ var (
 	// names the fencer's index.
 	ErrFence = errors.New("election: fencer failed")
 
+	// ErrForeignFencer reports a fencer of ElectionConfig.Fencers whose
+	// floors live in etcd under another fleet's fence prefix (an
+	// etcdfence.Store configured with another Cluster or ClusterPrefix): its
+	// floors would compare the election's tokens with another fleet's.
+	// Validate refuses it, wrapped in ErrInvalidConfig.
+	ErrForeignFencer = errors.New("election: fencer belongs to another fleet")
+
 	// ErrNoSession reports Campaign or Run on an Election created without a
 	// Session, which can only observe.
 	ErrNoSession = errors.New("election: no session: this election can only observe")

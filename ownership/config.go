@@ -230,9 +230,8 @@ func (c Config) Validate() error {
 		if nilness.Is(f) {
 			return fmt.Errorf("%w: fencer %d is nil (%T)", ErrInvalidConfig, i, f)
 		}
-		if fp, ok := f.(fencePrefixer); ok && fp.FencePrefix() != fences {
-			return errs.Nest(ErrInvalidConfig, fmt.Sprintf("fencer %d", i),
-				fmt.Errorf("%w: %T keeps its floors under %q, not under the fleet's %q", ErrForeignFencer, f, fp.FencePrefix(), fences))
+		if err := keys.CheckFencer(f, fences); err != nil {
+			return errs.Nest(ErrInvalidConfig, fmt.Sprintf("fencer %d", i), fmt.Errorf("%w: %w", ErrForeignFencer, err))
 		}
 	}
 	if err := nilness.TypedNil(nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}, nilness.Field{Name: "metrics registerer", Value: c.Metrics}); err != nil {
@@ -240,11 +239,6 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// fencePrefixer is a Fencer whose floors live in etcd under a fence prefix
-// (an etcdfence.Store does): FencePrefix reports it. Validate refuses one
-// whose prefix is not the fleet's own.
-type fencePrefixer interface{ FencePrefix() string }
 
 // withDefaults returns a copy of c with every zero field that has a default
 // filled in, and its reference fields (Meta, Fencers) copied.

@@ -277,3 +277,17 @@ func DecodeClaim(v []byte) Claim {
 	}
 	return Claim{Node: string(v)}
 }
+
+// CheckFencer reports an error when f keeps its floors in etcd under a
+// fence prefix (an etcdfence.Store reports it with FencePrefix) other than
+// fences, the fleet's own "<prefix>fence/": such a fencer would compare a
+// fleet's tokens with another fleet's floors. A fencer that reports no
+// prefix (a SQL fencer, a function) passes. Callers wrap the error in their
+// own foreign-fencer error.
+func CheckFencer(f any, fences string) error {
+	fp, ok := f.(interface{ FencePrefix() string })
+	if !ok || fp.FencePrefix() == fences {
+		return nil
+	}
+	return fmt.Errorf("%T keeps its floors under %q, not under the fleet's %q", f, fp.FencePrefix(), fences)
+}
