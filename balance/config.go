@@ -23,8 +23,8 @@ type Config struct {
 	// and evens out to the bands' middles (see Plan). Defaults 1.10 and
 	// 0.9: with Upper at Cadence's 1.15 a fleet is left anywhere below
 	// 1.15, and sim/placement measured steady states up to 1.114, above
-	// the 1.10 goal; at 1.10 every fleet measured settles within 1.10
-	// (or its bound) with 0 moves per hour under noisy load. Upper must
+	// the 1.10 goal; at 1.10 every fleet it measured settles within 1.10,
+	// or within 5% of the bound its heaviest partition sets. Upper must
 	// be > 1 > Lower >= 0.
 	Upper, Lower float64
 	// Budget is the most partitions one pass moves, as a fraction of the

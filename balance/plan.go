@@ -138,14 +138,14 @@ func Plan(in Input, cfg Config) Pass {
 	pass.Before = members[0].perWeight() / mean
 	pass.After = pass.Before
 	hi, lo := (1+cfg.Upper)/2*mean, (1+cfg.Lower)/2*mean
-	if _, hot := cool(in, members, cfg.Upper*mean); !hot {
-		if _, cold := fill(in, members, hi, cfg.Lower*mean); !cold {
-			return pass
-		}
+	_, hot := cool(in, members, cfg.Upper*mean)
+	_, cold := fill(in, members, hi, cfg.Lower*mean)
+	if !hot && !cold {
+		return pass
 	}
 	for budget := Budget(r.Partitions(), cfg.Budget); len(pass.Moves) < budget; {
 		mv, ok := cool(in, members, hi)
-		if !ok {
+		if !ok && cold {
 			mv, ok = fill(in, members, hi, lo)
 		}
 		if !ok {
@@ -170,37 +170,44 @@ type candidate struct {
 	load     float64
 	from, to *memberLoad
 	score    float64 // lower is better
+	toAfter  float64 // the receiver's load per weight after the move
 }
 
-// better reports whether c beats d: a lower score, then a lighter load
-// (less moved), then the lower partition and receiver, so that a pass is
-// a pure function of its input.
+// better reports whether c beats d: a lower score, then a cooler receiver
+// after the move, then a lighter load (less moved), then the lower
+// partition and receiver, so that a pass is a pure function of its input.
 func (c candidate) better(d candidate) bool {
-	return cmp.Or(cmp.Compare(c.score, d.score), cmp.Compare(c.load, d.load),
+	return cmp.Or(cmp.Compare(c.score, d.score), cmp.Compare(c.toAfter, d.toAfter), cmp.Compare(c.load, d.load),
 		cmp.Compare(c.p, d.p), cmp.Compare(c.to.id, d.to.id)) < 0
 }
 
 // cool returns the move that lowers most the hotter of its pair, from the
 // hottest member above hi that has a move at all; members are sorted
 // hottest first.
+//
+// Among members of one weight, the coolest receives best (a move's score
+// and the receiver's load after it only grow with the receiver's load), so
+// only the coolest member of each weight is tried as a receiver.
 func cool(in Input, members []*memberLoad, hi float64) (candidate, bool) {
+	receivers := coolestByWeight(members)
 	for _, from := range members {
 		if from.perWeight() <= hi {
 			break
 		}
 		var best candidate
 		found := false
-		for _, to := range members {
-			if to.received || to.perWeight() >= from.perWeight() {
+		for _, to := range receivers {
+			if to.perWeight() >= from.perWeight() {
 				continue
 			}
 			for _, p := range from.parts {
 				l := loadOf(in, p)
-				after := max((from.load-l)/from.weight, (to.load+l)/to.weight)
+				ta := (to.load + l) / to.weight
+				after := max((from.load-l)/from.weight, ta)
 				if after >= from.perWeight() {
 					continue // the pair's hotter member would not cool
 				}
-				c := candidate{p: p, load: l, from: from, to: to, score: after}
+				c := candidate{p: p, load: l, from: from, to: to, score: after, toAfter: ta}
 				if !found || c.better(best) {
 					best, found = c, true
 				}
@@ -211,6 +218,26 @@ func cool(in Input, members []*memberLoad, hi float64) (candidate, bool) {
 		}
 	}
 	return candidate{}, false
+}
+
+// coolestByWeight returns, for each weight, the member of lowest load per
+// weight (the lowest ID among equals) that may receive, in the order of
+// members.
+func coolestByWeight(members []*memberLoad) []*memberLoad {
+	var out []*memberLoad
+	for _, m := range members {
+		if m.received {
+			continue
+		}
+		i := slices.IndexFunc(out, func(o *memberLoad) bool { return o.weight == m.weight })
+		switch {
+		case i < 0:
+			out = append(out, m)
+		case m.perWeight() < out[i].perWeight() || (m.perWeight() == out[i].perWeight() && m.id < out[i].id):
+			out[i] = m
+		}
+	}
+	return out
 }
 
 // fill returns the move into the coolest member, if it is below lo, that
@@ -230,7 +257,7 @@ func fill(in Input, members []*memberLoad, hi, lo float64) (candidate, bool) {
 			if ta > hi || fa < lo || fa < ta {
 				continue
 			}
-			c := candidate{p: p, load: l, from: from, to: to, score: -ta}
+			c := candidate{p: p, load: l, from: from, to: to, score: -ta, toAfter: ta}
 			if !found || c.better(best) {
 				best, found = c, true
 			}

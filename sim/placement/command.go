@@ -32,6 +32,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Balance.Cooldown, "cooldown", cfg.Balance.Cooldown, "balancer's cooldown")
 	fs.DurationVar(&cfg.Balance.Interval, "interval", cfg.Balance.Interval, "balancer's interval")
 	fs.DurationVar(&cfg.Steady, "steady", cfg.Steady, "virtual time under stationary load")
+	fs.BoolVar(&cfg.SeedMeter, "seed-meter", false, "what-if: a new owner's meter starts at its first tick's rate, not at zero")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed")
 	out := fs.String("out", "", "also write the markdown report to this file")
 	if err := fs.Parse(args); err != nil {

@@ -25,6 +25,7 @@ type fleet struct {
 	moved  map[int]time.Time
 	truth  []float64 // true rate of each partition
 	meter  []float64 // smoothed rate of each partition at its owner
+	fresh  []bool    // with SeedMeter: the partition's owner has not ticked since it started serving it
 	rng    *rand.Rand
 	now    time.Duration
 	passes int // passes run
@@ -46,7 +47,7 @@ func newFleet(cfg Config, n int, weighted, exact bool, truth []float64, seed uin
 		return nil, err
 	}
 	return &fleet{cfg: cfg, exact: exact, base: r, ring: r, moves: map[int]string{}, moved: map[int]time.Time{},
-		truth: truth, meter: slices.Clone(truth), rng: rand.New(rand.NewPCG(seed, uint64(n)))}, nil
+		truth: truth, meter: slices.Clone(truth), fresh: make([]bool, len(truth)), rng: rand.New(rand.NewPCG(seed, uint64(n)))}, nil
 }
 
 // passStats is what a stretch of passes did.
@@ -95,6 +96,10 @@ func (f *fleet) tick() {
 	alpha := 1 - math.Exp(-f.cfg.LoadInterval.Seconds()/f.cfg.LoadWindow.Seconds())
 	for p, t := range f.truth {
 		rate := t * (1 + f.cfg.Noise*(2*f.rng.Float64()-1))
+		if f.fresh[p] {
+			f.meter[p], f.fresh[p] = rate, false
+			continue
+		}
 		f.meter[p] += alpha * (rate - f.meter[p])
 	}
 }
@@ -121,6 +126,7 @@ func (f *fleet) pass() int {
 		f.moved[m.Partition] = now
 		if !f.exact {
 			f.meter[m.Partition] = 0 // the new owner's meter starts from nothing
+			f.fresh[m.Partition] = f.cfg.SeedMeter
 		}
 	}
 	pl := make([]ring.Placement, 0, len(f.moves))

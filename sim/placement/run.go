@@ -41,6 +41,9 @@ type Converged struct {
 	// those that moved any; Moves the partitions moved, MaxPerPass the
 	// most in one pass.
 	Passes, Moving, Moves, MaxPerPass int
+	// Within is the first pass after which the imbalance was within the
+	// goal (0: already before; -1: never).
+	Within int
 	// Imbalance is the imbalance after the last pass.
 	Imbalance float64
 }
@@ -111,18 +114,16 @@ func measure(cfg Config, l *load, w Workload, n int, weighted bool) (Row, error)
 	row.Goal = goal(row.Bound)
 	row.Ring = exact.imbalance(l.parts)
 	row.WeightRatioRing = exact.weightRatio(exact.base, l.parts)
-	st := exact.run(cfg.Converge, nil)
-	row.Exact = Converged{Passes: st.last, Moving: st.passes, Moves: st.moves, MaxPerPass: st.maxPerPass, Imbalance: exact.imbalance(l.parts)}
+	row.Exact = converge(exact, cfg, row.Goal)
 
 	f, err := newFleet(cfg, n, weighted, false, l.parts, seed)
 	if err != nil {
 		return row, err
 	}
-	st = f.run(cfg.Converge, nil)
-	row.Observed = Converged{Passes: st.last, Moving: st.passes, Moves: st.moves, MaxPerPass: st.maxPerPass, Imbalance: f.imbalance(l.parts)}
+	row.Observed = converge(f, cfg, row.Goal)
 	row.WeightRatio = f.weightRatio(f.ring, l.parts)
 	if cfg.Steady > 0 {
-		st = f.run(cfg.Steady, nil)
+		st := f.run(cfg.Steady, nil)
 		row.SteadyMoves = float64(st.moves) * float64(time.Hour) / float64(cfg.Steady)
 		row.SteadyMax = st.maxImb
 	}
@@ -140,7 +141,7 @@ func measure(cfg Config, l *load, w Workload, n int, weighted bool) (Row, error)
 	if h.Peak <= h.Goal {
 		h.Within = true
 	} else if cfg.HotWindow > 0 {
-		st = f.run(cfg.HotWindow, func() bool { return f.imbalance(hot) <= h.Goal })
+		st := f.run(cfg.HotWindow, func() bool { return f.imbalance(hot) <= h.Goal })
 		h.Passes, h.Moves = st.passes, st.moves
 		if f.imbalance(hot) <= h.Goal {
 			h.Within, h.Recovered = true, f.now-t0
@@ -149,4 +150,26 @@ func measure(cfg Config, l *load, w Workload, n int, weighted bool) (Row, error)
 	h.Imbalance = f.imbalance(hot)
 	row.Hot = h
 	return row, nil
+}
+
+// converge runs f's balancer for cfg.Converge, pass by pass, from the
+// ring's placement.
+func converge(f *fleet, cfg Config, goal float64) Converged {
+	c := Converged{Within: -1}
+	if f.imbalance(f.truth) <= goal {
+		c.Within = 0
+	}
+	for i := 1; time.Duration(i)*cfg.Balance.Interval <= cfg.Converge; i++ {
+		st := f.run(cfg.Balance.Interval, nil)
+		if st.moves > 0 {
+			c.Passes, c.Moving = i, c.Moving+1
+			c.Moves += st.moves
+			c.MaxPerPass = max(c.MaxPerPass, st.moves)
+		}
+		if c.Within < 0 && f.imbalance(f.truth) <= goal {
+			c.Within = i
+		}
+	}
+	c.Imbalance = f.imbalance(f.truth)
+	return c
 }
