@@ -3,6 +3,7 @@ package balance
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -76,24 +77,32 @@ func (m *memberLoad) perWeight() float64 { return m.load / m.weight }
 // member is below cfg.Lower times the mean and has a move that fills it:
 // a fleet within the bands is left alone, so steady load causes no moves,
 // and so is a member that carries a partition heavier than the band on
-// its own (the bound of the imbalance). A
-// triggered pass evens out past the bands' edges, to their middles (hi =
-// (1+Upper)/2 and lo = (1+Lower)/2 times the mean), so that noise around
-// an edge does not trigger the next pass (hysteresis): up to the budget,
-// while some member is above hi it makes the move that lowers the hotter
-// of its pair most, and then, while some member is below lo, the move
-// into it that raises it most without taking its giver below lo or
-// itself above hi. A move takes one partition, neither pinned nor moved
-// within the cooldown, from a member to a member of lower load per
-// weight, and must leave both below the giver's load per weight before
-// it: the hottest of the pair cools. A pass stops when no move helps.
+// its own (the bound of the imbalance).
 //
-// The search runs over every receiver, not only the coolest one, so that
-// a partition too heavy for a weight-1 member reaches a member of higher
-// weight: the imbalance then comes down to the bound the heaviest
-// partition sets. Members are tried hottest first, so a member that
-// carries a single heavy partition (nothing it can give) does not stop
-// the others from evening out.
+// A triggered pass evens out past the bands' edges, to their middles (hi
+// = (1+Upper)/2 and lo = (1+Lower)/2 times the mean), so that noise
+// around an edge does not trigger the next pass (hysteresis). Up to the
+// budget, while some member is above hi it makes the move that lowers the
+// hotter of its pair most (ties to the cooler receiver); then, if the pass
+// was triggered by a member below Lower, while the coolest member is
+// below lo, the move into it that raises it most without taking its
+// giver below lo or itself above hi. A move takes one partition, neither
+// pinned nor moved within the cooldown, from a member to a member of
+// lower load per weight, and leaves both below the giver's load per
+// weight before it: the hottest of the pair cools. A pass stops when no
+// move helps.
+//
+// A member that received a partition within the cooldown receives
+// nothing more until then: its meter counts the new partition's load up
+// from zero (an EWMA), so its load is not known yet, and sim/placement
+// measured fleets overshooting on such members without this rule.
+//
+// Receivers are searched across every weight, not only the coolest
+// member, so that a partition too heavy for a weight-1 member reaches a
+// member of higher weight: the imbalance then comes down to the bound the
+// heaviest partition sets. Givers are tried hottest first, so a member
+// that carries a single heavy partition (nothing it can give) does not
+// stop the others from evening out.
 func Plan(in Input, cfg Config) Pass {
 	r := in.Ring
 	var pass Pass
@@ -266,10 +275,14 @@ func fill(in Input, members []*memberLoad, hi, lo float64) (candidate, bool) {
 	return best, found
 }
 
-// loadOf is partition p's load in in (0 if unknown).
+// loadOf is partition p's load in in: 0 if unknown, and 0 for a load that
+// is not a finite positive number (a report read from etcd is trusted for
+// nothing else).
 func loadOf(in Input, p int) float64 {
 	if p < len(in.Loads) {
-		return in.Loads[p]
+		if l := in.Loads[p]; l > 0 && !math.IsInf(l, 1) {
+			return l
+		}
 	}
 	return 0
 }

@@ -212,6 +212,32 @@ func TestPlanRemovesMovesNoLongerNeeded(t *testing.T) {
 	assert.False(t, math.IsNaN(pass.Before))
 }
 
+// TestPlanIgnoresBadLoads: a load that is not a finite positive number
+// counts as none, so one bad report cannot poison the mean.
+func TestPlanIgnoresBadLoads(t *testing.T) {
+	const n, p = 4, 64
+	r := simRing(t, n, p, nil, nil)
+	loads := make([]float64, p)
+	for q := range loads {
+		loads[q] = 1
+	}
+	hot := r.Owned("n00")
+	for _, q := range hot[:len(hot)/2] {
+		loads[q] = 3
+	}
+	loads[hot[len(hot)-1]] = math.NaN()
+	loads[hot[len(hot)-2]] = math.Inf(1)
+	loads[hot[len(hot)-3]] = -100
+	pass := Plan(Input{Ring: r, Loads: loads, Now: time.Unix(0, 0)}, DefaultConfig())
+	assert.False(t, math.IsNaN(pass.Before) || math.IsInf(pass.Before, 0), "imbalance %v", pass.Before)
+	assert.Greater(t, pass.Before, DefaultConfig().Upper)
+	require.NotEmpty(t, pass.Moves)
+	for _, m := range pass.Moves {
+		assert.Equal(t, "n00", m.From)
+		assert.Equal(t, 3.0, m.Load)
+	}
+}
+
 func other(r *ring.Ring, p int) string {
 	o, _ := r.Owner(p)
 	for _, id := range r.Members() {

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -113,7 +114,7 @@ func (f *fleet) pass() int {
 	for p, m := range f.meter {
 		loads[p] = round3(m)
 	}
-	in := balance.Input{Ring: f.ring, Loads: loads, Moves: maps(f.moves), Moved: f.moved, Now: now}
+	in := balance.Input{Ring: f.ring, Loads: loads, Moves: maps.Clone(f.moves), Moved: f.moved, Now: now}
 	pass := balance.Plan(in, f.cfg.Balance)
 	if len(pass.Moves) == 0 && len(pass.Removes) == 0 {
 		return 0
@@ -135,14 +136,6 @@ func (f *fleet) pass() int {
 	}
 	f.ring = f.base.Place(pl)
 	return len(pass.Moves)
-}
-
-func maps(m map[int]string) map[int]string {
-	out := make(map[int]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // perWeight returns every member's load per unit of weight under parts,
