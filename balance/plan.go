@@ -3,6 +3,7 @@ package balance
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -59,6 +60,11 @@ type memberLoad struct {
 	id     string
 	weight float64
 	load   float64
+	parts  []int // the partitions it may give: loaded, not pinned, not cooling
+	// received is whether it received a partition within the cooldown:
+	// its meter still ramps that partition's load up from zero, so its
+	// load is not known yet and it receives nothing more until then.
+	received bool
 }
 
 func (m *memberLoad) perWeight() float64 { return m.load / m.weight }
@@ -66,18 +72,37 @@ func (m *memberLoad) perWeight() float64 { return m.load / m.weight }
 // Plan computes one pass over in by cfg's bands, budget and cooldown.
 //
 // Members are compared by load per unit of weight with the mean, total
-// load over total weight. Nothing moves unless some member is above
-// cfg.Upper times the mean (a fleet within the band is left alone, so
-// steady load causes no moves). Then, up to the budget, the member of
-// highest load per weight gives one partition to the member of lowest,
-// while the giver is above the middle of the upper band ((1+Upper)/2
-// times the mean) and the receiver below the middle of the lower band
-// ((1+Lower)/2): evening out past the band's edge is the hysteresis that
-// keeps noise around the edge from triggering the next pass. It moves the
-// partition,
-// neither pinned nor moved within the cooldown, whose load comes closest
-// to evening the two out while leaving the receiver below the giver. A
-// pass stops when no such move helps.
+// load over total weight. A pass is triggered only when some member is
+// above cfg.Upper times the mean and has a move that cools it, or some
+// member is below cfg.Lower times the mean and has a move that fills it:
+// a fleet within the bands is left alone, so steady load causes no moves,
+// and so is a member that carries a partition heavier than the band on
+// its own (the bound of the imbalance).
+//
+// A triggered pass evens out past the bands' edges, to their middles (hi
+// = (1+Upper)/2 and lo = (1+Lower)/2 times the mean), so that noise
+// around an edge does not trigger the next pass (hysteresis). Up to the
+// budget, while some member is above hi it makes the move that lowers the
+// hotter of its pair most (ties to the cooler receiver); then, if the pass
+// was triggered by a member below Lower, while the coolest member is
+// below lo, the move into it that raises it most without taking its
+// giver below lo or itself above hi. A move takes one partition, neither
+// pinned nor moved within the cooldown, from a member to a member of
+// lower load per weight, and leaves both below the giver's load per
+// weight before it: the hottest of the pair cools. A pass stops when no
+// move helps.
+//
+// A member that received a partition within the cooldown receives
+// nothing more until then: its meter counts the new partition's load up
+// from zero (an EWMA), so its load is not known yet, and sim/placement
+// measured fleets overshooting on such members without this rule.
+//
+// Receivers are searched across every weight, not only the coolest
+// member, so that a partition too heavy for a weight-1 member reaches a
+// member of higher weight: the imbalance then comes down to the bound the
+// heaviest partition sets. Givers are tried hottest first, so a member
+// that carries a single heavy partition (nothing it can give) does not
+// stop the others from evening out.
 func Plan(in Input, cfg Config) Pass {
 	r := in.Ring
 	var pass Pass
@@ -99,97 +124,172 @@ func Plan(in Input, cfg Config) Pass {
 		byID[id] = members[i]
 		weight += members[i].weight
 	}
-	owned := make(map[string][]int, len(ids))
 	for p := range r.Partitions() {
 		id, ok := r.Owner(p)
 		if !ok {
 			continue
 		}
-		l := 0.0
-		if p < len(in.Loads) {
-			l = in.Loads[p]
-		}
-		byID[id].load += l
+		l := loadOf(in, p)
+		m := byID[id]
+		m.load += l
 		total += l
-		owned[id] = append(owned[id], p)
+		if t, ok := in.Moved[p]; ok && in.Now.Sub(t) < cfg.Cooldown {
+			m.received = true
+		} else if l > 0 && !in.Pinned[p] {
+			m.parts = append(m.parts, p)
+		}
 	}
 	if total <= 0 {
 		return pass
 	}
 	mean := total / weight
-	imbalance := func() float64 {
-		top := 0.0
-		for _, m := range members {
-			top = max(top, m.perWeight())
-		}
-		return top / mean
-	}
-	pass.Before = imbalance()
-	budget := Budget(r.Partitions(), cfg.Budget)
-	if pass.Before <= cfg.Upper {
-		pass.After = pass.Before
+	sortMembers(members)
+	pass.Before = members[0].perWeight() / mean
+	pass.After = pass.Before
+	hi, lo := (1+cfg.Upper)/2*mean, (1+cfg.Lower)/2*mean
+	_, hot := cool(in, members, cfg.Upper*mean)
+	_, cold := fill(in, members, hi, cfg.Lower*mean)
+	if !hot && !cold {
 		return pass
 	}
-	// Triggered: even out to the middle of each band, so that noise around
-	// the band's edge does not trigger the next pass.
-	hi, lo := (1+cfg.Upper)/2*mean, (1+cfg.Lower)/2*mean
-	for len(pass.Moves) < budget {
-		slices.SortFunc(members, func(a, b *memberLoad) int {
-			return cmp.Or(cmp.Compare(b.perWeight(), a.perWeight()), cmp.Compare(a.id, b.id))
-		})
-		from, to := members[0], members[len(members)-1]
-		if from.perWeight() <= hi || to.perWeight() >= lo {
-			break
+	for budget := Budget(r.Partitions(), cfg.Budget); len(pass.Moves) < budget; {
+		mv, ok := cool(in, members, hi)
+		if !ok && cold {
+			mv, ok = fill(in, members, hi, lo)
 		}
-		p, ok := pick(in, cfg, owned[from.id], from, to)
 		if !ok {
 			break
 		}
-		l := in.Loads[p]
-		from.load -= l
-		to.load += l
-		owned[from.id] = slices.DeleteFunc(owned[from.id], func(q int) bool { return q == p })
-		owned[to.id] = append(owned[to.id], p)
-		pass.Moves = append(pass.Moves, Move{Partition: p, From: from.id, To: to.id, Load: l})
-		if in.Moves[p] == to.id {
-			pass.Removes = slices.DeleteFunc(pass.Removes, func(q int) bool { return q == p })
+		mv.from.load -= mv.load
+		mv.to.load += mv.load
+		mv.from.parts = slices.DeleteFunc(mv.from.parts, func(q int) bool { return q == mv.p })
+		pass.Moves = append(pass.Moves, Move{Partition: mv.p, From: mv.from.id, To: mv.to.id, Load: mv.load})
+		if in.Moves[mv.p] == mv.to.id {
+			pass.Removes = slices.DeleteFunc(pass.Removes, func(q int) bool { return q == mv.p })
 		}
+		sortMembers(members)
 	}
-	pass.After = imbalance()
+	pass.After = members[0].perWeight() / mean
 	return pass
 }
 
-// pick returns the partition of parts (owned by from) whose move to to
-// best evens the two out: the load closest to the transfer that equalizes
-// their load per weight, among those that leave to below from's load per
-// weight after the move; never a pinned partition or one moved within the
-// cooldown.
-func pick(in Input, cfg Config, parts []int, from, to *memberLoad) (int, bool) {
-	// Moving l equalizes when (from.load-l)/wf == (to.load+l)/wt.
-	wf, wt := from.weight, to.weight
-	ideal := (from.load*wt - to.load*wf) / (wf + wt)
-	best, bestGap := -1, 0.0
-	for _, p := range parts {
-		l := 0.0
-		if p < len(in.Loads) {
-			l = in.Loads[p]
+// candidate is one possible move.
+type candidate struct {
+	p        int
+	load     float64
+	from, to *memberLoad
+	score    float64 // lower is better
+	toAfter  float64 // the receiver's load per weight after the move
+}
+
+// better reports whether c beats d: a lower score, then a cooler receiver
+// after the move, then a lighter load (less moved), then the lower
+// partition and receiver, so that a pass is a pure function of its input.
+func (c candidate) better(d candidate) bool {
+	return cmp.Or(cmp.Compare(c.score, d.score), cmp.Compare(c.toAfter, d.toAfter), cmp.Compare(c.load, d.load),
+		cmp.Compare(c.p, d.p), cmp.Compare(c.to.id, d.to.id)) < 0
+}
+
+// cool returns the move that lowers most the hotter of its pair, from the
+// hottest member above hi that has a move at all; members are sorted
+// hottest first.
+//
+// Among members of one weight, the coolest receives best (a move's score
+// and the receiver's load after it only grow with the receiver's load), so
+// only the coolest member of each weight is tried as a receiver.
+func cool(in Input, members []*memberLoad, hi float64) (candidate, bool) {
+	receivers := coolestByWeight(members)
+	for _, from := range members {
+		if from.perWeight() <= hi {
+			break
 		}
-		if l <= 0 || in.Pinned[p] {
-			continue
+		var best candidate
+		found := false
+		for _, to := range receivers {
+			if to.perWeight() >= from.perWeight() {
+				continue
+			}
+			for _, p := range from.parts {
+				l := loadOf(in, p)
+				ta := (to.load + l) / to.weight
+				after := max((from.load-l)/from.weight, ta)
+				if after >= from.perWeight() {
+					continue // the pair's hotter member would not cool
+				}
+				c := candidate{p: p, load: l, from: from, to: to, score: after, toAfter: ta}
+				if !found || c.better(best) {
+					best, found = c, true
+				}
+			}
 		}
-		if t, ok := in.Moved[p]; ok && in.Now.Sub(t) < cfg.Cooldown {
-			continue
-		}
-		if (to.load+l)/wt >= from.perWeight() {
-			continue // the pair's hotter member would not cool: no gain
-		}
-		gap := l - ideal
-		if gap < 0 {
-			gap = -gap
-		}
-		if best < 0 || gap < bestGap || (gap == bestGap && p < best) {
-			best, bestGap = p, gap
+		if found {
+			return best, true
 		}
 	}
-	return best, best >= 0
+	return candidate{}, false
+}
+
+// coolestByWeight returns, for each weight, the member of lowest load per
+// weight (the lowest ID among equals) that may receive, in the order of
+// members.
+func coolestByWeight(members []*memberLoad) []*memberLoad {
+	var out []*memberLoad
+	for _, m := range members {
+		if m.received {
+			continue
+		}
+		i := slices.IndexFunc(out, func(o *memberLoad) bool { return o.weight == m.weight })
+		switch {
+		case i < 0:
+			out = append(out, m)
+		case m.perWeight() < out[i].perWeight() || (m.perWeight() == out[i].perWeight() && m.id < out[i].id):
+			out[i] = m
+		}
+	}
+	return out
+}
+
+// fill returns the move into the coolest member, if it is below lo, that
+// raises it most while it stays at or below hi and its giver stays at or
+// above lo and above it.
+func fill(in Input, members []*memberLoad, hi, lo float64) (candidate, bool) {
+	to := members[len(members)-1]
+	if to.received || to.perWeight() >= lo {
+		return candidate{}, false
+	}
+	var best candidate
+	found := false
+	for _, from := range members[:len(members)-1] {
+		for _, p := range from.parts {
+			l := loadOf(in, p)
+			fa, ta := (from.load-l)/from.weight, (to.load+l)/to.weight
+			if ta > hi || fa < lo || fa < ta {
+				continue
+			}
+			c := candidate{p: p, load: l, from: from, to: to, score: -ta, toAfter: ta}
+			if !found || c.better(best) {
+				best, found = c, true
+			}
+		}
+	}
+	return best, found
+}
+
+// loadOf is partition p's load in in: 0 if unknown, and 0 for a load that
+// is not a finite positive number (a report read from etcd is trusted for
+// nothing else).
+func loadOf(in Input, p int) float64 {
+	if p < len(in.Loads) {
+		if l := in.Loads[p]; l > 0 && !math.IsInf(l, 1) {
+			return l
+		}
+	}
+	return 0
+}
+
+// sortMembers sorts members hottest first, ties by ID.
+func sortMembers(members []*memberLoad) {
+	slices.SortFunc(members, func(a, b *memberLoad) int {
+		return cmp.Or(cmp.Compare(b.perWeight(), a.perWeight()), cmp.Compare(a.id, b.id))
+	})
 }

@@ -8,6 +8,7 @@
 //	go run ./sim scale -nodes 200             # fleet-scale figures on virtual time (see sim/scale)
 //	go run ./sim bench -out bench.md -svg bench.svg # tenure against its baselines, side by side (see sim/bench)
 //	go run ./sim chaos                        # real processes, real etcd, real faults (see sim/chaos)
+//	go run ./sim placement -out sim/placement/RESULTS.md # the balancer on virtual time (see sim/placement)
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 
 	"github.com/tenure-go/tenure/sim/bench"
 	"github.com/tenure-go/tenure/sim/chaos"
+	"github.com/tenure-go/tenure/sim/placement"
 	"github.com/tenure-go/tenure/sim/scale"
 	"github.com/tenure-go/tenure/sim/scenario"
 	"github.com/tenure-go/tenure/sim/simulation"
@@ -44,9 +46,10 @@ type options struct {
 // subcommands are the programs besides the simulation: go run ./sim NAME
 // [flags].
 var subcommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"bench": bench.Command,
-	"chaos": chaos.Command,
-	"scale": scale.Command,
+	"bench":     bench.Command,
+	"chaos":     chaos.Command,
+	"placement": placement.Command,
+	"scale":     scale.Command,
 }
 
 func main() {

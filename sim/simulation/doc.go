@@ -63,6 +63,14 @@
 // responses included), write attempts and client operations; then every
 // checker of sim/check runs.
 //
+// In one Tenure seed in three, the real balance.Balancer runs beside the
+// fleet on an etcd client of its own, elected through tenure's election:
+// the nodes publish the load their Holds count (every second, smoothed
+// over 3 seconds) and the balancer moves partitions every 2 seconds,
+// writing its moves in etcd fenced by its term (balancer.go). Each move is
+// a planned move the checkers watch; Result.BalancerMoves counts those
+// that landed.
+//
 // # Liveness
 //
 // After the last fault heals, every partition must be owned again within

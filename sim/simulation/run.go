@@ -37,6 +37,11 @@ type Result struct {
 	// called off, and PreparesLost ended with their node's session (a
 	// crash, a pause, a partition).
 	Prepares, PreparesHung, PreparesLost int
+	// BalancerMoves counts the partitions moved by the balancer that runs
+	// in one tenure seed in three (the placements it wrote that landed in
+	// etcd); Balanced says whether the run had it.
+	BalancerMoves int
+	Balanced      bool
 	// HealedAt is when the last fault was over.
 	HealedAt time.Duration
 }
@@ -138,6 +143,7 @@ func Run(cfg Config) (*Result, error) {
 	if t, ok := ex.(*tenureEx); ok {
 		res.FloorRaises = int(t.raised.Load())
 		res.Prepares, res.PreparesHung, res.PreparesLost = int(t.prep.Prepares.Load()), int(t.prep.Hung.Load()), int(t.prep.Lost.Load())
+		res.Balanced, res.BalancerMoves = t.bal != nil, int(t.moves.Load())
 	}
 	w.mu.Lock()
 	res.Pauses, res.Hangs = w.pauses, w.hangs

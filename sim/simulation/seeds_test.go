@@ -40,9 +40,13 @@ func TestSeeds(t *testing.T) {
 	nTenure, nBase := seedCounts()
 	start := time.Now()
 	var failed []string
-	var prepares, hung, lost int
+	var prepares, hung, lost, balanced, moves int
 	progress := func(r *Result) {
 		prepares, hung, lost = prepares+r.Prepares, hung+r.PreparesHung, lost+r.PreparesLost
+		if r.Balanced {
+			balanced++
+			moves += r.BalancerMoves
+		}
 		if !r.OK() && r.Config.Strategy == Tenure {
 			vs := r.Report.Violations()
 			failed = append(failed, r.Command()+"\n    "+strings.Join(vs[:min(len(vs), 5)], "\n    "))
@@ -73,6 +77,12 @@ func TestSeeds(t *testing.T) {
 	t.Logf("tenure seeds: %d preparations of planned moves, %d hung, %d ended with their node's session", prepares, hung, lost)
 	if prepares == 0 || hung == 0 {
 		t.Errorf("the seeds prepared %d moves, %d of them hung: the sweep should cover both", prepares, hung)
+	}
+	// The balancer runs in a third of the seeds: its moves are planned
+	// moves under the same checkers.
+	t.Logf("tenure seeds: %d ran the balancer, which moved %d partitions", balanced, moves)
+	if balanced == 0 || moves == 0 {
+		t.Errorf("%d seeds ran the balancer, which moved %d partitions: the sweep should cover its moves", balanced, moves)
 	}
 	tt := tenure[0]
 	if tt.Runs != nTenure {

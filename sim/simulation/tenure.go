@@ -43,8 +43,11 @@ type tenureEx struct {
 	stores   []*etcdfence.Store
 	batchers []*etcdfence.Batcher // with an odd seed
 	fencePf  string
+	placePf  string
 	raised   atomic.Int64   // RaiseFloor faults whose Put landed
 	prep     *preparers     // the nodes' OnPrepare (prepare.go)
+	bal      *simBalancer   // with balancerOn(seed), the fenced strategy only (balancer.go)
+	moves    atomic.Int64   // the balancer's placements committed
 	outside  sync.WaitGroup // RaiseFloor faults in progress
 
 	mu   sync.Mutex
@@ -62,7 +65,7 @@ func (ex *tenureEx) revTime(rev int64) time.Duration {
 }
 
 func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
-	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: keys.New(cluster).Fences(), revs: map[int64]time.Duration{}}
+	ex := &tenureEx{w: w, fenced: fenced, admin: w.srv.NewClient(), fencePf: keys.New(cluster).Fences(), placePf: keys.New(cluster).Placements(), revs: map[int64]time.Duration{}}
 	warm := w.cfg.TTL / 2
 	ex.prep = newPreparers(w.cfg.Seed, warm, w.fc)
 	ex.observe()
@@ -91,6 +94,9 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 		if fenced {
 			cfg.Fencers = []fence.Fencer{store}
 		}
+		if fenced && balancerOn(w.cfg.Seed) {
+			cfg.LoadInterval, cfg.LoadWindow = simLoadInterval, simLoadWindow
+		}
 		sn := n
 		cfg.Callbacks = ownership.Callbacks{
 			OnAcquired: func(e ownership.Event) {
@@ -114,6 +120,13 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 		}
 		ex.nodes = append(ex.nodes, node)
 	}
+	if fenced && balancerOn(w.cfg.Seed) {
+		b, err := startBalancer(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		ex.bal = b
+	}
 	return ex, nil
 }
 
@@ -136,6 +149,8 @@ func (ex *tenureEx) observe() {
 				if id := decodeCounter(string(ev.Kv.Value)).Write; id != 0 {
 					w.rec.Applied(id, d)
 				}
+			case strings.HasPrefix(k, ex.placePf):
+				countMove(&ex.moves, k, ev.Kv.Value)
 			case strings.HasPrefix(k, ex.fencePf):
 				if e, err := strconv.ParseInt(strings.TrimLeft(string(ev.Kv.Value), "0"), 10, 64); err == nil {
 					w.rec.RaiseFloor(strings.TrimPrefix(k, ex.fencePf), e, d)
@@ -258,6 +273,9 @@ func (ex *tenureEx) final(key string) string {
 }
 
 func (ex *tenureEx) close() {
+	if ex.bal != nil {
+		ex.bal.close()
+	}
 	var live []*ownership.Node
 	for i, n := range ex.nodes {
 		if ex.w.nodes[i].crashed.Load() {
