@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -69,6 +70,9 @@ type PlacementStatus struct {
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Rev    int64  `json:"rev,omitempty"`
+	// Moved is when a balancer wrote a move, by its clock (its cooldown
+	// runs from then); zero for a pin or if unknown.
+	Moved time.Time `json:"moved,omitzero"`
 	// Applied reports that the entry decides the partition's owner now;
 	// false while Node is gone or drained (the ring decides) or when the
 	// ring agrees with it.
@@ -119,8 +123,11 @@ func (o *Operator) Placement(ctx context.Context) (PlacementReport, error) {
 	}
 	for _, p := range slices.Sorted(maps.Keys(f.Placements)) {
 		pl := f.Placements[p]
-		rep.Placements = append(rep.Placements, PlacementStatus{Partition: p, Node: pl.Node, Origin: pl.Origin, By: pl.By, Reason: pl.Reason,
-			Rev: pl.Rev, Applied: f.Ring.Placed(p)})
+		st := PlacementStatus{Partition: p, Node: pl.Node, Origin: pl.Origin, By: pl.By, Reason: pl.Reason, Rev: pl.Rev, Applied: f.Ring.Placed(p)}
+		if pl.Time > 0 {
+			st.Moved = time.UnixMilli(pl.Time).UTC()
+		}
+		rep.Placements = append(rep.Placements, st)
 	}
 	return rep, nil
 }

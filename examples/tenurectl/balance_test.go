@@ -179,6 +179,9 @@ func TestTenurectlBalance(t *testing.T) {
 		assert.Equal(t, fleet.BalancerMove(m), lp.Moves[i])
 	}
 	assert.Len(t, rep.Placements, len(pl.Moves))
+	for _, st := range rep.Placements {
+		assert.True(t, st.Moved.Equal(lp.Time.Truncate(time.Millisecond)), "partition %d moved at %v, the pass at %v", st.Partition, st.Moved, lp.Time)
+	}
 	assert.Contains(t, x.ok("placement"), "last pass:")
 	dry.Suspended, dry.Moves = nil, nil
 	x.json(&dry, "balance", "plan")

@@ -65,9 +65,9 @@ func cmdPlacement(g *globals, args []string, out io.Writer) error {
 		for _, m := range r.Members {
 			fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%d\t%.3g\t%.3g\t%v\n", m.ID, m.Weight, m.Partitions, m.PerWeight, m.Capacity, m.Load, m.LoadPerWeight, m.Drained)
 		}
-		fmt.Fprintln(w, "\nPARTITION\tNODE\tORIGIN\tAPPLIED\tBY\tREASON")
+		fmt.Fprintln(w, "\nPARTITION\tNODE\tORIGIN\tAPPLIED\tBY\tREASON\tMOVED")
 		for _, p := range r.Placements {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\t%s\n", p.Partition, p.Node, p.Origin, p.Applied, dash(p.By), dash(p.Reason))
+			fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\t%s\t%s\n", p.Partition, p.Node, p.Origin, p.Applied, dash(p.By), dash(p.Reason), stamp(p.Moved))
 		}
 	})
 }
