@@ -3,6 +3,7 @@ package balance
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
@@ -165,4 +169,95 @@ func TestBalancerCooldownFromEtcd(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pl.Moves, 1)
 	assert.Equal(t, p, pl.Moves[0].Partition, "past the cooldown: %s", fmt.Sprint(pl.Moves))
+}
+
+// TestSuspensionSurvivesFailover: the suspension is in etcd, so whichever
+// balancer leads obeys it: two balancers run, the leader plans while
+// suspended and writes nothing; its session ends, the other is elected
+// and plans while suspended, writing nothing either; resumed, it moves.
+func TestSuspensionSurvivesFailover(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const name = "balance-failover"
+	skewedFleet(t, ctx, cli, name)
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: name})
+	require.NoError(t, err)
+	_, err = op.SuspendBalancer(ctx, fleet.Action{Actor: "alice", Reason: "freeze"})
+	require.NoError(t, err)
+
+	type runner struct {
+		b    *Balancer
+		sess *election.Session
+		stop func()
+	}
+	start := func(id string) *runner {
+		sess, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 2 * time.Second})
+		require.NoError(t, err)
+		e, err := election.NewElection(sess, cli, cli, election.ElectionConfig{Cluster: name, Name: "balancer", ID: id})
+		require.NoError(t, err)
+		b, err := NewBalancer(cli, Config{Cluster: name, Interval: 20 * time.Millisecond, Metrics: prometheus.NewRegistry()})
+		require.NoError(t, err)
+		rctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = b.Run(rctx, e) })
+		r := &runner{b: b, sess: sess, stop: func() {
+			stop()
+			wg.Wait()
+			_ = e.Close(context.Background())
+			_ = sess.Close(context.Background())
+		}}
+		t.Cleanup(r.stop)
+		return r
+	}
+	suspendedPasses := func(r *runner) float64 { return testutil.ToFloat64(r.b.metrics.passesC.WithLabelValues("suspended")) }
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	ticks := func() <-chan struct{} {
+		ch := make(chan struct{})
+		go func() {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+			close(ch)
+		}()
+		return ch
+	}
+	first := start("first")
+	require.NoError(t, fleettest.WaitFor(20*time.Second, func() error {
+		if suspendedPasses(first) < 3 {
+			return fmt.Errorf("first: %v suspended passes", suspendedPasses(first))
+		}
+		return nil
+	}, ticks))
+	second := start("second")
+	assert.Empty(t, placements(t, ctx, cli, name), "the suspended leader wrote nothing")
+	assert.Equal(t, 1.0, testutil.ToFloat64(first.b.metrics.suspendedG))
+
+	first.stop() // its session ends: the second is elected
+	require.NoError(t, fleettest.WaitFor(20*time.Second, func() error {
+		if suspendedPasses(second) < 3 {
+			return fmt.Errorf("second: %v suspended passes", suspendedPasses(second))
+		}
+		return nil
+	}, ticks))
+	assert.Empty(t, placements(t, ctx, cli, name), "the new leader obeys the suspension")
+
+	_, err = op.ResumeBalancer(ctx, fleet.Action{Actor: "alice", Reason: "thaw"})
+	require.NoError(t, err)
+	w := cli.Watch(ctx, keys.New(name).Placements(), clientv3.WithPrefix())
+	if len(placements(t, ctx, cli, name)) == 0 {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			t.Fatal("no move after the resume")
+		}
+	}
+	assert.NotEmpty(t, placements(t, ctx, cli, name))
+	st, err := op.Balancer(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, st.LastPass, "the pass recorded itself")
+	assert.NotEmpty(t, st.LastPass.Moves)
 }
