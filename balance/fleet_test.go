@@ -81,19 +81,7 @@ func TestBalancerConvergesFleet(t *testing.T) {
 	ran.Go(func() { _ = b.Run(rctx, e) })
 	defer func() { stopRun(); ran.Wait() }()
 
-	tick := time.NewTicker(50 * time.Millisecond) // load reports change without a node's view changing
-	defer tick.Stop()
-	ticks := func() <-chan struct{} {
-		ch := make(chan struct{})
-		go func() {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-			}
-			close(ch)
-		}()
-		return ch
-	}
+	ticks := ticker(t, 50*time.Millisecond) // load reports change without a node's view changing
 	start := time.Now()
 	var last *Planned
 	require.NoError(t, fleettest.WaitFor(150*time.Second, func() error {

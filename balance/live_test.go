@@ -208,3 +208,24 @@ func (l *load) halt() (int64, []string) {
 	defer l.mu.Unlock()
 	return l.ok.Load(), slices.Clone(l.failures)
 }
+
+// ticker returns a change function for fleettest.WaitFor whose channel
+// closes at the next tick of a ticker of period d, for conditions that
+// change without an event to wait on (load reports, metrics of passes
+// that write nothing). The ticker stops when t ends.
+func ticker(t *testing.T, d time.Duration) func() <-chan struct{} {
+	tick := time.NewTicker(d)
+	done := make(chan struct{})
+	t.Cleanup(func() { tick.Stop(); close(done) })
+	return func() <-chan struct{} {
+		ch := make(chan struct{})
+		go func() {
+			select {
+			case <-tick.C:
+			case <-done:
+			}
+			close(ch)
+		}()
+		return ch
+	}
+}

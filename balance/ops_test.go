@@ -212,19 +212,7 @@ func TestSuspensionSurvivesFailover(t *testing.T) {
 		return r
 	}
 	suspendedPasses := func(r *runner) float64 { return testutil.ToFloat64(r.b.metrics.passesC.WithLabelValues("suspended")) }
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	ticks := func() <-chan struct{} {
-		ch := make(chan struct{})
-		go func() {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-			}
-			close(ch)
-		}()
-		return ch
-	}
+	ticks := ticker(t, 20*time.Millisecond) // passes write nothing a watch would see
 	first := start("first")
 	require.NoError(t, fleettest.WaitFor(20*time.Second, func() error {
 		if suspendedPasses(first) < 3 {
