@@ -172,7 +172,8 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 		}
 	}
 	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		pl.Suspended = fleet.DecodeSuspension(kvs[0].Value)
+		sus := fleet.Suspension(keys.DecodeBalanceSuspend(kvs[0].Value))
+		pl.Suspended = &sus
 	}
 	pl.Pass = Plan(in, b.cfg)
 	if len(pl.Removes) > maxRemoves {

@@ -140,7 +140,8 @@ func (o *Operator) balancerAt(ctx context.Context, rev int64) (BalancerState, er
 	}
 	var st BalancerState
 	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		st.Suspended = DecodeSuspension(kvs[0].Value)
+		sus := Suspension(keys.DecodeBalanceSuspend(kvs[0].Value))
+		st.Suspended = &sus
 	}
 	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		var r keys.BalancePassRecord
@@ -149,17 +150,6 @@ func (o *Operator) balancerAt(ctx context.Context, rev int64) (BalancerState, er
 		}
 	}
 	return st, nil
-}
-
-// DecodeSuspension decodes the value of the balancer's suspension key. A
-// value that cannot be decoded is a suspension whose Reason says so: the
-// key stands, so the balancer stays suspended.
-func DecodeSuspension(v []byte) *Suspension {
-	var s keys.BalanceSuspend
-	if err := json.Unmarshal(v, &s); err != nil {
-		return &Suspension{Reason: "undecodable suspension: " + err.Error()}
-	}
-	return &Suspension{Actor: s.Actor, Reason: s.Reason, Time: s.Time}
 }
 
 func passOf(r keys.BalancePassRecord, rev int64) *BalancerPass {

@@ -21,6 +21,17 @@ type BalanceSuspend struct {
 	Time   time.Time `json:"time"`
 }
 
+// DecodeBalanceSuspend decodes the value of the suspension key. A value
+// that cannot be decoded is a suspension whose Reason says so: the key
+// stands, so the balancer stays suspended.
+func DecodeBalanceSuspend(v []byte) BalanceSuspend {
+	var s BalanceSuspend
+	if err := json.Unmarshal(v, &s); err != nil {
+		return BalanceSuspend{Reason: "undecodable suspension: " + err.Error()}
+	}
+	return s
+}
+
 // BalanceMove is one move of a BalancePassRecord.
 type BalanceMove struct {
 	Partition int     `json:"partition"`
