@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
@@ -22,23 +23,40 @@ import (
 const maxRemoves = 32
 
 // Balancer reads a fleet, plans passes and applies them, fenced by the
-// term of the election it runs in. It is safe for concurrent use; passes
-// run one at a time.
+// term of the election it runs in. It is safe for concurrent use.
 //
-// Metrics (with Config.Metrics): tenure_balance_imbalance (gauge: max over
-// mean load per weight before the last pass), tenure_balance_moves_total
-// (counter by cause: "balance" for moves written, "removed" for moves
-// removed because their node left or the ring agrees) and
-// tenure_balance_passes_total (counter by result: "applied", "idle",
-// "deposed", "stale", "error").
+// Everything a pass depends on is read from etcd at one revision: the
+// members and their weights, drain marks, placements, load reports, an
+// operator's suspension (fleet.Operator.SuspendBalancer) and the cooldown
+// (each balancer move records when it was written), so a balancer elected
+// after a failover, and a dry run (Plan without Apply), plan as the last
+// one would have.
+//
+// Metrics (with Config.Metrics):
+//   - tenure_balance_imbalance (gauge): max over mean load per weight at
+//     the last snapshot planned from;
+//   - tenure_balance_member_load{member} (gauge): each member's load at
+//     that snapshot; members that left are deleted;
+//   - tenure_balance_suspended (gauge): 1 while an operator's suspension
+//     stands at that snapshot;
+//   - tenure_balance_moves_total{cause} (counter): partitions moved, by
+//     cause: "balance" counted when this balancer's pass lands, "pin" and
+//     "membership" when a pass's snapshot finds a partition whose owner
+//     changed since this balancer's previous snapshot, because of a pin
+//     or unpin, or else because members joined, left, were drained or
+//     changed weight;
+//   - tenure_balance_removed_total (counter): balancer moves removed
+//     because their node left or the ring agrees;
+//   - tenure_balance_passes_total{result} (counter): "applied", "idle",
+//     "suspended", "deposed", "stale", "error".
 type Balancer struct {
 	kv      clientv3.KV
 	layout  keys.Layout
 	cfg     Config
 	metrics *metrics
 
-	mu    sync.Mutex
-	moved map[int]time.Time // when this balancer last moved each partition
+	mu   sync.Mutex
+	last *snapshot // the previous snapshot planned from
 }
 
 // NewBalancer returns a Balancer of the fleet cfg names, reached through
@@ -59,7 +77,7 @@ func NewBalancer(kv clientv3.KV, cfg Config) (*Balancer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Balancer{kv: kv, layout: keys.For(cfg.Cluster, cfg.Prefix), cfg: cfg, metrics: m, moved: make(map[int]time.Time)}, nil
+	return &Balancer{kv: kv, layout: keys.For(cfg.Cluster, cfg.Prefix), cfg: cfg, metrics: m}, nil
 }
 
 // withDefaults fills the zero fields of c.
@@ -93,14 +111,23 @@ func (c Config) withDefaults() Config {
 type Planned struct {
 	Pass
 	// Rev is the revision of the snapshot.
-	Rev int64
+	Rev int64 `json:"rev"`
+	// Suspended is the operator's suspension that stood at the snapshot,
+	// nil if none: Apply then writes nothing.
+	Suspended *fleet.Suspension `json:"suspended,omitempty"`
+	// Loads is each member's load at the snapshot (members not drained):
+	// the sum of the loads of the partitions the fleet's rule gives it.
+	Loads map[string]float64 `json:"loads"`
 
 	memberRevs    map[string]int64 // CreateRevision of each member key
 	placementRevs map[int]int64    // ModRevision of each placement key
 }
 
 // Plan reads the fleet at one revision (spec, members, drain marks,
-// placements and load reports) and plans a pass over it.
+// placements, load reports, suspension) and plans a pass over it. Loads
+// are attributed by the rule fleet.Operator.Placement reports by; the
+// cooldown of a partition runs from the time recorded in its balancer
+// move. Plan writes nothing: it is also the dry run of a pass.
 func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	spec, err := fleetview.ReadSpec(ctx, b.kv, b.layout)
 	if err != nil {
@@ -111,94 +138,91 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	reports, err := b.kv.Get(ctx, b.layout.Loads(), clientv3.WithPrefix(), clientv3.WithRev(lst.Rev))
+	reports, err := fleetview.ReadLoads(ctx, b.kv, b.layout, lst.Rev, b.cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("balance: read load reports: %w", err)
+		return nil, err
+	}
+	resp, err := b.kv.Txn(ctx).Then(
+		clientv3.OpGet(b.layout.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(lst.Rev)),
+		clientv3.OpGet(b.layout.BalanceSuspended(), clientv3.WithRev(lst.Rev)),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("balance: read members and suspension: %w", err)
 	}
 	f := fleetview.NewState(spec.Config(), b.cfg.Logger)
 	f.Apply(fleetview.Update{Listing: lst})
-	in := Input{Ring: f.Ring, Loads: make([]float64, spec.Partitions), Pinned: map[int]bool{}, Moves: map[int]string{}, Now: b.cfg.Clock.Now()}
-	pl := &Planned{Rev: lst.Rev, memberRevs: map[string]int64{}, placementRevs: map[int]int64{}}
-	for id := range lst.Members {
-		pl.memberRevs[id] = 0 // filled below from the member keys
-	}
+	in := Input{Ring: f.Ring, Loads: fleetview.PartitionLoads(f.Ring, reports), Pinned: map[int]bool{}, Moves: map[int]string{},
+		Moved: map[int]time.Time{}, Now: b.cfg.Clock.Now()}
+	pl := &Planned{Rev: lst.Rev, Loads: fleetview.MemberLoads(f.Ring, in.Loads), memberRevs: map[string]int64{}, placementRevs: map[int]int64{}}
 	for p, e := range lst.Placements {
 		pl.placementRevs[p] = e.ModRev
-		if e.Origin == keys.OriginPin {
+		switch {
+		case e.Origin == keys.OriginPin:
 			in.Pinned[p] = true
-		} else {
+		default:
 			in.Moves[p] = e.Node
-		}
-	}
-	for _, kv := range reports.Kvs {
-		id, ok := b.layout.LoadID(string(kv.Key))
-		if !ok {
-			continue
-		}
-		rep, err := keys.DecodeLoadReport(kv.Value)
-		if err != nil {
-			b.cfg.Logger.Warn("ignoring undecodable load report", "node", id, "error", err)
-			continue
-		}
-		for i, p := range rep.Partitions {
-			if p >= spec.Partitions {
-				continue
-			}
-			if owner, _ := f.Ring.Owner(p); owner == id || in.Loads[p] == 0 {
-				in.Loads[p] = rep.Loads[i]
+			if e.Time > 0 {
+				in.Moved[p] = time.UnixMilli(e.Time)
 			}
 		}
 	}
-	b.mu.Lock()
-	in.Moved = make(map[int]time.Time, len(b.moved))
-	for p, t := range b.moved {
-		in.Moved[p] = t
-	}
-	b.mu.Unlock()
-	pl.Pass = Plan(in, b.cfg)
-	if len(pl.Removes) > maxRemoves {
-		pl.Removes = pl.Removes[:maxRemoves]
-	}
-	members, err := b.kv.Get(ctx, b.layout.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(lst.Rev))
-	if err != nil {
-		return nil, fmt.Errorf("balance: read members: %w", err)
-	}
-	for _, kv := range members.Kvs {
+	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
 		if id, ok := b.layout.MemberID(string(kv.Key)); ok {
 			pl.memberRevs[id] = kv.CreateRevision
 		}
 	}
-	b.metrics.imbalance(pl.Before)
+	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		sus := fleet.Suspension(keys.DecodeBalanceSuspend(kvs[0].Value))
+		pl.Suspended = &sus
+	}
+	pl.Pass = Plan(in, b.cfg)
+	if len(pl.Removes) > maxRemoves {
+		pl.Removes = pl.Removes[:maxRemoves]
+	}
+	b.observe(newSnapshot(lst, f.Ring))
+	b.metrics.snapshot(pl)
 	return pl, nil
 }
 
-// Apply writes pl's moves and removals in one transaction, fenced by
-// term and by pl's snapshot: it lands only if term still stands
-// (ErrDeposed otherwise), and no member key or drain mark was written
-// since the snapshot, every move's target is still the member it was, and
-// no placement of pl's partitions was written meanwhile (ErrStaleSnapshot
+// Apply writes pl's moves and removals, and the record of the pass
+// (fleet.BalancerPass), in one transaction, fenced by term and by pl's
+// snapshot: it lands only if term still stands (ErrDeposed otherwise), no
+// suspension stands (ErrSuspended otherwise, and for a pass planned while
+// one stood), and no member key or drain mark was written since the
+// snapshot, every move's target is still the member it was, and no
+// placement of pl's partitions was written meanwhile (ErrStaleSnapshot
 // otherwise). A pass with nothing to do writes nothing.
 func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) error {
 	if term == nil || pl == nil {
 		return fmt.Errorf("%w: term or pass", ErrNilArgument)
 	}
+	if pl.Suspended != nil {
+		b.metrics.pass("suspended")
+		return fmt.Errorf("%w by %s: %s", ErrSuspended, pl.Suspended.Actor, pl.Suspended.Reason)
+	}
 	if len(pl.Moves) == 0 && len(pl.Removes) == 0 {
 		b.metrics.pass("idle")
 		return nil
 	}
+	now := b.cfg.Clock.Now()
 	next := pl.Rev + 1
+	sk := b.layout.BalanceSuspended()
 	cmps := []clientv3.Cmp{
 		term.Cmp(),
+		clientv3.Compare(clientv3.CreateRevision(sk), "=", 0),
 		clientv3.Compare(clientv3.ModRevision(b.layout.Members()), "<", next).WithPrefix(),
 		clientv3.Compare(clientv3.ModRevision(b.layout.DrainedPrefix()), "<", next).WithPrefix(),
 	}
+	rec := keys.BalancePassRecord{Rev: pl.Rev, Term: term.Epoch(), Time: now.UTC(), Moves: make([]keys.BalanceMove, 0, len(pl.Moves)),
+		Before: pl.Before, After: pl.After, Upper: b.cfg.Upper, Lower: b.cfg.Lower, Budget: b.cfg.Budget, Cooldown: b.cfg.Cooldown}
 	var ops []clientv3.Op
 	for _, m := range pl.Moves {
 		k := b.layout.Placement(m.Partition)
 		cmps = append(cmps,
 			clientv3.Compare(clientv3.ModRevision(k), "=", pl.placementRevs[m.Partition]),
 			clientv3.Compare(clientv3.CreateRevision(b.layout.Member(m.To)), "=", pl.memberRevs[m.To]))
-		ops = append(ops, clientv3.OpPut(k, keys.EncodePlacement(keys.Placement{Node: m.To, Origin: keys.OriginBalance, Rev: pl.Rev})))
+		ops = append(ops, clientv3.OpPut(k, keys.EncodePlacement(keys.Placement{Node: m.To, Origin: keys.OriginBalance, Rev: pl.Rev, Time: now.UnixMilli()})))
+		rec.Moves = append(rec.Moves, keys.BalanceMove(m))
 	}
 	for _, p := range pl.Removes {
 		if containsMove(pl.Moves, p) {
@@ -207,8 +231,10 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		k := b.layout.Placement(p)
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", pl.placementRevs[p]))
 		ops = append(ops, clientv3.OpDelete(k))
+		rec.Removed = append(rec.Removed, p)
 	}
-	resp, err := b.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(term.Key())).Commit()
+	ops = append(ops, clientv3.OpPut(b.layout.BalancePass(), keys.EncodeJSON(rec)))
+	resp, err := b.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(term.Key()), clientv3.OpGet(sk, clientv3.WithKeysOnly())).Commit()
 	if err != nil {
 		b.metrics.pass("error")
 		return fmt.Errorf("balance: apply pass at revision %d: %w", pl.Rev, err)
@@ -218,19 +244,17 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 			b.metrics.pass("deposed")
 			return fmt.Errorf("%w: term %d", ErrDeposed, term.Epoch())
 		}
+		if rr := resp.Responses[1].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			b.metrics.pass("suspended")
+			return fmt.Errorf("%w after the snapshot at revision %d", ErrSuspended, pl.Rev)
+		}
 		b.metrics.pass("stale")
 		return fmt.Errorf("%w: snapshot at revision %d", ErrStaleSnapshot, pl.Rev)
 	}
-	now := b.cfg.Clock.Now()
-	b.mu.Lock()
-	for _, m := range pl.Moves {
-		b.moved[m.Partition] = now
-	}
-	b.mu.Unlock()
 	b.metrics.pass("applied")
 	b.metrics.moves("balance", len(pl.Moves))
-	b.metrics.moves("removed", len(ops)-len(pl.Moves))
-	b.cfg.Logger.Info("balance pass applied", "revision", pl.Rev, "moves", len(pl.Moves), "removed", len(ops)-len(pl.Moves),
+	b.metrics.removed(len(rec.Removed))
+	b.cfg.Logger.Info("balance pass applied", "revision", pl.Rev, "moves", len(pl.Moves), "removed", len(rec.Removed),
 		"imbalance_before", pl.Before, "imbalance_after", pl.After)
 	return nil
 }
@@ -246,7 +270,8 @@ func containsMove(ms []Move, p int) bool {
 
 // Run campaigns in e and, while it leads, runs a pass every
 // Config.Interval, until ctx ends. A pass refused as stale is planned
-// again at the next interval; a deposed balancer campaigns again. It
+// again at the next interval; while suspended, passes are planned (and
+// reported) but write nothing; a deposed balancer campaigns again. It
 // returns ctx's error.
 func (b *Balancer) Run(ctx context.Context, e *election.Election) error {
 	for {
@@ -282,6 +307,8 @@ func (b *Balancer) lead(ctx context.Context, term *election.Term) {
 		switch {
 		case errors.Is(err, ErrDeposed):
 			return
+		case errors.Is(err, ErrSuspended):
+			b.cfg.Logger.Debug("balance pass suspended", "error", err)
 		case err != nil && tctx.Err() == nil:
 			b.cfg.Logger.Warn("balance pass", "error", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -89,7 +90,8 @@ func TestBalancerFencedByTerm(t *testing.T) {
 	const name = "balance-term"
 	skewedFleet(t, ctx, cli, name)
 	reg := prometheus.NewRegistry()
-	b, err := NewBalancer(cli, Config{Cluster: name, Metrics: reg})
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 11, 26, 6, 0, 0, 0, time.UTC))
+	b, err := NewBalancer(cli, Config{Cluster: name, Metrics: reg, Clock: clk})
 	require.NoError(t, err)
 
 	_, term := campaign(t, ctx, cli, name, "first")
@@ -102,7 +104,7 @@ func TestBalancerFencedByTerm(t *testing.T) {
 	got := placements(t, ctx, cli, name)
 	require.Len(t, got, 1)
 	m := pl.Moves[0]
-	assert.Equal(t, keys.Placement{Node: m.To, Origin: keys.OriginBalance, Rev: pl.Rev}, got[m.Partition])
+	assert.Equal(t, keys.Placement{Node: m.To, Origin: keys.OriginBalance, Rev: pl.Rev, Time: clk.Now().UnixMilli()}, got[m.Partition])
 	assert.Equal(t, "n00", m.From)
 	assert.InDelta(t, pl.Before, testutil.ToFloat64(b.metrics.imbalanceG), 1e-9)
 

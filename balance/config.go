@@ -31,7 +31,8 @@ type Config struct {
 	// partitions (at least 1 a pass). Default 0.01; it must be in (0, 1].
 	Budget float64
 	// Cooldown is how long a partition the balancer moved is left where it
-	// is. Default 1 minute; negative is invalid.
+	// is, from the time its move records (by the clock of the balancer
+	// that wrote it). Default 1 minute; negative is invalid.
 	Cooldown time.Duration
 	// Interval is the time between passes of Run. Default 30s.
 	Interval time.Duration

@@ -13,6 +13,15 @@
 // computed from, and that no pin or other placement was written meanwhile
 // on their partitions.
 //
+// Everything a pass depends on is in etcd, so a balancer elected after a
+// failover plans as its predecessor would have: an operator's suspension
+// (fleet.Operator.SuspendBalancer, audited; a suspended balancer plans and
+// reports but writes nothing, and etcd refuses a pass planned before the
+// suspension), and the cooldown, which runs from the time each balancer
+// move records. Each applied pass writes its record (fleet.BalancerPass)
+// in its own transaction.
+//
 // Plan is the pure pass (the same code the simulator runs); Balancer reads
-// the fleet, plans and applies.
+// the fleet, plans (Balancer.Plan, also the dry run of tenurectl balance
+// plan) and applies.
 package balance

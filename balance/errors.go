@@ -19,3 +19,8 @@ var (
 	// partitions was written. The next pass plans again.
 	ErrStaleSnapshot = errors.New("balance: the fleet changed since the pass was planned")
 )
+
+// ErrSuspended reports a pass not applied because an operator suspended
+// the balancer (fleet.Operator.SuspendBalancer), before its snapshot or
+// since.
+var ErrSuspended = errors.New("balance: the balancer is suspended")

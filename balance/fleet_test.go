@@ -3,102 +3,89 @@ package balance
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/fleettest"
-	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// TestBalancerConvergesFleet: a fleet of four nodes whose load is skewed
-// onto one node's partitions, counted by the nodes' own load meters; the
+// TestBalancerConvergesFleet: a fleet of four nodes, n3 of capacity
+// weight 2, on real etcd, with load sent through a router.Client from
+// outside the fleet and skewed onto n0's partitions (8 units a request
+// where the others cost 1), counted by the nodes' own load meters. The
 // balancer, elected and running its passes, moves partitions until every
-// node's load per weight is within the band, and each moved partition is
-// served by its new owner at a higher epoch.
+// node's load per weight is within its band; each moved partition is
+// served by its new owner at a higher epoch, and not one request fails at
+// the caller. Converged, the weight-2 node carries twice the load of a
+// weight-1 node within 10%. Then an operator's pin moves a partition,
+// audited and counted as a pin; the time from the Pin call to the new
+// owner serving is logged.
 func TestBalancerConvergesFleet(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)
-	const name, parts = "balance-fleet", 32
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	const name, parts = "balance-fleet", 64
+	ringCfg := ring.Config{Partitions: parts, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var nodes []*ownership.Node
-	for i := range 4 {
-		cfg := ownership.DefaultConfig()
-		cfg.Cluster, cfg.NodeID = name, fmt.Sprintf("n%d", i)
-		cfg.Addr = cfg.NodeID + ".test:7000"
-		cfg.Ring = ring.Config{Partitions: parts, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}
-		cfg.Session.TTL = 2 * time.Second
-		cfg.LoadInterval, cfg.LoadWindow, cfg.LoadBudget = 20*time.Millisecond, 100*time.Millisecond, 1000
-		n, err := ownership.Join(ctx, cli, cfg)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
-		nodes = append(nodes, n)
+	var nodes []*liveNode
+	for i, w := range []int{1, 1, 1, 2} {
+		nodes = append(nodes, startNode(t, ctx, cli, name, fmt.Sprintf("n%d", i), w, ringCfg))
 	}
-	require.NoError(t, fleettest.WaitFor(20*time.Second, func() error { return fleettest.StableErr(nodes) }, fleettest.Changes(nodes...)...))
-	hot := nodes[0].Ring().Owned("n0")
-	before := map[int]int64{}
-	for _, p := range hot {
-		before[p] = nodes[0].LookupPartition(p).Epoch
+	require.NoError(t, fleettest.WaitFor(30*time.Second, func() error { return liveStable(nodes) }, liveChanges(nodes)...))
+	view := nodes[0]
+	epochs := make([]int64, parts)
+	owners := make([]string, parts)
+	for p := range parts {
+		r := view.LookupPartition(p)
+		epochs[p], owners[p] = r.Epoch, r.Owner
 	}
-
-	// Load: every partition 1 unit a round, n0's partitions 8.
-	lctx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopLoad(); wg.Wait() }()
-	wg.Go(func() {
-		cost := map[int]uint64{}
-		for _, p := range hot {
-			cost[p] = 7
+	keys := keysOf(parts)
+	cost := map[string]uint64{}
+	for p, k := range keys {
+		cost[k] = 1
+		if owners[p] == "n0" {
+			cost[k] = 8
 		}
-		for lctx.Err() == nil {
-			for p := range parts {
-				owner := nodes[0].LookupPartition(p).Owner
-				for _, n := range nodes {
-					if n.ID() == owner {
-						_ = n.AddPartitionLoad(p, 1+cost[p])
-					}
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
+	}
+	rc, err := router.NewClient(ctx, c.NewClient(t), router.ClientConfig{Cluster: name})
+	require.NoError(t, err)
+	defer rc.Close()
+	l := startLoad(ctx, rc, keys, cost, 6)
+	defer l.halt()
 
+	reg := prometheus.NewRegistry()
+	cfg := Config{Cluster: name, Upper: 1.04, Lower: 0.96, Budget: 0.05, Cooldown: time.Second, Interval: 100 * time.Millisecond, Metrics: reg}
 	sess, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 2 * time.Second})
 	require.NoError(t, err)
 	defer func() { _ = sess.Close(context.Background()) }()
 	e, err := election.NewElection(sess, cli, cli, election.ElectionConfig{Cluster: name, Name: "balancer"})
 	require.NoError(t, err)
 	defer func() { _ = e.Close(context.Background()) }()
-	b, err := NewBalancer(cli, Config{Cluster: name, Interval: 100 * time.Millisecond, Cooldown: 500 * time.Millisecond, Budget: 0.1})
+	b, err := NewBalancer(cli, cfg)
 	require.NoError(t, err)
 	rctx, stopRun := context.WithCancel(ctx)
 	var ran sync.WaitGroup
 	ran.Go(func() { _ = b.Run(rctx, e) })
 	defer func() { stopRun(); ran.Wait() }()
 
-	tick := time.NewTicker(50 * time.Millisecond) // load reports change without a node's view changing
-	defer tick.Stop()
-	ticks := func() <-chan struct{} {
-		ch := make(chan struct{})
-		go func() {
-			select {
-			case <-tick.C:
-			case <-lctx.Done():
-			}
-			close(ch)
-		}()
-		return ch
-	}
+	ticks := ticker(t, 50*time.Millisecond) // load reports change without a node's view changing
+	start := time.Now()
 	var last *Planned
-	require.NoError(t, fleettest.WaitFor(45*time.Second, func() error {
-		if err := fleettest.StableErr(nodes); err != nil {
+	require.NoError(t, fleettest.WaitFor(150*time.Second, func() error {
+		if err := liveStable(nodes); err != nil {
 			return err
 		}
 		pl, err := b.Plan(ctx)
@@ -106,19 +93,63 @@ func TestBalancerConvergesFleet(t *testing.T) {
 			return err
 		}
 		last = pl
-		if pl.Before == 0 || pl.Before > DefaultConfig().Upper {
-			return fmt.Errorf("imbalance %.3f", pl.Before)
+		if pl.Before == 0 || pl.Before > cfg.Upper {
+			return fmt.Errorf("imbalance %.3f, loads %v", pl.Before, pl.Loads)
 		}
 		return nil
-	}, append(fleettest.Changes(nodes...), ticks)...))
+	}, append(liveChanges(nodes), ticks)...))
+	converged := time.Since(start)
 	moved := 0
-	for _, p := range hot {
-		r := nodes[0].LookupPartition(p)
-		if r.Owner != "n0" {
+	for p := range parts {
+		if r := view.LookupPartition(p); r.Owner != owners[p] {
 			moved++
-			assert.Greater(t, r.Epoch, before[p], "partition %d moved at a new epoch", p)
+			assert.Greater(t, r.Epoch, epochs[p], "partition %d moved from %s to %s at a new epoch", p, owners[p], r.Owner)
 		}
 	}
 	assert.Positive(t, moved)
-	t.Logf("converged to imbalance %.3f after moving %d of n0's %d partitions", last.Before, moved, len(hot))
+	// Within the band, the weight-2 node's load is twice the mean of the
+	// weight-1 nodes' within 10%.
+	w1 := (last.Loads["n0"] + last.Loads["n1"] + last.Loads["n2"]) / 3
+	ratio := last.Loads["n3"] / w1
+	assert.InDelta(t, 2.0, ratio, 0.2, "weight-2 load %.1f over weight-1 mean %.1f", last.Loads["n3"], w1)
+	t.Logf("converged in %v to imbalance %.3f (band %.2f) after %v balance moves, %d partitions on a new owner; weight-2/weight-1 load %.3f; loads %v",
+		converged.Round(time.Millisecond), last.Before, cfg.Upper, testutil.ToFloat64(b.metrics.movesC.WithLabelValues("balance")), moved, ratio, last.Loads)
+
+	// A pin: the partition moves to the pinned node, which serves it at a
+	// new epoch; the Pin call is audited, and the balancer counts the move.
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: name})
+	require.NoError(t, err)
+	p := view.Ring().Owned("n0")[0]
+	before := view.LookupPartition(p).Epoch
+	pinStart := time.Now()
+	rec, err := op.Pin(ctx, p, "n1", fleet.Action{Actor: "test", Reason: "pin under load"})
+	require.NoError(t, err)
+	require.NoError(t, fleettest.WaitFor(20*time.Second, func() error {
+		if r := nodes[1].LookupPartition(p); !r.Local || r.Epoch <= before {
+			return fmt.Errorf("partition %d not served by n1 yet: %+v", p, r)
+		}
+		return nil
+	}, nodes[1].Changed))
+	pinTook := time.Since(pinStart)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://fleet/k/"+keys[p], http.NoBody)
+	require.NoError(t, err)
+	resp, err := rc.Do(ctx, keys[p], req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "n1", string(body), "the pinned partition's key is served by n1")
+	recs, err := op.Audit(ctx, time.Time{})
+	require.NoError(t, err)
+	require.NotEmpty(t, recs)
+	assert.Equal(t, rec.ID, recs[len(recs)-1].ID)
+	assert.Equal(t, fleet.ActionPin, recs[len(recs)-1].Action)
+	_, err = b.Plan(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, testutil.ToFloat64(b.metrics.movesC.WithLabelValues("pin")))
+	t.Logf("pin of partition %d to n1: served by n1 at epoch %d %v after the Pin call (go test -run TestBalancerConvergesFleet -v ./balance/)",
+		p, nodes[1].LookupPartition(p).Epoch, pinTook.Round(time.Microsecond))
+
+	n, failures := l.halt()
+	assert.Empty(t, failures, "requests that failed at the caller")
+	t.Logf("%d requests answered through the router.Client, %d failed", n, len(failures))
 }

@@ -38,10 +38,12 @@ type AuditRecord struct {
 	// readers and by the action's own result.
 	Revision int64 `json:"revision,omitempty"`
 	// Actor is who acted, Action what (ActionForceRelease, ActionDrain,
-	// ActionUndrain, ActionPin or ActionUnpin), Target on what, Reason why, Time when (the operator's
-	// clock). A force release's, pin's or unpin's Target is the fence scope of what it
-	// released (fence.PartitionScope or fence.LeaderScope); a drain's or
-	// undrain's is "node/<id>".
+	// ActionUndrain, ActionPin, ActionUnpin, ActionSuspendBalancer or
+	// ActionResumeBalancer), Target on what, Reason why, Time when (the
+	// operator's clock). A force release's, pin's or unpin's Target is the
+	// fence scope of what it released (fence.PartitionScope or
+	// fence.LeaderScope); a drain's or undrain's is "node/<id>"; a
+	// suspension's or resumption's is BalancerTarget.
 	Actor  string    `json:"actor"`
 	Action string    `json:"action"`
 	Target string    `json:"target"`

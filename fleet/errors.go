@@ -61,3 +61,6 @@ var (
 // ErrNotPinned reports an unpin of a partition that has no pin (none, or a
 // balancer's move), or whose pin changed meanwhile.
 var ErrNotPinned = errors.New("fleet: partition not pinned")
+
+// ErrNotSuspended reports a resume of a balancer that is not suspended.
+var ErrNotSuspended = errors.New("fleet: balancer not suspended")

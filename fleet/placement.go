@@ -2,13 +2,13 @@ package fleet
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
+	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/hashicorp/go-hclog"
 
-	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/fleetview"
 )
 
 // PlacementReport is how the fleet's partitions are placed, as every node
@@ -30,6 +30,8 @@ type PlacementReport struct {
 	LoadImbalance float64 `json:"load_imbalance"`
 	// Placements are the pins and moves in etcd, by partition.
 	Placements []PlacementStatus `json:"placements"`
+	// Balancer is the balancer's suspension and last applied pass.
+	Balancer BalancerState `json:"balancer"`
 }
 
 // MemberPlacement is one member's share of the partitions.
@@ -47,9 +49,11 @@ type MemberPlacement struct {
 	PerWeight  float64 `json:"per_weight"`
 	// Capacity is the most partitions the ring itself gives the member.
 	Capacity int `json:"capacity"`
-	// Load is the sum of the smoothed loads (units of work per second) the
-	// member reports for the partitions it serves; LoadPerWeight is Load
-	// over Weight.
+	// Load is the sum of the smoothed loads (units of work per second) of
+	// the partitions the fleet's rule gives the member, each as its owner
+	// reports it (or, until the owner's report includes a partition that
+	// just moved, as its last owner reported it): what the balancer evens
+	// out. LoadPerWeight is Load over Weight.
 	Load          float64 `json:"load"`
 	LoadPerWeight float64 `json:"load_per_weight"`
 }
@@ -66,6 +70,9 @@ type PlacementStatus struct {
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Rev    int64  `json:"rev,omitempty"`
+	// Moved is when a balancer wrote a move, by its clock (its cooldown
+	// runs from then); zero for a pin or if unknown.
+	Moved time.Time `json:"moved,omitzero"`
 	// Applied reports that the entry decides the partition's owner now;
 	// false while Node is gone or drained (the ring decides) or when the
 	// ring agrees with it.
@@ -73,18 +80,26 @@ type PlacementStatus struct {
 }
 
 // Placement reads the fleet at one revision and reports its placement.
-// Errors wrap ErrNoSpec, ring.ErrInvalidSpec or the etcd error.
+// Member loads and the load imbalance follow the balancer's rules, so a
+// report read at the revision of a balancer's snapshot shows what that
+// balancer saw. Errors wrap ErrNoSpec, ring.ErrInvalidSpec or the etcd
+// error.
 func (o *Operator) Placement(ctx context.Context) (PlacementReport, error) {
 	v, err := o.view(ctx)
 	if err != nil {
 		return PlacementReport{}, err
 	}
-	loads, err := o.loads(ctx, v.rev)
+	reports, err := fleetview.ReadLoads(ctx, o.kv, o.layout, v.rev, hclog.NewNullLogger())
+	if err != nil {
+		return PlacementReport{}, err
+	}
+	bal, err := o.balancerAt(ctx, v.rev)
 	if err != nil {
 		return PlacementReport{}, err
 	}
 	f := v.fleet
-	rep := PlacementReport{Revision: v.rev, Algorithm: f.Ring.Algorithm(), Members: []MemberPlacement{}, Placements: []PlacementStatus{}}
+	loads := fleetview.MemberLoads(f.Ring, fleetview.PartitionLoads(f.Ring, reports))
+	rep := PlacementReport{Revision: v.rev, Algorithm: f.Ring.Algorithm(), Members: []MemberPlacement{}, Placements: []PlacementStatus{}, Balancer: bal}
 	var sum, top, loadSum, loadTop float64
 	for _, id := range f.All {
 		m := MemberPlacement{ID: id, Drained: f.Drained[id], Weight: f.Ring.Weight(id), Partitions: f.Ring.Load(id), Capacity: f.Ring.Capacity(id), Load: loads[id]}
@@ -108,8 +123,11 @@ func (o *Operator) Placement(ctx context.Context) (PlacementReport, error) {
 	}
 	for _, p := range slices.Sorted(maps.Keys(f.Placements)) {
 		pl := f.Placements[p]
-		rep.Placements = append(rep.Placements, PlacementStatus{Partition: p, Node: pl.Node, Origin: pl.Origin, By: pl.By, Reason: pl.Reason,
-			Rev: pl.Rev, Applied: f.Ring.Placed(p)})
+		st := PlacementStatus{Partition: p, Node: pl.Node, Origin: pl.Origin, By: pl.By, Reason: pl.Reason, Rev: pl.Rev, Applied: f.Ring.Placed(p)}
+		if pl.Time > 0 {
+			st.Moved = time.UnixMilli(pl.Time).UTC()
+		}
+		rep.Placements = append(rep.Placements, st)
 	}
 	return rep, nil
 }
@@ -120,28 +138,4 @@ func totalWeight(ms []MemberPlacement) int {
 		w += m.Weight
 	}
 	return w
-}
-
-// loads reads the load reports at revision rev and returns each node's
-// total load; undecodable reports count as none.
-func (o *Operator) loads(ctx context.Context, rev int64) (map[string]float64, error) {
-	resp, err := o.kv.Get(ctx, o.layout.Loads(), clientv3.WithPrefix(), clientv3.WithRev(rev))
-	if err != nil {
-		return nil, fmt.Errorf("fleet: read load reports: %w", err)
-	}
-	out := make(map[string]float64, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		id, ok := o.layout.LoadID(string(kv.Key))
-		if !ok {
-			continue
-		}
-		rep, err := keys.DecodeLoadReport(kv.Value)
-		if err != nil {
-			continue
-		}
-		for _, l := range rep.Loads {
-			out[id] += l
-		}
-	}
-	return out, nil
 }

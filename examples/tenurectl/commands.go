@@ -33,6 +33,7 @@ var commands = map[string]command{
 	"pin":           cmdPin,
 	"unpin":         cmdUnpin,
 	"placement":     cmdPlacement,
+	"balance":       cmdBalance,
 }
 
 // noArgs parses a command that takes only flags.

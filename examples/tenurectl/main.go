@@ -1,7 +1,8 @@
 // Command tenurectl is the operator's CLI of a tenure fleet: it shows the
 // fleet's spec, members, partitions, leaders and health, and takes the
-// audited operator actions (force release, drain, undrain, pin, unpin) through
-// fleet.Operator, against a real etcd.
+// audited operator actions (force release, drain, undrain, pin, unpin,
+// suspending and resuming the balancer) through fleet.Operator, and plans a
+// dry run of the balancer's next pass, against a real etcd.
 //
 // Usage:
 //
@@ -57,7 +58,16 @@ Commands:
                                     not drained; the ring decides otherwise); a planned move
   unpin P --reason R [--actor A]    the ring decides partition P again
   placement                         each member's weight, partitions, partitions per weight,
-                                    capacity; the imbalance; the pins and balancer moves
+                                    capacity, load, load per weight; the imbalances; the
+                                    balancer's suspension and last pass; the pins and moves
+  balance suspend --reason R [--actor A]
+  balance resume --reason R [--actor A]
+                                    the balancer (whichever node runs it) plans and reports
+                                    but moves nothing while suspended; audited
+  balance plan [--upper U] [--lower L] [--budget B] [--cooldown D]
+                                    dry run: the moves the next pass would make, planned by
+                                    balance.Plan from what etcd holds, with the configuration
+                                    of the last pass (else the defaults) unless given
   audit [--since D]                 operator actions of the last D (default: all)
 
 Global flags (before or after the command):

@@ -57,15 +57,17 @@ func cmdPlacement(g *globals, args []string, out io.Writer) error {
 		return err
 	}
 	return do(g, out, func(s *session) (fleet.PlacementReport, error) { return s.op.Placement(s.ctx) }, func(w io.Writer, r fleet.PlacementReport) {
-		fmt.Fprintf(w, "ring algorithm:\t%d\nrevision:\t%d\nimbalance (partitions):\t%.3f\nimbalance (load):\t%.3f\n\n",
+		fmt.Fprintf(w, "ring algorithm:\t%d\nrevision:\t%d\nimbalance (partitions):\t%.3f\nimbalance (load):\t%.3f\n",
 			r.Algorithm, r.Revision, r.Imbalance, r.LoadImbalance)
+		printBalancer(w, r.Balancer)
+		fmt.Fprintln(w)
 		fmt.Fprintln(w, "MEMBER\tWEIGHT\tPARTITIONS\tPER WEIGHT\tCAPACITY\tLOAD/S\tLOAD PER WEIGHT\tDRAINED")
 		for _, m := range r.Members {
 			fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%d\t%.3g\t%.3g\t%v\n", m.ID, m.Weight, m.Partitions, m.PerWeight, m.Capacity, m.Load, m.LoadPerWeight, m.Drained)
 		}
-		fmt.Fprintln(w, "\nPARTITION\tNODE\tORIGIN\tAPPLIED\tBY\tREASON")
+		fmt.Fprintln(w, "\nPARTITION\tNODE\tORIGIN\tAPPLIED\tBY\tREASON\tMOVED")
 		for _, p := range r.Placements {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\t%s\n", p.Partition, p.Node, p.Origin, p.Applied, dash(p.By), dash(p.Reason))
+			fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\t%s\t%s\n", p.Partition, p.Node, p.Origin, p.Applied, dash(p.By), dash(p.Reason), stamp(p.Moved))
 		}
 	})
 }

@@ -13,6 +13,8 @@
 //	<prefix>placement/<p>        JSON Placement: partition p placed on a node by
 //	                             an operator's pin or a balancer's move
 //	<prefix>load/<nodeID>        the node's load report, lease = node Session
+//	<prefix>balance/suspended    JSON BalanceSuspend: an operator suspended the balancer
+//	<prefix>balance/pass         JSON BalancePassRecord: the balancer's last applied pass
 //
 // The default prefix is "/tenure/<cluster>/".
 package keys
@@ -213,6 +215,10 @@ type Placement struct {
 	// Rev is, for a move, the revision of the membership and load snapshot
 	// it was computed from.
 	Rev int64 `json:"rev,omitempty"`
+	// Time is, for a move, when the balancer wrote it: Unix milliseconds
+	// by its clock (0: unknown). A later balancer reads its cooldown from
+	// it.
+	Time int64 `json:"t,omitempty"`
 	// By and Reason are, for a pin, who pinned it and why.
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
