@@ -200,3 +200,25 @@ func pct(ds []time.Duration, q int) time.Duration {
 	slices.Sort(s)
 	return s[min(len(s)-1, len(s)*q/100)]
 }
+
+// BenchmarkUnaryCall runs b.N sequential calls of one kind, plain or
+// routed, so that each has its own time, bytes and allocations per call
+// (and its own CPU profile with -cpuprofile and -bench UnaryCall/routed).
+func BenchmarkUnaryCall(b *testing.B) {
+	routed, plain := benchSetup(b)
+	for _, c := range []struct {
+		name string
+		cli  counterpb.CounterClient
+	}{{"plain", plain}, {"routed", routed}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			req := &counterpb.GetRequest{Key: "k1"}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.cli.Get(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
