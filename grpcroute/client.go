@@ -82,10 +82,13 @@ func NewClient(etcd EtcdClient, cfg ClientConfig) (*Client, error) {
 // DialOptions returns the options that make a grpc.ClientConn for a
 // target of Scheme route by key: the resolver, the owner balancer and the
 // Client's interceptors (ahead of any given later). Add the transport
-// credentials (see the package documentation for mTLS).
-func (c *Client) DialOptions() []grpc.DialOption {
+// credentials (see the package documentation for mTLS). NewConn makes
+// the same connection and can also say where a key's calls go.
+func (c *Client) DialOptions() []grpc.DialOption { return c.dialOptions(c.builder) }
+
+func (c *Client) dialOptions(rb *resolverBuilder) []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithResolvers(c.builder),
+		grpc.WithResolvers(rb),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		grpc.WithChainUnaryInterceptor(c.Unary),
 		grpc.WithChainStreamInterceptor(c.Stream),
@@ -95,8 +98,13 @@ func (c *Client) DialOptions() []grpc.DialOption {
 // NewConn returns a connection to the fleet target names (Target or
 // TargetPrefix), made with grpc.NewClient, DialOptions and opts. Closing
 // it stops following the fleet.
-func (c *Client) NewConn(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient(target, append(c.DialOptions(), opts...)...)
+func (c *Client) NewConn(target string, opts ...grpc.DialOption) (*Conn, error) {
+	cv := &connView{}
+	cc, err := grpc.NewClient(target, append(c.dialOptions(&resolverBuilder{c: c, conn: cv}), opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{ClientConn: cc, fleet: cv}, nil
 }
 
 // Stats returns the Client's counters. It takes no lock.
