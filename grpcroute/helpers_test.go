@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -39,6 +40,7 @@ type testFleet struct {
 	faulty     bool
 	store      *store
 	metrics    *prometheus.Registry // of every node's Server; nil: none
+	logger     hclog.Logger         // of every node's Server, with its node's ID; nil: none
 	mu         sync.Mutex
 	members    map[string]*member
 }
@@ -94,7 +96,11 @@ func (f *testFleet) start(id string) *member {
 	if f.metrics != nil {
 		reg = f.metrics
 	}
-	m.rs, err = grpcroute.NewServer(m.node, grpcroute.ServerConfig{Metrics: reg})
+	var log hclog.Logger
+	if f.logger != nil {
+		log = f.logger.With("node", id)
+	}
+	m.rs, err = grpcroute.NewServer(m.node, grpcroute.ServerConfig{Metrics: reg, Logger: log})
 	require.NoError(f.tb, err)
 	m.srv = grpc.NewServer(m.rs.ServerOptions()...)
 	counterpb.RegisterCounterServer(m.srv, &counterService{id: id, store: f.store})

@@ -171,7 +171,7 @@ func (s *Server) enter(ctx context.Context, key string) (call, error) {
 		s.refused.Add(1)
 		ref := s.refuse(ctx, hint, err)
 		if s.log.IsTrace() {
-			s.log.Trace("refused", "key", key, "kind", ref.Kind, "owner", ref.Owner)
+			s.log.Trace("refused", "key", key, "kind", ref.Kind.String(), "owner", ref.Owner)
 		}
 		return call{}, statusOf(ref, "")
 	}
@@ -202,7 +202,7 @@ func (s *Server) result(ctx context.Context, c call, key string, err error) erro
 	if kind == tenurepb.Refusal_STALE {
 		staleDetails(ref, err)
 	}
-	s.log.Debug("handler reports the end of its tenure; refusing for a retry", "key", key, "kind", kind, "error", err)
+	s.log.Debug("handler reports the end of its tenure; refusing for a retry", "key", key, "kind", kind.String(), "error", err)
 	return statusOf(ref, "grpcroute: "+err.Error())
 }
 
