@@ -2,9 +2,11 @@ package grpcroute_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/grpcroute"
@@ -54,13 +57,18 @@ func dial(tb testing.TB, addr string) *grpc.ClientConn {
 
 // BenchmarkUnaryLatency alternates a routed unary call (resolver, owner
 // balancer, client and server interceptors, Hold) with a plain call of the
-// same method to a fixed server, and reports the p50 of each and their
-// ratio.
+// same method to a fixed server, and with a plain call that carries the
+// two metadata a routed call adds (MetadataKey, and a MetadataIdempotencyKey
+// unique to the call, made as a Client makes it), and reports the p50 of
+// each and the ratios to the plain call's: what routing costs, and how much
+// of it is the metadata on the wire.
 func BenchmarkUnaryLatency(b *testing.B) {
 	routed, plain := benchSetup(b)
 	ctx := context.Background()
 	rl := make([]time.Duration, 0, b.N)
 	pl := make([]time.Duration, 0, b.N)
+	ml := make([]time.Duration, 0, b.N)
+	prefix := rand.Text()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -73,13 +81,22 @@ func BenchmarkUnaryLatency(b *testing.B) {
 		if _, err := routed.Get(ctx, req); err != nil {
 			b.Fatal(err)
 		}
-		rl, pl = append(rl, time.Since(t1)), append(pl, t1.Sub(t0))
+		t2 := time.Now()
+		mctx := metadata.AppendToOutgoingContext(ctx, grpcroute.MetadataKey, req.Key,
+			grpcroute.MetadataIdempotencyKey, prefix+"."+strconv.FormatInt(int64(i), 36))
+		t3 := time.Now()
+		if _, err := plain.Get(mctx, req); err != nil {
+			b.Fatal(err)
+		}
+		pl, rl, ml = append(pl, t1.Sub(t0)), append(rl, t2.Sub(t1)), append(ml, time.Since(t3))
 	}
 	b.StopTimer()
-	r, p := pct(rl, 50), pct(pl, 50)
+	r, p, m := pct(rl, 50), pct(pl, 50), pct(ml, 50)
 	b.ReportMetric(float64(r.Microseconds()), "routed-p50-µs")
 	b.ReportMetric(float64(p.Microseconds()), "plain-p50-µs")
+	b.ReportMetric(float64(m.Microseconds()), "plain+md-p50-µs")
 	b.ReportMetric(float64(r)/float64(p), "p50-ratio")
+	b.ReportMetric(float64(m)/float64(p), "md-p50-ratio")
 }
 
 // BenchmarkUnaryThroughput runs b.N plain calls and b.N routed calls,
