@@ -114,6 +114,15 @@ func (f *testFleet) start(id string) *member {
 	return m
 }
 
+// startStable starts nodes ids and waits until the fleet has settled.
+func (f *testFleet) startStable(ids ...string) {
+	f.tb.Helper()
+	for _, id := range ids {
+		f.start(id)
+	}
+	f.waitStable()
+}
+
 // stop closes the node gracefully (its partitions hand off, its calls in
 // flight drain), then the gRPC server.
 func (m *member) stop(tb testing.TB) {

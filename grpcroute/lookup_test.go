@@ -25,10 +25,7 @@ import (
 func TestConnLookup(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "lookup", false)
-	for _, id := range []string{"a", "b", "c"} {
-		f.start(id)
-	}
-	f.waitStable()
+	f.startStable("a", "b", "c")
 	c, err := grpcroute.NewClient(f.cli, grpcroute.ClientConfig{Key: requestKey})
 	require.NoError(t, err)
 	conn, err := c.NewConn(grpcroute.Target("lookup"), grpc.WithTransportCredentials(insecure.NewCredentials()))
