@@ -2,6 +2,7 @@ package grpcroute
 
 import (
 	"context"
+	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -101,11 +102,11 @@ func (b *ownerBalancer) subConnState(addr string, sc *subConn, st balancer.SubCo
 // publish gives the connection a new picker of the ready connections.
 // Calls waiting for their owner's connection pick again with it.
 func (b *ownerBalancer) publish() {
-	p := &picker{view: b.view, ready: map[string]balancer.SubConn{}}
+	p := &picker{view: b.view, ready: map[string]*readyConn{}}
 	state := connectivity.Connecting
 	for addr, sc := range b.conns {
 		if sc.state == connectivity.Ready {
-			p.ready[addr] = sc.sc
+			p.ready[addr] = &readyConn{sc: sc.sc, addr: addr}
 			state = connectivity.Ready
 		}
 	}
@@ -143,8 +144,14 @@ func (b *ownerBalancer) ExitIdle() {
 // node.
 type picker struct {
 	view  *view
-	ready map[string]balancer.SubConn
-	err   error // the resolver's error before the fleet was read
+	ready map[string]*readyConn // by address
+	err   error                 // the resolver's error before the fleet was read
+}
+
+// readyConn is a ready connection of a picker and the address it goes to.
+type readyConn struct {
+	sc   balancer.SubConn
+	addr string
 }
 
 // pickCtx is the context key of a call's *route, which the Client's
@@ -153,12 +160,24 @@ type pickCtx struct{}
 
 // route is what a call's attempt tells the picker: its key, and the hint
 // of the last refusal (when it names a newer owner than the view, the
-// picker goes there) with the address that refused.
+// picker goes there) with the address that refused; and what the picker
+// tells the call: the address of the owner it picked last (the node
+// address the fleet names, which is the one hints and refusals name).
 type route struct {
 	key     string
 	hint    fleet.Route
 	hinted  bool
 	refused string
+	picked  atomic.Pointer[string] // a readyConn's addr; set by Pick
+}
+
+// sentTo returns the address the picker last sent the call to, "" if
+// none.
+func (rt *route) sentTo() string {
+	if a := rt.picked.Load(); a != nil {
+		return *a
+	}
+	return ""
 }
 
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
@@ -169,8 +188,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if err != nil {
 		return balancer.PickResult{}, err
 	}
-	if sc := p.ready[p.addr(rt)]; sc != nil {
-		return balancer.PickResult{SubConn: sc}, nil
+	if rc := p.ready[p.addr(rt)]; rc != nil {
+		rt.picked.Store(&rc.addr)
+		return balancer.PickResult{SubConn: rc.sc}, nil
 	}
 	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 }

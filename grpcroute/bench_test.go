@@ -2,9 +2,11 @@ package grpcroute_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/grpcroute"
@@ -22,11 +25,33 @@ import (
 // benchSetup returns a routed counter client of a one-node fleet and a
 // plain client of a plain gRPC server of the same service on loopback.
 func benchSetup(b *testing.B) (routed, plain counterpb.CounterClient) {
+	k := benchKinds(b)
+	return k[len(k)-1].cli, k[0].cli
+}
+
+// benchKind is a way of calling the counter service: a client on a
+// connection of its own, and whether its calls carry by hand the metadata
+// a routed call carries.
+type benchKind struct {
+	name string
+	cli  counterpb.CounterClient
+	md   bool
+}
+
+// benchKinds returns the ways a benchmark compares, each adding a part of
+// routing to the one before, all to the same counter service (handler and
+// store) on loopback: a plain client of a plain gRPC server; the same with
+// the two metadata of a routed call; a client with only the Client's
+// interceptor, to the plain server; a plain client with the metadata, to
+// the routed server of a one-node fleet (interceptor, Hold, work context);
+// and a routed client (resolver, owner balancer, interceptor) to that
+// server.
+func benchKinds(b *testing.B) []benchKind {
 	etcd := cluster.New(b, 1)
 	f := newFleet(b, etcd, "bench", false)
-	f.start("a")
+	a := f.start("a")
 	f.waitStable()
-	_, routed = newClient(b, f.cli, "bench", grpcroute.ClientConfig{})
+	c, routed := newClient(b, f.cli, "bench", grpcroute.ClientConfig{})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(b, err)
@@ -34,60 +59,77 @@ func benchSetup(b *testing.B) (routed, plain counterpb.CounterClient) {
 	counterpb.RegisterCounterServer(srv, &counterService{id: "plain", store: f.store})
 	go func() { _ = srv.Serve(ln) }()
 	b.Cleanup(srv.Stop)
-	plain = counterpb.NewCounterClient(dial(b, ln.Addr().String()))
-	ctx := context.Background()
-	for range 100 { // warm both connections up
-		_, err := routed.Get(ctx, &counterpb.GetRequest{Key: "k"})
-		require.NoError(b, err)
-		_, err = plain.Get(ctx, &counterpb.GetRequest{Key: "k"})
-		require.NoError(b, err)
+	plain := ln.Addr().String()
+	kinds := []benchKind{
+		{name: "plain", cli: counterpb.NewCounterClient(dial(b, plain))},
+		{name: "plain+md", cli: counterpb.NewCounterClient(dial(b, plain)), md: true},
+		{name: "interceptor", cli: counterpb.NewCounterClient(dial(b, plain, grpc.WithChainUnaryInterceptor(c.Unary)))},
+		{name: "md-to-server", cli: counterpb.NewCounterClient(dial(b, a.addr)), md: true},
+		{name: "routed", cli: routed},
 	}
-	return routed, plain
+	ctx := metadata.AppendToOutgoingContext(context.Background(), grpcroute.MetadataKey, "k")
+	for range 100 { // warm the connections up
+		for _, k := range kinds {
+			_, err := k.cli.Get(ctx, &counterpb.GetRequest{Key: "k"})
+			require.NoError(b, err)
+		}
+	}
+	return kinds
 }
 
-func dial(tb testing.TB, addr string) *grpc.ClientConn {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func dial(tb testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	conn, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
 
-// BenchmarkUnaryLatency alternates a routed unary call (resolver, owner
-// balancer, client and server interceptors, Hold) with a plain call of the
-// same method to a fixed server, and reports the p50 of each and their
-// ratio.
+// BenchmarkUnaryLatency makes, in turn, one call of each of benchKinds'
+// ways (so that every call follows one on another connection, and all see
+// the same moments of a shared machine), and reports the p50 of the plain
+// and the routed call, their ratio (the goal is at most 1.1), and the
+// ratio of each other way's p50 to the plain call's: what each part of
+// routing adds. A call that carries the metadata by hand has the keys a
+// Client would give it (a MetadataIdempotencyKey unique to the call).
 func BenchmarkUnaryLatency(b *testing.B) {
-	routed, plain := benchSetup(b)
+	kinds := benchKinds(b)
 	ctx := context.Background()
-	rl := make([]time.Duration, 0, b.N)
-	pl := make([]time.Duration, 0, b.N)
+	lat := make([][]time.Duration, len(kinds))
+	prefix := rand.Text()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		req := &counterpb.GetRequest{Key: fmt.Sprintf("k%d", i%64)}
-		t0 := time.Now()
-		if _, err := plain.Get(ctx, req); err != nil {
-			b.Fatal(err)
+		for j, k := range kinds {
+			cctx := ctx
+			if k.md {
+				cctx = metadata.AppendToOutgoingContext(ctx, grpcroute.MetadataKey, req.Key,
+					grpcroute.MetadataIdempotencyKey, prefix+"."+strconv.FormatInt(int64(i), 36))
+			}
+			t0 := time.Now()
+			if _, err := k.cli.Get(cctx, req); err != nil {
+				b.Fatal(k.name, err)
+			}
+			lat[j] = append(lat[j], time.Since(t0))
 		}
-		t1 := time.Now()
-		if _, err := routed.Get(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-		rl, pl = append(rl, time.Since(t1)), append(pl, t1.Sub(t0))
 	}
 	b.StopTimer()
-	r, p := pct(rl, 50), pct(pl, 50)
+	p, r := pct(lat[0], 50), pct(lat[len(kinds)-1], 50)
 	b.ReportMetric(float64(r.Microseconds()), "routed-p50-µs")
 	b.ReportMetric(float64(p.Microseconds()), "plain-p50-µs")
 	b.ReportMetric(float64(r)/float64(p), "p50-ratio")
+	for j, k := range kinds[1 : len(kinds)-1] {
+		b.ReportMetric(float64(pct(lat[j+1], 50))/float64(p), k.name+"-p50-ratio")
+	}
 }
 
-// BenchmarkUnaryThroughput runs b.N plain calls, then b.N routed calls,
-// each from GOMAXPROCS*8 goroutines, and reports the calls per second of
-// each and the ratio routed/plain.
+// BenchmarkUnaryThroughput runs b.N plain calls and b.N routed calls,
+// each from 32 goroutines, in 4 alternating rounds of each kind (so that
+// both see the same moments of a shared machine), and reports the calls
+// per second of each and the ratio routed/plain.
 func BenchmarkUnaryThroughput(b *testing.B) {
 	routed, plain := benchSetup(b)
-	run := func(c counterpb.CounterClient) float64 {
+	run := func(c counterpb.CounterClient, calls int) time.Duration {
 		var (
 			n  atomic.Int64
 			wg sync.WaitGroup
@@ -96,7 +138,7 @@ func BenchmarkUnaryThroughput(b *testing.B) {
 		for w := range 32 {
 			wg.Go(func() {
 				req := &counterpb.GetRequest{Key: fmt.Sprintf("k%d", w)}
-				for n.Add(1) <= int64(b.N) {
+				for n.Add(1) <= int64(calls) {
 					if _, err := c.Get(context.Background(), req); err != nil {
 						b.Error(err)
 						return
@@ -105,15 +147,21 @@ func BenchmarkUnaryThroughput(b *testing.B) {
 			})
 		}
 		wg.Wait()
-		return float64(b.N) / time.Since(start).Seconds()
+		return time.Since(start)
 	}
+	const rounds = 4
+	var p, r time.Duration
 	b.ResetTimer()
-	p := run(plain)
-	r := run(routed)
+	for i := range rounds {
+		calls := b.N/rounds + map[bool]int{true: b.N % rounds}[i == 0]
+		p += run(plain, calls)
+		r += run(routed, calls)
+	}
 	b.StopTimer()
-	b.ReportMetric(r, "routed-calls/s")
-	b.ReportMetric(p, "plain-calls/s")
-	b.ReportMetric(r/p, "throughput-ratio")
+	rps, pps := float64(b.N)/r.Seconds(), float64(b.N)/p.Seconds()
+	b.ReportMetric(rps, "routed-calls/s")
+	b.ReportMetric(pps, "plain-calls/s")
+	b.ReportMetric(rps/pps, "throughput-ratio")
 }
 
 // BenchmarkMoves measures routed Add calls from 4 goroutines: first 2000
@@ -199,4 +247,26 @@ func pct(ds []time.Duration, q int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, len(s)*q/100)]
+}
+
+// BenchmarkUnaryCall runs b.N sequential calls of one kind, plain or
+// routed, so that each has its own time, bytes and allocations per call
+// (and its own CPU profile with -cpuprofile and -bench UnaryCall/routed).
+func BenchmarkUnaryCall(b *testing.B) {
+	routed, plain := benchSetup(b)
+	for _, c := range []struct {
+		name string
+		cli  counterpb.CounterClient
+	}{{"plain", plain}, {"routed", routed}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			req := &counterpb.GetRequest{Key: "k1"}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.cli.Get(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

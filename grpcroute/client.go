@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/fleet"
@@ -38,6 +38,7 @@ type Client struct {
 	cfg     ClientConfig
 	log     hclog.Logger
 	builder *resolverBuilder
+	idem    idempotencyKeys
 
 	attempts, retries   atomic.Int64
 	ok, retried, failed atomic.Int64
@@ -69,7 +70,7 @@ func NewClient(etcd EtcdClient, cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Client{etcd: etcd, cfg: cfg, log: cfg.Logger}
+	c := &Client{etcd: etcd, cfg: cfg, log: cfg.Logger, idem: idempotencyKeys{prefix: rand.Text()}}
 	c.builder = &resolverBuilder{c: c}
 	var err error
 	if c.metrics, err = registerClientMetrics(cfg.Metrics, c); err != nil {
@@ -81,10 +82,13 @@ func NewClient(etcd EtcdClient, cfg ClientConfig) (*Client, error) {
 // DialOptions returns the options that make a grpc.ClientConn for a
 // target of Scheme route by key: the resolver, the owner balancer and the
 // Client's interceptors (ahead of any given later). Add the transport
-// credentials (see the package documentation for mTLS).
-func (c *Client) DialOptions() []grpc.DialOption {
+// credentials (see the package documentation for mTLS). NewConn makes
+// the same connection and can also say where a key's calls go.
+func (c *Client) DialOptions() []grpc.DialOption { return c.dialOptions(c.builder) }
+
+func (c *Client) dialOptions(rb *resolverBuilder) []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithResolvers(c.builder),
+		grpc.WithResolvers(rb),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		grpc.WithChainUnaryInterceptor(c.Unary),
 		grpc.WithChainStreamInterceptor(c.Stream),
@@ -94,8 +98,13 @@ func (c *Client) DialOptions() []grpc.DialOption {
 // NewConn returns a connection to the fleet target names (Target or
 // TargetPrefix), made with grpc.NewClient, DialOptions and opts. Closing
 // it stops following the fleet.
-func (c *Client) NewConn(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient(target, append(c.DialOptions(), opts...)...)
+func (c *Client) NewConn(target string, opts ...grpc.DialOption) (*Conn, error) {
+	cv := &connView{}
+	cc, err := grpc.NewClient(target, append(c.dialOptions(&resolverBuilder{c: c, conn: cv}), opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{ClientConn: cc, fleet: cv}, nil
 }
 
 // Stats returns the Client's counters. It takes no lock.
@@ -124,17 +133,14 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	attempts := 0
 	defer func() { c.record(attempts, err) }()
-	var p peer.Peer
-	opts = append(opts[:len(opts):len(opts)], grpc.Peer(&p))
 	for attempt := 1; ; attempt++ {
 		attempts = attempt
-		p = peer.Peer{}
 		c.attempts.Add(1)
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if err == nil {
 			return nil
 		}
-		if !c.again(ctx, rt, err, peerAddr(&p)) {
+		if !c.again(ctx, rt, err) {
 			return err
 		}
 		if werr := c.wait(ctx, method, rt, attempt, err); werr != nil {
@@ -160,13 +166,14 @@ func (c *Client) prepare(ctx context.Context, method string, req any) (context.C
 	if err != nil {
 		return ctx, nil, err
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
-	pairs := []string{MetadataKey, key}
-	if len(md.Get(MetadataKey)) > 0 {
-		pairs = pairs[:0]
+	var kv [4]string
+	pairs := kv[:0]
+	md, _ := metadata.FromOutgoingContext(ctx) // nil, without a copy, when ctx carries none
+	if len(md.Get(MetadataKey)) == 0 {
+		pairs = append(pairs, MetadataKey, key)
 	}
 	if len(md.Get(MetadataIdempotencyKey)) == 0 {
-		pairs = append(pairs, MetadataIdempotencyKey, rand.Text())
+		pairs = append(pairs, MetadataIdempotencyKey, c.idem.next())
 	}
 	if len(pairs) > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
@@ -178,8 +185,9 @@ func (c *Client) prepare(ctx context.Context, method string, req any) (context.C
 // again reports whether a failed attempt is retried: its status carries a
 // retryable tenure refusal (whose hint rt keeps for the next pick), or is
 // codes.Unavailable without one (the owner could not be reached or is
-// going away), while ctx lasts. addr is the address that answered.
-func (c *Client) again(ctx context.Context, rt *route, err error, addr string) bool {
+// going away), while ctx lasts. The address the attempt was sent to is
+// kept as the one that refused.
+func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -191,7 +199,7 @@ func (c *Client) again(ctx context.Context, rt *route, err error, addr string) b
 		return false
 	}
 	rt.hint, rt.hinted = hintOf(ref)
-	rt.refused = addr
+	rt.refused = rt.sentTo()
 	return true
 }
 
@@ -222,10 +230,21 @@ func (c *Client) record(attempts int, err error) {
 	}
 }
 
-// peerAddr returns the address of the node an attempt reached, if any.
-func peerAddr(p *peer.Peer) string {
-	if p.Addr == nil {
-		return ""
-	}
-	return p.Addr.String()
+// idempotencyKeys makes the idempotency keys of a Client's calls: a
+// random prefix of 130 bits drawn once per Client (crypto/rand.Text), a
+// dot, and a counter in base 36. Keys are unique across the Client's
+// calls, and across processes and restarts as long as the prefixes are,
+// while a call pays an atomic add and one string instead of a draw of
+// randomness.
+type idempotencyKeys struct {
+	prefix string
+	seq    atomic.Uint64
+}
+
+// next returns a key no earlier call of the Client had.
+func (k *idempotencyKeys) next() string {
+	var b [48]byte
+	buf := append(b[:0], k.prefix...)
+	buf = append(buf, '.')
+	return string(strconv.AppendUint(buf, k.seq.Add(1), 36))
 }

@@ -31,6 +31,11 @@
 //	defer conn.Close()
 //	reply, err := counterpb.NewCounterClient(conn).Add(ctx, &counterpb.AddRequest{Key: "k"})
 //
+// The Conn is a *grpc.ClientConn that also says where it sends a key's
+// calls: Conn.Lookup(key) returns the fleet.Route of the key's partition as
+// the connection's resolver sees the fleet, as Lookup does on every reader
+// of the fleet (the node, fleet.Observer, router.Client).
+//
 // # Server side
 //
 // A Server wraps the node (*ownership.Node) of a gRPC server: its unary

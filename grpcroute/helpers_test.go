@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,6 +23,7 @@ import (
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/grpcroute"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -39,6 +40,7 @@ type testFleet struct {
 	faulty     bool
 	store      *store
 	metrics    *prometheus.Registry // of every node's Server; nil: none
+	logger     hclog.Logger         // of every node's Server, with its node's ID; nil: none
 	mu         sync.Mutex
 	members    map[string]*member
 }
@@ -94,7 +96,11 @@ func (f *testFleet) start(id string) *member {
 	if f.metrics != nil {
 		reg = f.metrics
 	}
-	m.rs, err = grpcroute.NewServer(m.node, grpcroute.ServerConfig{Metrics: reg})
+	var log hclog.Logger
+	if f.logger != nil {
+		log = f.logger.With("node", id)
+	}
+	m.rs, err = grpcroute.NewServer(m.node, grpcroute.ServerConfig{Metrics: reg, Logger: log})
 	require.NoError(f.tb, err)
 	m.srv = grpc.NewServer(m.rs.ServerOptions()...)
 	counterpb.RegisterCounterServer(m.srv, &counterService{id: id, store: f.store})
@@ -106,6 +112,15 @@ func (f *testFleet) start(id string) *member {
 	f.members[id] = m
 	f.mu.Unlock()
 	return m
+}
+
+// startStable starts nodes ids and waits until the fleet has settled.
+func (f *testFleet) startStable(ids ...string) {
+	f.tb.Helper()
+	for _, id := range ids {
+		f.start(id)
+	}
+	f.waitStable()
 }
 
 // stop closes the node gracefully (its partitions hand off, its calls in
@@ -141,30 +156,18 @@ func (f *testFleet) list() []*member {
 	return ms
 }
 
-// unstable returns why the fleet has not settled, and a channel closed at
-// the next change of the node in question; "" once every node sees all
-// members and every partition claimed and served by its ring owner.
-func (f *testFleet) unstable() (string, <-chan struct{}) {
+// unstable returns why the fleet has not settled (fleettest.Unstable),
+// and a channel closed at the next change of the node in question.
+func (f *testFleet) unstable() (string, <-chan struct{}) { return fleettest.Unstable(f.nodes()) }
+
+// nodes returns the members' nodes, by ID.
+func (f *testFleet) nodes() []*ownership.Node {
 	ms := f.list()
-	ids := make([]string, 0, len(ms))
-	for _, m := range ms {
-		ids = append(ids, m.id)
+	nodes := make([]*ownership.Node, len(ms))
+	for i, m := range ms {
+		nodes[i] = m.node
 	}
-	for _, m := range ms {
-		ch := m.node.Changed()
-		ring := m.node.Ring()
-		if !slices.Equal(ring.Members(), ids) {
-			return fmt.Sprintf("%s sees members %v, want %v", m.id, ring.Members(), ids), ch
-		}
-		for p := range f.partitions {
-			r := m.node.LookupPartition(p)
-			want, _ := ring.Owner(p)
-			if r.Owner != want || r.Epoch == 0 || (want == m.id) != r.Local {
-				return fmt.Sprintf("%s: partition %d route %+v, want %q claimed", m.id, p, r, want), ch
-			}
-		}
-	}
-	return "", nil
+	return nodes
 }
 
 func (f *testFleet) waitStable() {
@@ -172,23 +175,10 @@ func (f *testFleet) waitStable() {
 	waitUntil(f.tb, 30*time.Second, "fleet did not settle", f.unstable)
 }
 
-// waitUntil waits until check reports no reason, checking again each time
-// the channel it returned closes.
+// waitUntil is fleettest.WaitUntil.
 func waitUntil(tb testing.TB, timeout time.Duration, what string, check func() (string, <-chan struct{})) {
 	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		why, ch := check()
-		if why == "" {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			tb.Fatalf("%s: %s", what, why)
-		}
-	}
+	fleettest.WaitUntil(tb, timeout, what, check)
 }
 
 // owner returns the member that serves key.
@@ -204,13 +194,7 @@ func (f *testFleet) owner(key string) *member {
 // keyOwnedBy returns a key with prefix that m owns.
 func keyOwnedBy(tb testing.TB, m *member, prefix string) string {
 	tb.Helper()
-	for i := range 100000 {
-		if k := fmt.Sprintf("%s-%d", prefix, i); m.node.Lookup(k).Local {
-			return k
-		}
-	}
-	tb.Fatalf("no key owned by %s", m.id)
-	return ""
+	return fleettest.KeyOwnedBy(tb, m.node, prefix)
 }
 
 // newClient returns a grpcroute.Client that routes counter calls by their

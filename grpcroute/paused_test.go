@@ -1,7 +1,9 @@
 package grpcroute_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -25,8 +27,9 @@ import (
 // the next owner, which raises the store's fence; when the paused handler
 // writes under its old token, the store refuses the write as stale, the
 // node answers the retryable STALE refusal, and the client sends the call
-// to the new owner, which applies it once. A streaming call is retried
-// the same way, its messages sent again to the new owner.
+// to the new owner, which applies it once; the paused node logs that its
+// handler reported the end of its tenure. A streaming call is retried the
+// same way, its messages sent again to the new owner.
 func TestPausedOwnerStale(t *testing.T) {
 	for _, streaming := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unary", true: "stream"}[streaming], func(t *testing.T) { testPausedOwnerStale(t, streaming) })
@@ -36,6 +39,8 @@ func TestPausedOwnerStale(t *testing.T) {
 func testPausedOwnerStale(t *testing.T, streaming bool) {
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "paused", true)
+	var serverLogs testlog.Buffer
+	f.logger = hclog.New(&hclog.LoggerOptions{Output: &serverLogs, Level: hclog.Debug, JSONFormat: true})
 	a := f.start("a")
 	b := f.start("b")
 	f.waitStable()
@@ -138,6 +143,13 @@ func testPausedOwnerStale(t *testing.T, streaming bool) {
 	assert.Positive(t, a.rs.Stats().Refused, "a refused the stale write")
 	assert.Contains(t, logs.String(), `"@message":"call refused; retrying"`)
 	assert.Contains(t, logs.String(), `"key":"`+key+`"`)
+	ended := logLines(t, serverLogs.Bytes(), "handler reports the end of its tenure; refusing for a retry")
+	require.Len(t, ended, 1, "server logs:\n%s", serverLogs.String())
+	assert.Equal(t, "debug", ended[0]["@level"])
+	assert.Equal(t, "a", ended[0]["node"])
+	assert.Equal(t, key, ended[0]["key"])
+	assert.Equal(t, tenurepb.Refusal_STALE.String(), ended[0]["kind"])
+	assert.Contains(t, ended[0]["error"], "stale")
 	a.fp.Heal()
 }
 
@@ -153,4 +165,18 @@ func (s *recordedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	s.once.Do(func() { s.record(err) })
 	return err
+}
+
+// logLines returns the JSON log lines in out whose message is msg.
+func logLines(t *testing.T, out []byte, msg string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for line := range bytes.Lines(out) {
+		var l map[string]any
+		require.NoError(t, json.Unmarshal(line, &l), "log line %q", line)
+		if l["@message"] == msg {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }

@@ -42,8 +42,13 @@ func parseTarget(t resolver.Target) (cluster, prefix string, err error) {
 // hands its balancer in resolver.State.Attributes.
 type observerAttr struct{}
 
-// resolverBuilder builds the resolvers of a Client's connections.
-type resolverBuilder struct{ c *Client }
+// resolverBuilder builds the resolvers of a Client's connections, and
+// shares each one's view of the fleet with conn, if not nil (the Conn the
+// builder was made for).
+type resolverBuilder struct {
+	c    *Client
+	conn *connView
+}
 
 func (b *resolverBuilder) Scheme() string { return Scheme }
 
@@ -58,7 +63,7 @@ func (b *resolverBuilder) Build(t resolver.Target, cc resolver.ClientConn, _ res
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &fleetResolver{c: b.c, cc: cc, cluster: cluster, prefix: prefix, cancel: cancel}
+	r := &fleetResolver{c: b.c, cc: cc, conn: b.conn, cluster: cluster, prefix: prefix, cancel: cancel}
 	r.wg.Go(func() { r.run(ctx) })
 	return r, nil
 }
@@ -67,6 +72,7 @@ func (b *resolverBuilder) Build(t resolver.Target, cc resolver.ClientConn, _ res
 type fleetResolver struct {
 	c               *Client
 	cc              resolver.ClientConn
+	conn            *connView // nil: no Conn to tell
 	cluster, prefix string
 	cancel          context.CancelFunc
 	wg              sync.WaitGroup
@@ -87,8 +93,15 @@ func (r *fleetResolver) run(ctx context.Context) {
 		return // ctx ended
 	}
 	defer v.obs.Close()
+	if r.conn != nil {
+		r.conn.set(v)
+		defer r.conn.unset(v)
+	}
 	for {
 		changed := v.obs.Changed()
+		if r.conn != nil {
+			r.conn.notify()
+		}
 		if err := r.cc.UpdateState(stateOf(v)); err != nil {
 			r.c.log.Debug("connection refused the fleet's addresses", "error", err)
 		}

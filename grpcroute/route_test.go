@@ -28,10 +28,7 @@ import (
 func TestSteadyState(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "steady", false)
-	for _, id := range []string{"a", "b", "c"} {
-		f.start(id)
-	}
-	f.waitStable()
+	f.startStable("a", "b", "c")
 	reg := prometheus.NewRegistry()
 	c, counter := newClient(t, f.cli, "steady", grpcroute.ClientConfig{Metrics: reg})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -109,13 +109,13 @@ func (s *Server) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	if err != nil {
 		return nil, err
 	}
-	var resp any
-	err = s.admit(ctx, key, func(wctx context.Context) error {
-		var herr error
-		resp, herr = handler(wctx, req)
-		return herr
-	})
-	return resp, err
+	c, err := s.enter(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer c.leave()
+	resp, err := handler(c.ctx, req)
+	return resp, s.result(ctx, c, key, err)
 }
 
 // Stream is the Server's grpc.StreamServerInterceptor: Unary for a
@@ -130,9 +130,12 @@ func (s *Server) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	if err != nil {
 		return err
 	}
-	return s.admit(ctx, key, func(wctx context.Context) error {
-		return handler(srv, &workStream{ServerStream: ss, ctx: wctx})
-	})
+	c, err := s.enter(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer c.leave()
+	return s.result(ctx, c, key, handler(srv, &workStream{ServerStream: ss, ctx: c.ctx}))
 }
 
 // key returns the routing key of a unary call.
@@ -147,29 +150,50 @@ func (s *Server) key(ctx context.Context, method string, req any) (string, error
 	return key, checkKey(key)
 }
 
-// admit runs work for key if this node owns it, as Unary describes, and
-// returns its error or the refusal.
-func (s *Server) admit(ctx context.Context, key string, work func(wctx context.Context) error) error {
+// call is a call a Server admitted: the hold of its key's partition and
+// the context its handler runs under.
+type call struct {
+	held   ownership.Held
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// enter admits a call for key if this node owns it, as Unary describes,
+// or returns the refusal. The caller runs the handler under the call's
+// context, then hands its error to result and calls leave.
+func (s *Server) enter(ctx context.Context, key string) (call, error) {
 	if s.closed.Load() {
 		s.refused.Add(1)
-		return statusOf(refusal(tenurepb.Refusal_SESSION_LOST, s.id, nil), "grpcroute: the server is closed")
+		return call{}, statusOf(refusal(tenurepb.Refusal_SESSION_LOST, s.id, nil), "grpcroute: the server is closed")
 	}
 	held, hint, err := s.hold(ctx, key)
 	if err != nil {
 		s.refused.Add(1)
 		ref := s.refuse(ctx, hint, err)
-		s.log.Trace("refused", "key", key, "kind", ref.Kind, "owner", ref.Owner)
-		return statusOf(ref, "")
+		if s.log.IsTrace() {
+			s.log.Trace("refused", "key", key, "kind", ref.Kind.String(), "owner", ref.Owner)
+		}
+		return call{}, statusOf(ref, "")
 	}
-	defer held.Release()
 	s.served.Add(1)
 	wctx, cancel := admit.WorkContext(ctx, held)
-	defer cancel()
-	err = work(context.WithValue(wctx, servedKey{}, key))
+	return call{held: held, ctx: context.WithValue(wctx, servedKey{}, key), cancel: cancel}, nil
+}
+
+// leave ends an admitted call: its work context, then its hold.
+func (c call) leave() {
+	c.cancel()
+	c.held.Release()
+}
+
+// result returns what the caller of an admitted call for key receives
+// for its handler's error err: err, or the retryable refusal when err
+// reports the end of the call's tenure.
+func (s *Server) result(ctx context.Context, c call, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	kind, ok := endedKind(ctx, wctx, err)
+	kind, ok := endedKind(ctx, c.ctx, err)
 	if !ok {
 		return err
 	}
@@ -178,7 +202,7 @@ func (s *Server) admit(ctx context.Context, key string, work func(wctx context.C
 	if kind == tenurepb.Refusal_STALE {
 		staleDetails(ref, err)
 	}
-	s.log.Debug("handler reports the end of its tenure; refusing for a retry", "key", key, "kind", kind, "error", err)
+	s.log.Debug("handler reports the end of its tenure; refusing for a retry", "key", key, "kind", kind.String(), "error", err)
 	return statusOf(ref, "grpcroute: "+err.Error())
 }
 

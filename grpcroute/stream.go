@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -26,7 +25,7 @@ func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		return nil, err
 	}
 	s := &retryStream{c: c, ctx: ctx, rt: rt, desc: desc, cc: cc, method: method, streamer: streamer}
-	s.opts = append(opts[:len(opts):len(opts)], grpc.Peer(&s.peer))
+	s.opts = opts
 	s.attempt = 1
 	c.attempts.Add(1)
 	if s.cur, err = streamer(ctx, desc, cc, method, s.opts...); err != nil {
@@ -50,7 +49,6 @@ type retryStream struct {
 	method   string
 	streamer grpc.Streamer
 	opts     []grpc.CallOption
-	peer     peer.Peer
 
 	mu       sync.Mutex // guards what follows; held across a restart's replay
 	cur      grpc.ClientStream
@@ -144,14 +142,13 @@ func (s *retryStream) RecvMsg(m any) error {
 // the call. s.mu is held (or s is not shared yet).
 func (s *retryStream) retry(err error) (grpc.ClientStream, error) {
 	for {
-		if !s.c.again(s.ctx, s.rt, err, peerAddr(&s.peer)) {
+		if !s.c.again(s.ctx, s.rt, err) {
 			return nil, err
 		}
 		if werr := s.c.wait(s.ctx, s.method, s.rt, s.attempt, err); werr != nil {
 			return nil, werr
 		}
 		s.attempt++
-		s.peer = peer.Peer{}
 		s.c.attempts.Add(1)
 		next, serr := s.streamer(s.ctx, s.desc, s.cc, s.method, s.opts...)
 		if serr != nil {

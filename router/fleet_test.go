@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
@@ -208,45 +208,18 @@ func (f *testFleet) list() []*member {
 	return ms
 }
 
-// unstable returns why the fleet has not settled yet, and a channel that
-// closes when the node in question sees a change; "" when every node sees
-// the fleet's members and the ghosts as the ring, and every partition
-// claimed by its ring owner, which serves it. Ghosts are members registered
-// outside the fleet that never claim: their partitions are not checked.
+// unstable returns why the fleet has not settled yet (fleettest.Unstable:
+// every node sees the fleet's members and the ghosts as the ring, and every
+// partition claimed by its ring owner, which serves it; a ghost never
+// claims), and a channel that closes when the node in question sees a
+// change.
 func (f *testFleet) unstable(ghosts ...string) (string, <-chan struct{}) {
 	ms := f.list()
-	ids := make([]string, 0, len(ms))
-	for _, m := range ms {
-		ids = append(ids, m.id)
+	nodes := make([]*ownership.Node, len(ms))
+	for i, m := range ms {
+		nodes[i] = m.node
 	}
-	ids = append(ids, ghosts...)
-	slices.Sort(ids)
-	for _, m := range ms {
-		ch := m.node.Changed()
-		ring := m.node.Ring()
-		if !slices.Equal(ring.Members(), ids) {
-			return fmt.Sprintf("%s sees members %v, want %v", m.id, ring.Members(), ids), ch
-		}
-		for p := range f.opts.Partitions {
-			r := m.node.LookupPartition(p)
-			want, _ := ring.Owner(p)
-			if slices.Contains(ghosts, want) {
-				// A ghost never claims: settled once no one else's
-				// claim stands, so the route names the ghost.
-				if r.Owner != want || r.Local {
-					return fmt.Sprintf("%s: partition %d routes to %q (local=%v), want ghost %q", m.id, p, r.Owner, r.Local, want), ch
-				}
-				continue
-			}
-			if r.Owner != want || r.Epoch == 0 {
-				return fmt.Sprintf("%s: partition %d owner %q epoch %d, want %q claimed", m.id, p, r.Owner, r.Epoch, want), ch
-			}
-			if (want == m.id) != r.Local {
-				return fmt.Sprintf("%s: partition %d local=%v", m.id, p, r.Local), ch
-			}
-		}
-	}
-	return "", nil
+	return fleettest.Unstable(nodes, ghosts...)
 }
 
 // waitStable waits until unstable reports nothing.
@@ -255,25 +228,10 @@ func (f *testFleet) waitStable(ghosts ...string) {
 	waitUntil(f.tb, 30*time.Second, "fleet did not settle", func() (string, <-chan struct{}) { return f.unstable(ghosts...) })
 }
 
-// waitUntil waits until check reports no reason, checking again each time
-// the channel it returned closes, and fails tb with what and the last reason
-// after timeout. check must take its channel before it looks, so that no
-// change is missed.
+// waitUntil is fleettest.WaitUntil.
 func waitUntil(tb testing.TB, timeout time.Duration, what string, check func() (why string, changed <-chan struct{})) {
 	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		why, ch := check()
-		if why == "" {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			tb.Fatalf("%s: %s", what, why)
-		}
-	}
+	fleettest.WaitUntil(tb, timeout, what, check)
 }
 
 // partitionOf returns key's partition.
@@ -301,18 +259,10 @@ func (f *testFleet) nonOwner(key string) *member {
 	return nil
 }
 
-// keyOwnedBy returns a key whose partition id owns, different from the
-// keys in not.
+// keyOwnedBy returns a key with prefix that m owns.
 func keyOwnedBy(tb testing.TB, m *member, prefix string) string {
 	tb.Helper()
-	for i := range 100000 {
-		k := fmt.Sprintf("%s-%d", prefix, i)
-		if m.node.Lookup(k).Local {
-			return k
-		}
-	}
-	tb.Fatalf("no key owned by %s", m.id)
-	return ""
+	return fleettest.KeyOwnedBy(tb, m.node, prefix)
 }
 
 // memberValue returns the value of a member key for id at addr, as a node

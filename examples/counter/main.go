@@ -28,7 +28,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -205,13 +204,8 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		// to the next owner or refused with the retryable answer, those in
 		// flight finish and commit), then the server stops listening, and
 		// the committer ends once the last request has been answered.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+		lctx, cancel := app.Leave(ctx, leaveTimeout, log, node)
 		defer cancel()
-		began := time.Now()
-		if err := node.Close(lctx); err != nil {
-			log.Warn("leave", "error", err)
-		}
-		log.Info("left the fleet", "took", time.Since(began).Round(time.Millisecond).String())
 		_ = srv.Shutdown(lctx)
 		<-served
 		rt.Close()
@@ -219,15 +213,5 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	}()
 	log.Info("serving HTTP", "addr", ln.Addr().String(), "advertise", addr, "pid", os.Getpid(), "db", dialect.String(),
 		"partitions", node.Ring().Partitions(), "ttl", cfg.ttl, "group_commit", cfg.groupCommit)
-
-	select {
-	case <-ctx.Done():
-		log.Info("leaving the fleet", "cause", context.Cause(ctx))
-		return nil
-	case err := <-served:
-		served <- err
-		return fmt.Errorf("HTTP server: %w", err)
-	case <-node.Done():
-		return errors.New("the node stopped")
-	}
+	return app.Wait(ctx, log, node, "HTTP", served)
 }

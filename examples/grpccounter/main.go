@@ -27,7 +27,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -139,13 +138,8 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		// hand off once the calls in flight have finished; new calls are
 		// refused with the retryable answer naming the next owner), then
 		// the gRPC server stops.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+		lctx, cancel := app.Leave(ctx, leaveTimeout, log, node)
 		defer cancel()
-		began := time.Now()
-		if err := node.Close(lctx); err != nil {
-			log.Warn("leave", "error", err)
-		}
-		log.Info("left the fleet", "took", time.Since(began).Round(time.Millisecond).String())
 		srv.GracefulStop()
 		<-served
 		rs.Close()
@@ -153,17 +147,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	}()
 	log.Info("serving gRPC", "addr", ln.Addr().String(), "partitions", node.Ring().Partitions(), "ttl", cfg.ttl, "pid", os.Getpid())
 	log.Info("serving HTTP", "addr", hln.Addr().String())
-
-	select {
-	case <-ctx.Done():
-		log.Info("leaving the fleet", "cause", context.Cause(ctx))
-		return nil
-	case err := <-served:
-		served <- err
-		return fmt.Errorf("gRPC server: %w", err)
-	case <-node.Done():
-		return errors.New("the node stopped")
-	}
+	return app.Wait(ctx, log, node, "gRPC", served)
 }
 
 // requestKey is the routing key of a unary call: its request's key.

@@ -137,3 +137,82 @@ func EtcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]flee
 	}
 	return out
 }
+
+// WaitUntil waits until check reports no reason, checking again each time
+// the channel it returned closes, and fails tb with what and the last
+// reason after timeout. check must take its channel before it looks, so
+// that no change is missed.
+func WaitUntil(tb testing.TB, timeout time.Duration, what string, check func() (why string, changed <-chan struct{})) {
+	tb.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		why, ch := check()
+		if why == "" {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			tb.Fatalf("%s: %s", what, why)
+		}
+	}
+}
+
+// Unstable returns why nodes have not settled yet, and a channel that
+// closes when the node in question sees a change; "" when every node sees
+// the nodes and the ghosts as the ring, and every partition claimed by its
+// ring owner, which serves it. Ghosts are members registered outside the
+// fleet that never claim: a ghost's partition is settled once no one
+// else's claim stands, so that the route names the ghost.
+func Unstable[N Node](nodes []N, ghosts ...string) (string, <-chan struct{}) {
+	ids := make([]string, 0, len(nodes)+len(ghosts))
+	for _, n := range nodes {
+		ids = append(ids, n.ID())
+	}
+	ids = append(ids, ghosts...)
+	slices.Sort(ids)
+	for _, n := range nodes {
+		ch := n.Changed()
+		r := n.Ring()
+		if !slices.Equal(r.Members(), ids) {
+			return fmt.Sprintf("%s sees members %v, want %v", n.ID(), r.Members(), ids), ch
+		}
+		for p := range r.Partitions() {
+			route := n.LookupPartition(p)
+			want, _ := r.Owner(p)
+			if slices.Contains(ghosts, want) {
+				if route.Owner != want || route.Local {
+					return fmt.Sprintf("%s: partition %d routes to %q (local=%v), want ghost %q", n.ID(), p, route.Owner, route.Local, want), ch
+				}
+				continue
+			}
+			if route.Owner != want || route.Epoch == 0 {
+				return fmt.Sprintf("%s: partition %d owner %q epoch %d, want %q claimed", n.ID(), p, route.Owner, route.Epoch, want), ch
+			}
+			if (want == n.ID()) != route.Local {
+				return fmt.Sprintf("%s: partition %d local=%v", n.ID(), p, route.Local), ch
+			}
+		}
+	}
+	return "", nil
+}
+
+// Server is a node that says where a key goes (an ownership.Node is one).
+type Server interface {
+	ID() string
+	Lookup(key string) fleet.Route
+}
+
+// KeyOwnedBy returns the first key "<prefix>-<i>" that n serves, and fails
+// tb if there is none among the first 100,000.
+func KeyOwnedBy(tb testing.TB, n Server, prefix string) string {
+	tb.Helper()
+	for i := range 100000 {
+		if k := fmt.Sprintf("%s-%d", prefix, i); n.Lookup(k).Local {
+			return k
+		}
+	}
+	tb.Fatalf("no key owned by %s", n.ID())
+	return ""
+}
