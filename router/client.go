@@ -190,8 +190,11 @@ func (c *Client) Stats() ClientStats {
 // and Refusal.Retryable holds: not-owner, handoff, session-lost, stale,
 // unavailable), or the request fails without an HTTP answer (connection
 // refused or reset, timeout), Do resolves the owner again (using the
-// refusal's hint when it is newer than the Client's view) and retries after
-// a delay, as cfg.Backoff describes. A planned move of the key's partition
+// refusal's hint when it is newer than the Client's view) and retries: at
+// once when the hint is news (a claim newer than any the call has seen,
+// or, once per call, the next owner of the claim that ended), otherwise
+// after a delay, as cfg.Backoff describes, cut short when the Client's
+// view of the key's partition changes (clientwait.go). A planned move of the key's partition
 // therefore never fails at the caller: the old owner refuses the work it
 // can no longer do, and the request goes to the new owner. It returns:
 //
@@ -227,9 +230,13 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		idem = rand.Text()
 	}
 	var (
-		last   error
-		hint   *ownership.WrongOwnerError
-		failed string // address of the last failed attempt
+		last    error
+		hint    *ownership.WrongOwnerError
+		failed  string      // address of the last failed attempt
+		tried   fleet.Route // the route of the last attempt
+		changed <-chan struct{}
+		now     bool // the last refusal's hint is news: no delay
+		seen    progress
 	)
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
@@ -239,8 +246,10 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 			if !replayable && sent > 0 {
 				return nil, fmt.Errorf("%w: %w", ErrNotReplayable, last)
 			}
-			if err := c.cfg.Backoff.Wait(ctx, c.cfg.Clock, attempt-1); err != nil {
-				return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, err, last)
+			if !now {
+				if err := c.wait(ctx, attempt-1, tried, changed); err != nil {
+					return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, err, last)
+				}
 			}
 		}
 		if err := ctx.Err(); err != nil {
@@ -252,7 +261,9 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}
+		changed = c.Changed()
 		route := c.resolve(key, hint, failed)
+		tried, now = route, false
 		if route.Addr == "" {
 			last = &unroutedError{&ownership.WrongOwnerError{Route: route}}
 			continue
@@ -292,7 +303,7 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 			return nil, fmt.Errorf("router: key %q: %s from %s: %w", key, resp.Status, route.Addr, err)
 		}
 		last = fmt.Errorf("router: %s from %s: %w", resp.Status, route.Addr, &refusedError{Refusal: ref, hint: hint})
-		failed = route.Addr
+		failed, now = route.Addr, seen.newHint(route, hint)
 		drain(resp.Body)
 	}
 }

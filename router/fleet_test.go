@@ -50,6 +50,9 @@ type fleetOptions struct {
 	// Faulty gives each node its own etcd client behind a FaultPoint, so
 	// that kill can cut it off from etcd.
 	Faulty bool
+	// Callbacks and WarmTimeout are given to every node.
+	Callbacks   ownership.Callbacks
+	WarmTimeout time.Duration
 }
 
 // member is one node of a fleet.
@@ -99,6 +102,10 @@ func (f *testFleet) nodeConfig(id, addr string) ownership.Config {
 	cfg.DrainTimeout = f.opts.DrainTimeout
 	cfg.Fencers = f.opts.Fencers
 	cfg.Signer = f.opts.Signer
+	cfg.Callbacks = f.opts.Callbacks
+	if f.opts.WarmTimeout != 0 {
+		cfg.WarmTimeout = f.opts.WarmTimeout
+	}
 	return cfg
 }
 

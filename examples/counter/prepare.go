@@ -29,7 +29,19 @@ type snapshot struct {
 }
 
 // prepare is the node's OnPrepare: it stages a snapshot of partition p.
+// The node calls it for every partition a move gives it at once (a
+// process that starts takes about 1/N of every other's partitions); the
+// snapshots are read one at a time per CPU pair (s.preparing), so that
+// the reads leave the node's own work (its watch of the fleet, the
+// requests it serves, its claims) its share of the CPU: a preparation is
+// not urgent, since the holder serves until the successor is ready.
 func (s *store) prepare(e ownership.Event) error {
+	select {
+	case s.preparing <- struct{}{}:
+		defer func() { <-s.preparing }()
+	case <-e.Context.Done():
+		return context.Cause(e.Context)
+	}
 	began := time.Now()
 	values, seq, err := s.read(e.Context, e.Partition, -1)
 	if err != nil {

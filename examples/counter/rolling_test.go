@@ -32,7 +32,10 @@ const (
 // from SQL after acquisition; it checks that no increment failed at the
 // client and that every acknowledged increment counts once.
 //
-// TENURE_ROLLING_SEED sets the counters per partition (default 4000).
+// It runs on SQLite and on PostgreSQL (the server of TENURE_PG_DSN; the
+// PostgreSQL runs are skipped without one, and fail if TENURE_REQUIRE_PG
+// is set). TENURE_ROLLING_SEED sets the counters per partition (default
+// 4000).
 func TestRollingRestartWarm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes")
@@ -42,15 +45,25 @@ func TestRollingRestartWarm(t *testing.T) {
 		_, _ = fmt.Sscan(s, &seed)
 	}
 	bin := proctest.Build(t, "counter")
-	for _, prepare := range []bool{true, false} {
-		t.Run(fmt.Sprintf("prepare=%v", prepare), func(t *testing.T) { rollingRestart(t, bin, prepare, seed) })
+	for _, d := range []sqlfence.Dialect{sqlfence.SQLite, sqlfence.Postgres} {
+		t.Run(d.String(), func(t *testing.T) {
+			if d == sqlfence.Postgres && os.Getenv(envPG) == "" {
+				if v := os.Getenv("TENURE_REQUIRE_PG"); v != "" && v != "0" {
+					t.Fatal("TENURE_REQUIRE_PG is set but TENURE_PG_DSN names no PostgreSQL server")
+				}
+				t.Skip("no PostgreSQL: set TENURE_PG_DSN to a postgres:// URL of a server the test may create databases on")
+			}
+			for _, prepare := range []bool{true, false} {
+				t.Run(fmt.Sprintf("prepare=%v", prepare), func(t *testing.T) { rollingRestart(t, bin, d, prepare, seed) })
+			}
+		})
 	}
 }
 
-func rollingRestart(t *testing.T, bin string, prepare bool, seed int) {
+func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, seed int) {
 	etcd := cluster.New(t, 1)
-	spec, db, dialect := testDB(t, sqlfence.SQLite)
-	clusterName := fmt.Sprintf("counter-rolling-%v", prepare)
+	spec, db, dialect := testDB(t, d)
+	clusterName := fmt.Sprintf("counter-rolling-%s-%v", d, prepare)
 	args := []string{
 		"--etcd", strings.Join(etcd.Endpoints(), ","), "--db", spec, "--cluster", clusterName,
 		"--partitions", fmt.Sprint(testPartitions), "--ttl", testTTL.String(), fmt.Sprintf("--prepare=%v", prepare),
@@ -132,8 +145,8 @@ func rollingRestart(t *testing.T, bin string, prepare bool, seed int) {
 	}
 	checkCounts(t, l, counters, dbApplied(t, db))
 	s, m := lat.summary(phaseSteady), lat.summary(phaseMoves)
-	t.Logf("prepare=%v, %d counters per partition, %d partitions: steady %s; during moves %s; p99 moves/steady %.2f; loads from SQL after acquisition: %.0f full (%.0f rows), %.0f catch-up (%.0f rows); %.0f preparations (%.0f rows)",
-		prepare, seed, testPartitions, s, m, float64(m.p99)/float64(s.p99),
+	t.Logf("%s, prepare=%v, %d counters per partition, %d partitions: steady %s; during moves %s; p99 moves/steady %.2f; loads from SQL after acquisition: %.0f full (%.0f rows), %.0f catch-up (%.0f rows); %.0f preparations (%.0f rows)",
+		d, prepare, seed, testPartitions, s, m, float64(m.p99)/float64(s.p99),
 		loads["full"], loads["full_rows"], loads["catchup"], loads["catchup_rows"], loads["prepare"], loads["prepare_rows"])
 }
 

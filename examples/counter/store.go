@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -104,12 +105,15 @@ type store struct {
 	ended  map[int]int64     // per partition, the highest epoch whose tenure ended here
 	staged map[int]*snapshot // per partition, a preparation's snapshot (prepare.go)
 	warm   bool              // prepare partitions before their claim (OnPrepare)
+
+	preparing chan struct{} // the preparations reading now (prepare.go)
 }
 
 func newStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log hclog.Logger, m *metrics, warm bool) *store {
 	return &store{
 		db: db, dialect: dialect, fences: fences, log: log, metrics: m,
 		parts: make(map[int]*partition), ended: make(map[int]int64), staged: make(map[int]*snapshot), warm: warm,
+		preparing: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 	}
 }
 

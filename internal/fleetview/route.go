@@ -12,7 +12,8 @@ type Route struct {
 	// Empty if unknown (no members).
 	Owner string
 	// Addr is Owner's advertised address, empty if unknown (Owner published
-	// none, or its member key is gone while its claim stands).
+	// none, or its member key is gone while its claim stands and no member
+	// key bound to the claim's lease was seen).
 	Addr string
 	// Epoch is the epoch of Owner's claim, 0 if the partition is unclaimed.
 	Epoch int64
@@ -39,7 +40,9 @@ type Route struct {
 // fleet they name the same owner:
 //
 //   - while a claim on p stands, its holder, at the claim's epoch, with the
-//     holder's address if it published one and an empty Addr otherwise;
+//     holder's address if it published one (and kept while the holder
+//     leaves: its member key deleted, its claims still bound to the lease
+//     of that key) and an empty Addr otherwise;
 //   - while none stands, the ring's owner of p, which is about to claim it,
 //     with epoch 0;
 //   - with no members, no owner.
@@ -53,7 +56,7 @@ type Route struct {
 func (f *State) Route(p int) Route {
 	r := Route{Partition: p, RingVersion: f.Ring.Version()}
 	if c := f.Claims[p]; c.Epoch != 0 {
-		r.Owner, r.Addr, r.Epoch, r.Since = c.Owner, f.Addr(c.Owner), c.Epoch, c.Since
+		r.Owner, r.Addr, r.Epoch, r.Since = c.Owner, f.holderAddr(c), c.Epoch, c.Since
 	} else if id, ok := f.Ring.Owner(p); ok {
 		r.Owner, r.Addr = id, f.Addr(id)
 	}

@@ -38,8 +38,21 @@ type State struct {
 	lastRev []int64 // by partition: the revision of Claims[p]
 	Rev     int64   // the latest revision applied
 
+	// departed are the members whose keys were deleted while claims bound
+	// to their lease stood, by ID: a graceful leave deletes its member key
+	// first and then hands its partitions off, serving them meanwhile.
+	// Their addresses route to those claims until the last one ends.
+	departed map[string]*departure
+
 	// ClaimChanged, if set, is called after Claims[p] changed.
 	ClaimChanged func(p int)
+}
+
+// departure is a departed member and the count of claims still bound to
+// its lease.
+type departure struct {
+	rec    MemberRec
+	claims int
 }
 
 // NewState returns the empty fleet of a ring configured by cfg.
@@ -53,6 +66,7 @@ func NewState(cfg ring.Config, log hclog.Logger) *State {
 
 		Placements: make(map[int]Placement),
 		lastRev:    make([]int64, cfg.Partitions),
+		departed:   make(map[string]*departure),
 	}
 	f.updateRing()
 	return f
@@ -63,6 +77,7 @@ func NewState(cfg ring.Config, log hclog.Logger) *State {
 func (f *State) Forget() {
 	clear(f.Claims)
 	clear(f.lastRev)
+	clear(f.departed)
 }
 
 // Apply folds one update of a Reader into f.
@@ -78,10 +93,12 @@ func (f *State) Apply(u Update) {
 		switch {
 		case e.Member && e.Put:
 			f.Members[e.ID] = e.Rec
+			delete(f.departed, e.ID)
 			membersChanged = true
 		case e.Member:
-			if _, ok := f.Members[e.ID]; ok {
+			if rec, ok := f.Members[e.ID]; ok {
 				delete(f.Members, e.ID)
+				f.depart(e.ID, rec)
 				membersChanged = true
 			}
 		case e.Drain:
@@ -127,7 +144,49 @@ func (f *State) reset(lst *Listing) {
 	for p, c := range lst.Claims {
 		f.SetClaim(p, lst.Rev, c)
 	}
+	for id, d := range f.departed {
+		if _, ok := f.Members[id]; ok {
+			delete(f.departed, id)
+		} else if d.claims = f.claimsOf(d.rec); d.claims == 0 {
+			delete(f.departed, id)
+		}
+	}
 	f.updateRing()
+}
+
+// depart records that member id (rec) left while claims bound to its
+// lease may stand: its address keeps routing to them (see Route).
+func (f *State) depart(id string, rec MemberRec) {
+	if rec.Member.Addr == "" {
+		return
+	}
+	if n := f.claimsOf(rec); n > 0 {
+		f.departed[id] = &departure{rec: rec, claims: n}
+	}
+}
+
+// claimsOf returns the number of claims held by rec's member under rec's
+// lease.
+func (f *State) claimsOf(rec MemberRec) int {
+	n := 0
+	for _, c := range f.Claims {
+		if c.Epoch != 0 && c.Owner == rec.Member.ID && c.Lease == rec.Lease {
+			n++
+		}
+	}
+	return n
+}
+
+// holderAddr returns the address of claim c's holder: the member's, or a
+// departed member's while the claim is bound to its lease; "" if unknown.
+func (f *State) holderAddr(c Claim) string {
+	if m, ok := f.Members[c.Owner]; ok {
+		return m.Member.Addr
+	}
+	if d := f.departed[c.Owner]; d != nil && d.rec.Lease == c.Lease {
+		return d.rec.Member.Addr
+	}
+	return ""
 }
 
 // SetClaim records that partition p's claim was c at revision rev, unless
@@ -140,6 +199,10 @@ func (f *State) SetClaim(p int, rev int64, c Claim) {
 	f.lastRev[p] = rev
 	old := f.Claims[p]
 	f.Claims[p] = c
+	if old != c {
+		f.countDeparted(old, -1)
+		f.countDeparted(c, 1)
+	}
 	if c != old && f.ClaimChanged != nil {
 		f.ClaimChanged(p)
 	}
@@ -183,3 +246,16 @@ func (f *State) PlacementList() []ring.Placement {
 
 // Addr returns the advertised address of member id, "" if unknown.
 func (f *State) Addr(id string) string { return f.Members[id].Member.Addr }
+
+// countDeparted adds delta to the count of claims of c's holder if it is a
+// departed member and c is bound to its lease, and forgets the member
+// when its last claim has ended.
+func (f *State) countDeparted(c Claim, delta int) {
+	d := f.departed[c.Owner]
+	if c.Epoch == 0 || d == nil || d.rec.Lease != c.Lease {
+		return
+	}
+	if d.claims += delta; d.claims <= 0 {
+		delete(f.departed, c.Owner)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/ring"
 )
@@ -47,4 +48,44 @@ func TestFleetStateDrain(t *testing.T) {
 	g := NewState(cfg, hclog.NewNullLogger())
 	g.Apply(Update{Rev: 7, Events: []Event{drain(1, "b", true), member(2, "c", true), member(3, "b", true), member(4, "a", true)}})
 	assert.Equal(t, f.Ring.Version(), g.Ring.Version())
+}
+
+// TestFleetStateDeparted: a member whose key is deleted while claims bound
+// to its lease stand (a graceful leave) keeps its address in their routes
+// until the last of them ends; a claim under another lease, a rejoin or
+// the end of its claims forgets it.
+func TestFleetStateDeparted(t *testing.T) {
+	cfg := ring.Config{Partitions: 8, LoadFactor: ring.DefaultConfig().LoadFactor}
+	rec := MemberRec{Member: Member{ID: "a", Addr: "a:1"}, Lease: 7}
+	claim := func(rev int64, p int, owner string, lease int64) Event {
+		c := Claim{}
+		if owner != "" {
+			c = Claim{Owner: owner, Epoch: rev, Lease: clientv3.LeaseID(lease)}
+		}
+		return Event{Rev: rev, P: p, Put: owner != "", Claim: c}
+	}
+	f := NewState(cfg, hclog.NewNullLogger())
+	f.Apply(Update{Rev: 4, Events: []Event{
+		{Rev: 1, Member: true, Put: true, ID: "a", Rec: rec},
+		claim(2, 0, "a", 7), claim(3, 1, "a", 7), claim(4, 2, "b", 9),
+	}})
+	f.Apply(Update{Rev: 5, Events: []Event{{Rev: 5, Member: true, ID: "a"}}})
+	assert.Equal(t, "a:1", f.Route(0).Addr, "a leaves: its claims still route to it")
+	assert.Equal(t, "a:1", f.Route(1).Addr)
+	assert.Empty(t, f.Route(2).Addr, "b published no member key")
+
+	f.Apply(Update{Rev: 6, Events: []Event{claim(6, 0, "", 0)}})
+	assert.Equal(t, "a:1", f.Route(1).Addr, "one claim of a's still stands")
+	f.Apply(Update{Rev: 7, Events: []Event{claim(7, 0, "a", 8)}})
+	assert.Empty(t, f.Route(0).Addr, "a claim of a under another lease")
+	f.Apply(Update{Rev: 8, Events: []Event{claim(8, 1, "", 0)}})
+	assert.Empty(t, f.departed, "a's last claim under its lease ended")
+
+	// A rejoin replaces the departure.
+	f.Apply(Update{Rev: 10, Events: []Event{{Rev: 9, Member: true, Put: true, ID: "a", Rec: rec}, claim(10, 3, "a", 7)}})
+	f.Apply(Update{Rev: 11, Events: []Event{{Rev: 11, Member: true, ID: "a"}}})
+	require.Contains(t, f.departed, "a")
+	f.Apply(Update{Rev: 12, Events: []Event{{Rev: 12, Member: true, Put: true, ID: "a", Rec: MemberRec{Member: Member{ID: "a", Addr: "a:2"}, Lease: 11}}}})
+	assert.Empty(t, f.departed)
+	assert.Equal(t, "a:2", f.Route(3).Addr, "a member's claims route to its published address")
 }
