@@ -34,6 +34,13 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 			return rep, err
 		}
 	}
+	if cfg.Placement {
+		logf(cfg, "placement figures at %d x %d", cfg.Nodes, cfg.Partitions)
+		rep.Placement, err = PlacementFigures(ctx, cfg)
+		if err != nil {
+			return rep, err
+		}
+	}
 	if !cfg.RingOnly {
 		rep.Live, err = runLive(ctx, cfg)
 	}
