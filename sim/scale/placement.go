@@ -36,8 +36,8 @@ const (
 //     (aligned) and spread over the interval;
 //   - the time of one balance pass: balance.Plan alone, and a Balancer's
 //     Plan (its reads of the fleet at one revision included) and Apply
-//     against an in-memory etcd holding the fleet's spec, members and
-//     load reports, the balancer elected by tenure's election;
+//     against an in-memory etcd holding the fleet's spec, members, claims
+//     and load reports, the balancer elected by tenure's election;
 //   - the passes, moves and etcd writes for moves until the balancer
 //     stops moving, its moves applied as placements on virtual time.
 func PlacementFigures(ctx context.Context, cfg Config) (*PlacementReport, error) {
@@ -209,7 +209,7 @@ func reportWrites(n int, spread bool) (perSecond float64, peak int) {
 }
 
 // balancerPass measures one Balancer pass against an in-memory etcd that
-// holds the fleet's spec, members and load reports: the time of Plan (its
+// holds the fleet's spec, members, claims and load reports: the time of Plan (its
 // reads included) and of Apply, and Apply's etcd writes.
 func balancerPass(ctx context.Context, cfg Config, rc ring.Config, ms []ring.Member, r *ring.Ring, loads []float64, rep *PlacementReport) error {
 	fc := clockwork.NewFakeClock()
@@ -243,6 +243,12 @@ func balancerPass(ctx context.Context, cfg Config, rc ring.Config, ms []ring.Mem
 			lr.Loads = append(lr.Loads, loads[q])
 		}
 		if _, err := cli.Put(ctx, l.Load(m.ID), keys.EncodeLoadReport(lr)); err != nil {
+			return err
+		}
+	}
+	for q := range r.Partitions() {
+		owner, _ := r.Owner(q)
+		if _, err := cli.Put(ctx, l.Claim(q), keys.EncodeClaim(owner, fc.Now())); err != nil {
 			return err
 		}
 	}
