@@ -21,6 +21,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.RingSamples, "ring-samples", cfg.RingSamples, "joins and leaves sampled for the ring-only figures")
 	fs.BoolVar(&cfg.RingOnly, "ring-only", false, "compute the ring-only figures only")
 	fs.BoolVar(&cfg.SkipRing, "skip-ring", false, "skip the ring-only figures")
+	fs.DurationVar(&cfg.LoadReports, "load-reports", 0, "live fleet: a last phase of this much virtual time with load, counting the load reports' writes (0: none)")
 	fs.BoolVar(&cfg.Placement, "placement", false, "compute the placement figures (load reports, balance pass) at -nodes x -partitions")
 	fs.StringVar(&cfg.LoadModel, "load-model", LoadZipf, "load of the placement figures: zipf (keys), tenants (5,000, log-uniform 1-1,000) or uniform (0.5-1.5 per partition)")
 	fs.IntVar(&cfg.LoadKeys, "load-keys", cfg.LoadKeys, "keys of the zipf load model")

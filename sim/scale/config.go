@@ -62,6 +62,10 @@ type Config struct {
 	RingOnly bool
 	// SkipRing skips the ring-only figures.
 	SkipRing bool
+	// LoadReports, if positive, adds a last live phase: the stable fleet
+	// runs this much virtual time with noisy load on every partition, and
+	// its etcd writes are the nodes' load reports.
+	LoadReports time.Duration
 	// Placement computes the placement figures at Nodes x Partitions
 	// (PlacementFigures). With RingOnly and SkipRing, nothing else is run.
 	Placement bool
@@ -161,7 +165,7 @@ func (c Config) Validate() error {
 			ErrInvalidConfig, c.Restarts, c.RingSamples, c.RingHeavy, c.LoadKeys)
 	case c.LoadModel != "" && c.LoadModel != LoadZipf && c.LoadModel != LoadTenants && c.LoadModel != LoadUniform:
 		return fmt.Errorf("%w: load model %q (must be %s, %s or %s)", ErrInvalidConfig, c.LoadModel, LoadZipf, LoadTenants, LoadUniform)
-	case c.TTL < 0 || c.Step < 0 || c.Quiet < 0 || c.WaitTimeout < 0:
+	case c.TTL < 0 || c.Step < 0 || c.Quiet < 0 || c.WaitTimeout < 0 || c.LoadReports < 0:
 		return fmt.Errorf("%w: durations must not be negative (TTL %v, step %v, quiet %v, wait timeout %v)",
 			ErrInvalidConfig, c.TTL, c.Step, c.Quiet, c.WaitTimeout)
 	case c.TTL > 0 && c.Step > 0 && c.Step >= c.TTL/3:

@@ -29,6 +29,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				writePhase(&b, p.Name+", per change", p, p.Changes)
 			}
 		}
+		for _, p := range phases {
+			if p.Name == "load reports" && p.Virtual > 0 {
+				fmt.Fprintf(&b, "\nLoad reports of the live fleet: %d writes in %v of virtual time, **%.2f writes/s** (a report a node at most every max(10s, members/5 s)).\n",
+					p.Etcd.Writes, p.Virtual, float64(p.Etcd.Writes)/p.Virtual.Seconds())
+			}
+		}
 		fmt.Fprintf(&b, "\nHeap in use after GC: %s before the first node (memetcd, parked claims), %s with the fleet up: **%s per node**; %.1f goroutines per node.\n",
 			byteSize(l.HeapBefore), byteSize(l.HeapFleet), byteSize(l.HeapPerNode), l.GoroutinesPerNode)
 		for _, p := range phases {

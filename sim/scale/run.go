@@ -135,6 +135,12 @@ func runLive(ctx context.Context, cfg Config) (rep *LiveReport, err error) {
 			return nil
 		}},
 	}
+	if cfg.LoadReports > 0 {
+		steps = append(steps, struct {
+			name string
+			run  func(ph *Phase) error
+		}{"load reports", func(ph *Phase) error { return f.loadReports(ctx, ph, cfg.LoadReports) }})
+	}
 	for _, s := range steps {
 		logf(cfg, "%s", s.name)
 		ph, err := f.phase(ctx, s.name, s.run)

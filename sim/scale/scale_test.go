@@ -181,3 +181,27 @@ func TestPlacementFigures(t *testing.T) {
 	reports, _ = reportWrites(10, false)
 	assert.InDelta(t, 1, reports, 0.01, "10 nodes: a report each per 10s")
 }
+
+// TestLoadReportsLive: real nodes under load write their load reports by
+// the meter's rule. 19 live nodes after the phases (a join, a leave and a
+// crash): a report a node at most every max(10s, 19/5 s) = 10s, so about
+// 1.9 writes a second, and nothing else writes in the stable fleet.
+func TestLoadReportsLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a fleet")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := smallConfig(t)
+	cfg.SkipRing, cfg.Restarts, cfg.LoadReports = true, 1, time.Minute
+	var out bytes.Buffer
+	rep, err := Run(ctx, cfg, &out)
+	require.NoError(t, err)
+	t.Log("\n" + out.String())
+	ph := rep.Live.Phases[len(rep.Live.Phases)-1]
+	require.Equal(t, "load reports", ph.Name)
+	assert.GreaterOrEqual(t, ph.Virtual, time.Minute)
+	perSecond := float64(ph.Etcd.Writes) / ph.Virtual.Seconds()
+	assert.InDelta(t, 1.9, perSecond, 0.4, "%d writes in %v", ph.Etcd.Writes, ph.Virtual)
+	assert.Contains(t, out.String(), "Load reports of the live fleet:")
+}
