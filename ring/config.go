@@ -34,7 +34,8 @@ type Config struct {
 
 	// LoadFactor bounds how unevenly partitions are spread: no member owns
 	// more than ceil(LoadFactor*P/N) of the P partitions when there are N
-	// members. It must be a finite number >= 1. 1 gives the most even spread
+	// members (under AlgorithmWeighted, ceil(LoadFactor*P*weight/total
+	// weight)+1). It must be a finite number >= 1. 1 gives the most even spread
 	// but moves more partitions when members join or leave; larger values move
 	// fewer partitions and allow more imbalance.
 	LoadFactor float64
@@ -52,14 +53,18 @@ const (
 	// weight 1 whatever it publishes.
 	AlgorithmBounded = 1
 
-	// AlgorithmWeighted is bounded-load weighted rendezvous hashing: every
-	// partition goes to the member of highest score among those with room,
-	// where a member's score for a partition is the largest of one hash per
-	// unit of its weight and its room is ceil(LoadFactor*P*weight/total
-	// weight). A member's share of partitions is proportional to its
-	// weight, and a join or a leave moves little more than the share of the
-	// member that came or went, since a member's scores depend on nothing
-	// but its own ID and weight.
+	// AlgorithmWeighted is bounded-load weighted rendezvous hashing: a
+	// member's score for a partition is the largest of one hash per unit
+	// of its weight, and partitions go to members by the stable matching
+	// of that score under the members' capacities,
+	// ceil(LoadFactor*P*weight/total weight)+1 (at most P): no partition
+	// and member would both rather be together than where they are. A
+	// member's share of partitions follows its weight, and a join or a
+	// leave moves little more than the share of the member that came or
+	// went (1.0 to 1.2 times it at 10 to 1,000 members; see
+	// sim/scale/RESULTS.md), since a member's scores depend on nothing but
+	// its own ID and weight and the matching on no order of the
+	// partitions.
 	AlgorithmWeighted = 2
 )
 
@@ -84,7 +89,13 @@ func (c Config) algorithm() int {
 // (Mirrokni, Thorup and Zadimoghaddam) recommends: no node owns more than 25%
 // above the mean, and a join or leave moves about 1.06x the minimal share of
 // partitions (measured over random fleets of 3 to 20 nodes; load factor 1
-// moves about 1.4x).
+// moves about 1.4x). Its Algorithm is 0, AlgorithmBounded: a fleet's spec
+// records its algorithm and refuses a node configured with another, so the
+// default stays the algorithm of the fleets already running. A new fleet
+// that publishes capacity weights, or that runs few partitions a node (at
+// 1,000 nodes of 4,096 partitions a join or a leave moves 1.6x the minimal
+// share, 1.1-1.2x under AlgorithmWeighted; sim/scale/RESULTS.md), chooses
+// AlgorithmWeighted.
 func DefaultConfig() Config {
 	return Config{Partitions: 1024, LoadFactor: 1.25}
 }

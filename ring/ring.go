@@ -81,8 +81,9 @@ func New(members []string, cfg Config) (*Ring, error) {
 // appear once (ErrDuplicateNodeID otherwise), and each weight must be in
 // [0, MaxWeight] (ErrInvalidWeight otherwise; 0 means 1).
 // AlgorithmWeighted bounds every member's partitions by
-// ceil(LoadFactor*P*weight/total weight); AlgorithmBounded counts
-// partitions only and gives every member weight 1, whatever it published.
+// ceil(LoadFactor*P*weight/total weight)+1, at most P (Capacity);
+// AlgorithmBounded counts partitions only and gives every member weight 1,
+// whatever it published.
 func NewWeighted(members []Member, cfg Config) (*Ring, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -133,7 +134,8 @@ func NewWeighted(members []Member, cfg Config) (*Ring, error) {
 		return r, nil
 	}
 	if r.algorithm == AlgorithmWeighted {
-		rendezvous(r.members, r.weights, p, cfg.LoadFactor, r.owner, r.caps)
+		weightedCapacities(r.weights, p, cfg.LoadFactor, r.caps)
+		stableMatch(seeds(r.members, r.weights), r.caps, p, r.owner)
 		r.maxLoad = slices.Max(r.caps)
 	} else {
 		r.maxLoad = capacity(p, n, cfg.LoadFactor)
@@ -143,7 +145,7 @@ func NewWeighted(members []Member, cfg Config) (*Ring, error) {
 		walk(ringPoints(r.members), p, n, r.maxLoad, r.owner)
 	}
 	for _, o := range r.owner {
-		if o >= 0 { // always true, see walk and rendezvous
+		if o >= 0 { // always true, see walk and stableMatch
 			r.loads[o]++
 		}
 	}

@@ -112,3 +112,38 @@ func BenchmarkLookupParallel(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkBuild builds rings of N members over P partitions by each
+// algorithm, every member of weight 1 and with every 10th of weight 2:
+// every node pays one build per membership change.
+func BenchmarkBuild(b *testing.B) {
+	for _, size := range []struct{ n, p int }{{10, 1024}, {50, 1024}, {1000, 4096}} {
+		for _, heavy := range []bool{false, true} {
+			ms := make([]Member, size.n)
+			for i := range ms {
+				ms[i] = Member{ID: "node-" + strconv.Itoa(i), Weight: 1}
+				if heavy && i%10 == 0 {
+					ms[i].Weight = 2
+				}
+			}
+			for _, alg := range []int{AlgorithmBounded, AlgorithmWeighted} {
+				if alg == AlgorithmBounded && heavy {
+					continue // weights are ignored
+				}
+				name := strconv.Itoa(size.n) + "x" + strconv.Itoa(size.p) + "/alg=" + strconv.Itoa(alg)
+				if heavy {
+					name += "/heavy"
+				}
+				cfg := Config{Partitions: size.p, LoadFactor: 1.25, Algorithm: alg}
+				b.Run(name, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := NewWeighted(ms, cfg); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzRing builds rings from arbitrary member lists (one ID per line) and
-// configurations. New must never panic; it either returns the error the
+// configurations, by AlgorithmWeighted for odd seeds. New must never panic; it either returns the error the
 // input calls for or a ring for which every invariant holds, independent of
 // member order.
 func FuzzRing(f *testing.F) {
@@ -43,6 +43,9 @@ func FuzzRing(f *testing.F) {
 			members = strings.Split(list, "\n")
 		}
 		cfg := Config{Partitions: partitions, LoadFactor: load}
+		if seed&1 == 1 {
+			cfg.Algorithm = AlgorithmWeighted
+		}
 		if cfg.Validate() == nil && cfg.Partitions > 4096 {
 			// Valid but large: keep each input fast by folding P into
 			// [1, 4096]. Large P itself is covered by TestRingEdgeCases.

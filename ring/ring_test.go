@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -85,6 +86,19 @@ func checkRing(t testing.TB, r *Ring, members []string, cfg Config) {
 		return
 	}
 	bound := ceilBound(cfg, n)
+	if cfg.Algorithm == AlgorithmWeighted {
+		// Every weight 1 here: one partition above ceil(load*P/N), computed
+		// exactly, at most P.
+		q := new(big.Rat).Mul(new(big.Rat).SetFloat64(cfg.LoadFactor), big.NewRat(int64(p), int64(n)))
+		c := new(big.Int).Quo(new(big.Int).Add(q.Num(), new(big.Int).Sub(q.Denom(), big.NewInt(1))), q.Denom())
+		bound = p
+		if c.IsInt64() && c.Int64() < int64(p) {
+			bound = int(c.Int64()) + 1
+		}
+		if n*p <= 1<<16 {
+			checkStable(t, r)
+		}
+	}
 	require.LessOrEqual(t, r.MaxLoad(), bound, "P=%d N=%d load=%v", p, n, cfg.LoadFactor)
 	require.GreaterOrEqual(t, r.MaxLoad(), (p+n-1)/n)
 
@@ -659,8 +673,8 @@ func TestRingEdgeCases(t *testing.T) {
 }
 
 // TestRingProperties builds rings from random member sets, partition counts
-// and load factors: none may panic, every invariant holds, and the result
-// does not depend on the order of the members.
+// and load factors, by both algorithms: none may panic, every invariant
+// holds, and the result does not depend on the order of the members.
 func TestRingProperties(t *testing.T) {
 	iterations := 300
 	if testing.Short() {
@@ -686,6 +700,9 @@ func TestRingProperties(t *testing.T) {
 		}
 		if rng.IntN(5) == 0 {
 			cfg.Partitions = 1 + rng.IntN(64)
+		}
+		if iter%2 == 1 {
+			cfg.Algorithm = AlgorithmWeighted
 		}
 		members := randomIDs(rng, n)
 		r, err := New(members, cfg)

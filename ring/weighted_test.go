@@ -2,7 +2,9 @@ package ring
 
 import (
 	"fmt"
+	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -167,4 +169,170 @@ func TestSpecAlgorithm(t *testing.T) {
 	assert.Equal(t, w.Spec(), s)
 	_, err = DecodeSpec([]byte(`{"partitions":8,"load_factor":1.25,"ring_algorithm":3}`))
 	assert.ErrorIs(t, err, ErrInvalidSpec)
+}
+
+// checkStable verifies that r, an AlgorithmWeighted ring, is the stable
+// matching its doc describes, from the definition: every member owns at
+// most its capacity, ceil(LoadFactor*P*weight/total weight)+1 worked out
+// exactly here, and no partition ranks a member above its owner while that
+// member has room or owns a partition it ranks below this one.
+func checkStable(t testing.TB, r *Ring) {
+	t.Helper()
+	ids := r.Members()
+	n, p := len(ids), r.Partitions()
+	if n == 0 {
+		return
+	}
+	ws := make([]int, n)
+	total := 0
+	for i, id := range ids {
+		ws[i] = r.Weight(id)
+		total += ws[i]
+	}
+	load := new(big.Rat).SetFloat64(r.LoadFactor())
+	for i, id := range ids {
+		share := new(big.Rat).Mul(load, big.NewRat(int64(p)*int64(ws[i]), int64(total)))
+		c := r.Capacity(id)
+		// c = min(P, ceil(share)+1): c-2 < share <= c-1 unless clamped.
+		if c < p {
+			require.True(t, share.Cmp(new(big.Rat).SetInt64(int64(c-1))) <= 0 && share.Cmp(new(big.Rat).SetInt64(int64(c-2))) > 0,
+				"%s: capacity %d for share %s", id, c, share.FloatString(6))
+		}
+		require.LessOrEqual(t, r.Load(id), c, id)
+	}
+	sd := seeds(ids, ws)
+	// worst[m] is the rank of the worst partition member m owns.
+	type pr struct {
+		s    uint64
+		part int
+	}
+	worst := make([]pr, n)
+	have := make([]bool, n)
+	for part := range p {
+		m := r.OwnerIndex(part)
+		s := score(sd[m], partHash(part))
+		if !have[m] || s < worst[m].s || (s == worst[m].s && part > worst[m].part) {
+			worst[m], have[m] = pr{s, part}, true
+		}
+	}
+	for part := range p {
+		h := partHash(part)
+		o := int32(r.OwnerIndex(part))
+		so := score(sd[o], h)
+		for m := range n {
+			s := score(sd[m], h)
+			if !better(s, int32(m), so, o) {
+				continue
+			}
+			require.Equal(t, r.Capacity(ids[m]), r.Load(ids[m]), "partition %d ranks %s above its owner %s, which has room", part, ids[m], ids[o])
+			w := worst[m]
+			require.True(t, w.s > s || (w.s == s && w.part < part),
+				"partition %d ranks %s above its owner %s, which owns partition %d it ranks below", part, ids[m], ids[o], w.part)
+		}
+	}
+}
+
+// TestRingWeightedStable: random member sets, weights, partition counts
+// and load factors give the stable matching, the same whatever the order
+// of the members.
+func TestRingWeightedStable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 4))
+	for iter := range 200 {
+		n := rng.IntN(40)
+		ms := make([]Member, n)
+		for i, id := range randomIDs(rng, n) {
+			ms[i] = Member{ID: id, Weight: rng.IntN(4)}
+		}
+		cfg := Config{Partitions: 1 + rng.IntN(600), LoadFactor: 1 + rng.Float64(), Algorithm: AlgorithmWeighted}
+		if rng.IntN(4) == 0 {
+			cfg.LoadFactor = 1
+		}
+		r, err := NewWeighted(ms, cfg)
+		require.NoError(t, err, "iteration %d", iter)
+		checkStable(t, r)
+		rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+		again, err := NewWeighted(ms, cfg)
+		require.NoError(t, err)
+		require.Equal(t, r.Assignment(), again.Assignment(), "iteration %d", iter)
+	}
+}
+
+// TestWeightedCapacity: ceil(load*P*w/W) + 1, exactly, at most P.
+func TestWeightedCapacity(t *testing.T) {
+	tests := []struct {
+		p, w, total int
+		load        float64
+		want        int
+	}{
+		{4096, 1, 1000, 1.25, 7},               // 5.12
+		{4096, 1, 1100, 1.25, 6},               // 4.65...
+		{1024, 1, 50, 1.25, 27},                // 25.6
+		{1024, 1, 49, 1.25, 28},                // 26.12...
+		{1024, 1, 5, 1.25, 257},                // exactly 256
+		{1024, 2, 10, 1.25, 257},               // exactly 256
+		{4096, 1, 5, 1, 821},                   // 819.2
+		{10, 1, 20, 1.25, 2},                   // 0.625
+		{1, 1, 20, 1.25, 1},                    // at most P
+		{10, 1, 2, 1e300, 10},                  // at most P
+		{7, 3, 3, 1.0000001, 7},                // 7.0000007 > P
+		{3, 1, 3, 1.0000001, 3},                // 1.0000001
+		{MaxPartitions, 64, 64 * 3, 1, 349527}, // 349525.33...
+		{1000, 1, 3, 1.1, 368},                 // 366.66..., where floats round 1.1*1000 to 1100.0000000000002
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, weightedCapacity(tt.p, tt.w, tt.total, tt.load), "%+v", tt)
+	}
+}
+
+// TestRingWeightedChurn holds AlgorithmWeighted to the churn goal at the
+// size where bounded-load hashing cascades most (1000 members, 4096
+// partitions: about 4 per member, capacity 6), with a tenth of the
+// members of weight 2: over fixed random joins and leaves, the partitions
+// moved average at most 1.25 times the ideal, the share of weight that
+// came or went.
+func TestRingWeightedChurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 2 x 40 rings of 1000 members")
+	}
+	const n, p, samples = 1000, 4096, 40
+	cfg := Config{Partitions: p, LoadFactor: 1.25, Algorithm: AlgorithmWeighted}
+	rng := rand.New(rand.NewPCG(1000, 4096))
+	ms := make([]Member, n)
+	total := 0
+	for i := range ms {
+		ms[i] = Member{ID: fmt.Sprintf("node-%04d", i), Weight: 1}
+		if i%10 == 0 {
+			ms[i].Weight = 2
+		}
+		total += ms[i].Weight
+	}
+	base, err := NewWeighted(ms, cfg)
+	require.NoError(t, err)
+	moved := func(next []Member) int {
+		r, err := NewWeighted(next, cfg)
+		require.NoError(t, err)
+		a, b := base.Assignment(), r.Assignment()
+		c := 0
+		for i := range a {
+			if a[i] != b[i] {
+				c++
+			}
+		}
+		return c
+	}
+	var join, leave float64
+	for s := range samples {
+		w := 1
+		if s%10 == 0 {
+			w = 2
+		}
+		join += float64(moved(append(slices.Clone(ms), Member{ID: fmt.Sprintf("joiner-%d", s), Weight: w}))) /
+			(float64(p) * float64(w) / float64(total+w))
+		i := rng.IntN(n)
+		leave += float64(moved(slices.Delete(slices.Clone(ms), i, i+1))) / (float64(p) * float64(ms[i].Weight) / float64(total))
+	}
+	join, leave = join/samples, leave/samples
+	t.Logf("moved/ideal: join %.3f, leave %.3f", join, leave)
+	assert.LessOrEqual(t, join, 1.25, "join")
+	assert.LessOrEqual(t, leave, 1.25, "leave")
 }

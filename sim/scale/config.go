@@ -19,6 +19,18 @@ const (
 	DefaultQuiet       = 5 * time.Millisecond
 	DefaultWaitTimeout = 10 * time.Minute
 	DefaultRingSamples = 50
+	DefaultLoadKeys    = 1_000_000
+)
+
+// The load models of the placement figures (Config.LoadModel).
+const (
+	// LoadZipf is Config.LoadKeys keys, key k of rate 1/k^0.9.
+	LoadZipf = "zipf"
+	// LoadTenants is 5,000 tenants of sizes spread log-uniformly over 1
+	// to 1,000.
+	LoadTenants = "tenants"
+	// LoadUniform is partition loads spread uniformly over 0.5 to 1.5.
+	LoadUniform = "uniform"
 )
 
 // ErrInvalidConfig is wrapped by the errors of Config.Validate.
@@ -50,13 +62,32 @@ type Config struct {
 	RingOnly bool
 	// SkipRing skips the ring-only figures.
 	SkipRing bool
+	// LoadReports, if positive, adds a last live phase: the stable fleet
+	// runs this much virtual time with noisy load on every partition, and
+	// its etcd writes are the nodes' load reports.
+	LoadReports time.Duration
+	// Placement computes the placement figures at Nodes x Partitions
+	// (PlacementFigures). With RingOnly and SkipRing, nothing else is run.
+	Placement bool
+	// LoadModel is the load of the placement figures: LoadZipf (""),
+	// LoadTenants or LoadUniform.
+	LoadModel string
+	// LoadKeys is the number of keys whose Zipf-distributed rates load the
+	// placement figures' partitions under LoadZipf. Zero means 1,000,000.
+	LoadKeys int
 	// RingNodes and RingPartitions size the ring-only figures. Zero means
 	// 1000 and 4096.
 	RingNodes, RingPartitions int
-	// RingAlgorithm is the ring algorithm of the live fleet and the
-	// ring-only figures (ring.AlgorithmBounded or ring.AlgorithmWeighted);
-	// zero means ring.AlgorithmBounded.
+	// RingAlgorithm is the ring algorithm of the live fleet
+	// (ring.AlgorithmBounded or ring.AlgorithmWeighted); zero means
+	// ring.AlgorithmBounded.
 	RingAlgorithm int
+	// RingBoth computes the ring-only figures of both ring algorithms,
+	// side by side on the same samples.
+	RingBoth bool
+	// RingHeavy, if positive, gives every RingHeavy-th node and joiner of
+	// the ring-only figures capacity weight 2 (10: a tenth of them).
+	RingHeavy int
 	// RingSamples is how many joins and how many leaves the ring-only
 	// figures sample. Zero means 50.
 	RingSamples int
@@ -95,6 +126,10 @@ func (c Config) withDefaults() Config {
 	def(&c.RingNodes, DefaultNodes)
 	def(&c.RingPartitions, DefaultPartitions)
 	def(&c.RingSamples, DefaultRingSamples)
+	def(&c.LoadKeys, DefaultLoadKeys)
+	if c.LoadModel == "" {
+		c.LoadModel = LoadZipf
+	}
 	if c.LoadFactor == 0 {
 		c.LoadFactor = DefaultLoadFactor
 	}
@@ -125,9 +160,12 @@ func (c Config) Validate() error {
 			ErrInvalidConfig, c.Nodes, c.Partitions, c.RingNodes, c.RingPartitions)
 	case c.Nodes == 1 && !c.RingOnly:
 		return fmt.Errorf("%w: a live fleet of 1 node cannot lose one (nodes must be >= 2)", ErrInvalidConfig)
-	case c.Restarts < 0 || c.RingSamples < 0:
-		return fmt.Errorf("%w: restarts %d and ring samples %d must not be negative", ErrInvalidConfig, c.Restarts, c.RingSamples)
-	case c.TTL < 0 || c.Step < 0 || c.Quiet < 0 || c.WaitTimeout < 0:
+	case c.Restarts < 0 || c.RingSamples < 0 || c.RingHeavy < 0 || c.LoadKeys < 0:
+		return fmt.Errorf("%w: restarts %d, ring samples %d, ring heavy %d and load keys %d must not be negative",
+			ErrInvalidConfig, c.Restarts, c.RingSamples, c.RingHeavy, c.LoadKeys)
+	case c.LoadModel != "" && c.LoadModel != LoadZipf && c.LoadModel != LoadTenants && c.LoadModel != LoadUniform:
+		return fmt.Errorf("%w: load model %q (must be %s, %s or %s)", ErrInvalidConfig, c.LoadModel, LoadZipf, LoadTenants, LoadUniform)
+	case c.TTL < 0 || c.Step < 0 || c.Quiet < 0 || c.WaitTimeout < 0 || c.LoadReports < 0:
 		return fmt.Errorf("%w: durations must not be negative (TTL %v, step %v, quiet %v, wait timeout %v)",
 			ErrInvalidConfig, c.TTL, c.Step, c.Quiet, c.WaitTimeout)
 	case c.TTL > 0 && c.Step > 0 && c.Step >= c.TTL/3:

@@ -26,7 +26,9 @@
 //	go run ./sim scale -restarts 2 -skip-ring  # live 1000 x 4096, 2 restarts (~15 min)
 //	go run ./sim scale -nodes 200 -restarts 10 # live 200 x 4096, ring-only 1000 x 4096
 //	go run ./sim scale -nodes 50 -skip-ring    # live 50 x 4096, whole-fleet rolling restart
-//	go run ./sim scale -ring-only              # ring-only 1000 x 4096
+//	go run ./sim scale -ring-only              # ring-only 1000 x 4096, both ring algorithms
+//	go run ./sim scale -ring-only -ring-heavy 10 # the same, every 10th node of weight 2
+//	go run ./sim scale -ring-only -skip-ring -placement -ring-heavy 10 # placement figures
 //
 // # Virtual time
 //
@@ -69,5 +71,17 @@
 // Config.RingNodes x Config.RingPartitions (1000 x 4096 by default)
 // whatever the live size, the partitions a join or a leave moves against
 // the ideal over random samples, the time to build one ring (which every
-// node pays on every membership change) and the heap one ring holds.
+// node pays on every membership change) and the heap one ring holds, for
+// both ring algorithms side by side on the same samples (-ring-both, on by
+// default on the command line), with every k-th node and joiner of weight
+// 2 (-ring-heavy k).
+//
+// # Placement figures
+//
+// PlacementFigures (-placement) measures placement by load at Nodes x
+// Partitions on AlgorithmWeighted without a live fleet: the load reports'
+// etcd writes counted on a virtual hour by the load meter's rule, the time
+// of balance.Plan and of a Balancer's Plan and Apply against memetcd
+// holding the fleet's spec, members and load reports, and the passes and
+// moves until the balancer stops, on three load models (-load-model).
 package scale

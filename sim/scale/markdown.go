@@ -5,6 +5,9 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/tenure-go/tenure/balance"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // WriteMarkdown writes the report as markdown tables.
@@ -26,6 +29,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				writePhase(&b, p.Name+", per change", p, p.Changes)
 			}
 		}
+		for _, p := range phases {
+			if p.Name == "load reports" && p.Virtual > 0 {
+				fmt.Fprintf(&b, "\nLoad reports of the live fleet: %d writes in %v of virtual time, **%.2f writes/s** (a report a node at most every max(10s, members/5 s)).\n",
+					p.Etcd.Writes, p.Virtual, float64(p.Etcd.Writes)/p.Virtual.Seconds())
+			}
+		}
 		fmt.Fprintf(&b, "\nHeap in use after GC: %s before the first node (memetcd, parked claims), %s with the fleet up: **%s per node**; %.1f goroutines per node.\n",
 			byteSize(l.HeapBefore), byteSize(l.HeapFleet), byteSize(l.HeapPerNode), l.GoroutinesPerNode)
 		for _, p := range phases {
@@ -36,21 +45,32 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	if g := r.Ring; g != nil {
-		alg := max(c.RingAlgorithm, 1)
-		fmt.Fprintf(&b, "## Ring only: %d nodes x %d partitions (load factor %v, ring algorithm %d)\n\n", g.Nodes, g.Partitions, c.LoadFactor, alg)
-		b.WriteString("| change | samples | ideal P/N | mean moved | mean/ideal | max moved | max/ideal |\n")
-		b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
-		for _, m := range []struct {
-			name string
-			m    Moves
-		}{{fmt.Sprintf("join (%d -> %d)", g.Nodes, g.Nodes+1), g.Join}, {fmt.Sprintf("leave (%d -> %d)", g.Nodes, g.Nodes-1), g.Leave}} {
-			if m.m.Samples == 0 {
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.2f | %d | %.2f |\n", m.name, m.m.Samples, m.m.Ideal, m.m.Mean, m.m.MeanRatio(), m.m.Max, m.m.MaxRatio())
+		weights := "every weight 1"
+		if g.Heavy > 0 {
+			weights = fmt.Sprintf("every %d-th node and joiner of weight 2", g.Heavy)
 		}
-		fmt.Fprintf(&b, "\nOne ring: built in %v, holds %s. Every node rebuilds its ring on every membership change: %v of CPU per change fleet-wide.\n\n",
-			g.Build.Round(time.Microsecond), byteSize(g.RingBytes), g.FleetBuild.Round(time.Millisecond))
+		fmt.Fprintf(&b, "## Ring only: %d nodes x %d partitions (load factor %v, %s)\n\n", g.Nodes, g.Partitions, c.LoadFactor, weights)
+		b.WriteString("Both ring algorithms on the same samples. Ideal = P x the weight of the node that came or went / the total weight " +
+			"(AlgorithmBounded gives every node weight 1). Build = one ring; every node builds one per membership change.\n\n")
+		b.WriteString("| algorithm | change | samples | ideal | mean moved | mean/ideal | max moved | max/ideal | build | heap |\n")
+		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, f := range g.Rules {
+			name := map[int]string{ring.AlgorithmBounded: "1 bounded", ring.AlgorithmWeighted: "2 weighted"}[f.Algorithm]
+			for _, m := range []struct {
+				name string
+				m    Moves
+			}{{fmt.Sprintf("join (%d -> %d)", g.Nodes, g.Nodes+1), f.Join}, {fmt.Sprintf("leave (%d -> %d)", g.Nodes, g.Nodes-1), f.Leave}} {
+				if m.m.Samples == 0 {
+					continue
+				}
+				fmt.Fprintf(&b, "| %s | %s | %d | %.1f | %.1f | %.2f | %d | %.2f | %v | %s |\n", name, m.name, m.m.Samples, m.m.Ideal,
+					m.m.Mean, m.m.MeanRatio(), m.m.Max, m.m.MaxRatio, f.Build.Round(time.Microsecond), byteSize(f.RingBytes))
+			}
+		}
+		b.WriteString("\n")
+	}
+	if pr := r.Placement; pr != nil {
+		writePlacement(&b, pr)
 	}
 	fmt.Fprintf(&b, "Wall time of the run: %v.\n", r.Wall.Round(time.Millisecond))
 	_, err := io.WriteString(w, b.String())
@@ -81,4 +101,40 @@ func byteSize(n uint64) string {
 		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+}
+
+// writePlacement writes the placement figures.
+func writePlacement(b *strings.Builder, pr *PlacementReport) {
+	weights := "every weight 1"
+	if pr.Heavy > 0 {
+		weights = fmt.Sprintf("every %d-th node of weight 2", pr.Heavy)
+	}
+	load := map[string]string{
+		LoadZipf:    fmt.Sprintf("%d keys, Zipf s = 0.9", pr.Keys),
+		LoadTenants: "5,000 tenants, log-uniform 1 to 1,000",
+		LoadUniform: "partition loads uniform over 0.5 to 1.5",
+	}[pr.Model]
+	fmt.Fprintf(b, "## Placement: %d nodes x %d partitions (ring algorithm 2, %s; %s)\n\n", pr.Nodes, pr.Partitions, weights, load)
+	fmt.Fprintf(b, "Load reports, counted on a virtual hour by the load meter's rule (ownership's defaults: a report at most every "+
+		"max(%v, members/%v per second), only when it changed; noisy load changes every report):\n\n", meterInterval, meterBudget)
+	b.WriteString("| nodes joined | report writes/s | most in one second |\n|---|--:|--:|\n")
+	fmt.Fprintf(b, "| at once | %.2f | %d |\n| spread over the interval | %.2f | %d |\n\n", pr.Aligned, pr.AlignedPeak, pr.Spread, pr.SpreadPeak)
+	b.WriteString("Balance (balance.DefaultConfig: bands 1.15/0.9, 1% of the partitions a pass, 1-minute cooldown, a pass every 30s):\n\n")
+	b.WriteString("| figure | value |\n|---|--:|\n")
+	fmt.Fprintf(b, "| lower bound (heaviest partition / mean load per weight / largest weight) | %.2f |\n", pr.LowerBound)
+	fmt.Fprintf(b, "| imbalance of the ring alone | %.2f |\n", pr.Before)
+	fmt.Fprintf(b, "| balance.Plan, one pass | %v (%d moves) |\n", pr.Plan.Round(time.Microsecond), pr.FirstMoves)
+	fmt.Fprintf(b, "| Balancer.Plan with its reads (in-memory etcd) | %v |\n", pr.BalancerPlan.Round(time.Microsecond))
+	fmt.Fprintf(b, "| Balancer.Apply | %v (%d etcd write for %d moves) |\n", pr.BalancerApply.Round(time.Microsecond), pr.ApplyWrites, pr.ApplyMoves)
+	fmt.Fprintf(b, "| passes with moves until a pass moves nothing | %d |\n", pr.Passes)
+	fmt.Fprintf(b, "| moves in all / most in one pass | %d / %d |\n", pr.Moves, pr.MaxMoves)
+	fmt.Fprintf(b, "| imbalance after | %.2f |\n", pr.After)
+	if pr.Passes > 0 {
+		// Each pass with moves is one balancer transaction; each move a
+		// handoff of about 2 writes (the old owner's claim deleted, the
+		// new owner's created; the live join above: 26 writes for 12).
+		fmt.Fprintf(b, "| etcd writes for moves while converging, per second (1 a pass + 2 a move, a pass every %v) | %.2f |\n",
+			balance.DefaultConfig().Interval, float64(pr.Passes+2*pr.Moves)/(float64(pr.Passes)*balance.DefaultConfig().Interval.Seconds()))
+	}
+	fmt.Fprintf(b, "| moves of a partition the same pass already moved (all passes / the Balancer's pass) | %d / %d |\n\n", pr.PlanDuplicates, pr.Duplicates)
 }

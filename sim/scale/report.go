@@ -14,6 +14,8 @@ type Report struct {
 	Live *LiveReport
 	// Ring holds the ring-only figures; nil if Config.SkipRing.
 	Ring *RingReport
+	// Placement holds the placement figures; nil unless Config.Placement.
+	Placement *PlacementReport
 	// Wall is the wall time of the whole run.
 	Wall time.Duration
 }
@@ -81,8 +83,34 @@ func (p Phase) MoveRatio() float64 {
 type RingReport struct {
 	// Nodes and Partitions are the rings' size.
 	Nodes, Partitions int
+	// Heavy is Config.RingHeavy: every Heavy-th node and joiner has
+	// weight 2 (none if 0).
+	Heavy int
+	// RuleFigures are the figures of Config.RingAlgorithm.
+	RuleFigures
+	// Rules holds the figures of each ring algorithm computed, on the same
+	// samples: Config.RingAlgorithm's alone, or with Config.RingBoth
+	// AlgorithmBounded's and AlgorithmWeighted's, in that order.
+	Rules []RuleFigures
+}
+
+// Rule returns the figures of ring algorithm alg (zero if absent).
+func (r *RingReport) Rule(alg int) RuleFigures {
+	for _, f := range r.Rules {
+		if f.Algorithm == alg {
+			return f
+		}
+	}
+	return RuleFigures{}
+}
+
+// RuleFigures holds one ring algorithm's ring-only figures.
+type RuleFigures struct {
+	// Algorithm is the ring algorithm (ring.AlgorithmBounded or
+	// ring.AlgorithmWeighted).
+	Algorithm int
 	// Build is the mean time to compute one ring of Nodes members
-	// (ring.New); every node pays it on every membership change,
+	// (ring.NewWeighted); every node pays it on every membership change,
 	// so the fleet pays Nodes x Build (FleetBuild).
 	Build, FleetBuild time.Duration
 	// RingBytes is the heap one ring holds.
@@ -92,19 +120,62 @@ type RingReport struct {
 	Join, Leave Moves
 }
 
-// Moves is the partitions moved by sampled ring changes against the ideal
-// P/N (N the larger fleet).
+// Moves is the partitions moved by sampled ring changes against the
+// ideal: P times the ring weight of the member that came or went over the
+// ring's total weight with it (P/N when every weight is 1, as
+// AlgorithmBounded makes them).
 type Moves struct {
 	Samples int
-	// Ideal is P/N.
+	// Ideal is the mean ideal per change.
 	Ideal float64
 	// Mean and Max are partitions moved per change.
 	Mean float64
 	Max  int
+	// MaxRatio is the largest moved/ideal of one change.
+	MaxRatio float64
 }
 
-// MeanRatio is Mean / Ideal.
+// MeanRatio is Mean / Ideal: all the partitions moved over all the ideal.
 func (m Moves) MeanRatio() float64 { return m.Mean / m.Ideal }
 
-// MaxRatio is Max / Ideal.
-func (m Moves) MaxRatio() float64 { return float64(m.Max) / m.Ideal }
+// PlacementReport holds the placement figures (see PlacementFigures).
+type PlacementReport struct {
+	// Nodes and Partitions are the fleet's size; every Heavy-th node has
+	// weight 2 (none if 0); Model is the load model and Keys the number
+	// of keys of LoadZipf.
+	Nodes, Partitions, Heavy, Keys int
+	Model                          string
+	// LowerBound is the heaviest partition's load over the mean load per
+	// weight, over the largest weight (a member of weight 2 may hold it
+	// at half its load per weight): no placement's imbalance can be below
+	// it.
+	LowerBound float64
+	// Aligned and Spread are the load reports' etcd writes per second,
+	// nodes joined at once or spread over the report interval; the Peak
+	// fields are the most written in one second.
+	Aligned, Spread         float64
+	AlignedPeak, SpreadPeak int
+	// Plan is the mean time of balance.Plan over the fleet; FirstMoves
+	// and Before are its first pass's moves and imbalance.
+	Plan       time.Duration
+	FirstMoves int
+	Before     float64
+	// Passes, Moves and MaxMoves are the passes with moves until a pass
+	// moves nothing, their moves, and the most moves of one pass; After
+	// is the imbalance then.
+	Passes, Moves, MaxMoves int
+	After                   float64
+	// PlanDuplicates counts the moves of those passes that move a
+	// partition the same pass already moved; Duplicates counts those of
+	// the Balancer's pass, which etcd refuses to apply as planned (one
+	// key put twice in a transaction), so the figures apply each
+	// partition's last move.
+	PlanDuplicates, Duplicates int
+	// BalancerPlan and BalancerApply are the times of a Balancer's Plan
+	// (reads included) and Apply against the in-memory etcd;
+	// ApplyWrites and ApplyMoves are Apply's etcd writes and the moves
+	// they carried.
+	BalancerPlan, BalancerApply time.Duration
+	ApplyWrites                 int64
+	ApplyMoves                  int
+}

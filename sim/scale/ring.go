@@ -11,95 +11,141 @@ import (
 )
 
 // RingFigures computes the ring-only figures at cfg.RingNodes x
-// cfg.RingPartitions: partitions moved by joins and leaves against the
-// ideal over cfg.RingSamples random samples each, the time to build one
-// ring, and the heap one ring holds. Zero fields of cfg take their
+// cfg.RingPartitions under cfg.RingAlgorithm, or with cfg.RingBoth under
+// both ring algorithms side by side on the same samples: partitions moved by joins and leaves against the ideal over
+// cfg.RingSamples random samples each, the time to build one ring, and the
+// heap one ring holds. With cfg.RingHeavy k > 0, every k-th node and every
+// k-th joiner has capacity weight 2. Zero fields of cfg take their
 // defaults.
 func RingFigures(cfg Config) (*RingReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	rc := ring.Config{Partitions: cfg.RingPartitions, LoadFactor: cfg.LoadFactor, Algorithm: cfg.RingAlgorithm}
 	n := cfg.RingNodes
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("node-%04d", i)
+	weight := func(i int) int {
+		if cfg.RingHeavy > 0 && i%cfg.RingHeavy == 0 {
+			return 2
+		}
+		return 1
 	}
-	rep := &RingReport{Nodes: n, Partitions: cfg.RingPartitions}
+	ms := make([]ring.Member, n)
+	for i := range ms {
+		ms[i] = ring.Member{ID: fmt.Sprintf("node-%04d", i), Weight: weight(i)}
+	}
+	// The samples, drawn once and shared by both algorithms.
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7363616c65)) // "scale"
+	joins := make([][]ring.Member, cfg.RingSamples)
+	leaves := make([][]ring.Member, 0, cfg.RingSamples)
+	for i := range joins {
+		joins[i] = append(slices.Clone(ms), ring.Member{ID: fmt.Sprintf("joiner-%d-%d", i, rng.Uint32()), Weight: weight(i)})
+	}
+	for range cfg.RingSamples {
+		if n > 1 {
+			i := rng.IntN(n)
+			leaves = append(leaves, slices.Delete(slices.Clone(ms), i, i+1))
+		}
+	}
+	rep := &RingReport{Nodes: n, Partitions: cfg.RingPartitions, Heavy: cfg.RingHeavy}
+	algs := []int{ring.Config{Algorithm: cfg.RingAlgorithm}.Spec().RingAlgorithm}
+	if cfg.RingBoth {
+		algs = []int{ring.AlgorithmBounded, ring.AlgorithmWeighted}
+	}
+	for _, alg := range algs {
+		rc := ring.Config{Partitions: cfg.RingPartitions, LoadFactor: cfg.LoadFactor, Algorithm: alg}
+		rf, err := ruleFigures(rc, ms, joins, leaves)
+		if err != nil {
+			return nil, err
+		}
+		rep.Rules = append(rep.Rules, *rf)
+		if alg == algs[0] || alg == cfg.RingAlgorithm {
+			rep.RuleFigures = *rf
+		}
+	}
+	return rep, nil
+}
+
+// ruleFigures computes the figures of one ring algorithm.
+func ruleFigures(rc ring.Config, ms []ring.Member, joins, leaves [][]ring.Member) (*RuleFigures, error) {
+	n := len(ms)
+	rf := &RuleFigures{Algorithm: rc.Spec().RingAlgorithm}
 
 	// Build time: the mean over at least 5 builds and 200ms.
 	var base *ring.Ring
 	builds, start := 0, time.Now()
 	for builds < 5 || time.Since(start) < 200*time.Millisecond {
-		r, err := ring.New(ids, rc)
+		r, err := ring.NewWeighted(ms, rc)
 		if err != nil {
 			return nil, err
 		}
 		base = r
 		builds++
 	}
-	rep.Build = time.Since(start) / time.Duration(builds)
-	rep.FleetBuild = rep.Build * time.Duration(n)
+	rf.Build = time.Since(start) / time.Duration(builds)
+	rf.FleetBuild = rf.Build * time.Duration(n)
 
 	// Heap of one ring.
 	before := heapAlloc()
-	r, err := ring.New(ids, rc)
+	r, err := ring.NewWeighted(ms, rc)
 	if err != nil {
 		return nil, err
 	}
 	if after := heapAlloc(); after > before {
-		rep.RingBytes = after - before
+		rf.RingBytes = after - before
 	}
 	runtime.KeepAlive(r)
 
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7363616c65)) // "scale"
-	moved := func(to []string) (int, error) {
-		next, err := ring.New(to, rc)
-		if err != nil {
-			return 0, err
-		}
-		d, err := diffRings(base, next)
-		if err != nil {
-			return 0, err
-		}
-		m := 0
-		for _, c := range d {
-			m += len(c.Gained)
-		}
-		return m, nil
-	}
-	sample := func(mv *Moves, ideal float64, members func(i int) []string) error {
-		mv.Ideal = ideal
-		total := 0
-		for i := range cfg.RingSamples {
-			m, err := moved(members(i))
+	// sample moves from base to each member list; the ideal of a change is
+	// the ring weight of the member that came or went over the ring's
+	// total weight with it, times P.
+	sample := func(mv *Moves, lists [][]ring.Member, changed func(next *ring.Ring, i int) string) error {
+		var moved, ideal float64
+		for i, to := range lists {
+			next, err := ring.NewWeighted(to, rc)
 			if err != nil {
 				return err
 			}
-			total += m
+			d, err := diffRings(base, next)
+			if err != nil {
+				return err
+			}
+			m := 0
+			for _, c := range d {
+				m += len(c.Gained)
+			}
+			big := base
+			if len(to) > n {
+				big = next
+			}
+			id := changed(next, i)
+			total := 0
+			for _, member := range big.Members() {
+				total += big.Weight(member)
+			}
+			want := float64(rc.Partitions) * float64(big.Weight(id)) / float64(total)
+			moved += float64(m)
+			ideal += want
 			mv.Max = max(mv.Max, m)
+			mv.MaxRatio = max(mv.MaxRatio, float64(m)/want)
 			mv.Samples++
 		}
 		if mv.Samples > 0 {
-			mv.Mean = float64(total) / float64(mv.Samples)
+			mv.Mean, mv.Ideal = moved/float64(mv.Samples), ideal/float64(mv.Samples)
 		}
 		return nil
 	}
-	p := float64(cfg.RingPartitions)
-	err = sample(&rep.Join, p/float64(n+1), func(i int) []string {
-		return append(slices.Clone(ids), fmt.Sprintf("joiner-%d-%d", i, rng.Uint32()))
-	})
-	if err != nil {
+	if err := sample(&rf.Join, joins, func(_ *ring.Ring, i int) string { return joins[i][n].ID }); err != nil {
 		return nil, err
 	}
-	if n > 1 {
-		err = sample(&rep.Leave, p/float64(n), func(int) []string {
-			i := rng.IntN(n)
-			return slices.Delete(slices.Clone(ids), i, i+1)
-		})
-	}
-	return rep, err
+	err = sample(&rf.Leave, leaves, func(next *ring.Ring, _ int) string {
+		for _, m := range ms {
+			if next.MemberIndex(m.ID) < 0 {
+				return m.ID
+			}
+		}
+		return ""
+	})
+	return rf, err
 }
 
 // heapAlloc returns runtime.MemStats.HeapAlloc after a full GC.

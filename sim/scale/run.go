@@ -34,6 +34,13 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 			return rep, err
 		}
 	}
+	if cfg.Placement {
+		logf(cfg, "placement figures at %d x %d", cfg.Nodes, cfg.Partitions)
+		rep.Placement, err = PlacementFigures(ctx, cfg)
+		if err != nil {
+			return rep, err
+		}
+	}
 	if !cfg.RingOnly {
 		rep.Live, err = runLive(ctx, cfg)
 	}
@@ -127,6 +134,12 @@ func runLive(ctx context.Context, cfg Config) (rep *LiveReport, err error) {
 			}
 			return nil
 		}},
+	}
+	if cfg.LoadReports > 0 {
+		steps = append(steps, struct {
+			name string
+			run  func(ph *Phase) error
+		}{"load reports", func(ph *Phase) error { return f.loadReports(ctx, ph, cfg.LoadReports) }})
 	}
 	for _, s := range steps {
 		logf(cfg, "%s", s.name)

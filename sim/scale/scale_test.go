@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-go/tenure/ring"
 )
 
 // smallConfig is a fleet that runs every phase in a few seconds: 20 nodes
@@ -77,21 +79,46 @@ func TestRunSmallFleet(t *testing.T) {
 	assert.Positive(t, l.HeapPerNode)
 
 	require.NotNil(t, rep.Ring)
-	assert.LessOrEqual(t, rep.Ring.Join.MeanRatio(), 1.2, "ring-only joins")
-	assert.LessOrEqual(t, rep.Ring.Leave.MeanRatio(), 1.2, "ring-only leaves")
+	bounded := rep.Ring.Rule(ring.AlgorithmBounded)
+	assert.LessOrEqual(t, bounded.Join.MeanRatio(), 1.2, "ring-only joins")
+	assert.LessOrEqual(t, bounded.Leave.MeanRatio(), 1.2, "ring-only leaves")
 	assert.Contains(t, out.String(), "| rolling restart, per change |")
 }
 
 func TestRingFigures(t *testing.T) {
 	rep, err := RingFigures(Config{RingNodes: 50, RingPartitions: 2048, RingSamples: 20})
 	require.NoError(t, err)
-	assert.Equal(t, 20, rep.Join.Samples)
-	assert.Equal(t, 20, rep.Leave.Samples)
-	assert.InDelta(t, 2048.0/51, rep.Join.Ideal, 1e-9)
-	assert.InDelta(t, 2048.0/50, rep.Leave.Ideal, 1e-9)
-	assert.GreaterOrEqual(t, rep.Join.Mean, rep.Join.Ideal*0.9, "a join moves about the new node's share")
-	assert.Positive(t, rep.Build)
-	assert.Equal(t, rep.Build*50, rep.FleetBuild)
+	require.Len(t, rep.Rules, 1)
+	assert.Equal(t, ring.AlgorithmBounded, rep.Algorithm, "the configured algorithm's figures, bounded by default")
+	assert.Equal(t, rep.Rules[0], rep.RuleFigures)
+
+	rep, err = RingFigures(Config{RingNodes: 50, RingPartitions: 2048, RingSamples: 20, RingBoth: true, RingAlgorithm: ring.AlgorithmWeighted})
+	require.NoError(t, err)
+	require.Len(t, rep.Rules, 2)
+	assert.Equal(t, ring.AlgorithmWeighted, rep.Algorithm)
+	for _, alg := range []int{ring.AlgorithmBounded, ring.AlgorithmWeighted} {
+		f := rep.Rule(alg)
+		assert.Equal(t, alg, f.Algorithm)
+		assert.Equal(t, 20, f.Join.Samples)
+		assert.Equal(t, 20, f.Leave.Samples)
+		assert.InDelta(t, 2048.0/51, f.Join.Ideal, 1e-9)
+		assert.InDelta(t, 2048.0/50, f.Leave.Ideal, 1e-9)
+		assert.GreaterOrEqual(t, f.Join.Mean, f.Join.Ideal*0.9, "a join moves about the new node's share")
+		assert.GreaterOrEqual(t, f.Join.MaxRatio, f.Join.MeanRatio())
+		assert.Positive(t, f.Build)
+		assert.Equal(t, f.Build*50, f.FleetBuild)
+	}
+
+	// Every 10th node and joiner of weight 2: the weighted rule's ideal
+	// counts the weights, the bounded rule's does not.
+	rep, err = RingFigures(Config{RingNodes: 50, RingPartitions: 2048, RingSamples: 20, RingHeavy: 10, RingBoth: true})
+	require.NoError(t, err)
+	w := rep.Rule(ring.AlgorithmWeighted)
+	assert.InDelta(t, (2*2048.0*2/57+18*2048.0/56)/20, w.Join.Ideal, 1e-9, "joiners 0 and 10 weigh 2 of 57, the others 1 of 56")
+	assert.InDelta(t, 2048.0/51, rep.Rule(ring.AlgorithmBounded).Join.Ideal, 1e-9)
+	var out bytes.Buffer
+	require.NoError(t, (&Report{Config: Config{LoadFactor: 1.25}, Ring: rep}).WriteMarkdown(&out))
+	assert.Contains(t, out.String(), "| 2 weighted | join (50 -> 51) | 20 |")
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -109,6 +136,8 @@ func TestConfigValidate(t *testing.T) {
 		{"step too long", Config{TTL: 3 * time.Second, Step: time.Second}, false},
 		{"bad load factor", Config{LoadFactor: 0.5}, false},
 		{"negative quiet", Config{Quiet: -time.Millisecond}, false},
+		{"unknown load model", Config{LoadModel: "pareto"}, false},
+		{"negative ring heavy", Config{RingHeavy: -1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -123,4 +152,56 @@ func TestConfigValidate(t *testing.T) {
 	assert.Equal(t, 1000, d.Nodes)
 	assert.Equal(t, 4096, d.Partitions)
 	assert.Equal(t, 1000, d.Restarts)
+}
+
+// TestPlacementFigures: the load reports' writes follow the meter's rule
+// (n nodes, one report each per max(10s, n/5 s): 5 a second at most), a
+// balance pass is timed and applied in one etcd write, and balanceable
+// load converges within the band.
+func TestPlacementFigures(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := PlacementFigures(ctx, Config{Nodes: 100, Partitions: 1024, RingHeavy: 10, LoadModel: LoadUniform})
+	require.NoError(t, err)
+	assert.InDelta(t, 5, rep.Aligned, 0.05, "100 nodes, a report each per 20s")
+	assert.InDelta(t, 5, rep.Spread, 0.05)
+	assert.Equal(t, 100, rep.AlignedPeak, "nodes that joined at once write in the same second")
+	assert.LessOrEqual(t, rep.SpreadPeak, 5)
+	assert.Positive(t, rep.Plan)
+	assert.Positive(t, rep.BalancerPlan)
+	assert.EqualValues(t, 1, rep.ApplyWrites, "one transaction a pass")
+	assert.Positive(t, rep.ApplyMoves)
+	assert.LessOrEqual(t, rep.MaxMoves, 10, "1% of 1024 a pass")
+	assert.Greater(t, rep.Before, 1.15)
+	assert.LessOrEqual(t, rep.After, 1.15, "uniform load converges within the upper band")
+
+	reports, spread := reportWrites(1000, true)
+	assert.InDelta(t, 5, reports, 0.05, "1000 nodes: a report each per 200s")
+	assert.Equal(t, 5, spread)
+	reports, _ = reportWrites(10, false)
+	assert.InDelta(t, 1, reports, 0.01, "10 nodes: a report each per 10s")
+}
+
+// TestLoadReportsLive: real nodes under load write their load reports by
+// the meter's rule. 19 live nodes after the phases (a join, a leave and a
+// crash): a report a node at most every max(10s, 19/5 s) = 10s, so about
+// 1.9 writes a second, and nothing else writes in the stable fleet.
+func TestLoadReportsLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a fleet")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := smallConfig(t)
+	cfg.SkipRing, cfg.Restarts, cfg.LoadReports = true, 1, time.Minute
+	var out bytes.Buffer
+	rep, err := Run(ctx, cfg, &out)
+	require.NoError(t, err)
+	t.Log("\n" + out.String())
+	ph := rep.Live.Phases[len(rep.Live.Phases)-1]
+	require.Equal(t, "load reports", ph.Name)
+	assert.GreaterOrEqual(t, ph.Virtual, time.Minute)
+	perSecond := float64(ph.Etcd.Writes) / ph.Virtual.Seconds()
+	assert.InDelta(t, 1.9, perSecond, 0.4, "%d writes in %v", ph.Etcd.Writes, ph.Virtual)
+	assert.Contains(t, out.String(), "Load reports of the live fleet:")
 }
