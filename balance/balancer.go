@@ -18,9 +18,18 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// maxRemoves bounds the moves one pass removes, so that a pass stays
-// within etcd's operations per transaction.
-const maxRemoves = 32
+// A pass is applied in one etcd transaction, which etcd bounds to
+// maxTxnOps comparisons and maxTxnOps operations (its --max-txn-ops
+// default). Apply compares passCmps keys for the whole pass, two for each
+// move and one for each removal, so a pass removes at most maxRemoves of
+// the moves no longer needed and makes at most maxMoves moves; the rest is
+// left to the next passes.
+const (
+	maxTxnOps  = 128
+	passCmps   = 4
+	maxRemoves = 32
+	maxMoves   = (maxTxnOps - passCmps - maxRemoves) / 2
+)
 
 // Balancer reads a fleet, plans passes and applies them, fenced by the
 // term of the election it runs in. It is safe for concurrent use.
@@ -175,7 +184,11 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 		sus := fleet.Suspension(keys.DecodeBalanceSuspend(kvs[0].Value))
 		pl.Suspended = &sus
 	}
-	pl.Pass = Plan(in, b.cfg)
+	cfg := b.cfg
+	if parts := f.Ring.Partitions(); Budget(parts, cfg.Budget) > maxMoves {
+		cfg.Budget = float64(maxMoves) / float64(parts)
+	}
+	pl.Pass = Plan(in, cfg)
 	if len(pl.Removes) > maxRemoves {
 		pl.Removes = pl.Removes[:maxRemoves]
 	}

@@ -20,12 +20,19 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// skewedFleet writes a fleet's spec, four members and load reports in
-// which n00 carries ten times the load of the others on every partition.
+// skewedFleet writes a fleet's spec of 64 partitions, four members and
+// load reports in which n00 carries ten times the load of the others on
+// every partition.
 func skewedFleet(t *testing.T, ctx context.Context, cli *clientv3.Client, name string) *ring.Ring {
 	t.Helper()
+	return skewedFleetOf(t, ctx, cli, name, 64)
+}
+
+// skewedFleetOf is skewedFleet with parts partitions.
+func skewedFleetOf(t *testing.T, ctx context.Context, cli *clientv3.Client, name string, parts int) *ring.Ring {
+	t.Helper()
 	l := keys.New(name)
-	cfg := ring.Config{Partitions: 64, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}
+	cfg := ring.Config{Partitions: parts, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}
 	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg.Spec(), false)
 	require.NoError(t, err)
 	ids := []string{"n00", "n01", "n02", "n03"}
@@ -169,4 +176,27 @@ func TestBalancerStaleSnapshot(t *testing.T) {
 	require.NoError(t, b.Apply(ctx, term, pl))
 	got := placements(t, ctx, cli, name)
 	assert.Len(t, got, len(pl.Moves)+1, fmt.Sprint(got))
+}
+
+// TestBalancerPassFitsOneTxn: a pass whose budget exceeds what one etcd
+// transaction can carry (etcd refuses more than 128 comparisons or
+// operations by default) is cut to fit, and applies; the rest is left to
+// the next passes.
+func TestBalancerPassFitsOneTxn(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const name = "balance-txn"
+	skewedFleetOf(t, ctx, cli, name, 8192)
+	b, err := NewBalancer(cli, Config{Cluster: name, Budget: 0.05})
+	require.NoError(t, err)
+	_, term := campaign(t, ctx, cli, name, "only")
+
+	pl, err := b.Plan(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, pl.Moves)
+	require.NoError(t, b.Apply(ctx, term, pl), "a pass of %d moves", len(pl.Moves))
+	assert.Less(t, len(pl.Moves), Budget(8192, 0.05), "the pass is cut below its budget")
+	assert.Len(t, placements(t, ctx, cli, name), len(pl.Moves))
 }

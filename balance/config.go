@@ -29,6 +29,8 @@ type Config struct {
 	Upper, Lower float64
 	// Budget is the most partitions one pass moves, as a fraction of the
 	// partitions (at least 1 a pass). Default 0.01; it must be in (0, 1].
+	// A Balancer's pass makes at most 46 moves whatever the fraction, so
+	// that it fits one etcd transaction (etcd's default --max-txn-ops).
 	Budget float64
 	// Cooldown is how long a partition the balancer moved is left where it
 	// is, from the time its move records (by the clock of the balancer

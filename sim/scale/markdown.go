@@ -119,7 +119,9 @@ func writePlacement(b *strings.Builder, pr *PlacementReport) {
 		"max(%v, members/%v per second), only when it changed; noisy load changes every report):\n\n", meterInterval, meterBudget)
 	b.WriteString("| nodes joined | report writes/s | most in one second |\n|---|--:|--:|\n")
 	fmt.Fprintf(b, "| at once | %.2f | %d |\n| spread over the interval | %.2f | %d |\n\n", pr.Aligned, pr.AlignedPeak, pr.Spread, pr.SpreadPeak)
-	b.WriteString("Balance (balance.DefaultConfig: bands 1.15/0.9, 1% of the partitions a pass, 1-minute cooldown, a pass every 30s):\n\n")
+	bc := balance.DefaultConfig()
+	fmt.Fprintf(b, "Balance (balance.DefaultConfig: bands %v/%v, %v%% of the partitions a pass, cooldown %v, a pass every %v):\n\n",
+		bc.Upper, bc.Lower, bc.Budget*100, bc.Cooldown, bc.Interval)
 	b.WriteString("| figure | value |\n|---|--:|\n")
 	fmt.Fprintf(b, "| lower bound (heaviest partition / mean load per weight / largest weight) | %.2f |\n", pr.LowerBound)
 	fmt.Fprintf(b, "| imbalance of the ring alone | %.2f |\n", pr.Before)
