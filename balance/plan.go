@@ -61,6 +61,9 @@ type memberLoad struct {
 	weight float64
 	load   float64
 	parts  []int // the partitions it may give: loaded, not pinned, not cooling
+	// noise is how far off its load per weight may read: the spread of
+	// its partitions' measurement errors (see Config.NoiseMargin).
+	noise float64
 	// received is whether it received a partition within the cooldown:
 	// its meter still ramps that partition's load up from zero, so its
 	// load is not known yet and it receives nothing more until then.
@@ -78,6 +81,23 @@ func (m *memberLoad) perWeight() float64 { return m.load / m.weight }
 // a fleet within the bands is left alone, so steady load causes no moves,
 // and so is a member that carries a partition heavier than the band on
 // its own (the bound of the imbalance).
+//
+// A member's load is a sum of measured rates, each off by some error, and
+// a member whose load is mostly one or two heavy partitions reads up and
+// down by as much as its heaviest partition's error. So a member
+// triggers a pass only when it is beyond a band by more than its noise:
+// cfg.NoiseMargin times the root of the sum of its partitions' squared
+// loads, per weight (the spread of independent errors of NoiseMargin
+// each). A member of many light partitions triggers at about the band's
+// edge; one of a single heavy partition a little past it.
+//
+// While a partition moved within the cooldown (in.Moved: the balancer is
+// still evening the fleet out), the bands' middles take the place of
+// their edges as the trigger, noise margin included: a pass that ran out
+// of budget is carried on by the next, so that a fleet is not left with
+// members just inside an edge, which noise alone would later carry
+// across. Without in.Moved (a balancer that just took over) only the
+// edges trigger.
 //
 // A triggered pass evens out past the bands' edges, to their middles (hi
 // = (1+Upper)/2 and lo = (1+Lower)/2 times the mean), so that noise
@@ -119,6 +139,7 @@ func Plan(in Input, cfg Config) Pass {
 	members := make([]*memberLoad, len(ids))
 	byID := make(map[string]*memberLoad, len(ids))
 	var total, weight float64
+	recent := false // a partition was moved within the cooldown
 	for i, id := range ids {
 		members[i] = &memberLoad{id: id, weight: float64(r.Weight(id))}
 		byID[id] = members[i]
@@ -132,9 +153,10 @@ func Plan(in Input, cfg Config) Pass {
 		l := loadOf(in, p)
 		m := byID[id]
 		m.load += l
+		m.noise += l * l // the sum of squares here, the spread below
 		total += l
 		if t, ok := in.Moved[p]; ok && in.Now.Sub(t) < cfg.Cooldown {
-			m.received = true
+			m.received, recent = true, true
 		} else if l > 0 && !in.Pinned[p] {
 			m.parts = append(m.parts, p)
 		}
@@ -143,19 +165,27 @@ func Plan(in Input, cfg Config) Pass {
 		return pass
 	}
 	mean := total / weight
+	margin := cfg.noiseMargin()
+	for _, m := range members {
+		m.noise = margin * math.Sqrt(m.noise) / m.weight
+	}
 	sortMembers(members)
 	pass.Before = members[0].perWeight() / mean
 	pass.After = pass.Before
 	hi, lo := (1+cfg.Upper)/2*mean, (1+cfg.Lower)/2*mean
-	_, hot := cool(in, members, cfg.Upper*mean)
-	_, cold := fill(in, members, hi, cfg.Lower*mean)
+	upper, lower := cfg.Upper*mean, cfg.Lower*mean
+	if recent {
+		upper, lower = hi, lo
+	}
+	_, hot := cool(in, members, upper, true)
+	_, cold := fill(in, members, hi, lower, true)
 	if !hot && !cold {
 		return pass
 	}
 	for budget := Budget(r.Partitions(), cfg.Budget); len(pass.Moves) < budget; {
-		mv, ok := cool(in, members, hi)
+		mv, ok := cool(in, members, hi, false)
 		if !ok && cold {
-			mv, ok = fill(in, members, hi, lo)
+			mv, ok = fill(in, members, hi, lo, false)
 		}
 		if !ok {
 			break
@@ -191,17 +221,20 @@ func (c candidate) better(d candidate) bool {
 }
 
 // cool returns the move that lowers most the hotter of its pair, from the
-// hottest member above hi that has a move at all; members are sorted
-// hottest first.
+// hottest member above hi (above hi by more than its noise, if noisy) that
+// has a move at all; members are sorted hottest first.
 //
 // Among members of one weight, the coolest receives best (a move's score
 // and the receiver's load after it only grow with the receiver's load), so
 // only the coolest member of each weight is tried as a receiver.
-func cool(in Input, members []*memberLoad, hi float64) (candidate, bool) {
+func cool(in Input, members []*memberLoad, hi float64, noisy bool) (candidate, bool) {
 	receivers := coolestByWeight(members)
 	for _, from := range members {
 		if from.perWeight() <= hi {
 			break
+		}
+		if noisy && from.perWeight() <= hi+from.noise {
+			continue
 		}
 		var best candidate
 		found := false
@@ -249,12 +282,12 @@ func coolestByWeight(members []*memberLoad) []*memberLoad {
 	return out
 }
 
-// fill returns the move into the coolest member, if it is below lo, that
-// raises it most while it stays at or below hi and its giver stays at or
-// above lo and above it.
-func fill(in Input, members []*memberLoad, hi, lo float64) (candidate, bool) {
+// fill returns the move into the coolest member, if it is below lo (below
+// lo by more than its noise, if noisy), that raises it most while it stays
+// at or below hi and its giver stays at or above lo and above it.
+func fill(in Input, members []*memberLoad, hi, lo float64, noisy bool) (candidate, bool) {
 	to := members[len(members)-1]
-	if to.received || to.perWeight() >= lo {
+	if to.received || to.perWeight() >= lo || (noisy && to.perWeight() >= lo-to.noise) {
 		return candidate{}, false
 	}
 	var best candidate

@@ -2,7 +2,6 @@ package ownership
 
 import (
 	"context"
-	"math"
 	"slices"
 	"testing"
 	"time"
@@ -15,32 +14,6 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// TestLoadMeterSmooths: the meter's rate is an exponentially weighted
-// moving average whose weight depends on the elapsed time, not on how
-// often it ticks; partitions the node does not serve are reset and left
-// out of the report; reports round to three significant digits.
-func TestLoadMeterSmooths(t *testing.T) {
-	m := newLoadMeter(4)
-	owned := []int{0, 1}
-	for range 600 { // 60s of 100 units/s on partition 0, ticking every 100ms
-		m.add(0, 10)
-		m.add(2, 10)
-		m.tick(100*time.Millisecond, time.Minute, owned)
-	}
-	assert.InDelta(t, 100*(1-math.Exp(-1)), m.rates[0], 0.5, "one window: 1-1/e of the way")
-	assert.Zero(t, m.rates[2], "not served")
-	coarse := newLoadMeter(1)
-	coarse.add(0, 6000)
-	coarse.tick(time.Minute, time.Minute, []int{0})
-	assert.InDelta(t, m.rates[0], coarse.rates[0], 0.5, "the same minute ticked once")
-	r := m.report(time.Minute, owned)
-	assert.Equal(t, []int{0}, r.Partitions, "no load, no entry")
-	assert.Equal(t, round3(m.rates[0]), r.Loads[0])
-	assert.Equal(t, 63.2, round3(63.2120558))
-	assert.Equal(t, 0.00123, round3(0.001234))
-	assert.Zero(t, round3(math.NaN()))
-}
 
 // TestNodePublishesLoad: Hold counts one unit and AddPartitionLoad adds
 // custom units on the partition; the node publishes the smoothed loads of

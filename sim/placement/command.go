@@ -28,11 +28,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&cfg.Hot, "hot", cfg.Hot, "hot tenant's rate over the mean load per weight")
 	fs.Float64Var(&cfg.Balance.Upper, "upper", cfg.Balance.Upper, "balancer's upper band")
 	fs.Float64Var(&cfg.Balance.Lower, "lower", cfg.Balance.Lower, "balancer's lower band")
+	fs.Float64Var(&cfg.Balance.NoiseMargin, "noise-margin", cfg.Balance.NoiseMargin, "balancer's noise margin (negative: none)")
 	fs.Float64Var(&cfg.Balance.Budget, "budget", cfg.Balance.Budget, "balancer's budget per pass (fraction of the partitions)")
 	fs.DurationVar(&cfg.Balance.Cooldown, "cooldown", cfg.Balance.Cooldown, "balancer's cooldown")
 	fs.DurationVar(&cfg.Balance.Interval, "interval", cfg.Balance.Interval, "balancer's interval")
 	fs.DurationVar(&cfg.Steady, "steady", cfg.Steady, "virtual time under stationary load")
-	fs.BoolVar(&cfg.SeedMeter, "seed-meter", false, "what-if: a new owner's meter starts at its first tick's rate, not at zero")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed")
 	out := fs.String("out", "", "also write the markdown report to this file")
 	if err := fs.Parse(args); err != nil {

@@ -47,10 +47,6 @@ type Config struct {
 	// Noise is the multiplicative noise on every partition's count per
 	// tick: uniform in [1-Noise, 1+Noise]. Default 0.2.
 	Noise float64
-	// SeedMeter is a what-if, not ownership's meter: a node that starts
-	// serving a partition starts its rate at the first tick's count
-	// instead of climbing from zero through the EWMA.
-	SeedMeter bool
 	// Converge is the virtual time the balancer gets to converge from the
 	// ring's placement. Default 15 minutes (30 passes at the default
 	// interval).

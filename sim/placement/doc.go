@@ -16,12 +16,13 @@
 // The balancer sees load the way the nodes publish it: every LoadInterval
 // of virtual time each partition's owner counts the units it admitted
 // (the true rate times a multiplicative noise drawn per partition and
-// tick, uniform in [1-Noise, 1+Noise]) and folds them into an
-// exponentially weighted moving average with time constant LoadWindow
-// (weight 1-exp(-elapsed/window), rates rounded to three significant
-// digits: ownership's load meter); a partition's rate at a node that
-// starts serving it starts from zero. Every balance.Config.Interval a
-// pass plans from the owners' smoothed rates.
+// tick, uniform in [1-Noise, 1+Noise]) and ticks its load meter,
+// ownership's own (internal/loadmeter: an exponentially weighted moving
+// average with time constant LoadWindow over the time the node has served
+// the partition, rates rounded to three significant digits); a node that
+// starts serving a partition discards the partial tick and takes the
+// next full tick's rate. Every balance.Config.Interval a pass plans from
+// the owners' smoothed rates.
 //
 // Every figure is reported beside the lower bound: the heaviest partition
 // over the mean load per unit of weight (on the heaviest-weighted

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/balance"
+	"github.com/tenure-go/tenure/internal/loadmeter"
 	"github.com/tenure-go/tenure/ring"
 )
 
@@ -24,9 +25,9 @@ type fleet struct {
 	ring   *ring.Ring // base with the moves placed
 	moves  map[int]string
 	moved  map[int]time.Time
-	truth  []float64 // true rate of each partition
-	meter  []float64 // smoothed rate of each partition at its owner
-	fresh  []bool    // with SeedMeter: the partition's owner has not ticked since it started serving it
+	truth  []float64                   // true rate of each partition
+	meters map[string]*loadmeter.Meter // each member's load meter, ownership's
+	owned  map[string][]int            // each member's partitions on ring
 	rng    *rand.Rand
 	now    time.Duration
 	passes int // passes run
@@ -34,7 +35,7 @@ type fleet struct {
 
 // newFleet returns the fleet of n members (every cfg.HeavyEvery-th at
 // weight 2 if weighted) on the count-only ring, its meters warmed up to
-// the true rates.
+// the true rates (a window's worth of ticks).
 func newFleet(cfg Config, n int, weighted, exact bool, truth []float64, seed uint64) (*fleet, error) {
 	ms := make([]ring.Member, n)
 	for i := range ms {
@@ -47,8 +48,31 @@ func newFleet(cfg Config, n int, weighted, exact bool, truth []float64, seed uin
 	if err != nil {
 		return nil, err
 	}
-	return &fleet{cfg: cfg, exact: exact, base: r, ring: r, moves: map[int]string{}, moved: map[int]time.Time{},
-		truth: truth, meter: slices.Clone(truth), fresh: make([]bool, len(truth)), rng: rand.New(rand.NewPCG(seed, uint64(n)))}, nil
+	f := &fleet{cfg: cfg, exact: exact, base: r, ring: r, moves: map[int]string{}, moved: map[int]time.Time{},
+		truth: truth, meters: map[string]*loadmeter.Meter{}, rng: rand.New(rand.NewPCG(seed, uint64(n)))}
+	for _, m := range ms {
+		f.meters[m.ID] = loadmeter.New(cfg.Partitions)
+	}
+	f.own()
+	if !exact {
+		for t := time.Duration(0); t <= cfg.LoadWindow; t += cfg.LoadInterval {
+			f.tick()
+		}
+	}
+	return f, nil
+}
+
+// unitsPerSecond is the fleet's total rate in the units the meters count
+// (the true rates add up to 1).
+const unitsPerSecond = 1e7
+
+// own sets every member's partitions from the fleet's ring.
+func (f *fleet) own() {
+	f.owned = make(map[string][]int, len(f.meters))
+	for p := range f.truth {
+		id, _ := f.ring.Owner(p)
+		f.owned[id] = append(f.owned[id], p)
+	}
 }
 
 // passStats is what a stretch of passes did.
@@ -87,22 +111,39 @@ func (f *fleet) run(d time.Duration, until func() bool) passStats {
 	return st
 }
 
-// tick folds one LoadInterval of counts into the owners' meters, as
-// ownership's load meter does.
+// tick counts one LoadInterval of work at every partition's owner (the
+// true rate times the noise, in units) and ticks every member's meter, as
+// ownership's publisher does. A partition moved by the last pass is
+// served by its new owner from the pass on, so the new owner's next tick
+// finds it newly served and discards it (in a real fleet the handoff
+// takes part of that interval), and its first full tick follows.
 func (f *fleet) tick() {
 	if f.exact {
-		copy(f.meter, f.truth)
 		return
 	}
-	alpha := 1 - math.Exp(-f.cfg.LoadInterval.Seconds()/f.cfg.LoadWindow.Seconds())
+	secs := f.cfg.LoadInterval.Seconds()
 	for p, t := range f.truth {
+		id, _ := f.ring.Owner(p)
 		rate := t * (1 + f.cfg.Noise*(2*f.rng.Float64()-1))
-		if f.fresh[p] {
-			f.meter[p], f.fresh[p] = rate, false
-			continue
-		}
-		f.meter[p] += alpha * (rate - f.meter[p])
+		f.meters[id].Add(p, uint64(math.Round(rate*unitsPerSecond*secs)))
 	}
+	for id, m := range f.meters {
+		m.Tick(f.cfg.LoadInterval, f.cfg.LoadWindow, f.owned[id])
+	}
+}
+
+// loads returns the load of every partition as the balancer reads it: its
+// owner's reported rate (the true rate in an exact fleet).
+func (f *fleet) loads() []float64 {
+	if f.exact {
+		return slices.Clone(f.truth)
+	}
+	loads := make([]float64, len(f.truth))
+	for p := range loads {
+		id, _ := f.ring.Owner(p)
+		loads[p] = loadmeter.Round3(f.meters[id].Rate(p))
+	}
+	return loads
 }
 
 // pass runs one balancer pass over the owners' reports and applies it as
@@ -110,11 +151,7 @@ func (f *fleet) tick() {
 func (f *fleet) pass() int {
 	f.passes++
 	now := epoch.Add(f.now)
-	loads := make([]float64, len(f.meter))
-	for p, m := range f.meter {
-		loads[p] = round3(m)
-	}
-	in := balance.Input{Ring: f.ring, Loads: loads, Moves: maps.Clone(f.moves), Moved: f.moved, Now: now}
+	in := balance.Input{Ring: f.ring, Loads: f.loads(), Moves: maps.Clone(f.moves), Moved: f.moved, Now: now}
 	pass := balance.Plan(in, f.cfg.Balance)
 	if len(pass.Moves) == 0 && len(pass.Removes) == 0 {
 		return 0
@@ -125,16 +162,13 @@ func (f *fleet) pass() int {
 	for _, m := range pass.Moves {
 		f.moves[m.Partition] = m.To
 		f.moved[m.Partition] = now
-		if !f.exact {
-			f.meter[m.Partition] = 0 // the new owner's meter starts from nothing
-			f.fresh[m.Partition] = f.cfg.SeedMeter
-		}
 	}
 	pl := make([]ring.Placement, 0, len(f.moves))
 	for p, id := range f.moves {
 		pl = append(pl, ring.Placement{Partition: p, Node: id})
 	}
 	f.ring = f.base.Place(pl)
+	f.own()
 	return len(pass.Moves)
 }
 
@@ -210,15 +244,6 @@ func (f *fleet) bound(parts []float64) float64 {
 func (f *fleet) meanPerWeight(parts []float64) float64 {
 	_, mean := f.perWeight(f.base, parts)
 	return mean
-}
-
-// round3 rounds x to three significant digits, as a load report does.
-func round3(x float64) float64 {
-	if x <= 0 || math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0
-	}
-	scale := math.Pow(10, 2-math.Floor(math.Log10(x)))
-	return math.Round(x*scale) / scale
 }
 
 // goal is the target for an imbalance under bound: 1.10, or

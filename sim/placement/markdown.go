@@ -68,9 +68,9 @@ func WriteMarkdown(w io.Writer, cfg Config, rows []Row, command string) error {
 	bc := cfg.Balance
 	fmt.Fprintf(&b, "Placement by load on virtual time: %d partitions; keys: %d keys at Zipf rates k^-%g; tenants: %d tenants of log-uniform sizes over 1..%g; ",
 		cfg.Partitions, cfg.Keys, cfg.ZipfS, cfg.Tenants, cfg.TenantMax)
-	fmt.Fprintf(&b, "unequal fleets give every %s node weight 2. The balancer (balance.Plan) runs every %v with bands %g/%g, %g of the partitions per pass (%d), a %v cooldown; ",
-		ordinal(cfg.HeavyEvery), bc.Interval, bc.Upper, bc.Lower, bc.Budget, balance.Budget(cfg.Partitions, bc.Budget), bc.Cooldown)
-	fmt.Fprintf(&b, "it sees the owners' load meters (a %v tick, a %v EWMA, rates to 3 digits) with ±%g%% noise per partition and tick, except in the \"exact\" columns (true rates). ",
+	fmt.Fprintf(&b, "unequal fleets give every %s node weight 2. The balancer (balance.Plan) runs every %v with bands %g/%g, a noise margin of %g, %g of the partitions per pass (%d), a %v cooldown; ",
+		ordinal(cfg.HeavyEvery), bc.Interval, bc.Upper, bc.Lower, bc.NoiseMargin, bc.Budget, balance.Budget(cfg.Partitions, bc.Budget), bc.Cooldown)
+	fmt.Fprintf(&b, "it sees the owners' load meters (ownership's: a %v tick, a %v EWMA over the time served, rates to 3 digits) with ±%g%% noise per partition and tick, except in the \"exact\" columns (true rates). ",
 		cfg.LoadInterval, cfg.LoadWindow, cfg.Noise*100)
 	fmt.Fprintf(&b, "Imbalance is the highest load per unit of weight over the mean, from the true rates; bound is the heaviest partition on the heaviest-weighted node over the mean (no placement does better); goal is 1.10, or 5%% above the bound where the bound is above 1.05. ")
 	fmt.Fprintf(&b, "Passes to the goal: the first pass after which the imbalance is within the goal; to the last move: up to the last pass that moved anything within %v (a late pass may still correct what the meters showed late); moves per hour are counted over %v of stationary load after that.\n\n", cfg.Converge, cfg.Steady)
