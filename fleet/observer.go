@@ -126,7 +126,7 @@ func (o *Observer) run(ctx context.Context, rev int64) {
 		if u.Stale {
 			return true
 		}
-		if u.Listing != nil {
+		if u.Listing != nil && !u.CatchUp {
 			o.resyncs.Add(1)
 		}
 		o.fleet.Apply(u)
