@@ -2,6 +2,7 @@ package fleetview
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -57,8 +58,9 @@ func TestFleetReaderCatchesUpAtWatchStart(t *testing.T) {
 // revision the fleet moves past while a writer keeps changing members and
 // claims, so that writes land before, during and after the watches start:
 // no update holds an event at or below the catch-up listing's revision,
-// each watch's events come in revision order, and the view built from the
-// updates equals a listing read once the writer stopped: nothing was lost.
+// each watch's events come in revision order, every write after the
+// listing is delivered exactly once, and the view built from the updates
+// equals a listing read once the writer stopped.
 func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 	layout := keys.New("nolost")
 	cli := cluster.New(t, 1).NewClient(t)
@@ -74,12 +76,12 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
-		lastRev := make(chan int64, 1)
+		lastRev := make(chan []int64, 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var rev int64
-			defer func() { lastRev <- rev }()
+			var written []int64
+			defer func() { lastRev <- written }() // the revisions of the writer's writes
 			for i := 0; ; i++ {
 				var resp clientv3.OpResponse
 				var err error
@@ -98,9 +100,9 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 					return
 				}
 				if resp.Put() != nil {
-					rev = resp.Put().Header.Revision
-				} else {
-					rev = resp.Del().Header.Revision
+					written = append(written, resp.Put().Header.Revision)
+				} else if resp.Del().Deleted > 0 {
+					written = append(written, resp.Del().Header.Revision)
 				}
 				select {
 				case <-stop:
@@ -127,8 +129,12 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 		var floor int64 = lst.Rev
 		lastOf := map[bool]int64{} // by Member: the last event's revision of each watch
 		applied := 0
-		var final int64
-		for final == 0 || f.Rev < final {
+		var seen, written []int64
+		var sentinel map[bool]int64 // by Member: the last write to each watch's keys
+		caughtUp := func() bool {
+			return sentinel != nil && max(floor, lastOf[true]) >= sentinel[true] && max(floor, lastOf[false]) >= sentinel[false]
+		}
+		for !caughtUp() {
 			select {
 			case u := <-updates:
 				require.False(t, u.Stale, "round %d: no watch fails", round)
@@ -142,23 +148,33 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 					require.Greater(t, e.Rev, floor, "round %d: an event the listing holds", round)
 					require.Greater(t, e.Rev, lastOf[e.Member], "round %d: events in revision order", round)
 					lastOf[e.Member] = e.Rev
+					seen = append(seen, e.Rev)
 					applied++
 				}
 				f.Apply(u)
-				if applied >= 40 && final == 0 {
+				if applied >= 40 && sentinel == nil {
 					close(stop)
 					wg.Wait()
-					final = <-lastRev
+					written = <-lastRev
+					m, err := cli.Put(ctx, layout.Member("zz"), "not json")
+					require.NoError(t, err)
+					c, err := cli.Put(ctx, layout.Claim(3), "zz")
+					require.NoError(t, err)
+					sentinel = map[bool]int64{true: m.Header.Revision, false: c.Header.Revision}
+					written = append(written, m.Header.Revision, c.Header.Revision)
 				}
 			case <-ctx.Done():
-				t.Fatalf("round %d: view at revision %d, writer at %d", round, f.Rev, final)
+				t.Fatalf("round %d: view at revision %d, sentinels %v", round, f.Rev, sentinel)
 			}
 		}
 		ustop()
 		<-done
+		slices.Sort(seen)
+		written = slices.DeleteFunc(written, func(rev int64) bool { return rev <= floor })
+		require.Equal(t, written, seen, "round %d: every write after the listing is delivered once", round)
 		want, err := r.List(ctx)
 		require.NoError(t, err)
-		require.Equal(t, final, want.Rev, "round %d: only the writer writes", round)
+		require.Equal(t, sentinel[false], want.Rev, "round %d: only the writer writes", round)
 		assert.Equal(t, want.Claims, f.Claims, "round %d", round)
 		assert.Equal(t, want.Members, f.Members, "round %d", round)
 	}
