@@ -132,6 +132,7 @@ func (f *State) Apply(u Update) {
 // revision than lst's (from a transaction's result) are kept.
 func (f *State) reset(lst *Listing) {
 	f.Rev = max(f.Rev, lst.Rev)
+	before := f.Members
 	f.Members = maps.Clone(lst.Members)
 	f.Drained = maps.Clone(lst.Drained)
 	if f.Drained == nil {
@@ -143,6 +144,11 @@ func (f *State) reset(lst *Listing) {
 	}
 	for p, c := range lst.Claims {
 		f.SetClaim(p, lst.Rev, c)
+	}
+	for id, rec := range before {
+		if _, ok := f.Members[id]; !ok {
+			f.depart(id, rec)
+		}
 	}
 	for id, d := range f.departed {
 		if _, ok := f.Members[id]; ok {
