@@ -101,6 +101,6 @@ func TestFleetStateDepartedInListing(t *testing.T) {
 	f.Apply(Update{Listing: &Listing{Rev: 2, Members: map[string]MemberRec{"a": rec}, Claims: []Claim{held, {}, {}, {}}}})
 	f.Apply(Update{Listing: &Listing{Rev: 5, Members: map[string]MemberRec{}, Claims: []Claim{held, {}, {}, {}}}, CatchUp: true})
 	assert.Equal(t, "a:1", f.Route(0).Addr, "a left: its claim still routes to it")
-	f.Apply(Update{Listing: &Listing{Rev: 6, Members: map[string]MemberRec{}, Claims: make([]Claim, 4)}})
+	f.Apply(Update{Listing: &Listing{Rev: 6, Members: map[string]MemberRec{}, Claims: make([]Claim, 4)}, CatchUp: true})
 	assert.Empty(t, f.departed, "a's last claim ended")
 }
