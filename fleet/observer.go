@@ -126,7 +126,7 @@ func (o *Observer) run(ctx context.Context, rev int64) {
 		if u.Stale {
 			return true
 		}
-		if u.Listing != nil {
+		if u.Listing != nil && !u.CatchUp {
 			o.resyncs.Add(1)
 		}
 		o.fleet.Apply(u)
@@ -184,7 +184,9 @@ func (o *Observer) Changed() <-chan struct{} {
 }
 
 // Resyncs returns the number of times the Observer read the fleet again
-// after its watch failed.
+// after its watch failed (a compaction past the revision it resumes from, a
+// broken watch). The one read that catches up when its watches start past
+// the revision it listed is no resync.
 func (o *Observer) Resyncs() int64 { return o.resyncs.Load() }
 
 // Close stops following the fleet and waits for the Observer's goroutine to

@@ -417,7 +417,9 @@ func keyInPartition(c *router.Client, p int) string {
 }
 
 // TestClientResync cuts the client off from etcd while the fleet changes and
-// shows that its view catches up once it reconnects.
+// etcd compacts past what the client has seen, and shows that its watch,
+// resumed from a compacted revision once it reconnects, makes it read the
+// fleet again (a resync) and catch up.
 func TestClientResync(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "resync", fleetOptions{})
@@ -427,9 +429,15 @@ func TestClientResync(t *testing.T) {
 	cli, fp := etcd.NewFaultyClient(t)
 	c := newClient(t, cli, router.ClientConfig{Cluster: "resync"})
 	waitClientAgrees(t, c, f)
+	// A change the client learns of only through its watch: once it
+	// agrees, its watch runs (a resync needs a watch to fail).
+	f.start("c")
+	f.waitStable()
+	waitClientAgrees(t, c, f)
+	require.Zero(t, c.Stats().Resyncs, "starting the watch is no resync")
 
 	fp.Blackhole()
-	f.start("c")
+	f.start("d")
 	f.stopMember("a")
 	f.waitStable()
 	// Compact past what the client has seen: its watch cannot resume and it

@@ -41,6 +41,10 @@ type Reader struct {
 	Clock      clock.Clock // times Follow's retries and redials
 
 	warned atomic.Bool // a claim outside [0, P) has been logged
+
+	// watching, if set, is called when Follow's watches are created, with
+	// the revision they start after (tests wait on it).
+	watching func(start int64)
 }
 
 // Member is a node registered in the cluster, as published in its member
@@ -116,6 +120,10 @@ type Event struct {
 type Update struct {
 	Stale   bool
 	Listing *Listing
+	// CatchUp marks a Listing read when the watches started later than
+	// the revision followed: it covers what changed in between, and is no
+	// resync (no watch failed).
+	CatchUp bool
 	Rev     int64 // events: the revision of the watch response
 	Events  []Event
 }
@@ -181,6 +189,11 @@ var errWatchEnded = errors.New("fleet: watch ended")
 
 // Follow watches the members and claims after revision rev and hands every
 // change to deliver, in order, until ctx ends or deliver returns false.
+// It starts its watches at etcd's current revision, where etcd sends
+// events as they are written, rather than at rev+1, which etcd serves from
+// its history in passes 100ms apart once the fleet has moved past rev; when
+// the watches start past rev it reads everything once more (a catch-up
+// listing, Update.CatchUp) and delivers only the events after it.
 // When a watch fails it delivers a stale update, reads everything again
 // (each attempt bounded by timeout, if positive; failures retried with
 // backoff) and delivers the new listing before it watches again. While it
@@ -198,7 +211,7 @@ func (r *Reader) Follow(ctx context.Context, rev int64, timeout time.Duration, d
 		<-redialed
 	}()
 	for {
-		err := r.watch(ctx, rev, deliver)
+		err := r.watch(ctx, rev, timeout, deliver)
 		if ctx.Err() != nil || errors.Is(err, errStopped) {
 			return
 		}
@@ -256,15 +269,25 @@ func (r *Reader) relist(ctx context.Context, timeout time.Duration) *Listing {
 // errStopped reports that the consumer stopped taking updates.
 var errStopped = errors.New("fleet: consumer stopped")
 
-// watch delivers the decoded events of the member, drain and claim watches
-// after revision rev until a watch fails, ctx ends or deliver returns false.
-func (r *Reader) watch(ctx context.Context, rev int64, deliver func(Update) bool) error {
+// watch delivers the decoded events of the member, drain, claim and
+// placement watches after revision rev until a watch fails, ctx ends or
+// deliver returns false. The watches start at etcd's current revision; each
+// says at creation the revision it watches after, and when the highest of
+// these is above rev, watch delivers a catch-up listing read after the four
+// were created and drops every event at or below the listing's revision:
+// each watch delivers every event after its own start, so the listing and
+// the events after it leave out nothing and repeat nothing.
+func (r *Reader) watch(ctx context.Context, rev int64, timeout time.Duration, deliver func(Update) bool) error {
 	wctx, cancel := context.WithCancel(watchstream.Own(clientv3.WithRequireLeader(ctx)))
 	defer cancel()
-	mch := r.Watcher.Watch(wctx, r.Layout.Members(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	dch := r.Watcher.Watch(wctx, r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithKeysOnly())
-	pch := r.Watcher.Watch(wctx, r.Layout.Placements(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	mch := r.Watcher.Watch(wctx, r.Layout.Members(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	dch := r.Watcher.Watch(wctx, r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithCreatedNotify())
+	pch := r.Watcher.Watch(wctx, r.Layout.Placements(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	floor, err := r.started(ctx, rev, timeout, deliver, mch, cch, dch, pch)
+	if err != nil {
+		return err
+	}
 	for {
 		var (
 			resp clientv3.WatchResponse
@@ -288,11 +311,60 @@ func (r *Reader) watch(ctx context.Context, rev int64, deliver func(Update) bool
 			return fmt.Errorf("%w (compact revision %d): %w", errWatchEnded, resp.CompactRevision, resp.Err())
 		case !ok || resp.Canceled:
 			return errWatchEnded
-		case len(resp.Events) == 0:
+		}
+		evs := after(resp.Events, floor)
+		if len(evs) == 0 {
 			continue
 		}
-		if !deliver(Update{Rev: resp.Header.Revision, Events: r.decode(resp.Events, kind)}) {
+		if !deliver(Update{Rev: resp.Header.Revision, Events: r.decode(evs, kind)}) {
 			return errStopped
 		}
 	}
+}
+
+// started waits for the created response of each watch and returns the
+// revision at or below which their events are already known: rev if no
+// watch starts after it, else the revision of the catch-up listing it
+// delivers.
+func (r *Reader) started(ctx context.Context, rev int64, timeout time.Duration, deliver func(Update) bool, chans ...clientv3.WatchChan) (int64, error) {
+	start := rev
+	for _, ch := range chans {
+		select {
+		case resp, ok := <-ch:
+			switch {
+			case resp.Err() != nil:
+				return 0, fmt.Errorf("%w at its start: %w", errWatchEnded, resp.Err())
+			case !ok || resp.Canceled || !resp.Created:
+				return 0, errWatchEnded
+			}
+			start = max(start, resp.Header.Revision)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if r.watching != nil {
+		r.watching(start)
+	}
+	if start == rev {
+		return rev, nil
+	}
+	lst := r.relist(ctx, timeout)
+	if lst == nil {
+		return 0, ctx.Err()
+	}
+	if !deliver(Update{Listing: lst, CatchUp: true}) {
+		return 0, errStopped
+	}
+	return lst.Rev, nil
+}
+
+// after returns the events of evs after revision floor; evs is in
+// revision order.
+func after(evs []*clientv3.Event, floor int64) []*clientv3.Event {
+	for i, ev := range evs {
+		if ev.Kv.ModRevision > floor {
+			return evs[i:]
+		}
+	}
+	return nil
 }

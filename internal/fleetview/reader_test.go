@@ -17,9 +17,25 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// follow runs r.follow after revision rev until the test ends and returns
-// the channel of its updates.
+// follow runs r.Follow after revision rev until the test ends and returns
+// the channel of its updates once its watches are created.
 func follow(t *testing.T, r *Reader, rev int64) <-chan Update {
+	t.Helper()
+	updates, _ := followStarts(t, r, rev)
+	return updates
+}
+
+// followStarts is follow that also returns a channel that receives the
+// revision each later start of the watches starts after.
+func followStarts(t *testing.T, r *Reader, rev int64) (<-chan Update, <-chan int64) {
+	t.Helper()
+	started := make(chan int64, 1)
+	r.watching = func(start int64) {
+		select {
+		case started <- start:
+		default:
+		}
+	}
 	updates := make(chan Update, 64)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -35,7 +51,12 @@ func follow(t *testing.T, r *Reader, rev int64) <-chan Update {
 		})
 	}()
 	t.Cleanup(func() { stop(); <-done })
-	return updates
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the watches did not start")
+	}
+	return updates, started
 }
 
 // TestFleetReaderDecodingRules holds the listing and the watch to the one
@@ -102,26 +123,33 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 	assert.Equal(t, Event{Rev: last, Put: true, P: 2, Claim: Claim{Owner: "c", Epoch: last}}, got[2])
 }
 
-// TestFleetReaderResyncsAfterCompaction: a watch that cannot resume because
-// etcd compacted past its revision ends; the reader says so (stale), reads
-// everything again, delivers the new listing and goes on watching from
-// there. The Node's event loop and the Observer both consume this.
+// TestFleetReaderResyncsAfterCompaction: a watch that cannot resume, after
+// its connection to etcd broke, because etcd compacted past its revision
+// ends; the reader says so (stale), reads everything again, delivers the
+// new listing (a resync, not a catch-up) and goes on watching from there.
+// The Node's event loop and the Observer both consume this.
 func TestFleetReaderResyncsAfterCompaction(t *testing.T) {
 	layout := keys.New("resync")
-	cli := cluster.New(t, 1).NewClient(t)
+	etcd := cluster.New(t, 1)
+	cli := etcd.NewClient(t)
+	faulty, fp := etcd.NewFaultyClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r := &Reader{KV: cli, Watcher: cli, Layout: layout, Partitions: 4, Log: hclog.NewNullLogger(), Clock: clock.Real()}
+	r := &Reader{KV: faulty, Watcher: faulty, Layout: layout, Partitions: 4, Log: hclog.NewNullLogger(), Clock: clock.Real()}
 	old, err := r.List(ctx)
 	require.NoError(t, err)
+	updates, started := followStarts(t, r, old.Rev)
+
+	fp.Blackhole()
 	_, err = cli.Put(ctx, layout.Member("a"), "not json")
 	require.NoError(t, err)
 	resp, err := cli.Put(ctx, layout.Claim(1), "a")
 	require.NoError(t, err)
 	_, err = cli.Compact(ctx, resp.Header.Revision)
 	require.NoError(t, err)
+	fp.DropConnections()
+	fp.Heal()
 
-	updates := follow(t, r, old.Rev)
 	next := func() Update {
 		t.Helper()
 		select {
@@ -132,13 +160,19 @@ func TestFleetReaderResyncsAfterCompaction(t *testing.T) {
 			return Update{}
 		}
 	}
-	require.True(t, next().Stale, "the watch from a compacted revision ends")
+	require.True(t, next().Stale, "the watch resumed from a compacted revision ends")
 	u := next()
 	require.NotNil(t, u.Listing, "a new listing follows")
+	assert.False(t, u.CatchUp, "a resync")
 	assert.Equal(t, resp.Header.Revision, u.Listing.Rev)
 	assert.Contains(t, u.Listing.Members, "a")
 	assert.Equal(t, Claim{Owner: "a", Epoch: resp.Header.Revision}, u.Listing.Claims[1])
 
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the watches did not start again")
+	}
 	del, err := cli.Delete(ctx, layout.Claim(1))
 	require.NoError(t, err)
 	u = next()

@@ -83,7 +83,7 @@ func (f *State) Forget() {
 // Apply folds one update of a Reader into f.
 func (f *State) Apply(u Update) {
 	if u.Listing != nil {
-		f.reset(u.Listing)
+		f.reset(u.Listing, u.CatchUp)
 		return
 	}
 	f.Rev = max(f.Rev, u.Rev)
@@ -128,10 +128,12 @@ func (f *State) Apply(u Update) {
 	}
 }
 
-// reset replaces the members and claims with lst's. Claims known at a later
+// reset replaces the members and claims with lst's; after a catch-up
+// listing, a member absent from lst whose claims stand departs. Claims known at a later
 // revision than lst's (from a transaction's result) are kept.
-func (f *State) reset(lst *Listing) {
+func (f *State) reset(lst *Listing, catchUp bool) {
 	f.Rev = max(f.Rev, lst.Rev)
+	before := f.Members
 	f.Members = maps.Clone(lst.Members)
 	f.Drained = maps.Clone(lst.Drained)
 	if f.Drained == nil {
@@ -143,6 +145,11 @@ func (f *State) reset(lst *Listing) {
 	}
 	for p, c := range lst.Claims {
 		f.SetClaim(p, lst.Rev, c)
+	}
+	for id, rec := range before {
+		if _, ok := f.Members[id]; !ok && catchUp {
+			f.depart(id, rec)
+		}
 	}
 	for id, d := range f.departed {
 		if _, ok := f.Members[id]; ok {

@@ -89,3 +89,18 @@ func TestFleetStateDeparted(t *testing.T) {
 	assert.Empty(t, f.departed)
 	assert.Equal(t, "a:2", f.Route(3).Addr, "a member's claims route to its published address")
 }
+
+// A listing (a catch-up at watch start, a resync) without a member that
+// left while claims bound to its lease stand keeps routing them to its
+// address, as the member's delete event does.
+func TestFleetStateDepartedInListing(t *testing.T) {
+	cfg := ring.Config{Partitions: 4, LoadFactor: ring.DefaultConfig().LoadFactor}
+	rec := MemberRec{Member: Member{ID: "a", Addr: "a:1"}, Lease: 7}
+	held := Claim{Owner: "a", Epoch: 2, Lease: 7}
+	f := NewState(cfg, hclog.NewNullLogger())
+	f.Apply(Update{Listing: &Listing{Rev: 2, Members: map[string]MemberRec{"a": rec}, Claims: []Claim{held, {}, {}, {}}}})
+	f.Apply(Update{Listing: &Listing{Rev: 5, Members: map[string]MemberRec{}, Claims: []Claim{held, {}, {}, {}}}, CatchUp: true})
+	assert.Equal(t, "a:1", f.Route(0).Addr, "a left: its claim still routes to it")
+	f.Apply(Update{Listing: &Listing{Rev: 6, Members: map[string]MemberRec{}, Claims: make([]Claim, 4)}, CatchUp: true})
+	assert.Empty(t, f.departed, "a's last claim ended")
+}
