@@ -20,10 +20,12 @@ import (
 )
 
 // counterStore returns a fenced store for the counter test of election
-// name, on its own data and fence prefixes.
+// name: its floors under the test fleet's fence prefix, as an election's
+// fencer must keep them (each election's scope is its own), its data
+// under a prefix of its own.
 func counterStore(t *testing.T, cli *clientv3.Client, name string) *etcdfence.Store {
 	t.Helper()
-	st, err := etcdfence.New(cli, etcdfence.Config{Cluster: name, Prefix: "/app/" + name + "/"})
+	st, err := etcdfence.New(cli, etcdfence.Config{Cluster: testCluster, Prefix: "/app/" + name + "/"})
 	require.NoError(t, err)
 	return st
 }
