@@ -69,9 +69,17 @@ func TestMovesByCause(t *testing.T) {
 	}, fleettest.Changes(nodes...)...))
 	plan()
 	assert.Equal(t, 1.0, moves("pin"))
+	pinned := nodes[1].LookupPartition(p).Epoch
 	_, err = op.Unpin(ctx, p, fleet.Action{Actor: "test", Reason: "cause"})
 	require.NoError(t, err)
-	require.NoError(t, fleettest.WaitFor(20*time.Second, func() error { return fleettest.StableErr(nodes) }, fleettest.Changes(nodes...)...))
+	// Stable is not enough: a fleet that has not seen the unpin yet is
+	// stable too. Wait for the partition back on n0, at a new epoch.
+	require.NoError(t, fleettest.WaitFor(20*time.Second, func() error {
+		if r := nodes[0].LookupPartition(p); !r.Local || r.Epoch <= pinned {
+			return fmt.Errorf("partition %d not back on n0 yet: %+v", p, r)
+		}
+		return fleettest.StableErr(nodes)
+	}, fleettest.Changes(nodes...)...))
 	plan()
 	assert.Equal(t, 2.0, moves("pin"), "the unpin moved it back")
 	assert.Zero(t, moves("membership"))
