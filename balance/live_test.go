@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
@@ -96,33 +97,8 @@ func (n *liveNode) stop(t *testing.T) {
 
 // liveStable returns nil once the nodes agree on one ring of exactly
 // their IDs and every partition is served by its owner by that ring (the
-// placements applied), at the same epoch as every node sees it.
-func liveStable(nodes []*liveNode) error {
-	ids := make([]string, len(nodes))
-	byID := map[string]*liveNode{}
-	for i, n := range nodes {
-		ids[i] = n.ID()
-		byID[n.ID()] = n
-	}
-	slices.Sort(ids)
-	r := nodes[0].Ring()
-	if !slices.Equal(r.Members(), ids) {
-		return fmt.Errorf("%s sees members %v, want %v", nodes[0].ID(), r.Members(), ids)
-	}
-	for p := range r.Partitions() {
-		owner, _ := r.Owner(p)
-		want := byID[owner].LookupPartition(p)
-		if !want.Local || want.Epoch == 0 {
-			return fmt.Errorf("partition %d: owner %s does not serve it: %+v", p, owner, want)
-		}
-		for _, n := range nodes {
-			if got := n.LookupPartition(p); got.Owner != owner || got.Epoch != want.Epoch {
-				return fmt.Errorf("partition %d: %s sees %+v, owner serves %+v", p, n.ID(), got, want)
-			}
-		}
-	}
-	return nil
-}
+// placements applied), at the same epoch and address as every node sees it.
+func liveStable(nodes []*liveNode) error { return fleettest.StableAtErr(nodes, nil) }
 
 func liveChanges(nodes []*liveNode) []func() <-chan struct{} {
 	out := make([]func() <-chan struct{}, len(nodes))

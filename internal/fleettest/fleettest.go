@@ -33,6 +33,12 @@ type Node interface {
 // and every partition is served by its ring owner, as every node sees it,
 // at the address <owner>.test:7000.
 func StableErr[N Node](nodes []N) error {
+	return StableAtErr(nodes, func(id string) string { return id + ".test:7000" })
+}
+
+// StableAtErr is StableErr with the owner's address given by addr; a nil
+// addr takes the address the owner itself advertises.
+func StableAtErr[N Node](nodes []N, addr func(id string) string) error {
 	if len(nodes) == 0 {
 		return nil
 	}
@@ -60,7 +66,11 @@ func StableErr[N Node](nodes []N) error {
 		}
 		for _, n := range nodes {
 			got := n.LookupPartition(p)
-			if got.Owner != owner || got.Epoch != want.Epoch || got.Addr != owner+".test:7000" || got.Local != (n.ID() == owner) {
+			wantAddr := want.Addr
+			if addr != nil {
+				wantAddr = addr(owner)
+			}
+			if got.Owner != owner || got.Epoch != want.Epoch || got.Addr != wantAddr || got.Local != (n.ID() == owner) {
 				return fmt.Errorf("partition %d: %s sees %+v, owner serves %+v", p, n.ID(), got, want)
 			}
 		}
