@@ -96,8 +96,9 @@ func (m *memberLoad) perWeight() float64 { return m.load / m.weight }
 // their edges as the trigger, noise margin included: a pass that ran out
 // of budget is carried on by the next, so that a fleet is not left with
 // members just inside an edge, which noise alone would later carry
-// across. Without in.Moved (a balancer that just took over) only the
-// edges trigger.
+// across. in.Moved comes from the times the moves record in etcd, so a
+// balancer that just took over carries on too. With no partition within
+// its cooldown, only the edges trigger.
 //
 // A triggered pass evens out past the bands' edges, to their middles (hi
 // = (1+Upper)/2 and lo = (1+Lower)/2 times the mean), so that noise
