@@ -153,9 +153,8 @@ func (s *Server) key(ctx context.Context, method string, req any) (string, error
 // call is a call a Server admitted: the hold of its key's partition and
 // the context its handler runs under.
 type call struct {
-	held   ownership.Held
-	ctx    context.Context
-	cancel context.CancelFunc
+	held ownership.Held
+	ctx  *admit.Work
 }
 
 // enter admits a call for key if this node owns it, as Unary describes,
@@ -176,13 +175,12 @@ func (s *Server) enter(ctx context.Context, key string) (call, error) {
 		return call{}, statusOf(ref, "")
 	}
 	s.served.Add(1)
-	wctx, cancel := admit.WorkContext(ctx, held)
-	return call{held: held, ctx: context.WithValue(wctx, servedKey{}, key), cancel: cancel}, nil
+	return call{held: held, ctx: admit.WorkContext(ctx, held, servedKey{}, key)}, nil
 }
 
 // leave ends an admitted call: its work context, then its hold.
 func (c call) leave() {
-	c.cancel()
+	c.ctx.Release()
 	c.held.Release()
 }
 
