@@ -55,7 +55,7 @@ type Work struct {
 // caller's context or the tenure, and what Release must stop.
 type ended struct {
 	ctx    context.Context
-	stop   func() bool              // nil when nothing follows the tenure
+	stop   func() bool             // nil when nothing follows the tenure
 	cancel context.CancelCauseFunc // nil when ctx is not the work's own
 }
 
