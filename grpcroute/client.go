@@ -122,7 +122,8 @@ func (c *Client) Close() { c.metrics.Unregister() }
 // call without one fails with codes.InvalidArgument and an error wrapping
 // ErrNoKey or ErrInvalidKey), sets the MetadataKey (unless the caller set
 // it, or ClientConfig.OmitKeyMetadata leaves it out) and
-// MetadataIdempotencyKey metadata (kept if the caller set it),
+// MetadataIdempotencyKey metadata (kept if the caller set it; none for
+// the methods of ClientConfig.NoIdempotencyKey),
 // and retries the call as Client describes. It returns the first answer
 // that is not retried, or an error wrapping ErrRetriesExhausted and the
 // last attempt's status error.
@@ -174,7 +175,7 @@ func (c *Client) prepare(ctx context.Context, method string, req any) (context.C
 	if len(md.Get(MetadataKey)) == 0 && !(fromReq && c.cfg.OmitKeyMetadata) {
 		pairs = append(pairs, MetadataKey, key)
 	}
-	if len(md.Get(MetadataIdempotencyKey)) == 0 {
+	if len(md.Get(MetadataIdempotencyKey)) == 0 && (c.cfg.NoIdempotencyKey == nil || !c.cfg.NoIdempotencyKey(method)) {
 		pairs = append(pairs, MetadataIdempotencyKey, c.idem.next())
 	}
 	if len(pairs) > 0 {

@@ -87,6 +87,15 @@ type ClientConfig struct {
 	// calls with codes.InvalidArgument (no key). False, the default,
 	// sends the key in the metadata on every call. It needs Key.
 	OmitKeyMetadata bool
+	// NoIdempotencyKey, if not nil, reports whether calls to the full
+	// method name method go without a MetadataIdempotencyKey: return
+	// true only for methods whose handlers may run an attempt again
+	// without harm (reads, or writes that set a whole value), since a
+	// retried attempt may follow one that ran. Such a method's proto may
+	// say so with option idempotency_level = NO_SIDE_EFFECTS or
+	// IDEMPOTENT. The key costs the call a header whose value is new on
+	// every call. Nil means every call carries one.
+	NoIdempotencyKey func(method string) bool
 	// Backoff is the retry policy of refused calls: zero fields take
 	// router.DefaultBackoff's values (10 attempts, 5ms doubling to 1s,
 	// jittered). Every attempt is also bounded by the call's deadline.

@@ -20,25 +20,27 @@ import (
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// keysSeen records the MetadataKey values of the unary calls a gRPC
+// keysSeen records the incoming metadata of the unary calls a gRPC
 // server ran, by request key.
 type keysSeen struct {
 	mu   sync.Mutex
-	seen map[string][]string
+	seen map[string]metadata.MD
 }
 
 func (k *keysSeen) interceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	key, _ := requestKey(ctx, "", req)
+	md, _ := metadata.FromIncomingContext(ctx)
 	k.mu.Lock()
-	k.seen[key] = metadata.ValueFromIncomingContext(ctx, grpcroute.MetadataKey)
+	k.seen[key] = md
 	k.mu.Unlock()
 	return h(ctx, req)
 }
 
-func (k *keysSeen) of(key string) []string {
+// of returns the values of the metadata name of the call for key.
+func (k *keysSeen) of(key, name string) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.seen[key]
+	return k.seen[key].Get(name)
 }
 
 // With ClientConfig.OmitKeyMetadata, calls carry no MetadataKey and go to
@@ -48,7 +50,7 @@ func (k *keysSeen) of(key string) []string {
 func TestOmitKeyMetadata(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "keymsg", false)
-	seen := &keysSeen{seen: map[string][]string{}}
+	seen := &keysSeen{seen: map[string]metadata.MD{}}
 	f.serverKey = requestKey
 	f.serverOpts = []grpc.ServerOption{grpc.ChainUnaryInterceptor(seen.interceptor)}
 	f.startStable("a", "b", "c")
@@ -62,13 +64,13 @@ func TestOmitKeyMetadata(t *testing.T) {
 		reply, err := omit.Add(ctx, &counterpb.AddRequest{Key: key, Delta: 1})
 		require.NoError(t, err)
 		assert.Equal(t, f.owner(key).id, reply.Node, "key %s", key)
-		assert.Empty(t, seen.of(key), "key %s: the call carried %q metadata", key, grpcroute.MetadataKey)
+		assert.Empty(t, seen.of(key, grpcroute.MetadataKey), "key %s: the call carried %q metadata", key, grpcroute.MetadataKey)
 
 		key = fmt.Sprintf("sends-%d", i)
 		reply, err = sends.Add(ctx, &counterpb.AddRequest{Key: key, Delta: 1})
 		require.NoError(t, err)
 		assert.Equal(t, f.owner(key).id, reply.Node, "key %s", key)
-		assert.Equal(t, []string{key}, seen.of(key), "key %s", key)
+		assert.Equal(t, []string{key}, seen.of(key, grpcroute.MetadataKey), "key %s", key)
 	}
 	assert.Zero(t, c.Stats().Retries)
 	for _, m := range f.list() {
@@ -131,4 +133,35 @@ func TestKeyMetadataDisagrees(t *testing.T) {
 		assert.NoError(t, err, name)
 	}
 	assert.Equal(t, int64(2), m.rs.Stats().Served)
+}
+
+// With ClientConfig.NoIdempotencyKey, calls to the methods it names carry
+// no MetadataIdempotencyKey (unless the caller set one); other calls carry
+// one, and so do all calls of a Client without it.
+func TestNoIdempotencyKey(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	f := newFleet(t, etcd, "noidem", false)
+	seen := &keysSeen{seen: map[string]metadata.MD{}}
+	f.serverOpts = []grpc.ServerOption{grpc.ChainUnaryInterceptor(seen.interceptor)}
+	f.startStable("a", "b")
+	reads := func(method string) bool { return method == counterpb.Counter_Get_FullMethodName }
+	_, skip := newClient(t, f.cli, "noidem", grpcroute.ClientConfig{NoIdempotencyKey: reads})
+	_, all := newClient(t, f.cli, "noidem", grpcroute.ClientConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	_, err := skip.Get(ctx, &counterpb.GetRequest{Key: "get-skip"})
+	require.NoError(t, err)
+	assert.Empty(t, seen.of("get-skip", grpcroute.MetadataIdempotencyKey))
+	assert.Equal(t, []string{"get-skip"}, seen.of("get-skip", grpcroute.MetadataKey))
+	_, err = skip.Add(ctx, &counterpb.AddRequest{Key: "add-skip", Delta: 1})
+	require.NoError(t, err)
+	assert.Len(t, seen.of("add-skip", grpcroute.MetadataIdempotencyKey), 1)
+	own := metadata.AppendToOutgoingContext(ctx, grpcroute.MetadataIdempotencyKey, "mine")
+	_, err = skip.Get(own, &counterpb.GetRequest{Key: "get-own"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"mine"}, seen.of("get-own", grpcroute.MetadataIdempotencyKey))
+	_, err = all.Get(ctx, &counterpb.GetRequest{Key: "get-all"})
+	require.NoError(t, err)
+	assert.Len(t, seen.of("get-all", grpcroute.MetadataIdempotencyKey), 1)
 }
