@@ -25,8 +25,9 @@ import (
 // up the context package's own key) derives a context that ends with
 // either, as context.WithCancelCause and context.AfterFunc would; work
 // that never asks pays for neither. Its Cause is the partition's when the
-// tenure had ended by the time the context was first asked, or ended
-// first after that; else ctx's.
+// tenure had ended by the time the context was first asked (even if ctx
+// had ended too: the order of two ends no one watched is not known), or
+// ended first after that; else ctx's.
 func WorkContext(ctx context.Context, h ownership.Held, k, v any) *Work {
 	part := h.Context
 	if part == nil {
@@ -35,12 +36,13 @@ func WorkContext(ctx context.Context, h ownership.Held, k, v any) *Work {
 	return &Work{caller: ctx, part: part, k: k, v: v}
 }
 
-// Work is the context of admitted work (WorkContext). Values are looked up in k, then in
-// the partition's context, then in the caller's: the partition's context
-// carries nothing but its token and its cancellation (it derives from the
-// node's own root context), so the token it carries wins over any token
-// the caller's context holds, and the caller's other values show through.
-// Its end is that of ended, set once when it is first asked (follow).
+// Work is the context of admitted work (WorkContext). Values are looked
+// up in k, then in the partition's context, then in the caller's: the
+// partition's context carries nothing but its token and its cancellation
+// (it derives from the node's own root context), so the token it carries
+// wins over any token the caller's context holds, and the caller's other
+// values show through. Its end is that of ended, set once when it is
+// first asked (follow).
 type Work struct {
 	caller, part context.Context
 	k, v         any
@@ -133,7 +135,9 @@ func (w *Work) follow() context.Context {
 }
 
 // Release ends the work's context with context.Canceled, unless it ended
-// already, and stops following the tenure. A context not followed yet
+// already or it follows the partition's context alone (its caller's
+// context can never end), and stops following the tenure. A context not
+// followed yet
 // records the cause it would have had (the partition's or the caller's if
 // either has ended, else context.Canceled) for a late follow.
 func (w *Work) Release() {
