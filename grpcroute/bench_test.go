@@ -26,7 +26,13 @@ import (
 // plain client of a plain gRPC server of the same service on loopback.
 func benchSetup(b *testing.B) (routed, plain counterpb.CounterClient) {
 	k := benchKinds(b)
-	return k[len(k)-1].cli, k[0].cli
+	return kindNamed(k, "routed"), k[0].cli
+}
+
+// kindNamed returns the client of the benchKind called name.
+func kindNamed(kinds []benchKind, name string) counterpb.CounterClient {
+	i := slices.IndexFunc(kinds, func(k benchKind) bool { return k.name == name })
+	return kinds[i].cli
 }
 
 // benchKind is a way of calling the counter service: a client on a
@@ -44,14 +50,24 @@ type benchKind struct {
 // the two metadata of a routed call; a client with only the Client's
 // interceptor, to the plain server; a plain client with the metadata, to
 // the routed server of a one-node fleet (interceptor, Hold, work context);
-// and a routed client (resolver, owner balancer, interceptor) to that
-// server.
+// a routed client (resolver, owner balancer, interceptor) to that server;
+// a routed client with ClientConfig.OmitKeyMetadata to the routed server
+// of another one-node fleet whose ServerConfig.Key takes the key from the
+// request (omit); and the same with ClientConfig.NoIdempotencyKey for Get,
+// a read, whose calls carry no metadata at all (lean).
 func benchKinds(b *testing.B) []benchKind {
 	etcd := cluster.New(b, 1)
 	f := newFleet(b, etcd, "bench", false)
 	a := f.start("a")
 	f.waitStable()
 	c, routed := newClient(b, f.cli, "bench", grpcroute.ClientConfig{})
+	fk := newFleet(b, etcd, "benchkey", false)
+	fk.serverKey = requestKey
+	fk.start("a")
+	fk.waitStable()
+	_, omit := newClient(b, f.cli, "benchkey", grpcroute.ClientConfig{OmitKeyMetadata: true})
+	reads := func(method string) bool { return method == counterpb.Counter_Get_FullMethodName }
+	_, lean := newClient(b, f.cli, "benchkey", grpcroute.ClientConfig{OmitKeyMetadata: true, NoIdempotencyKey: reads})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(b, err)
@@ -66,6 +82,8 @@ func benchKinds(b *testing.B) []benchKind {
 		{name: "interceptor", cli: counterpb.NewCounterClient(dial(b, plain, grpc.WithChainUnaryInterceptor(c.Unary)))},
 		{name: "md-to-server", cli: counterpb.NewCounterClient(dial(b, a.addr)), md: true},
 		{name: "routed", cli: routed},
+		{name: "omit", cli: omit},
+		{name: "lean", cli: lean},
 	}
 	ctx := metadata.AppendToOutgoingContext(context.Background(), grpcroute.MetadataKey, "k")
 	for range 100 { // warm the connections up
@@ -89,7 +107,7 @@ func dial(tb testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn 
 // the same moments of a shared machine), and reports the p50 of the plain
 // and the routed call, their ratio (the goal is at most 1.1), and the
 // ratio of each other way's p50 to the plain call's: what each part of
-// routing adds. A call that carries the metadata by hand has the keys a
+// routing adds, and the routed calls with less metadata (omit, lean). A call that carries the metadata by hand has the keys a
 // Client would give it (a MetadataIdempotencyKey unique to the call).
 func BenchmarkUnaryLatency(b *testing.B) {
 	kinds := benchKinds(b)
@@ -114,21 +132,28 @@ func BenchmarkUnaryLatency(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	p, r := pct(lat[0], 50), pct(lat[len(kinds)-1], 50)
+	routed := slices.IndexFunc(kinds, func(k benchKind) bool { return k.name == "routed" })
+	p, r := pct(lat[0], 50), pct(lat[routed], 50)
 	b.ReportMetric(float64(r.Microseconds()), "routed-p50-µs")
 	b.ReportMetric(float64(p.Microseconds()), "plain-p50-µs")
 	b.ReportMetric(float64(r)/float64(p), "p50-ratio")
-	for j, k := range kinds[1 : len(kinds)-1] {
-		b.ReportMetric(float64(pct(lat[j+1], 50))/float64(p), k.name+"-p50-ratio")
+	for j, k := range kinds {
+		if j == 0 || j == routed {
+			continue
+		}
+		b.ReportMetric(float64(pct(lat[j], 50))/float64(p), k.name+"-p50-ratio")
 	}
 }
 
-// BenchmarkUnaryThroughput runs b.N plain calls and b.N routed calls,
-// each from 32 goroutines, in 4 alternating rounds of each kind (so that
-// both see the same moments of a shared machine), and reports the calls
-// per second of each and the ratio routed/plain.
+// BenchmarkUnaryThroughput runs b.N plain calls, b.N routed calls and
+// b.N of each of benchKinds' omit and lean calls, each from 32
+// goroutines, in 4 alternating rounds of each kind (so that all see the
+// same moments of a shared machine), and reports the calls per second of
+// the first two and the ratio of each routed kind to plain.
 func BenchmarkUnaryThroughput(b *testing.B) {
-	routed, plain := benchSetup(b)
+	kinds := benchKinds(b)
+	plain := kinds[0].cli
+	routed, omit, lean := kindNamed(kinds, "routed"), kindNamed(kinds, "omit"), kindNamed(kinds, "lean")
 	run := func(c counterpb.CounterClient, calls int) time.Duration {
 		var (
 			n  atomic.Int64
@@ -150,18 +175,22 @@ func BenchmarkUnaryThroughput(b *testing.B) {
 		return time.Since(start)
 	}
 	const rounds = 4
-	var p, r time.Duration
+	var p, r, o, l time.Duration
 	b.ResetTimer()
 	for i := range rounds {
 		calls := b.N/rounds + map[bool]int{true: b.N % rounds}[i == 0]
 		p += run(plain, calls)
 		r += run(routed, calls)
+		o += run(omit, calls)
+		l += run(lean, calls)
 	}
 	b.StopTimer()
 	rps, pps := float64(b.N)/r.Seconds(), float64(b.N)/p.Seconds()
 	b.ReportMetric(rps, "routed-calls/s")
 	b.ReportMetric(pps, "plain-calls/s")
 	b.ReportMetric(rps/pps, "throughput-ratio")
+	b.ReportMetric(p.Seconds()/o.Seconds(), "omit-throughput-ratio")
+	b.ReportMetric(p.Seconds()/l.Seconds(), "lean-throughput-ratio")
 }
 
 // BenchmarkMoves measures routed Add calls from 4 goroutines: first 2000

@@ -120,8 +120,10 @@ func (c *Client) Close() { c.metrics.Unregister() }
 // Unary is the Client's grpc.UnaryClientInterceptor. It takes the call's
 // key (ClientConfig.Key, else WithKey, else the MetadataKey metadata: a
 // call without one fails with codes.InvalidArgument and an error wrapping
-// ErrNoKey or ErrInvalidKey), sets the MetadataKey and
-// MetadataIdempotencyKey metadata (the latter kept if the caller set it),
+// ErrNoKey or ErrInvalidKey), sets the MetadataKey (unless the caller set
+// it, or ClientConfig.OmitKeyMetadata leaves it out) and
+// MetadataIdempotencyKey metadata (kept if the caller set it; none for
+// the methods of ClientConfig.NoIdempotencyKey),
 // and retries the call as Client describes. It returns the first answer
 // that is not retried, or an error wrapping ErrRetriesExhausted and the
 // last attempt's status error.
@@ -155,7 +157,8 @@ func (c *Client) prepare(ctx context.Context, method string, req any) (context.C
 		key string
 		err error
 	)
-	if c.cfg.Key != nil && req != nil {
+	fromReq := c.cfg.Key != nil && req != nil
+	if fromReq {
 		if key, err = c.cfg.Key(ctx, method, req); err != nil {
 			return ctx, nil, userKeyError(err)
 		}
@@ -169,10 +172,10 @@ func (c *Client) prepare(ctx context.Context, method string, req any) (context.C
 	var kv [4]string
 	pairs := kv[:0]
 	md, _ := metadata.FromOutgoingContext(ctx) // nil, without a copy, when ctx carries none
-	if len(md.Get(MetadataKey)) == 0 {
+	if len(md.Get(MetadataKey)) == 0 && !(fromReq && c.cfg.OmitKeyMetadata) {
 		pairs = append(pairs, MetadataKey, key)
 	}
-	if len(md.Get(MetadataIdempotencyKey)) == 0 {
+	if len(md.Get(MetadataIdempotencyKey)) == 0 && (c.cfg.NoIdempotencyKey == nil || !c.cfg.NoIdempotencyKey(method)) {
 		pairs = append(pairs, MetadataIdempotencyKey, c.idem.next())
 	}
 	if len(pairs) > 0 {

@@ -18,8 +18,12 @@ import (
 type ServerConfig struct {
 	// Key returns the routing key of a unary call from its request. Nil
 	// means the key of the call's MetadataKey metadata, which a Client
-	// sets. Streaming calls always take the key from the metadata (their
-	// messages arrive after the call was admitted).
+	// sets. With Key, a call whose MetadataKey metadata names another key
+	// (or more than one) fails with codes.InvalidArgument, and a call
+	// without it is routed by Key alone (see
+	// ClientConfig.OmitKeyMetadata). Streaming calls always take the key
+	// from the metadata (their messages arrive after the call was
+	// admitted).
 	Key KeyFunc
 	// Routed reports whether calls to the full method name method are
 	// routed by key. Nil means every method is; return false for methods
@@ -76,6 +80,22 @@ type ClientConfig struct {
 	// MetadataKey of its outgoing metadata. Streaming calls always take
 	// the key from the context or the metadata.
 	Key KeyFunc
+	// OmitKeyMetadata leaves the MetadataKey metadata out of unary calls
+	// whose key Key takes from the request, which saves sending the key
+	// twice. Set it only for fleets whose ServerConfig.Key takes the same
+	// key from the request message: a Server without a Key fails such
+	// calls with codes.InvalidArgument (no key). False, the default,
+	// sends the key in the metadata on every call. It needs Key.
+	OmitKeyMetadata bool
+	// NoIdempotencyKey, if not nil, reports whether calls to the full
+	// method name method go without a MetadataIdempotencyKey: return
+	// true only for methods whose handlers may run an attempt again
+	// without harm (reads, or writes that set a whole value), since a
+	// retried attempt may follow one that ran. Such a method's proto may
+	// say so with option idempotency_level = NO_SIDE_EFFECTS or
+	// IDEMPOTENT. The key costs the call a header whose value is new on
+	// every call. Nil means every call carries one.
+	NoIdempotencyKey func(method string) bool
 	// Backoff is the retry policy of refused calls: zero fields take
 	// router.DefaultBackoff's values (10 attempts, 5ms doubling to 1s,
 	// jittered). Every attempt is also bounded by the call's deadline.
@@ -107,6 +127,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 // ErrInvalidConfig, and ErrInvalidBackoff for a Backoff that does not
 // validate; a typed nil Logger, Clock or Metrics also wraps ErrNilArgument.
 func (c ClientConfig) Validate() error {
+	if c.OmitKeyMetadata && c.Key == nil {
+		return fmt.Errorf("%w: OmitKeyMetadata needs a Key", ErrInvalidConfig)
+	}
 	if err := c.Backoff.Validate(); err != nil {
 		return fmt.Errorf("%w: backoff: %w", ErrInvalidConfig, err)
 	}

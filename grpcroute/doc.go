@@ -19,7 +19,11 @@
 // The key of a unary call comes from ClientConfig.Key, a function of the
 // request message, or from WithKey, or from the MetadataKey metadata; that
 // of a streaming call from WithKey or the metadata. Every attempt of one
-// call carries the same MetadataIdempotencyKey. A call refused with a
+// call carries the same MetadataIdempotencyKey (unless
+// ClientConfig.NoIdempotencyKey says its method needs none). With
+// ClientConfig.OmitKeyMetadata, a unary call whose key ClientConfig.Key
+// takes from the request leaves the key out of the metadata, for nodes
+// whose ServerConfig.Key takes it from the request too. A call refused with a
 // retryable refusal (not the owner, handoff, session lost, stale,
 // unavailable), or that found its owner unavailable (codes.Unavailable),
 // is sent again to the owner named by the refusal's hint or by the

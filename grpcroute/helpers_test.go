@@ -41,6 +41,8 @@ type testFleet struct {
 	store      *store
 	metrics    *prometheus.Registry // of every node's Server; nil: none
 	logger     hclog.Logger         // of every node's Server, with its node's ID; nil: none
+	serverKey  grpcroute.KeyFunc    // of every node's Server
+	serverOpts []grpc.ServerOption  // of every node's gRPC server, after the Server's
 	mu         sync.Mutex
 	members    map[string]*member
 }
@@ -100,9 +102,9 @@ func (f *testFleet) start(id string) *member {
 	if f.logger != nil {
 		log = f.logger.With("node", id)
 	}
-	m.rs, err = grpcroute.NewServer(m.node, grpcroute.ServerConfig{Metrics: reg, Logger: log})
+	m.rs, err = grpcroute.NewServer(m.node, grpcroute.ServerConfig{Metrics: reg, Logger: log, Key: f.serverKey})
 	require.NoError(f.tb, err)
-	m.srv = grpc.NewServer(m.rs.ServerOptions()...)
+	m.srv = grpc.NewServer(append(m.rs.ServerOptions(), f.serverOpts...)...)
 	counterpb.RegisterCounterServer(m.srv, &counterService{id: id, store: f.store})
 	go func() {
 		defer close(m.served)

@@ -89,7 +89,8 @@ func (s *Server) Close() {
 }
 
 // Unary is the Server's grpc.UnaryServerInterceptor. It takes the call's
-// key (ServerConfig.Key, or the MetadataKey metadata) and, if this node
+// key (ServerConfig.Key, which any MetadataKey metadata must agree with,
+// or the MetadataKey metadata) and, if this node
 // owns the key's partition, runs handler counted as in flight (a handoff
 // of the partition drains it first) under a context that carries the
 // partition's fencing token (fence.FromContext) and the key
@@ -147,15 +148,20 @@ func (s *Server) key(ctx context.Context, method string, req any) (string, error
 	if err != nil {
 		return "", userKeyError(err)
 	}
-	return key, checkKey(key)
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	if vs := metadata.ValueFromIncomingContext(ctx, MetadataKey); len(vs) > 1 || len(vs) == 1 && vs[0] != key {
+		return "", &keyError{fmt.Errorf("%w: the %q metadata (%d values) does not name the request's key", ErrInvalidKey, MetadataKey, len(vs))}
+	}
+	return key, nil
 }
 
 // call is a call a Server admitted: the hold of its key's partition and
 // the context its handler runs under.
 type call struct {
-	held   ownership.Held
-	ctx    context.Context
-	cancel context.CancelFunc
+	held ownership.Held
+	ctx  *admit.Work
 }
 
 // enter admits a call for key if this node owns it, as Unary describes,
@@ -176,13 +182,12 @@ func (s *Server) enter(ctx context.Context, key string) (call, error) {
 		return call{}, statusOf(ref, "")
 	}
 	s.served.Add(1)
-	wctx, cancel := admit.WorkContext(ctx, held)
-	return call{held: held, ctx: context.WithValue(wctx, servedKey{}, key), cancel: cancel}, nil
+	return call{held: held, ctx: admit.WorkContext(ctx, held, servedKey{}, key)}, nil
 }
 
 // leave ends an admitted call: its work context, then its hold.
 func (c call) leave() {
-	c.cancel()
+	c.ctx.Release()
 	c.held.Release()
 }
 

@@ -115,9 +115,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	held, hint, err := r.hold(req.Context(), key)
 	if err == nil {
 		defer held.Release()
-		ctx, cancel := admit.WorkContext(req.Context(), held)
-		defer cancel()
-		req = req.WithContext(context.WithValue(ctx, routedKey{}, &routed{r: r, key: key}))
+		ctx := admit.WorkContext(req.Context(), held, routedKey{}, &routed{r: r, key: key})
+		defer ctx.Release()
+		req = req.WithContext(ctx)
 		req.Header.Set(HeaderFenceToken, held.Token.String())
 		sig, _ := fence.SignatureFromContext(ctx)
 		httpfence.SetSignatureHeader(req.Header, sig)

@@ -185,8 +185,8 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 // says that fn's tenure ended while ctx still lasts.
 func run(ctx context.Context, h ownership.Held, fn func(ctx context.Context, t fence.Token) error) (ended bool, err error) {
 	defer h.Release()
-	wctx, cancel := admit.WorkContext(ctx, h)
-	defer cancel()
+	wctx := admit.WorkContext(ctx, h, nil, nil)
+	defer wctx.Release()
 	err = fn(wctx, h.Token)
 	if err == nil || ctx.Err() != nil {
 		return false, err
