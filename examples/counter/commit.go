@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -57,6 +58,11 @@ type committer struct {
 	hold    time.Duration
 	log     hclog.Logger
 	batcher *sqlfence.Batcher[*incr, result] // nil without group commit
+
+	// With hold: holding admits one hold at a time, and quiet keeps
+	// commits out of it (a commit read-locks quiet, a hold write-locks it).
+	holding sync.Mutex
+	quiet   sync.RWMutex
 }
 
 func newCommitter(s *store, node string, group bool, maxBatch int, hold time.Duration, log hclog.Logger) (*committer, error) {
@@ -89,15 +95,16 @@ func (c *committer) submit(part *partition, key, idem string) result {
 		return result{err: err}
 	}
 	if c.hold > 0 {
-		// Demonstration knob: a pause (SIGSTOP) is likely to fall here,
-		// after the increment was admitted and before it commits.
-		c.log.Info("holding before the commit", "increments", 1, "hold", c.hold)
-		time.Sleep(c.hold)
+		c.holdOne()
+		c.quiet.RLock()
 	}
 	m := c.store.metrics
 	in := &incr{part: part, key: key, idem: idem}
 	began := time.Now()
 	r, err := c.commit(in)
+	if c.hold > 0 {
+		c.quiet.RUnlock()
+	}
 	m.commitSeconds.Observe(time.Since(began).Seconds())
 	var se *fence.StaleError
 	switch {
@@ -122,6 +129,23 @@ func (c *committer) submit(part *partition, key, idem string) result {
 		m.applied.Inc()
 	}
 	return r
+}
+
+// holdOne is the --hold demonstration knob: one increment at a time,
+// admitted and not yet committed, waits hold before its commit, while no
+// transaction of this process is in flight and none begins. A pause
+// (SIGSTOP) is likely to fall in that wait, where the process holds no
+// database lock: a process stopped inside a SQLite write transaction keeps
+// the database's write lock, and every other process waits on it.
+func (c *committer) holdOne() {
+	if !c.holding.TryLock() {
+		return
+	}
+	defer c.holding.Unlock()
+	c.quiet.Lock()
+	defer c.quiet.Unlock()
+	c.log.Info("holding before the commit", "hold", c.hold)
+	time.Sleep(c.hold)
 }
 
 // commit runs in through the Batcher, or in a transaction of its own.

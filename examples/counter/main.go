@@ -72,7 +72,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
 	fs.IntVar(&c.maxBatch, "max-batch", 256, "most increments per group commit")
-	fs.DurationVar(&c.hold, "hold", 0, "demonstration knob: wait this long before each commit, after its increment was admitted, so that a pause (SIGSTOP) is likely to fall there")
+	fs.DurationVar(&c.hold, "hold", 0, "demonstration knob: one increment at a time, after it was admitted, waits this long before its commit, with no transaction of the process in flight, so that a pause (SIGSTOP) is likely to fall there and hold no database lock")
 	fs.BoolVar(&c.prepare, "prepare", true, "warm handoff: load a partition's counters while its previous owner still serves it (ownership OnPrepare), and catch up after the claim")
 	fs.DurationVar(&c.warm, "warm-timeout", 3*time.Second, "how long a planned move waits for the next owner's preparation before it goes on cold (ownership Config.WarmTimeout; negative: no prepare phase)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address (port 0: any)")

@@ -81,6 +81,10 @@ func runRolling(ctx context.Context, e *env) ([]Section, error) {
 	cfg := e.cfg
 	cycles := cfg.scaled(2, 1)
 	steadyFor := time.Duration(cfg.scaled(4000, 1500)) * time.Millisecond
+	// dwell is the pause after each restart, as a deploy waits between
+	// processes, counted in the moves: the window then has the same length
+	// whatever a handoff takes, and holds what follows each move.
+	dwell := time.Duration(cfg.scaled(500, 200)) * time.Millisecond
 	cli, err := e.client(ctx, 3)
 	if err != nil {
 		return nil, err
@@ -201,6 +205,10 @@ func runRolling(ctx context.Context, e *env) ([]Section, error) {
 				break
 			}
 			restarted++
+			if !sleepCtx(ctx, dwell) {
+				runErr = ctx.Err()
+				break
+			}
 		}
 		phase.Store(idle)
 		if runErr != nil {
@@ -247,7 +255,7 @@ func runRolling(ctx context.Context, e *env) ([]Section, error) {
 	return []Section{{
 		Key:         "rolling",
 		Title:       "Rolling restart of a 4-node fleet under load, through `router.Client`",
-		Intro:       fmt.Sprintf("4 nodes (%d partitions, %s), each serving HTTP on loopback; %d workers post fenced Puts (`etcdfence.Store.Put` under the partition's token) to %d keys through `router.Client`. Each cycle: %v steady, then every node in turn leaves gracefully and rejoins (same ID, new port), waiting until all partitions are served again; %d cycles, %d restarts. Latency of every call, retries included.", parts, membersText(3), workers, nkeys, steadyFor, cycles, restarted),
+		Intro:       fmt.Sprintf("4 nodes (%d partitions, %s), each serving HTTP on loopback; %d workers post fenced Puts (`etcdfence.Store.Put` under the partition's token) to %d keys through `router.Client`. Each cycle: %v steady, then every node in turn leaves gracefully and rejoins (same ID, new port), waiting until all partitions are served again and then %v more, as a deploy pauses between processes; %d cycles, %d restarts. \"During moves\" is every call begun from a cycle's first leave to the end of its last pause: a window of the same length whatever a handoff takes. Latency of every call, retries included.", parts, membersText(3), workers, nkeys, steadyFor, dwell, cycles, restarted),
 		Unit:        "value",
 		RatioHeader: "x steady",
 		Rows:        rows,
