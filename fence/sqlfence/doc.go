@@ -62,6 +62,12 @@
 // database with a busy timeout and immediate transactions (for
 // modernc.org/sqlite: ?_pragma=busy_timeout(5000)&_txlock=immediate), so
 // that concurrent writers queue instead of failing with SQLITE_BUSY.
+// SQLite's own busy handler sleeps longer the longer a writer has waited
+// (1, 2, 5, 10 ... up to 100ms between attempts), so under steady writes
+// from several processes a fence raise can wait tens of milliseconds while
+// the others take the lock in the gaps; the examples' databases
+// (examples/internal/sqldb) wait for the lock in Go instead, with attempts
+// about half a millisecond apart.
 //
 // Every function refuses a nil argument (a nil *sql.DB or *sql.Tx included,
 // even inside a Queryer) with an error wrapping ErrNilArgument.

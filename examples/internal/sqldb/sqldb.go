@@ -13,9 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // the driver of sqlite:PATH
+	"modernc.org/sqlite"
 
 	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/internal/clock"
 )
 
 // maxConns bounds the connections of a process.
@@ -26,9 +27,10 @@ const maxConns = 32
 // "postgres://..." or a key=value DSN "host=... dbname=...". sqlitePragmas
 // are added to SQLite's (such as "synchronous(NORMAL)").
 //
-// SQLite is opened in WAL mode with a busy timeout and immediate
-// transactions, as sqlfence asks, so that the processes sharing the file
-// queue for the write lock instead of failing with SQLITE_BUSY.
+// SQLite is opened in WAL mode with immediate transactions, as sqlfence
+// asks, and its connections wait for the write lock (up to 10s, then
+// ErrBusy) instead of failing with SQLITE_BUSY: in Go, with attempts about
+// half a millisecond apart (busy.go).
 //
 // On PostgreSQL, idle_in_transaction_session_timeout defaults to ttl: a
 // process paused inside a transaction (SIGSTOP, a VM migration) holds the
@@ -48,12 +50,8 @@ func Open(spec string, ttl time.Duration, sqlitePragmas ...string) (*sql.DB, sql
 		if path == "" || strings.ContainsAny(path, "?#") {
 			return nil, 0, fmt.Errorf("--db %q: want sqlite:PATH, a path without '?' or '#'", spec)
 		}
-		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
-		for _, p := range sqlitePragmas {
-			dsn += "&_pragma=" + p
-		}
 		var err error
-		if db, err = sql.Open("sqlite", dsn); err != nil {
+		if db, err = openSQLite(path, busyWait{poll: busyPoll, timeout: busyTimeout, clock: clock.Real()}, sqlitePragmas...); err != nil {
 			return nil, 0, fmt.Errorf("open %s: %w", spec, err)
 		}
 		dialect = sqlfence.SQLite
@@ -72,6 +70,21 @@ func Open(spec string, ttl time.Duration, sqlitePragmas ...string) (*sql.DB, sql
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	return db, dialect, nil
+}
+
+// openSQLite opens the SQLite database at path in WAL mode, with immediate
+// transactions, sqlitePragmas, and no busy handler: its connections wait
+// for the write lock as w says.
+func openSQLite(path string, w busyWait, sqlitePragmas ...string) (*sql.DB, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_txlock=immediate"
+	for _, p := range sqlitePragmas {
+		dsn += "&_pragma=" + p
+	}
+	c, err := sqlite.NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(&busyConnector{inner: c, w: w}), nil
 }
 
 // redact hides a password in a database URL for messages.
