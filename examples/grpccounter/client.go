@@ -12,8 +12,17 @@ import (
 // dial returns a Counter client of the fleet cluster that sends each call
 // to the owner of its key, and the function that closes it. This is what a
 // caller of the service copies (with transport credentials of its own).
+//
+// The nodes take a unary call's key from its request with the same
+// requestKey, so the key is not sent again as metadata; Get only reads, so
+// its calls go without an idempotency key (an attempt run twice does no
+// harm). Add keeps its idempotency key: the node applies each one once.
 func dial(cli *clientv3.Client, cluster string) (counterpb.CounterClient, func(), error) {
-	c, err := grpcroute.NewClient(cli, grpcroute.ClientConfig{Key: requestKey})
+	c, err := grpcroute.NewClient(cli, grpcroute.ClientConfig{
+		Key:              requestKey,
+		OmitKeyMetadata:  true,
+		NoIdempotencyKey: func(method string) bool { return method == counterpb.Counter_Get_FullMethodName },
+	})
 	if err != nil {
 		return nil, nil, err
 	}
