@@ -51,24 +51,25 @@ type busyWait struct {
 }
 
 // retry runs op until it does not fail with SQLITE_BUSY, sleeping about
-// w.poll between attempts, until ctx ends or w.timeout has passed.
-func (w busyWait) retry(ctx context.Context, what string, op func() error) error {
+// w.poll between attempts, until ctx ends or w.timeout has passed, and
+// returns what its last attempt returned.
+func retry[T any](ctx context.Context, w busyWait, what string, op func() (T, error)) (T, error) {
 	var began time.Time
 	for {
-		err := op()
+		v, err := op()
 		if !busy(err) {
-			return err
+			return v, err
 		}
 		now := w.clock.Now()
 		if began.IsZero() {
 			began = now
 		}
 		if now.Sub(began) >= w.timeout {
-			return fmt.Errorf("%w: %s after %v: %w", ErrBusy, what, w.timeout, err)
+			return v, fmt.Errorf("%w: %s after %v: %w", ErrBusy, what, w.timeout, err)
 		}
 		d := w.poll/2 + rand.N(w.poll)
 		if !clock.Sleep(ctx, w.clock, d) {
-			return fmt.Errorf("sqldb: %s: waiting for the write lock: %w (%w)", what, context.Cause(ctx), err)
+			return v, fmt.Errorf("sqldb: %s: waiting for the write lock: %w (%w)", what, context.Cause(ctx), err)
 		}
 	}
 }
@@ -95,11 +96,8 @@ type busyConnector struct {
 func (c *busyConnector) Driver() driver.Driver { return c.inner.Driver() }
 
 func (c *busyConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	var conn driver.Conn
-	err := c.w.retry(ctx, "connect", func() (err error) {
-		conn, err = c.inner.Connect(ctx) // its pragmas (journal_mode) may meet the lock
-		return err
-	})
+	// Its pragmas (journal_mode) may meet the lock.
+	conn, err := retry(ctx, c.w, "connect", func() (driver.Conn, error) { return c.inner.Connect(ctx) })
 	if err != nil {
 		return nil, err
 	}
@@ -135,11 +133,7 @@ type busyConn struct {
 }
 
 func (c *busyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	var tx driver.Tx
-	err := c.w.retry(ctx, "begin", func() (err error) {
-		tx, err = c.busyInner.BeginTx(ctx, opts)
-		return err
-	})
+	tx, err := retry(ctx, c.w, "begin", func() (driver.Tx, error) { return c.busyInner.BeginTx(ctx, opts) })
 	if err != nil {
 		return nil, err
 	}
@@ -153,27 +147,20 @@ func (c *busyConn) Begin() (driver.Tx, error) {
 }
 
 func (c *busyConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if c.inTx {
-		return c.busyInner.ExecContext(ctx, query, args)
-	}
-	var res driver.Result
-	err := c.w.retry(ctx, "exec", func() (err error) {
-		res, err = c.busyInner.ExecContext(ctx, query, args)
-		return err
-	})
-	return res, err
+	return outsideTx(ctx, c, "exec", func() (driver.Result, error) { return c.busyInner.ExecContext(ctx, query, args) })
 }
 
 func (c *busyConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	return outsideTx(ctx, c, "query", func() (driver.Rows, error) { return c.busyInner.QueryContext(ctx, query, args) })
+}
+
+// outsideTx runs the statement op of c: once inside a transaction, else
+// waiting for the write lock as c.w says.
+func outsideTx[T any](ctx context.Context, c *busyConn, what string, op func() (T, error)) (T, error) {
 	if c.inTx {
-		return c.busyInner.QueryContext(ctx, query, args)
+		return op()
 	}
-	var rows driver.Rows
-	err := c.w.retry(ctx, "query", func() (err error) {
-		rows, err = c.busyInner.QueryContext(ctx, query, args)
-		return err
-	})
-	return rows, err
+	return retry(ctx, c.w, what, op)
 }
 
 // busyTx marks its connection out of the transaction once it ends.
