@@ -56,9 +56,10 @@ func skewedFleetOf(t *testing.T, ctx context.Context, cli *clientv3.Client, name
 	return r
 }
 
-// campaign returns a won term of a new candidate of the fleet's balancer
-// election.
-func campaign(t *testing.T, ctx context.Context, cli *clientv3.Client, name, id string) (*election.Election, *election.Term) {
+// newCandidate returns a new candidate id ("": the election's default) of
+// the fleet's balancer election, on a session of its own; both close when
+// the test ends.
+func newCandidate(t *testing.T, ctx context.Context, cli *clientv3.Client, name, id string) *election.Election {
 	t.Helper()
 	sess, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 2 * time.Second})
 	require.NoError(t, err)
@@ -66,6 +67,14 @@ func campaign(t *testing.T, ctx context.Context, cli *clientv3.Client, name, id 
 	e, err := election.NewElection(sess, cli, cli, election.ElectionConfig{Cluster: name, Name: "balancer", ID: id})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	return e
+}
+
+// campaign returns a won term of a new candidate of the fleet's balancer
+// election.
+func campaign(t *testing.T, ctx context.Context, cli *clientv3.Client, name, id string) (*election.Election, *election.Term) {
+	t.Helper()
+	e := newCandidate(t, ctx, cli, name, id)
 	term, err := e.Campaign(ctx)
 	require.NoError(t, err)
 	return e, term

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ring"
@@ -68,12 +67,7 @@ func TestBalancerConvergesFleet(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	cfg := Config{Cluster: name, Upper: 1.04, Lower: 0.96, Budget: 0.05, Cooldown: time.Second, Interval: 100 * time.Millisecond, Metrics: reg}
-	sess, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: 2 * time.Second})
-	require.NoError(t, err)
-	defer func() { _ = sess.Close(context.Background()) }()
-	e, err := election.NewElection(sess, cli, cli, election.ElectionConfig{Cluster: name, Name: "balancer"})
-	require.NoError(t, err)
-	defer func() { _ = e.Close(context.Background()) }()
+	e := newCandidate(t, ctx, cli, name, "")
 	b, err := NewBalancer(cli, cfg)
 	require.NoError(t, err)
 	rctx, stopRun := context.WithCancel(ctx)
