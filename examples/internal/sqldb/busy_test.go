@@ -69,9 +69,17 @@ func beginAsync(ctx context.Context, db *sql.DB) <-chan begun {
 }
 
 // step lets the waiter's next sleep pass: it waits until the waiter sleeps
-// on fc, checks that it has not returned, and advances fc past the longest
-// interval between two attempts.
+// (sleeping), and advances fc past the longest interval between two
+// attempts.
 func step(t *testing.T, fc *clockwork.FakeClock, w busyWait, res <-chan begun) {
+	t.Helper()
+	sleeping(t, fc, res)
+	fc.Advance(w.poll * 3 / 2)
+}
+
+// sleeping waits until the waiter sleeps on fc between two attempts, and
+// checks that it has not returned.
+func sleeping(t *testing.T, fc *clockwork.FakeClock, res <-chan begun) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
@@ -83,7 +91,6 @@ func step(t *testing.T, fc *clockwork.FakeClock, w busyWait, res <-chan begun) {
 		t.Fatalf("BeginTx returned while another connection holds the write lock: %v", b.err)
 	default:
 	}
-	fc.Advance(w.poll * 3 / 2)
 }
 
 // A writer that meets the write lock tries again at short fixed intervals
@@ -97,10 +104,13 @@ func TestWriteLockWaitPolls(t *testing.T) {
 	for range 50 {
 		step(t, fc, w, res)
 	}
+	// The holder commits while the waiter sleeps; its next attempt takes
+	// the lock.
+	sleeping(t, fc, res)
 	if err := held.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	step(t, fc, w, res) // the waiter slept through the commit; its next attempt takes the lock
+	fc.Advance(w.poll * 3 / 2)
 	select {
 	case b := <-res:
 		if b.err != nil {
