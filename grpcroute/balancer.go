@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/ring"
 )
 
@@ -106,7 +107,7 @@ func (b *ownerBalancer) publish() {
 	state := connectivity.Connecting
 	for addr, sc := range b.conns {
 		if sc.state == connectivity.Ready {
-			p.ready[addr] = &readyConn{sc: sc.sc, addr: addr}
+			p.ready[addr] = &readyConn{sc: sc.sc}
 			state = connectivity.Ready
 		}
 	}
@@ -148,36 +149,44 @@ type picker struct {
 	err   error                 // the resolver's error before the fleet was read
 }
 
-// readyConn is a ready connection of a picker and the address it goes to.
+// readyConn is a ready connection of a picker.
 type readyConn struct {
-	sc   balancer.SubConn
-	addr string
+	sc balancer.SubConn
 }
 
 // pickCtx is the context key of a call's *route, which the Client's
 // interceptors set.
 type pickCtx struct{}
 
-// route is what a call's attempt tells the picker: its key, and the hint
+// route is what a call's attempts tell the picker: its key, and the hint
 // of the last refusal (when it names a newer owner than the view, the
-// picker goes there) with the address that refused; and what the picker
-// tells the call: the address of the owner it picked last (the node
-// address the fleet names, which is the one hints and refusals name).
+// picker goes there) with the address that refused; what the picker tells
+// the call: where it sent the last attempt; and what the call has learnt
+// of its partition's claims (follow.Progress). The Client's interceptors
+// and the picker use a route in turn, one attempt at a time.
 type route struct {
 	key     string
-	hint    fleet.Route
-	hinted  bool
+	hint    fleet.Route // the zero Route for none
 	refused string
-	picked  atomic.Pointer[string] // a readyConn's addr; set by Pick
+	picked  atomic.Pointer[pick] // set by Pick
+	seen    follow.Progress
+	now     bool // the last refusal's hint is news: the next attempt goes at once
 }
 
-// sentTo returns the address the picker last sent the call to, "" if
-// none.
-func (rt *route) sentTo() string {
-	if a := rt.picked.Load(); a != nil {
-		return *a
+// pick is where a picker sent an attempt: the route it chose, from the
+// view of the connection.
+type pick struct {
+	route fleet.Route
+	view  *view
+}
+
+// tried returns the route the picker last sent the call along, the zero
+// Route if none.
+func (rt *route) tried() fleet.Route {
+	if pk := rt.picked.Load(); pk != nil {
+		return pk.route
 	}
-	return ""
+	return fleet.Route{}
 }
 
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
@@ -188,28 +197,26 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if err != nil {
 		return balancer.PickResult{}, err
 	}
-	if rc := p.ready[p.addr(rt)]; rc != nil {
-		rt.picked.Store(&rc.addr)
+	r := p.choose(rt)
+	if rc := p.ready[r.Addr]; rc != nil {
+		rt.picked.Store(&pick{route: r, view: p.view})
 		return balancer.PickResult{SubConn: rc.sc}, nil
 	}
 	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 }
 
-// addr returns the address of rt's owner: the view's, or the hint's when
-// the hint names a newer claim of the partition (or the view has no
-// address or still names the node that refused) and a connection to the
-// hint's address is ready. A hint never holds a call back: without a
-// ready connection to it, the view decides.
-func (p *picker) addr(rt *route) string {
+// choose returns the route of rt's attempt: the view's, or the hint's
+// when the hint names a newer claim of the partition (or the view has no
+// address or still names the node that refused; follow.Choose) and a
+// connection to the hint's address is ready. A hint never holds a call
+// back: without a ready connection to it, the view decides.
+func (p *picker) choose(rt *route) fleet.Route {
 	r := p.view.obs.Route(ring.PartitionOf(rt.key, p.view.partitions))
 	h := rt.hint
-	if !rt.hinted || h.Partition != r.Partition || h.Addr == rt.refused || p.ready[h.Addr] == nil {
-		return r.Addr
+	if p.ready[h.Addr] == nil {
+		h = fleet.Route{}
 	}
-	if h.Epoch > r.Epoch || r.Addr == "" || r.Addr == rt.refused {
-		return h.Addr
-	}
-	return r.Addr
+	return follow.Choose(r, h, rt.refused)
 }
 
 // routeOf returns the route the Client's interceptors put in ctx, or one

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
@@ -186,10 +187,10 @@ func (c *Client) prepare(ctx context.Context, method string, req any) (context.C
 }
 
 // again reports whether a failed attempt is retried: its status carries a
-// retryable tenure refusal (whose hint rt keeps for the next pick), or is
-// codes.Unavailable without one (the owner could not be reached or is
-// going away), while ctx lasts. The address the attempt was sent to is
-// kept as the one that refused.
+// retryable tenure refusal (whose hint rt keeps for the next pick, and
+// weighs as news, follow.Progress), or is codes.Unavailable without one
+// (the owner could not be reached or is going away), while ctx lasts. The
+// address the attempt was sent to is kept as the one that refused.
 func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	if ctx.Err() != nil {
 		return false
@@ -201,20 +202,34 @@ func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	case ref == nil && status.Code(err) != codes.Unavailable:
 		return false
 	}
-	rt.hint, rt.hinted = hintOf(ref)
-	rt.refused = rt.sentTo()
+	rt.hint, _ = hintOf(ref)
+	tried := rt.tried()
+	rt.refused = tried.Addr
+	rt.now = rt.seen.News(tried, rt.hint)
 	return true
 }
 
-// wait waits before attempt+1 of a call, as the Backoff says, or returns
-// the error that ends the call: ErrRetriesExhausted after the last
-// attempt, or ctx's.
+// wait waits before attempt+1 of a call, or returns the error that ends
+// the call: ErrRetriesExhausted after the last attempt, or ctx's. When the
+// last refusal's hint was news, the next attempt goes at once; otherwise
+// it waits the Backoff's delay, cut short when the connection's view of
+// the partition moves away from where the last attempt went
+// (follow.Wait).
 func (c *Client) wait(ctx context.Context, method string, rt *route, attempt int, last error) error {
 	if attempt >= c.cfg.Backoff.MaxAttempts {
 		return fmt.Errorf("%w: %s key %q: %d attempts: %w", ErrRetriesExhausted, method, rt.key, attempt, last)
 	}
-	c.log.Debug("call refused; retrying", "method", method, "key", rt.key, "attempt", attempt, "error", last)
-	if err := c.cfg.Backoff.Wait(ctx, c.cfg.Clock, attempt); err != nil {
+	c.log.Debug("call refused; retrying", "method", method, "key", rt.key, "attempt", attempt, "at_once", rt.now, "error", last)
+	var err error
+	switch pk := rt.picked.Load(); {
+	case rt.now:
+		err = ctx.Err()
+	case pk == nil: // no attempt was sent: nothing to follow
+		err = c.cfg.Backoff.Wait(ctx, c.cfg.Clock, attempt)
+	default:
+		err = follow.Wait(ctx, c.cfg.Clock, c.cfg.Backoff.Next(attempt), pk.view.obs, pk.route)
+	}
+	if err != nil {
 		return status.FromContextError(err).Err()
 	}
 	c.retries.Add(1)

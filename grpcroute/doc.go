@@ -27,7 +27,10 @@
 // retryable refusal (not the owner, handoff, session lost, stale,
 // unavailable), or that found its owner unavailable (codes.Unavailable),
 // is sent again to the owner named by the refusal's hint or by the
-// watched view, whichever is newer, after a delay of ClientConfig.Backoff,
+// watched view, whichever is newer: at once when the hint is news (a
+// claim newer than any the call has seen, or once the next owner of the
+// claim that ended), else after a delay of ClientConfig.Backoff cut short
+// when the view of the key's partition changes, as router.Client does;
 // bounded in attempts and by the call's deadline:
 //
 //	c, err := grpcroute.NewClient(etcd, grpcroute.ClientConfig{Key: keyOfRequest})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/metrics"
 
 	"github.com/tenure-go/tenure/fence"
@@ -230,13 +231,12 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		idem = rand.Text()
 	}
 	var (
-		last    error
-		hint    *ownership.WrongOwnerError
-		failed  string      // address of the last failed attempt
-		tried   fleet.Route // the route of the last attempt
-		changed <-chan struct{}
-		now     bool // the last refusal's hint is news: no delay
-		seen    progress
+		last   error
+		hint   *ownership.WrongOwnerError
+		failed string      // address of the last failed attempt
+		tried  fleet.Route // the route of the last attempt
+		now    bool        // the last refusal's hint is news: no delay
+		seen   follow.Progress
 	)
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
@@ -247,7 +247,7 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 				return nil, fmt.Errorf("%w: %w", ErrNotReplayable, last)
 			}
 			if !now {
-				if err := c.wait(ctx, attempt-1, tried, changed); err != nil {
+				if err := c.wait(ctx, attempt-1, tried); err != nil {
 					return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, err, last)
 				}
 			}
@@ -261,7 +261,6 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}
-		changed = c.Changed()
 		route := c.resolve(key, hint, failed)
 		tried, now = route, false
 		if route.Addr == "" {
@@ -303,23 +302,16 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 			return nil, fmt.Errorf("router: key %q: %s from %s: %w", key, resp.Status, route.Addr, err)
 		}
 		last = fmt.Errorf("router: %s from %s: %w", resp.Status, route.Addr, &refusedError{Refusal: ref, hint: hint})
-		failed, now = route.Addr, seen.newHint(route, hint)
+		failed, now = route.Addr, seen.News(route, hintRoute(hint))
 		drain(resp.Body)
 	}
 }
 
 // resolve returns the route for key, preferring the hint of the last
 // misdirected answer when it names a newer claim than the view, or when the
-// view still names the node that just failed.
+// view still names the node that just failed (follow.Choose).
 func (c *Client) resolve(key string, hint *ownership.WrongOwnerError, failed string) fleet.Route {
-	r := c.Lookup(key)
-	if hint == nil || hint.Partition != r.Partition || hint.Owner == "" || hint.Addr == "" || hint.Addr == failed {
-		return r
-	}
-	if hint.Epoch > r.Epoch || r.Addr == "" || r.Addr == failed {
-		return hint.Route
-	}
-	return r
+	return follow.Choose(c.Lookup(key), hintRoute(hint), failed)
 }
 
 // readRefusal reads the refusal of resp with httpfence.ReadRefusal, the

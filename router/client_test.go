@@ -2,7 +2,6 @@ package router_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
@@ -160,8 +160,8 @@ func TestClientConfig(t *testing.T) {
 
 	// A claim beyond the spec's partition count: the fleet's keys
 	// contradict its spec.
-	ff := fakeFleet{t: t, cli: cli, layout: keys.New("mismatch")}
-	ff.spec(64)
+	ff := fleettest.NewHandmade(t, cli, "mismatch")
+	ff.Spec(64)
 	_, err = cli.Put(ctx, keys.New("mismatch").Claim(100), "n1")
 	require.NoError(t, err)
 	_, err = router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch"})
@@ -175,36 +175,6 @@ func TestClientConfig(t *testing.T) {
 	c.Close() // Close is idempotent
 	_, err = c.Get(ctx, "k", "/")
 	assert.ErrorIs(t, err, router.ErrClosed)
-}
-
-// fakeFleet writes members and claims straight into etcd, for servers that
-// play nodes.
-type fakeFleet struct {
-	t      *testing.T
-	cli    *clientv3.Client
-	layout keys.Layout
-}
-
-// spec writes the fleet's spec, as the first node to join would.
-func (ff fakeFleet) spec(partitions int) {
-	v, err := json.Marshal(ring.Config{Partitions: partitions, LoadFactor: 1.25}.Spec())
-	require.NoError(ff.t, err)
-	_, err = ff.cli.Put(context.Background(), ff.layout.Spec(), string(v))
-	require.NoError(ff.t, err)
-}
-
-func (ff fakeFleet) member(id, addr string) {
-	_, err := ff.cli.Put(context.Background(), ff.layout.Member(id), memberValue(ff.t, id, addr))
-	require.NoError(ff.t, err)
-}
-
-// claim gives partition p to id and returns the epoch.
-func (ff fakeFleet) claim(p int, id string) int64 {
-	_, err := ff.cli.Delete(context.Background(), ff.layout.Claim(p))
-	require.NoError(ff.t, err)
-	resp, err := ff.cli.Put(context.Background(), ff.layout.Claim(p), id)
-	require.NoError(ff.t, err)
-	return resp.Header.Revision
 }
 
 // waitRoute waits until c routes key to addr.
@@ -270,15 +240,15 @@ func crashingNode(t *testing.T) (addr string, accepted <-chan struct{}) {
 func TestClientRetries(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	cli := etcd.NewClient(t)
-	ff := fakeFleet{t: t, cli: cli, layout: keys.New("fake")}
+	ff := fleettest.NewHandmade(t, cli, "fake")
 	const P = 8
-	ff.spec(P)
+	ff.Spec(P)
 	c := newClient(t, cli, router.ClientConfig{Cluster: "fake", Partitions: P,
 		Backoff: router.Backoff{MaxAttempts: 4, Initial: time.Millisecond, Max: 5 * time.Millisecond}})
 	ctx := context.Background()
 
 	okAddr, okHits := fakeNode(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") })
-	ff.member("ok", okAddr)
+	ff.Member("ok", okAddr)
 
 	t.Run("421 with hint", func(t *testing.T) {
 		var hintEpoch int64 = 1 << 40
@@ -286,9 +256,9 @@ func TestClientRetries(t *testing.T) {
 			_ = httpfence.WriteRefusal(w, router.WithHint(&httpfence.Refusal{Kind: httpfence.RefusalNotOwner},
 				fleet.Route{Partition: 0, Owner: "ok", Addr: okAddr, Epoch: hintEpoch}))
 		})
-		ff.member("wrong", wrongAddr)
+		ff.Member("wrong", wrongAddr)
 		key := keyInPartition(c, 0)
-		ff.claim(0, "wrong")
+		ff.Claim(0, "wrong")
 		waitRoute(t, c, key, wrongAddr)
 
 		before := c.Stats()
@@ -325,9 +295,9 @@ func TestClientRetries(t *testing.T) {
 
 	t.Run("connection errors until the claim moves", func(t *testing.T) {
 		deadAddr, accepted := crashingNode(t)
-		ff.member("dead", deadAddr)
+		ff.Member("dead", deadAddr)
 		key := keyInPartition(c, 1)
-		ff.claim(1, "dead")
+		ff.Claim(1, "dead")
 		waitRoute(t, c, key, deadAddr)
 
 		// Bounded attempts.
@@ -350,7 +320,7 @@ func TestClientRetries(t *testing.T) {
 			done <- err
 		}()
 		<-accepted
-		ff.claim(1, "ok")
+		ff.Claim(1, "ok")
 		require.NoError(t, <-done)
 		<-okHits
 	})
@@ -359,9 +329,9 @@ func TestClientRetries(t *testing.T) {
 		appAddr, appHits := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "overloaded", http.StatusServiceUnavailable)
 		})
-		ff.member("app", appAddr)
+		ff.Member("app", appAddr)
 		key := keyInPartition(c, 2)
-		ff.claim(2, "app")
+		ff.Claim(2, "app")
 		waitRoute(t, c, key, appAddr)
 		before := c.Stats().Attempts
 		resp, err := c.Get(ctx, key, "/k/"+key)
@@ -376,9 +346,9 @@ func TestClientRetries(t *testing.T) {
 		slow := newClient(t, cli, router.ClientConfig{Cluster: "fake",
 			Backoff: router.Backoff{Initial: time.Hour, Max: time.Hour}})
 		deadAddr, accepted := crashingNode(t)
-		ff.member("dead2", deadAddr)
+		ff.Member("dead2", deadAddr)
 		key := keyInPartition(c, 3)
-		ff.claim(3, "dead2")
+		ff.Claim(3, "dead2")
 		waitRoute(t, slow, key, deadAddr)
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -393,7 +363,7 @@ func TestClientRetries(t *testing.T) {
 	})
 
 	t.Run("no owner", func(t *testing.T) {
-		fakeFleet{t: t, cli: cli, layout: keys.New("empty")}.spec(P)
+		fleettest.NewHandmade(t, cli, "empty").Spec(P)
 		empty := newClient(t, cli, router.ClientConfig{Cluster: "empty",
 			Backoff: router.Backoff{MaxAttempts: 3, Initial: time.Millisecond, Max: time.Millisecond}})
 		_, err := empty.Get(ctx, "k", "/k/k")

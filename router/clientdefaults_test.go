@@ -18,7 +18,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -110,7 +110,7 @@ func TestNewClientSpecWatchBacksOff(t *testing.T) {
 	}
 	// Watches work again and the spec appears: NewClient returns.
 	cli.fail.Store(false)
-	fakeFleet{t: t, cli: cli.Client, layout: keys.New("flaky")}.spec(8)
+	fleettest.NewHandmade(t, cli.Client, "flaky").Spec(8)
 	clk.Advance(time.Minute)
 	require.NoError(t, <-done)
 }
@@ -120,7 +120,7 @@ func TestNewClientSpecWatchBacksOff(t *testing.T) {
 func TestClientStatsCountSentAttempts(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	cli := etcd.NewClient(t)
-	fakeFleet{t: t, cli: cli, layout: keys.New("unsent")}.spec(8)
+	fleettest.NewHandmade(t, cli, "unsent").Spec(8)
 	c := newClient(t, cli, router.ClientConfig{Cluster: "unsent",
 		Backoff: router.Backoff{MaxAttempts: 4, Initial: time.Millisecond, Max: time.Millisecond}})
 	_, err := c.Get(context.Background(), "k", "/k/k")
@@ -170,16 +170,16 @@ func TestClientNoSessionAnywhereIsUnavailable(t *testing.T) {
 func TestClientSessionLostRefusalWording(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	cli := etcd.NewClient(t)
-	ff := fakeFleet{t: t, cli: cli, layout: keys.New("lostwording")}
-	ff.spec(8)
+	ff := fleettest.NewHandmade(t, cli, "lostwording")
+	ff.Spec(8)
 	c := newClient(t, cli, router.ClientConfig{Cluster: "lostwording",
 		Backoff: router.Backoff{MaxAttempts: 2, Initial: time.Millisecond, Max: time.Millisecond}})
 	addr, _ := fakeNode(t, func(w http.ResponseWriter, r *http.Request) {
 		_ = httpfence.WriteRefusal(w, router.WithHint(&httpfence.Refusal{Kind: httpfence.RefusalSessionLost}, fleet.Route{Partition: 0}))
 	})
-	ff.member("n", addr)
+	ff.Member("n", addr)
 	key := keyInPartition(c, 0)
-	ff.claim(0, "n")
+	ff.Claim(0, "n")
 	waitRoute(t, c, key, addr)
 	_, err := c.Get(context.Background(), key, "/k/"+key)
 	require.ErrorIs(t, err, router.ErrRetriesExhausted)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -28,14 +28,14 @@ import (
 func TestClientRetriesAtOnceOnNews(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	cli := etcd.NewClient(t)
-	ff := fakeFleet{t: t, cli: cli, layout: keys.New("news")}
+	ff := fleettest.NewHandmade(t, cli, "news")
 	const P = 8
-	ff.spec(P)
+	ff.Spec(P)
 	frozen := clockwork.NewFakeClock()
 	c := newClient(t, cli, router.ClientConfig{Cluster: "news", Clock: frozen, AttemptTimeout: -1,
 		Backoff: router.Backoff{MaxAttempts: 5, Initial: time.Hour, Max: time.Hour}})
 	okAddr, okHits := fakeNode(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "done") })
-	ff.member("ok", okAddr)
+	ff.Member("ok", okAddr)
 
 	// call sends a GET for key and returns its body; it fails the test if
 	// the call has not ended within ten seconds (it is waiting on the
@@ -70,9 +70,9 @@ func TestClientRetriesAtOnceOnNews(t *testing.T) {
 					fleet.Route{Partition: p, Owner: "ok", Addr: okAddr, Epoch: tc.epoch(epoch.Load())}))
 			})
 			old := "old" + strconv.Itoa(i)
-			ff.member(old, oldAddr)
+			ff.Member(old, oldAddr)
 			key := keyInPartition(c, p)
-			epoch.Store(ff.claim(p, old))
+			epoch.Store(ff.Claim(p, old))
 			waitRoute(t, c, key, oldAddr)
 			assert.Equal(t, "done", call(t, key))
 			<-oldHits
@@ -93,9 +93,9 @@ func TestClientRetriesAtOnceOnNews(t *testing.T) {
 				fleet.Route{Partition: p, Owner: "busy", Addr: *self.Load(), Epoch: epoch.Load()}))
 		})
 		self.Store(&busyAddr)
-		ff.member("busy", busyAddr)
+		ff.Member("busy", busyAddr)
 		key := keyInPartition(c, p)
-		epoch.Store(ff.claim(p, "busy"))
+		epoch.Store(ff.Claim(p, "busy"))
 		waitRoute(t, c, key, busyAddr)
 		done := make(chan error, 1)
 		go func() {
@@ -108,7 +108,7 @@ func TestClientRetriesAtOnceOnNews(t *testing.T) {
 			done <- err
 		}()
 		<-busyHits // refused: the call waits, on the frozen clock
-		ff.claim(p, "ok")
+		ff.Claim(p, "ok")
 		require.NoError(t, <-done, "the call did not follow the new claim at once")
 		<-okHits
 	})

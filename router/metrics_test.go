@@ -16,7 +16,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/metrics/metricstest"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -113,8 +113,8 @@ func routerClientConfig(cluster string, reg prometheus.Registerer) router.Client
 func TestClientMetricsRetried(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	cli := etcd.NewClient(t)
-	ff := fakeFleet{t: t, cli: cli, layout: keys.New("fakemetrics")}
-	ff.spec(8)
+	ff := fleettest.NewHandmade(t, cli, "fakemetrics")
+	ff.Spec(8)
 	creg := prometheus.NewPedanticRegistry()
 	c := newClient(t, cli, router.ClientConfig{Cluster: "fakemetrics", Partitions: 8, Metrics: creg,
 		Backoff: router.Backoff{MaxAttempts: 4, Initial: time.Millisecond, Max: 5 * time.Millisecond}})
@@ -126,9 +126,9 @@ func TestClientMetricsRetried(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "done")
 	})
-	ff.member("n", addr)
+	ff.Member("n", addr)
 	key := keyInPartition(c, 0)
-	ff.claim(0, "n")
+	ff.Claim(0, "n")
 	waitRoute(t, c, key, addr)
 	resp, err := c.Get(context.Background(), key, "/k/"+key)
 	require.NoError(t, err)
