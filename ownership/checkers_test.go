@@ -22,6 +22,8 @@ import (
 // strictly increase.
 type claimChecker struct {
 	layout keys.Layout
+	cli    *clientv3.Client
+	ctx    context.Context // of the watch: RequestProgress reaches it
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -29,7 +31,8 @@ type claimChecker struct {
 	cur        map[int]int64     // partition -> epoch of the live claim
 	last       map[int]int64     // partition -> epoch of the latest claim
 	created    map[string]string // "p@epoch" -> owner
-	rev        int64
+	rev        int64 // of the latest claim event
+	seen       int64 // of the latest progress notification: every claim event up to it has been applied
 	violations []string
 }
 
@@ -37,6 +40,8 @@ func startClaimChecker(t *testing.T, cli *clientv3.Client, cluster string) *clai
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &claimChecker{
 		layout:  keys.New(cluster),
+		cli:     cli,
+		ctx:     ctx,
 		cancel:  cancel,
 		done:    make(chan struct{}),
 		cur:     map[int]int64{},
@@ -52,6 +57,11 @@ func startClaimChecker(t *testing.T, cli *clientv3.Client, cluster string) *clai
 				return
 			}
 			k.apply(resp.Events)
+			if resp.IsProgressNotify() {
+				k.mu.Lock()
+				k.seen = max(k.seen, resp.Header.Revision)
+				k.mu.Unlock()
+			}
 		}
 	}()
 	t.Cleanup(k.stop)
@@ -101,13 +111,21 @@ func (k *claimChecker) apply(events []*clientv3.Event) {
 	}
 }
 
-// sync waits until the checker has seen revision rev.
+// sync waits until the checker has seen every claim event up to revision
+// rev: until a progress notification of the watch, which etcd sends only
+// once the watch has delivered every event up to its revision, is of rev
+// or later. (The revision of the last claim event would not do: the
+// writes up to rev need not touch a claim.)
 func (k *claimChecker) sync(t *testing.T, rev int64) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		k.mu.Lock()
-		defer k.mu.Unlock()
-		return k.rev >= rev || len(k.violations) > 0
+		done := k.seen >= rev || len(k.violations) > 0
+		k.mu.Unlock()
+		if !done {
+			_ = k.cli.RequestProgress(k.ctx)
+		}
+		return done
 	}, 30*time.Second, 10*time.Millisecond)
 }
 
