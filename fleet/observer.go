@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -12,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/internal/signal"
 	"github.com/tenure-go/tenure/ring"
 )
 
@@ -59,8 +59,7 @@ type Observer struct {
 	table   atomic.Pointer[table]
 	highest []int64       // by partition: the newest claim epoch ever seen; owned by publish's caller
 	reads   chan struct{} // Verify's etcd reads in flight (see maxVerifyReads)
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every published table
+	changed signal.Signal // notified on every published table
 	resyncs atomic.Int64
 
 	cancel context.CancelFunc
@@ -112,7 +111,7 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 // newObserver returns an Observer of the fleet r reads, with the view of
 // lst published, that follows nothing yet.
 func newObserver(r *fleetview.Reader, cfg ObserverConfig, lst *fleetview.Listing) *Observer {
-	o := &Observer{reader: r, fleet: fleetview.NewState(cfg.Ring, cfg.Logger), changed: make(chan struct{}), done: make(chan struct{}),
+	o := &Observer{reader: r, fleet: fleetview.NewState(cfg.Ring, cfg.Logger), done: make(chan struct{}),
 		highest: make([]int64, cfg.Ring.Partitions), reads: make(chan struct{}, maxVerifyReads)}
 	o.fleet.Apply(fleetview.Update{Listing: lst})
 	o.publish()
@@ -144,10 +143,7 @@ func (o *Observer) publish() {
 		t.routes[p] = f.Route(p)
 	}
 	o.table.Store(t)
-	o.mu.Lock()
-	close(o.changed)
-	o.changed = make(chan struct{})
-	o.mu.Unlock()
+	o.changed.Notify()
 }
 
 // Route returns the route of partition p, computed by the rule every Node
@@ -177,11 +173,7 @@ func (o *Observer) Revision() int64 { return o.table.Load().rev }
 
 // Changed returns a channel that is closed the next time the Observer's
 // view of the fleet changes.
-func (o *Observer) Changed() <-chan struct{} {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.changed
-}
+func (o *Observer) Changed() <-chan struct{} { return o.changed.Changed() }
 
 // Resyncs returns the number of times the Observer read the fleet again
 // after its watch failed (a compaction past the revision it resumes from, a

@@ -1,12 +1,12 @@
 package grpcroute
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
 
 	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/signal"
 	"github.com/tenure-go/tenure/ring"
 )
 
@@ -37,45 +37,24 @@ func (c *Conn) Lookup(key string) fleet.Route {
 
 // Changed returns a channel that is closed the next time the
 // connection's view of the fleet changes, as Lookup sees it.
-func (c *Conn) Changed() <-chan struct{} { return c.fleet.changed() }
+func (c *Conn) Changed() <-chan struct{} { return c.fleet.changes.Changed() }
 
 // connView is what the resolver of a Conn shares with it: the view of
 // the fleet, nil while the resolver has not read it, and the signal of
 // its changes.
 type connView struct {
-	view atomic.Pointer[view]
-
-	mu   sync.Mutex
-	next chan struct{} // closed at the next change; nil until asked for
+	view    atomic.Pointer[view]
+	changes signal.Signal
 }
 
 // set publishes v (nil: none) and signals a change.
 func (cv *connView) set(v *view) {
 	cv.view.Store(v)
-	cv.notify()
+	cv.changes.Notify()
 }
 
 // unset withdraws v unless another view replaced it, and signals a change.
 func (cv *connView) unset(v *view) {
 	cv.view.CompareAndSwap(v, nil)
-	cv.notify()
-}
-
-// notify closes the channel Changed returned.
-func (cv *connView) notify() {
-	cv.mu.Lock()
-	defer cv.mu.Unlock()
-	if cv.next != nil {
-		close(cv.next)
-		cv.next = nil
-	}
-}
-
-func (cv *connView) changed() <-chan struct{} {
-	cv.mu.Lock()
-	defer cv.mu.Unlock()
-	if cv.next == nil {
-		cv.next = make(chan struct{})
-	}
-	return cv.next
+	cv.changes.Notify()
 }

@@ -100,7 +100,7 @@ func (r *fleetResolver) run(ctx context.Context) {
 	for {
 		changed := v.obs.Changed()
 		if r.conn != nil {
-			r.conn.notify()
+			r.conn.changes.Notify()
 		}
 		if err := r.cc.UpdateState(stateOf(v)); err != nil {
 			r.c.log.Debug("connection refused the fleet's addresses", "error", err)

@@ -5,6 +5,8 @@ package testlog
 import (
 	"bytes"
 	"sync"
+
+	"github.com/tenure-go/tenure/internal/signal"
 )
 
 // Buffer is a bytes.Buffer safe for concurrent use: an io.Writer for
@@ -12,30 +14,20 @@ import (
 type Buffer struct {
 	mu      sync.Mutex
 	b       bytes.Buffer
-	written chan struct{} // closed by the next Write, if asked for
+	written signal.Signal // notified by every Write
 }
 
 // Write appends p.
 func (s *Buffer) Write(p []byte) (int, error) {
+	defer s.written.Notify()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.written != nil {
-		close(s.written)
-		s.written = nil
-	}
 	return s.b.Write(p)
 }
 
 // Written returns a channel that is closed by the next Write: a test that
 // waits for a line re-reads the buffer each time it fires.
-func (s *Buffer) Written() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.written == nil {
-		s.written = make(chan struct{})
-	}
-	return s.written
-}
+func (s *Buffer) Written() <-chan struct{} { return s.written.Changed() }
 
 // Bytes returns a copy of everything written so far.
 func (s *Buffer) Bytes() []byte {
