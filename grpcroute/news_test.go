@@ -52,7 +52,7 @@ func TestRetriesAtOnceOnNews(t *testing.T) {
 	})
 	h.Member("ok", okAddr)
 	h.Claim(P-1, "ok")
-	waitRoute(t, conn, keyIn(P-1), okAddr)
+	fleettest.WaitRoute(t, conn, keyIn(P-1), okAddr)
 	// call makes an Add call for key, which must be answered by ok after
 	// the given attempts.
 	call := func(t *testing.T, key string, attempts int64) {
@@ -85,7 +85,7 @@ func TestRetriesAtOnceOnNews(t *testing.T) {
 			})
 			h.Member(old, oldAddr)
 			epoch.Store(h.Claim(p, old))
-			waitRoute(t, conn, keyIn(p), oldAddr)
+			fleettest.WaitRoute(t, conn, keyIn(p), oldAddr)
 			call(t, keyIn(p), 2)
 		})
 	}
@@ -97,7 +97,7 @@ func TestRetriesAtOnceOnNews(t *testing.T) {
 		})
 		h.Member("old2", oldAddr)
 		h.Claim(p, "old2")
-		waitRoute(t, conn, keyIn(p), oldAddr)
+		fleettest.WaitRoute(t, conn, keyIn(p), oldAddr)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -149,16 +149,4 @@ type addFunc struct {
 
 func (f addFunc) Add(ctx context.Context, req *counterpb.AddRequest) (*counterpb.AddReply, error) {
 	return f.add(ctx, req)
-}
-
-// waitRoute waits until conn sends key's calls to addr.
-func waitRoute(t *testing.T, conn *grpcroute.Conn, key, addr string) {
-	t.Helper()
-	waitUntil(t, 10*time.Second, "the connection routes "+key+" elsewhere", func() (string, <-chan struct{}) {
-		ch := conn.Changed()
-		if got := conn.Lookup(key).Addr; got != addr {
-			return "to " + got + ", want " + addr, ch
-		}
-		return "", nil
-	})
 }

@@ -177,18 +177,6 @@ func TestClientConfig(t *testing.T) {
 	assert.ErrorIs(t, err, router.ErrClosed)
 }
 
-// waitRoute waits until c routes key to addr.
-func waitRoute(t *testing.T, c *router.Client, key, addr string) {
-	t.Helper()
-	waitUntil(t, 10*time.Second, "client routes "+key+" elsewhere", func() (string, <-chan struct{}) {
-		ch := c.Changed()
-		if got := c.Lookup(key).Addr; got != addr {
-			return "to " + got + ", want " + addr, ch
-		}
-		return "", nil
-	})
-}
-
 type hit struct {
 	idem string
 	body string
@@ -259,7 +247,7 @@ func TestClientRetries(t *testing.T) {
 		ff.Member("wrong", wrongAddr)
 		key := keyInPartition(c, 0)
 		ff.Claim(0, "wrong")
-		waitRoute(t, c, key, wrongAddr)
+		fleettest.WaitRoute(t, c, key, wrongAddr)
 
 		before := c.Stats()
 		resp, err := c.Post(ctx, key, "/k/"+key, "text/plain", []byte("payload"))
@@ -298,7 +286,7 @@ func TestClientRetries(t *testing.T) {
 		ff.Member("dead", deadAddr)
 		key := keyInPartition(c, 1)
 		ff.Claim(1, "dead")
-		waitRoute(t, c, key, deadAddr)
+		fleettest.WaitRoute(t, c, key, deadAddr)
 
 		// Bounded attempts.
 		_, err := c.Get(ctx, key, "/k/"+key)
@@ -310,7 +298,7 @@ func TestClientRetries(t *testing.T) {
 		// The claim moves while the client retries: it follows.
 		patient := newClient(t, cli, router.ClientConfig{Cluster: "fake",
 			Backoff: router.Backoff{MaxAttempts: 1000, Initial: time.Millisecond, Max: 20 * time.Millisecond}})
-		waitRoute(t, patient, key, deadAddr)
+		fleettest.WaitRoute(t, patient, key, deadAddr)
 		done := make(chan error, 1)
 		go func() {
 			resp, err := patient.Get(ctx, key, "/k/"+key)
@@ -332,7 +320,7 @@ func TestClientRetries(t *testing.T) {
 		ff.Member("app", appAddr)
 		key := keyInPartition(c, 2)
 		ff.Claim(2, "app")
-		waitRoute(t, c, key, appAddr)
+		fleettest.WaitRoute(t, c, key, appAddr)
 		before := c.Stats().Attempts
 		resp, err := c.Get(ctx, key, "/k/"+key)
 		require.NoError(t, err)
@@ -349,7 +337,7 @@ func TestClientRetries(t *testing.T) {
 		ff.Member("dead2", deadAddr)
 		key := keyInPartition(c, 3)
 		ff.Claim(3, "dead2")
-		waitRoute(t, slow, key, deadAddr)
+		fleettest.WaitRoute(t, slow, key, deadAddr)
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {

@@ -180,7 +180,7 @@ func TestClientSessionLostRefusalWording(t *testing.T) {
 	ff.Member("n", addr)
 	key := keyInPartition(c, 0)
 	ff.Claim(0, "n")
-	waitRoute(t, c, key, addr)
+	fleettest.WaitRoute(t, c, key, addr)
 	_, err := c.Get(context.Background(), key, "/k/"+key)
 	require.ErrorIs(t, err, router.ErrRetriesExhausted)
 	t.Log(err)

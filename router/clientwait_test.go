@@ -73,7 +73,7 @@ func TestClientRetriesAtOnceOnNews(t *testing.T) {
 			ff.Member(old, oldAddr)
 			key := keyInPartition(c, p)
 			epoch.Store(ff.Claim(p, old))
-			waitRoute(t, c, key, oldAddr)
+			fleettest.WaitRoute(t, c, key, oldAddr)
 			assert.Equal(t, "done", call(t, key))
 			<-oldHits
 			<-okHits
@@ -96,7 +96,7 @@ func TestClientRetriesAtOnceOnNews(t *testing.T) {
 		ff.Member("busy", busyAddr)
 		key := keyInPartition(c, p)
 		epoch.Store(ff.Claim(p, "busy"))
-		waitRoute(t, c, key, busyAddr)
+		fleettest.WaitRoute(t, c, key, busyAddr)
 		done := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

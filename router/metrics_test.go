@@ -129,7 +129,7 @@ func TestClientMetricsRetried(t *testing.T) {
 	ff.Member("n", addr)
 	key := keyInPartition(c, 0)
 	ff.Claim(0, "n")
-	waitRoute(t, c, key, addr)
+	fleettest.WaitRoute(t, c, key, addr)
 	resp, err := c.Get(context.Background(), key, "/k/"+key)
 	require.NoError(t, err)
 	resp.Body.Close()

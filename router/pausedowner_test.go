@@ -19,6 +19,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/childproc"
+	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -145,7 +146,7 @@ func TestClientPausedOwner(t *testing.T) {
 			key, epoch = k, r.Epoch
 		}
 	}
-	waitRoute(t, unbounded, key, bounded.Lookup(key).Addr)
+	fleettest.WaitRoute(t, unbounded, key, bounded.Lookup(key).Addr)
 
 	get := func(c *router.Client) <-chan string {
 		out := make(chan string, 1)

@@ -226,3 +226,23 @@ func KeyOwnedBy(tb testing.TB, n Server, prefix string) string {
 	tb.Fatalf("no key owned by %s", n.ID())
 	return ""
 }
+
+// Router is a reader of a fleet that routes keys: a router.Client or a
+// grpcroute.Conn.
+type Router interface {
+	Lookup(key string) fleet.Route
+	Changed() <-chan struct{}
+}
+
+// WaitRoute waits until r routes key to addr, and fails tb after ten
+// seconds.
+func WaitRoute(tb testing.TB, r Router, key, addr string) {
+	tb.Helper()
+	WaitUntil(tb, 10*time.Second, "the route of "+key, func() (string, <-chan struct{}) {
+		ch := r.Changed()
+		if got := r.Lookup(key).Addr; got != addr {
+			return "to " + got + ", want " + addr, ch
+		}
+		return "", nil
+	})
+}
