@@ -31,8 +31,8 @@ type claimChecker struct {
 	cur        map[int]int64     // partition -> epoch of the live claim
 	last       map[int]int64     // partition -> epoch of the latest claim
 	created    map[string]string // "p@epoch" -> owner
-	rev        int64 // of the latest claim event
-	seen       int64 // of the latest progress notification: every claim event up to it has been applied
+	rev        int64             // of the latest claim event
+	seen       int64             // of the latest progress notification: every claim event up to it has been applied
 	violations []string
 }
 
