@@ -89,9 +89,15 @@ func (b *ownerBalancer) UpdateClientConnState(s balancer.ClientConnState) error 
 
 // subConnState records a connection's new state; an idle one (its node
 // closed it) is connected again: the node may own partitions again soon.
+// A connection that starts failing is logged with its error (a refused
+// TLS handshake, say): the calls for its node's keys wait for it, and
+// end at their deadlines, without that error.
 func (b *ownerBalancer) subConnState(addr string, sc *subConn, st balancer.SubConnState) {
 	if b.conns[addr] != sc {
 		return // shut down
+	}
+	if st.ConnectivityState == connectivity.TransientFailure && sc.state != connectivity.TransientFailure && b.view != nil {
+		b.view.log.Warn("cannot connect to a node; its keys' calls wait", "addr", addr, "error", st.ConnectionError)
 	}
 	sc.state = st.ConnectivityState
 	if sc.state == connectivity.Idle {

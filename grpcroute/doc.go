@@ -94,9 +94,12 @@
 //	conn, err := c.NewConn(grpcroute.Target("counter"), grpc.WithTransportCredentials(creds))
 //
 // The server name a connection verifies is the host of the address it
-// dials (the owner's advertised address), so the nodes' certificates name
-// those hosts or IP addresses; grpc.WithAuthority does not apply, since
-// each node has its own.
+// dials (the owner's advertised address), so each node's certificate
+// names its own host or IP address (TestMutualTLS). grpc.WithAuthority
+// makes every connection verify the one name it gives instead, for nodes
+// that share a certificate name. A connection whose handshake fails is
+// logged at warning level with its error, by ClientConfig.Logger; the
+// calls for its node's keys wait for it until their deadlines.
 //
 // # Metrics
 //

@@ -43,6 +43,7 @@ type testFleet struct {
 	logger     hclog.Logger         // of every node's Server, with its node's ID; nil: none
 	serverKey  grpcroute.KeyFunc    // of every node's Server
 	serverOpts []grpc.ServerOption  // of every node's gRPC server, after the Server's
+	hosts      map[string]string    // the host a node listens on and advertises, by ID; default 127.0.0.1
 	mu         sync.Mutex
 	members    map[string]*member
 }
@@ -74,7 +75,8 @@ func newFleet(tb testing.TB, etcd *cluster.Cluster, name string, faulty bool) *t
 // start joins node id with its Server and gRPC server.
 func (f *testFleet) start(id string) *member {
 	f.tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	host := cmp.Or(f.hosts[id], "127.0.0.1")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	require.NoError(f.tb, err)
 	m := &member{id: id, addr: ln.Addr().String(), served: make(chan struct{})}
 	cli := f.cli

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/retry"
@@ -130,7 +132,7 @@ func (r *fleetResolver) observe(ctx context.Context) (*view, error) {
 		}
 		switch {
 		case err == nil:
-			v = &view{obs: obs, partitions: spec.Partitions}
+			v = &view{obs: obs, partitions: spec.Partitions, log: r.c.log}
 			return true, nil
 		case ctx.Err() != nil:
 			return true, ctx.Err()
@@ -145,22 +147,27 @@ func (r *fleetResolver) observe(ctx context.Context) (*view, error) {
 	return v, err
 }
 
-// view is what a resolver hands its balancer: the Observer of the fleet
-// and the fleet's partition count.
+// view is what a resolver hands its balancer: the Observer of the fleet,
+// the fleet's partition count, and the Client's logger.
 type view struct {
 	obs        *fleet.Observer
 	partitions int
+	log        hclog.Logger
 }
 
 // stateOf returns the resolver state of the fleet v sees: one endpoint per
-// address that a partition routes to, and v for the balancer.
+// address that a partition routes to, and v for the balancer. Each
+// address is its own ServerName, so that a connection's transport
+// credentials verify the node it dials by the address the node
+// advertises (the target's authority names the fleet, no host), unless
+// grpc.WithAuthority names one for every node.
 func stateOf(v *view) resolver.State {
 	seen := map[string]bool{}
 	var eps []resolver.Endpoint
 	for p := range v.partitions {
 		if addr := v.obs.Route(p).Addr; addr != "" && !seen[addr] {
 			seen[addr] = true
-			eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr}}})
+			eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr, ServerName: addr}}})
 		}
 	}
 	return resolver.State{Endpoints: eps, Attributes: attributes.New(observerAttr{}, v)}

@@ -1,0 +1,172 @@
+package grpcroute_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
+	"github.com/tenure-go/tenure/grpcroute"
+	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// TestMutualTLS runs a fleet whose nodes serve with the standard gRPC TLS
+// credentials, each with a certificate that names only the address it
+// advertises (three loopback addresses), and require client
+// certificates, as the package documentation shows. A Client with a
+// certificate of the fleet's CA reaches every owner, each connection
+// verifying its node against the node's own address; a client without a
+// certificate, and one that trusts another CA, get no call through.
+func TestMutualTLS(t *testing.T) {
+	ca, other := newCA(t, "fleet CA"), newCA(t, "another CA")
+	etcd := cluster.New(t, 1)
+	f := newFleet(t, etcd, "mtls", false)
+	f.hosts = map[string]string{"a": "127.0.0.1", "b": "127.0.0.2", "c": "127.0.0.3"}
+	nodeCerts := map[string]tls.Certificate{}
+	for _, host := range f.hosts {
+		nodeCerts[host] = ca.issue(t, host, x509.ExtKeyUsageServerAuth)
+	}
+	f.serverOpts = []grpc.ServerOption{grpc.Creds(credentials.NewTLS(&tls.Config{
+		// Each node's certificate, chosen by the address the connection
+		// reached (the nodes of this test share one process).
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			host, _, _ := net.SplitHostPort(hello.Conn.LocalAddr().String())
+			cert, ok := nodeCerts[host]
+			if !ok {
+				return nil, fmt.Errorf("no certificate for %s", host)
+			}
+			return &cert, nil
+		},
+		ClientCAs:  ca.pool,
+		ClientAuth: tls.RequireAndVerifyClientCert,
+		MinVersion: tls.VersionTLS13,
+	}))}
+	f.startStable("a", "b", "c")
+
+	dial := func(t *testing.T, cfg *tls.Config, backoff grpcroute.Backoff, log hclog.Logger) counterpb.CounterClient {
+		c, err := grpcroute.NewClient(f.cli, grpcroute.ClientConfig{Key: requestKey, Backoff: backoff, Logger: log})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		conn, err := c.NewConn(grpcroute.Target("mtls"), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		return counterpb.NewCounterClient(conn)
+	}
+
+	t.Run("client certificate of the fleet's CA", func(t *testing.T) {
+		counter := dial(t, &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "client", x509.ExtKeyUsageClientAuth)},
+			RootCAs: ca.pool, MinVersion: tls.VersionTLS13}, grpcroute.Backoff{}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		served := map[string]int{}
+		for i := range 60 {
+			key := fmt.Sprintf("k%d", i)
+			reply, err := counter.Add(ctx, &counterpb.AddRequest{Key: key, Delta: 1})
+			require.NoError(t, err)
+			assert.Equal(t, f.owner(key).id, reply.Node, "key %s", key)
+			served[reply.Node]++
+		}
+		assert.Len(t, served, 3, "every node served calls: %v", served)
+	})
+
+	// refused checks that a client of cfg gets no call through, and that
+	// its log says why: the handshake's error.
+	refused := func(t *testing.T, cfg *tls.Config, why string) {
+		t.Helper()
+		var out testlog.Buffer
+		log := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Warn, JSONFormat: true})
+		counter := dial(t, cfg, grpcroute.Backoff{MaxAttempts: 2, Initial: time.Millisecond, Max: time.Millisecond}, log)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := counter.Add(ctx, &counterpb.AddRequest{Key: "k", Delta: 1})
+		require.Error(t, err)
+		lines := logLines(t, out.Bytes(), "cannot connect to a node; its keys' calls wait")
+		require.NotEmpty(t, lines, "no connection failure logged: %s", out.String())
+		assert.Contains(t, lines[0]["error"], why)
+		addrs := map[any]bool{}
+		for _, m := range f.list() {
+			addrs[m.addr] = true
+		}
+		assert.True(t, addrs[lines[0]["addr"]], "logged address %v is no node's", lines[0]["addr"])
+	}
+	t.Run("no client certificate", func(t *testing.T) {
+		refused(t, &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS13}, "certificate required")
+	})
+	t.Run("nodes of another CA", func(t *testing.T) {
+		refused(t, &tls.Config{Certificates: []tls.Certificate{other.issue(t, "client", x509.ExtKeyUsageClientAuth)},
+			RootCAs: other.pool, MinVersion: tls.VersionTLS13}, "x509: certificate signed by unknown authority")
+	})
+	for _, m := range f.list() {
+		assert.Equal(t, int64(0), m.rs.Stats().Refused, "node %s", m.id)
+	}
+}
+
+// testCA is a certificate authority of a test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// issue returns a certificate for name (an IP address becomes the
+// certificate's one IP address, any other name its common name) with
+// usage.
+func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+	if ip := net.ParseIP(name); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
