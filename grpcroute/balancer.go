@@ -47,8 +47,9 @@ type ownerBalancer struct {
 }
 
 type subConn struct {
-	sc    balancer.SubConn
-	state connectivity.State
+	sc      balancer.SubConn
+	state   connectivity.State
+	failing bool // failed since it was last ready (logged once)
 }
 
 func (b *ownerBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
@@ -90,14 +91,21 @@ func (b *ownerBalancer) UpdateClientConnState(s balancer.ClientConnState) error 
 // subConnState records a connection's new state; an idle one (its node
 // closed it) is connected again: the node may own partitions again soon.
 // A connection that starts failing is logged with its error (a refused
-// TLS handshake, say): the calls for its node's keys wait for it, and
-// end at their deadlines, without that error.
+// TLS handshake, say), once until it is ready again: the calls for its
+// node's keys wait for it, and end at their deadlines, without that
+// error.
 func (b *ownerBalancer) subConnState(addr string, sc *subConn, st balancer.SubConnState) {
 	if b.conns[addr] != sc {
 		return // shut down
 	}
-	if st.ConnectivityState == connectivity.TransientFailure && sc.state != connectivity.TransientFailure && b.view != nil {
-		b.view.log.Warn("cannot connect to a node; its keys' calls wait", "addr", addr, "error", st.ConnectionError)
+	switch st.ConnectivityState {
+	case connectivity.TransientFailure:
+		if !sc.failing && b.view != nil {
+			b.view.log.Warn("cannot connect to a node; its keys' calls wait", "addr", addr, "error", st.ConnectionError)
+		}
+		sc.failing = true
+	case connectivity.Ready:
+		sc.failing = false
 	}
 	sc.state = st.ConnectivityState
 	if sc.state == connectivity.Idle {

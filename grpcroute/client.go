@@ -202,7 +202,7 @@ func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	case ref == nil && status.Code(err) != codes.Unavailable:
 		return false
 	}
-	rt.hint, _ = hintOf(ref)
+	rt.hint = hintOf(ref)
 	tried := rt.tried()
 	rt.refused = tried.Addr
 	rt.now = rt.seen.News(tried, rt.hint)

@@ -113,13 +113,13 @@ func RefusalOf(err error) *tenurepb.Refusal {
 	return nil
 }
 
-// hintOf returns the route a refusal names as the next owner, or false if
-// it names none that a call can be sent to.
-func hintOf(ref *tenurepb.Refusal) (fleet.Route, bool) {
+// hintOf returns the route a refusal names as the next owner, or the zero
+// Route if it names none that a call can be sent to.
+func hintOf(ref *tenurepb.Refusal) fleet.Route {
 	if ref == nil || ref.Owner == "" || ref.Addr == "" || ref.Epoch < 0 {
-		return fleet.Route{}, false
+		return fleet.Route{}
 	}
-	return fleet.Route{Partition: int(ref.Partition), Owner: ref.Owner, Addr: ref.Addr, Epoch: ref.Epoch, RingVersion: ref.RingVersion}, true
+	return fleet.Route{Partition: int(ref.Partition), Owner: ref.Owner, Addr: ref.Addr, Epoch: ref.Epoch, RingVersion: ref.RingVersion}
 }
 
 // staleDetails copies the stale token's details of err into ref.
