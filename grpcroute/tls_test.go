@@ -2,15 +2,9 @@ package grpcroute_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
-	"net"
 	"testing"
 	"time"
 
@@ -22,6 +16,7 @@ import (
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/grpcroute"
+	"github.com/tenure-go/tenure/internal/testcert"
 	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -34,28 +29,19 @@ import (
 // verifying its node against the node's own address; a client without a
 // certificate, and one that trusts another CA, get no call through.
 func TestMutualTLS(t *testing.T) {
-	ca, other := newCA(t, "fleet CA"), newCA(t, "another CA")
+	ca, other := testcert.NewCA(t, "fleet CA"), testcert.NewCA(t, "another CA")
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "mtls", false)
 	f.hosts = map[string]string{"a": "127.0.0.1", "b": "127.0.0.2", "c": "127.0.0.3"}
 	nodeCerts := map[string]tls.Certificate{}
 	for _, host := range f.hosts {
-		nodeCerts[host] = ca.issue(t, host, x509.ExtKeyUsageServerAuth)
+		nodeCerts[host] = ca.Issue(t, host, x509.ExtKeyUsageServerAuth)
 	}
 	f.serverOpts = []grpc.ServerOption{grpc.Creds(credentials.NewTLS(&tls.Config{
-		// Each node's certificate, chosen by the address the connection
-		// reached (the nodes of this test share one process).
-		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			host, _, _ := net.SplitHostPort(hello.Conn.LocalAddr().String())
-			cert, ok := nodeCerts[host]
-			if !ok {
-				return nil, fmt.Errorf("no certificate for %s", host)
-			}
-			return &cert, nil
-		},
-		ClientCAs:  ca.pool,
-		ClientAuth: tls.RequireAndVerifyClientCert,
-		MinVersion: tls.VersionTLS13,
+		GetCertificate: testcert.ByLocalHost(nodeCerts), // the nodes share this process
+		ClientCAs:      ca.Pool,
+		ClientAuth:     tls.RequireAndVerifyClientCert,
+		MinVersion:     tls.VersionTLS13,
 	}))}
 	f.startStable("a", "b", "c")
 
@@ -70,8 +56,8 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	t.Run("client certificate of the fleet's CA", func(t *testing.T) {
-		counter := dial(t, &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "client", x509.ExtKeyUsageClientAuth)},
-			RootCAs: ca.pool, MinVersion: tls.VersionTLS13}, grpcroute.Backoff{}, nil)
+		counter := dial(t, &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "client", x509.ExtKeyUsageClientAuth)},
+			RootCAs: ca.Pool, MinVersion: tls.VersionTLS13}, grpcroute.Backoff{}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		served := map[string]int{}
@@ -119,67 +105,13 @@ func TestMutualTLS(t *testing.T) {
 		// The node refuses the handshake after the client has finished its
 		// side (TLS 1.3): the client reads the node's alert ("certificate
 		// required") or finds the connection closed first.
-		refused(t, &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS13}, "")
+		refused(t, &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS13}, "")
 	})
 	t.Run("nodes of another CA", func(t *testing.T) {
-		refused(t, &tls.Config{Certificates: []tls.Certificate{other.issue(t, "client", x509.ExtKeyUsageClientAuth)},
-			RootCAs: other.pool, MinVersion: tls.VersionTLS13}, "x509: certificate signed by unknown authority")
+		refused(t, &tls.Config{Certificates: []tls.Certificate{other.Issue(t, "client", x509.ExtKeyUsageClientAuth)},
+			RootCAs: other.Pool, MinVersion: tls.VersionTLS13}, "x509: certificate signed by unknown authority")
 	})
 	for _, m := range f.list() {
 		assert.Equal(t, int64(0), m.rs.Stats().Refused, "node %s", m.id)
 	}
-}
-
-// testCA is a certificate authority of a test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue returns a certificate for name (an IP address becomes the
-// certificate's one IP address, any other name its common name) with
-// usage.
-func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	if ip := net.ParseIP(name); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -3,6 +3,7 @@ package router_test
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -53,6 +54,12 @@ type fleetOptions struct {
 	// Callbacks and WarmTimeout are given to every node.
 	Callbacks   ownership.Callbacks
 	WarmTimeout time.Duration
+	// TLS, if set, is every node's server TLS configuration: the nodes
+	// serve HTTPS.
+	TLS *tls.Config
+	// Hosts are the hosts the nodes listen on and advertise, by ID
+	// (default 127.0.0.1).
+	Hosts map[string]string
 }
 
 // member is one node of a fleet.
@@ -112,7 +119,7 @@ func (f *testFleet) nodeConfig(id, addr string) ownership.Config {
 // start joins a node with its router and HTTP server.
 func (f *testFleet) start(id string) *member {
 	f.tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(cmp.Or(f.opts.Hosts[id], "127.0.0.1"), "0"))
 	require.NoError(f.tb, err)
 	m := &member{id: id, addr: ln.Addr().String(), served: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -137,9 +144,13 @@ func (f *testFleet) start(id string) *member {
 	mux := http.NewServeMux()
 	mux.Handle("/k/{key}/", h)
 	mux.Handle("/k/{key}", h)
-	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: f.opts.TLS.Clone()} // each server adds its protocols to its own
 	go func() {
 		defer close(m.served)
+		if f.opts.TLS != nil {
+			_ = m.srv.ServeTLS(ln, "", "")
+			return
+		}
 		_ = m.srv.Serve(ln)
 	}()
 	f.mu.Lock()
