@@ -100,7 +100,7 @@ func (b *ownerBalancer) subConnState(addr string, sc *subConn, st balancer.SubCo
 	}
 	switch st.ConnectivityState {
 	case connectivity.TransientFailure:
-		if !sc.failing && b.view != nil {
+		if !sc.failing {
 			b.view.log.Warn("cannot connect to a node; its keys' calls wait", "addr", addr, "error", st.ConnectionError)
 		}
 		sc.failing = true
@@ -117,11 +117,11 @@ func (b *ownerBalancer) subConnState(addr string, sc *subConn, st balancer.SubCo
 // publish gives the connection a new picker of the ready connections.
 // Calls waiting for their owner's connection pick again with it.
 func (b *ownerBalancer) publish() {
-	p := &picker{view: b.view, ready: map[string]*readyConn{}}
+	p := &picker{view: b.view, ready: map[string]balancer.SubConn{}}
 	state := connectivity.Connecting
 	for addr, sc := range b.conns {
 		if sc.state == connectivity.Ready {
-			p.ready[addr] = &readyConn{sc: sc.sc}
+			p.ready[addr] = sc.sc
 			state = connectivity.Ready
 		}
 	}
@@ -159,13 +159,8 @@ func (b *ownerBalancer) ExitIdle() {
 // node.
 type picker struct {
 	view  *view
-	ready map[string]*readyConn // by address
-	err   error                 // the resolver's error before the fleet was read
-}
-
-// readyConn is a ready connection of a picker.
-type readyConn struct {
-	sc balancer.SubConn
+	ready map[string]balancer.SubConn // ready connections, by address
+	err   error                       // the resolver's error before the fleet was read
 }
 
 // pickCtx is the context key of a call's *route, which the Client's
@@ -212,9 +207,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return balancer.PickResult{}, err
 	}
 	r := p.choose(rt)
-	if rc := p.ready[r.Addr]; rc != nil {
+	if sc := p.ready[r.Addr]; sc != nil {
 		rt.picked.Store(&pick{route: r, view: p.view})
-		return balancer.PickResult{SubConn: rc.sc}, nil
+		return balancer.PickResult{SubConn: sc}, nil
 	}
 	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 }

@@ -73,21 +73,21 @@ type View interface {
 	Changed() <-chan struct{}
 }
 
-// Moved reports whether v's route of tried's partition names another node,
+// moved reports whether v's route of tried's partition names another node,
 // address or claim than tried, and has an address to go to.
-func Moved(v View, tried fleet.Route) bool {
+func moved(v View, tried fleet.Route) bool {
 	r := v.Route(tried.Partition)
 	return r.Addr != "" && (r.Owner != tried.Owner || r.Addr != tried.Addr || r.Epoch != tried.Epoch)
 }
 
 // Wait waits delay on c before the next attempt of a call whose last one
 // went along tried, cut short as soon as v's route of the partition moves
-// away from tried (Moved): the next attempt then follows the change at
+// away from tried (moved): the next attempt then follows the change at
 // once, whether it came before the wait or during it. It returns ctx's
 // error if ctx ends first.
 func Wait(ctx context.Context, c clock.Clock, delay time.Duration, v View, tried fleet.Route) error {
-	changed := v.Changed() // before Moved looks: a change after it closes changed
-	if Moved(v, tried) {
+	changed := v.Changed() // before moved looks: a change after it closes changed
+	if moved(v, tried) {
 		return nil
 	}
 	timer := c.NewTimer(delay)
@@ -96,7 +96,7 @@ func Wait(ctx context.Context, c clock.Clock, delay time.Duration, v View, tried
 		select {
 		case <-changed:
 			changed = v.Changed()
-			if Moved(v, tried) {
+			if moved(v, tried) {
 				return nil
 			}
 		case <-timer.Chan():
