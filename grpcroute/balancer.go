@@ -167,17 +167,19 @@ type picker struct {
 // interceptors set.
 type pickCtx struct{}
 
-// route is what a call's attempts tell the picker: its key, and the hint
-// of the last refusal (when it names a newer owner than the view, the
-// picker goes there) with the address that refused; what the picker tells
-// the call: where it sent the last attempt; and what the call has learnt
-// of its partition's claims (follow.Progress). The Client's interceptors
-// and the picker use a route in turn, one attempt at a time.
+// route is what a call's attempts tell the picker: its key, the hint of
+// the last refusal (when it names a newer owner than the view, the picker
+// goes there) with the address that refused, and the attempt in progress;
+// what the picker tells the call: where it sent the last attempt, and
+// when (the attempt's bound counts from then); and what the call has
+// learnt of its partition's claims (follow.Progress). The Client's
+// interceptors and the picker use a route in turn, one attempt at a time.
 type route struct {
 	key     string
 	hint    fleet.Route // the zero Route for none
 	refused string
-	picked  atomic.Pointer[pick] // set by Pick
+	picked  atomic.Pointer[pick]    // set by Pick
+	attempt atomic.Pointer[attempt] // the attempt in progress, whose clock Pick starts; nil: unbounded
 	seen    follow.Progress
 	now     bool // the last refusal's hint is news: the next attempt goes at once
 }
@@ -209,6 +211,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	r := p.choose(rt)
 	if sc := p.ready[r.Addr]; sc != nil {
 		rt.picked.Store(&pick{route: r, view: p.view})
+		rt.attempt.Load().start()
 		return balancer.PickResult{SubConn: sc}, nil
 	}
 	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable

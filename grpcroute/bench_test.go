@@ -51,6 +51,8 @@ type benchKind struct {
 // interceptor, to the plain server; a plain client with the metadata, to
 // the routed server of a one-node fleet (interceptor, Hold, work context);
 // a routed client (resolver, owner balancer, interceptor) to that server;
+// the same without the per-attempt bound (ClientConfig.AttemptTimeout
+// negative: unbounded), which shows what the bound costs;
 // a routed client with ClientConfig.OmitKeyMetadata to the routed server
 // of another one-node fleet whose ServerConfig.Key takes the key from the
 // request (omit); and the same with ClientConfig.NoIdempotencyKey for Get,
@@ -61,6 +63,7 @@ func benchKinds(b *testing.B) []benchKind {
 	a := f.start("a")
 	f.waitStable()
 	c, routed := newClient(b, f.cli, "bench", grpcroute.ClientConfig{})
+	_, unbounded := newClient(b, f.cli, "bench", grpcroute.ClientConfig{AttemptTimeout: -1})
 	fk := newFleet(b, etcd, "benchkey", false)
 	fk.serverKey = requestKey
 	fk.start("a")
@@ -82,6 +85,7 @@ func benchKinds(b *testing.B) []benchKind {
 		{name: "interceptor", cli: counterpb.NewCounterClient(dial(b, plain, grpc.WithChainUnaryInterceptor(c.Unary)))},
 		{name: "md-to-server", cli: counterpb.NewCounterClient(dial(b, a.addr)), md: true},
 		{name: "routed", cli: routed},
+		{name: "unbounded", cli: unbounded},
 		{name: "omit", cli: omit},
 		{name: "lean", cli: lean},
 	}

@@ -3,6 +3,7 @@ package grpcroute
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -29,11 +30,13 @@ type EtcdClient = fleet.FleetClient
 // members and claims through a fleet.Observer (read-only, no lease), and
 // its balancer sends each call to the owner's address, never to another
 // node while the owner is known. The Client's interceptors take each
-// call's key, give every attempt of a call the same idempotency key, and
-// retry calls that a node refused with a retryable refusal, or that found
-// their owner unavailable, with backoff, bounded by the ClientConfig's
-// Backoff and by the call's deadline. A Client is safe for concurrent use
-// by multiple goroutines.
+// call's key, give every attempt of a call the same idempotency key, cut
+// off an attempt that has no answer within the ClientConfig's
+// AttemptTimeout, and retry calls that a node refused with a retryable
+// refusal, that found their owner unavailable, or whose attempt was cut
+// off, with backoff, bounded by the ClientConfig's Backoff and by the
+// call's deadline. A Client is safe for concurrent use by multiple
+// goroutines.
 type Client struct {
 	etcd    EtcdClient
 	cfg     ClientConfig
@@ -51,7 +54,8 @@ type ClientStats struct {
 	// Attempts is the number of attempts made, retries included.
 	Attempts int64
 	// Retries is the number of attempts that repeated a refused or
-	// unavailable one of the same call.
+	// unavailable one of the same call, or one cut off by
+	// AttemptTimeout.
 	Retries int64
 	// OK, Retried and Failed count the calls answered at the first
 	// attempt, answered after retries, and failed with an error (the
@@ -127,7 +131,8 @@ func (c *Client) Close() { c.metrics.Unregister() }
 // the methods of ClientConfig.NoIdempotencyKey),
 // and retries the call as Client describes. It returns the first answer
 // that is not retried, or an error wrapping ErrRetriesExhausted and the
-// last attempt's status error.
+// last attempt's error (a status error, or the ErrAttemptTimeout of an
+// attempt cut off).
 func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) (err error) {
 	ctx, rt, err := c.prepare(ctx, method, req)
 	if err != nil {
@@ -139,7 +144,7 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 	for attempt := 1; ; attempt++ {
 		attempts = attempt
 		c.attempts.Add(1)
-		err := invoker(ctx, method, req, reply, cc, opts...)
+		err := c.invoke(ctx, rt, method, req, reply, cc, invoker, opts)
 		if err == nil {
 			return nil
 		}
@@ -150,6 +155,17 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 			return werr
 		}
 	}
+}
+
+// invoke makes one attempt of a unary call, cut off if it has no answer
+// within the ClientConfig's AttemptTimeout once the balancer sent it.
+func (c *Client) invoke(ctx context.Context, rt *route, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	a := c.newAttempt(ctx)
+	rt.attempt.Store(a)
+	a.enter()
+	err := invoker(a.context(ctx), method, req, reply, cc, opts...)
+	a.leave(false)
+	return a.end(ctx, rt.tried().Addr, err)
 }
 
 // prepare returns ctx with the call's route and metadata, and the route.
@@ -189,8 +205,9 @@ func (c *Client) prepare(ctx context.Context, method string, req any) (context.C
 // again reports whether a failed attempt is retried: its status carries a
 // retryable tenure refusal (whose hint rt keeps for the next pick, and
 // weighs as news, follow.Progress), or is codes.Unavailable without one
-// (the owner could not be reached or is going away), while ctx lasts. The
-// address the attempt was sent to is kept as the one that refused.
+// (the owner could not be reached or is going away), or the attempt was
+// cut off by AttemptTimeout, while ctx lasts. The address the attempt was
+// sent to is kept as the one that refused.
 func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	if ctx.Err() != nil {
 		return false
@@ -199,7 +216,7 @@ func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	switch {
 	case ref != nil && !ref.Retryable:
 		return false
-	case ref == nil && status.Code(err) != codes.Unavailable:
+	case ref == nil && status.Code(err) != codes.Unavailable && !errors.Is(err, ErrAttemptTimeout):
 		return false
 	}
 	rt.hint = hintOf(ref)
@@ -219,7 +236,11 @@ func (c *Client) wait(ctx context.Context, method string, rt *route, attempt int
 	if attempt >= c.cfg.Backoff.MaxAttempts {
 		return fmt.Errorf("%w: %s key %q: %d attempts: %w", ErrRetriesExhausted, method, rt.key, attempt, last)
 	}
-	c.log.Debug("call refused; retrying", "method", method, "key", rt.key, "attempt", attempt, "at_once", rt.now, "error", last)
+	if errors.Is(last, ErrAttemptTimeout) {
+		c.log.Debug("attempt had no answer in time; retrying", "method", method, "key", rt.key, "attempt", attempt, "error", last)
+	} else {
+		c.log.Debug("call refused; retrying", "method", method, "key", rt.key, "attempt", attempt, "at_once", rt.now, "error", last)
+	}
 	var err error
 	switch pk := rt.picked.Load(); {
 	case rt.now:

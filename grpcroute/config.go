@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/router"
 )
@@ -96,13 +97,44 @@ type ClientConfig struct {
 	// IDEMPOTENT. The key costs the call a header whose value is new on
 	// every call. Nil means every call carries one.
 	NoIdempotencyKey func(method string) bool
-	// Backoff is the retry policy of refused calls: zero fields take
+	// SessionTTL is the lease TTL of the fleet's nodes (their
+	// ownership.Config.Session.TTL), from which AttemptTimeout's default is
+	// derived, as router.ClientConfig.SessionTTL. Zero means
+	// election.DefaultTTL (10s), the nodes' default; it must be at least
+	// election.MinTTL (2s), as theirs. It affects only how long an attempt
+	// waits, never what is admitted: a value other than the fleet's makes
+	// a Client give up on an unanswering owner sooner or later than it
+	// could.
+	SessionTTL time.Duration
+	// AttemptTimeout bounds how long one attempt waits for its node to
+	// answer, as router.ClientConfig.AttemptTimeout does for a request
+	// (whose documentation says why half a TTL). An attempt cut off at the
+	// bound (its error errors.Is ErrAttemptTimeout and
+	// context.DeadlineExceeded; status code DeadlineExceeded) is retried
+	// as an unavailable owner is, with the same idempotency key, so that a
+	// call sent to a paused owner is answered by its successor about one
+	// bound after the paused owner's lease expired, instead of when the
+	// pause ends. Zero means SessionTTL/2 (5s by default); negative means
+	// no bound but the call's deadline.
+	//
+	// The bound counts from the moment the balancer sends the attempt to
+	// a node. A unary attempt's answer is its reply or status. A
+	// streaming attempt's answer is the first thing its node sends (its
+	// header, a message, or its status), and until then the bound counts
+	// only the time the caller waits on the stream, from its last message
+	// sent: a long upload is not cut off, nor a stream that has started
+	// answering, however long it lasts. The package documentation ("Owners
+	// that do not answer") says it in full.
+	AttemptTimeout time.Duration
+	// Backoff is the retry policy of refused calls and of attempts cut
+	// off by AttemptTimeout: zero fields take
 	// router.DefaultBackoff's values (10 attempts, 5ms doubling to 1s,
 	// jittered). Every attempt is also bounded by the call's deadline.
 	Backoff Backoff
 	// Logger receives the client's diagnostics. Nil discards them.
 	Logger hclog.Logger
-	// Clock times the retry delays. Nil means the real clock.
+	// Clock times the retry delays and the attempts' bound. Nil means the
+	// real clock.
 	Clock clockwork.Clock
 	// Metrics, if not nil, receives the Client's Prometheus metrics (see
 	// metrics.go); NewClient registers them and Close unregisters them.
@@ -114,6 +146,8 @@ func DefaultClientConfig() ClientConfig { return ClientConfig{}.withDefaults() }
 
 func (c ClientConfig) withDefaults() ClientConfig {
 	c.Backoff = c.Backoff.WithDefaults()
+	b := c.bound().WithDefaults()
+	c.SessionTTL, c.AttemptTimeout = b.SessionTTL, b.AttemptTimeout
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -123,17 +157,28 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	return c
 }
 
-// Validate reports whether c can configure a Client. Errors wrap
-// ErrInvalidConfig, and ErrInvalidBackoff for a Backoff that does not
-// validate; a typed nil Logger, Clock or Metrics also wraps ErrNilArgument.
+// Validate reports whether c, with its defaults applied, can configure
+// a Client. Errors wrap ErrInvalidConfig, and ErrInvalidBackoff for a
+// Backoff that does not validate; a typed nil Logger, Clock or Metrics
+// also wraps ErrNilArgument.
 func (c ClientConfig) Validate() error {
 	if c.OmitKeyMetadata && c.Key == nil {
 		return fmt.Errorf("%w: OmitKeyMetadata needs a Key", ErrInvalidConfig)
+	}
+	if err := c.bound().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if err := c.Backoff.Validate(); err != nil {
 		return fmt.Errorf("%w: backoff: %w", ErrInvalidConfig, err)
 	}
 	return nilFields(c.Logger, c.Clock, c.Metrics)
+}
+
+// bound returns the attempt bound that SessionTTL and AttemptTimeout
+// describe (follow.Bound: their defaults and checks are router.Client's
+// too).
+func (c ClientConfig) bound() follow.Bound {
+	return follow.Bound{SessionTTL: c.SessionTTL, AttemptTimeout: c.AttemptTimeout}
 }
 
 // nilFields returns an error if one of the optional fields is a typed nil.

@@ -2,14 +2,17 @@ package grpcroute_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/grpcroute"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // Bad arguments and configs get typed errors, never a panic.
@@ -31,8 +34,21 @@ func TestConfigErrors(t *testing.T) {
 	assert.ErrorIs(t, err, grpcroute.ErrInvalidConfig)
 	assert.ErrorIs(t, err, grpcroute.ErrInvalidBackoff)
 
+	for _, ttl := range []time.Duration{time.Second, -time.Second} {
+		err = grpcroute.ClientConfig{SessionTTL: ttl}.Validate()
+		assert.ErrorIs(t, err, grpcroute.ErrInvalidConfig, "session TTL %v", ttl)
+		assert.ErrorContains(t, err, "must be at least 2s")
+	}
+	_, err = grpcroute.NewClient(cluster.UnreachableClient(t), grpcroute.ClientConfig{SessionTTL: time.Second})
+	assert.ErrorIs(t, err, grpcroute.ErrInvalidConfig)
+	require.NoError(t, grpcroute.ClientConfig{SessionTTL: 2 * time.Second, AttemptTimeout: -1}.Validate())
+
 	require.NoError(t, grpcroute.DefaultServerConfig().Validate())
 	require.NoError(t, grpcroute.DefaultClientConfig().Validate())
+	// The attempt bound's defaults are router.Client's: half the nodes'
+	// default TTL.
+	assert.Equal(t, election.DefaultTTL, grpcroute.DefaultClientConfig().SessionTTL)
+	assert.Equal(t, election.DefaultTTL/2, grpcroute.DefaultClientConfig().AttemptTimeout)
 	assert.Equal(t, router.DefaultHandoffWait, grpcroute.DefaultServerConfig().HandoffWait)
 	assert.Equal(t, "tenure:///counter", grpcroute.Target("counter"))
 	assert.Equal(t, "tenure:///?prefix=%2Fx%2Fy%2F", grpcroute.TargetPrefix("/x/y/"))

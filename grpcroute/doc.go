@@ -33,10 +33,45 @@
 // when the view of the key's partition changes, as router.Client does;
 // bounded in attempts and by the call's deadline:
 //
-//	c, err := grpcroute.NewClient(etcd, grpcroute.ClientConfig{Key: keyOfRequest})
+//	c, err := grpcroute.NewClient(etcd, grpcroute.ClientConfig{Key: keyOfRequest, SessionTTL: 10 * time.Second})
 //	conn, err := c.NewConn(grpcroute.Target("counter"), grpc.WithTransportCredentials(creds))
 //	defer conn.Close()
 //	reply, err := counterpb.NewCounterClient(conn).Add(ctx, &counterpb.AddRequest{Key: "k"})
+//
+// # Owners that do not answer
+//
+// An owner may stop answering without closing its connections: paused
+// (GC, SIGSTOP, VM migration) or cut off from etcd. Its lease expires at
+// most a TTL after it stopped renewing, and the next owner serves its
+// partitions, but the calls already sent to it would wait for it. gRPC's
+// keepalive cannot tell in time: a grpc-go client pings at most every
+// 10s, and a grpc-go server by default refuses pings more often than
+// every 5 minutes. So, as router.Client does, a Client cuts
+// off an attempt that has no answer within ClientConfig.AttemptTimeout
+// (half of ClientConfig.SessionTTL, the fleet's TTL, by default) once the
+// balancer sent it to a node, and sends it again with the same
+// idempotency key: to the same owner while the fleet still names it, to
+// the new owner once its lease has expired. A call sent to a paused
+// owner is answered by its successor about one AttemptTimeout after the
+// paused owner's lease expired at worst, whatever the pause's length; the
+// paused owner refuses the copies it received when it wakes (its session
+// is gone), and its handlers' late writes are refused by the fenced
+// store (TestFrozenOwner, with the owner in a process of its own). An
+// attempt cut off fails with ErrAttemptTimeout (also
+// context.DeadlineExceeded, and status code DeadlineExceeded) only when
+// it was the call's last.
+//
+// For a unary call, the answer is the reply or the status. For a
+// streaming call, it is the first thing the node sends: its header (which
+// gRPC sends with the first response message, or earlier when the
+// handler calls grpc.SendHeader), a message, or the status; until then
+// the bound counts only the time the caller waits on the stream (in
+// RecvMsg, Header or SendMsg), from the later of the start of the wait
+// and the caller's last message. A caller that sends for a long time
+// before it reads is not cut off, and a stream that has started
+// answering is never cut off, however long it lasts; a handler that may
+// stay silent longer than AttemptTimeout before its first message should
+// send its header first.
 //
 // The Conn is a *grpc.ClientConn that also says where it sends a key's
 // calls: Conn.Lookup(key) returns the fleet.Route of the key's partition as

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/retry"
 )
 
@@ -38,6 +39,14 @@ var (
 	// answer. The last attempt's status error is wrapped as well, so that
 	// status.Code and RefusalOf read it.
 	ErrRetriesExhausted = errors.New("grpcroute: retries exhausted")
+
+	// ErrAttemptTimeout reports an attempt of a call that had no answer
+	// within ClientConfig.AttemptTimeout and was cut off; the call sends
+	// it again, and wraps it as its last attempt's error if it fails (its
+	// status code is DeadlineExceeded, and errors.Is(err,
+	// context.DeadlineExceeded) holds too). It is router.ErrAttemptTimeout
+	// as well: one bound, one sentinel.
+	ErrAttemptTimeout = follow.ErrAttemptTimeout
 
 	// ErrMetrics reports that the metrics of a Server or Client could not be
 	// registered (a prometheus.AlreadyRegisteredError, wrapped, if the same

@@ -1,9 +1,15 @@
 package grpcroute_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/tenure-go/tenure/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childNodeEnv); spec != "" { // this test binary runs as a node's process (childnode_test.go)
+		os.Exit(childNode(spec))
+	}
+	leakcheck.VerifyTestMain(m)
+}

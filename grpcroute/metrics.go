@@ -21,7 +21,7 @@ import (
 // choice:
 //
 //	tenure_grpc_client_calls_total{result="ok|retried|failed"}  counter  routed calls: answered at the first attempt, answered after retries, or failed
-//	tenure_grpc_client_retries_total                            counter  attempts sent again after a retryable refusal or an unavailable owner
+//	tenure_grpc_client_retries_total                            counter  attempts sent again after a retryable refusal, an unavailable owner, or an attempt cut off by AttemptTimeout
 //
 // The counters read the Stats counters when scraped: they cost nothing on
 // the call path.
@@ -58,7 +58,7 @@ func registerClientMetrics(reg prometheus.Registerer, c *Client) (*metrics.Set, 
 	}
 	retries := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Subsystem: "grpc_client", Name: "retries_total",
-		Help: "Attempts of routed gRPC calls sent again after a retryable refusal or an unavailable owner.",
+		Help: "Attempts of routed gRPC calls sent again after a retryable refusal, an unavailable owner, or an attempt cut off by AttemptTimeout.",
 	}, func() float64 { return float64(c.retries.Load()) })
 	set, err := metrics.Register(reg, result("ok", &c.ok), result("retried", &c.retried), result("failed", &c.failed), retries)
 	if err != nil {

@@ -17,7 +17,11 @@ import (
 // unary call, and is retried as a unary call is until the first response
 // message arrives: the messages sent so far are kept and sent again, in
 // order, on the new attempt (with CloseSend if the caller had closed). Once
-// a response message has arrived, errors are returned as they come.
+// a response message has arrived, errors are returned as they come. An
+// attempt is cut off and retried when its node has not started answering
+// within the ClientConfig's AttemptTimeout of the caller's wait, as its
+// documentation describes; once the node has answered (its header, a
+// message or its status), the stream is never cut off.
 func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	ctx, rt, err := c.prepare(ctx, method, nil)
 	if err != nil {
@@ -28,9 +32,9 @@ func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	s.opts = opts
 	s.attempt = 1
 	c.attempts.Add(1)
-	if s.cur, err = streamer(ctx, desc, cc, method, s.opts...); err != nil {
+	if s.cur, s.att, err = s.open(); err != nil {
 		// The stream could not start: retry as a failed attempt.
-		if s.cur, err = s.retry(err); err != nil {
+		if s.cur, s.att, err = s.retry(err); err != nil {
 			c.record(s.attempt, err)
 			return nil, err
 		}
@@ -52,6 +56,7 @@ type retryStream struct {
 
 	mu       sync.Mutex // guards what follows; held across a restart's replay
 	cur      grpc.ClientStream
+	att      *attempt // cur's bound; nil without one
 	attempt  int
 	sent     []any // messages sent so far, until a response arrives
 	closed   bool  // CloseSend was called
@@ -59,16 +64,31 @@ type retryStream struct {
 	done     bool  // the call's outcome was recorded
 }
 
-func (s *retryStream) stream() grpc.ClientStream {
+// current returns the current attempt's stream and bound.
+func (s *retryStream) current() (grpc.ClientStream, *attempt) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cur
+	return s.cur, s.att
+}
+
+func (s *retryStream) stream() grpc.ClientStream {
+	cs, _ := s.current()
+	return cs
 }
 
 func (s *retryStream) Context() context.Context { return s.stream().Context() }
 func (s *retryStream) Trailer() metadata.MD     { return s.stream().Trailer() }
 
-func (s *retryStream) Header() (metadata.MD, error) { return s.stream().Header() }
+// Header waits for the current attempt's header, counted as a wait for
+// its answer, which the header (or the stream's end) is.
+func (s *retryStream) Header() (metadata.MD, error) {
+	cs, a := s.current()
+	a.enter()
+	md, err := cs.Header()
+	a.answer()
+	a.leave(false)
+	return md, err
+}
 
 // SendMsg sends m on the current attempt and keeps a copy for a retry.
 // An attempt that has failed takes the message silently: the failure is
@@ -83,7 +103,9 @@ func (s *retryStream) SendMsg(m any) error {
 			s.sent = append(s.sent, m)
 		}
 	}
+	s.att.enter()
 	err := s.cur.SendMsg(m)
+	s.att.leave(err == nil)
 	if errors.Is(err, io.EOF) && !s.received {
 		return nil
 	}
@@ -96,15 +118,23 @@ func (s *retryStream) CloseSend() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	return s.cur.CloseSend()
+	err := s.cur.CloseSend()
+	s.att.progress()
+	return err
 }
 
 // RecvMsg receives the next response; before the first one, a retryable
-// failure starts the call again on a new attempt.
+// failure, or an attempt cut off by AttemptTimeout, starts the call again
+// on a new attempt.
 func (s *retryStream) RecvMsg(m any) error {
 	for {
-		cur := s.stream()
+		cur, a := s.current()
+		a.enter()
 		err := cur.RecvMsg(m)
+		if err == nil {
+			a.answer()
+		}
+		a.leave(false)
 		s.mu.Lock()
 		switch {
 		case err == nil:
@@ -118,60 +148,90 @@ func (s *retryStream) RecvMsg(m any) error {
 			s.mu.Unlock()
 			s.finish(nil)
 			return err
-		case s.received || cur != s.cur:
+		case cur != s.cur:
 			s.mu.Unlock()
-			if cur != s.cur {
-				continue // another goroutine restarted the call
-			}
+			continue // another goroutine restarted the call
+		}
+		err = a.end(s.ctx, s.rt.tried().Addr, err)
+		if s.received {
+			s.mu.Unlock()
 			s.finish(err)
 			return err
 		}
-		next, rerr := s.retry(err)
+		next, na, rerr := s.retry(err)
 		if rerr != nil {
 			s.mu.Unlock()
 			s.finish(rerr)
 			return rerr
 		}
-		s.cur = next
+		s.cur, s.att = next, na
 		s.mu.Unlock()
 	}
+}
+
+// open starts an attempt of the call: its stream, and its bound, whose
+// clock the balancer starts when it sends the attempt to a node, and
+// which a goroutine marks answered when the stream's header comes.
+func (s *retryStream) open() (grpc.ClientStream, *attempt, error) {
+	a := s.c.newAttempt(s.ctx)
+	s.rt.attempt.Store(a)
+	cs, err := s.streamer(a.context(s.ctx), s.desc, s.cc, s.method, s.opts...)
+	if err != nil {
+		return nil, nil, a.end(s.ctx, s.rt.tried().Addr, err)
+	}
+	if a != nil {
+		go a.watchHeader(cs)
+	}
+	return cs, a, nil
 }
 
 // retry starts the next attempt of the call after the failure err, and
 // sends it what the caller sent so far, or returns the error that ends
 // the call. s.mu is held (or s is not shared yet).
-func (s *retryStream) retry(err error) (grpc.ClientStream, error) {
+func (s *retryStream) retry(err error) (grpc.ClientStream, *attempt, error) {
 	for {
 		if !s.c.again(s.ctx, s.rt, err) {
-			return nil, err
+			return nil, nil, err
 		}
 		if werr := s.c.wait(s.ctx, s.method, s.rt, s.attempt, err); werr != nil {
-			return nil, werr
+			return nil, nil, werr
 		}
 		s.attempt++
 		s.c.attempts.Add(1)
-		next, serr := s.streamer(s.ctx, s.desc, s.cc, s.method, s.opts...)
+		next, a, serr := s.open()
 		if serr != nil {
 			err = serr
 			continue
 		}
-		for _, m := range s.sent {
-			if serr = next.SendMsg(m); serr != nil {
-				break
-			}
-		}
-		if serr == nil && s.closed {
-			serr = next.CloseSend()
-		}
-		if serr != nil && !errors.Is(serr, io.EOF) {
-			err = serr
+		if serr = s.replay(next, a); serr != nil && !errors.Is(serr, io.EOF) {
+			err = a.end(s.ctx, s.rt.tried().Addr, serr)
 			continue
 		}
-		return next, nil
+		return next, a, nil
 	}
 }
 
-// finish records the call's outcome once.
+// replay sends the new attempt cs, bounded by a, the messages the caller
+// sent so far, and closes its sending side if the caller had.
+func (s *retryStream) replay(cs grpc.ClientStream, a *attempt) error {
+	for _, m := range s.sent {
+		a.enter()
+		err := cs.SendMsg(m)
+		a.leave(err == nil)
+		if err != nil {
+			return err
+		}
+	}
+	if !s.closed {
+		return nil
+	}
+	err := cs.CloseSend()
+	a.progress()
+	return err
+}
+
+// finish records the call's outcome once, and releases its last
+// attempt.
 func (s *retryStream) finish(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -179,5 +239,6 @@ func (s *retryStream) finish(err error) {
 		return
 	}
 	s.done = true
+	_ = s.att.end(s.ctx, "", nil)
 	s.c.record(s.attempt, err)
 }

@@ -8,13 +8,16 @@ import (
 	"sync/atomic"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/ownership"
 )
 
 // send sends one attempt of req to the node at addr, with body (nil: req's
 // own) and the idempotency key idem. The attempt is abandoned if no answer
-// has come within the ClientConfig's AttemptTimeout; the body of an answer
-// is read under ctx alone, and closing it releases the attempt.
+// has come within the ClientConfig's AttemptTimeout, with a
+// *follow.AttemptTimeoutError (errors.Is ErrAttemptTimeout and
+// context.DeadlineExceeded); the body of an answer is read under ctx
+// alone, and closing it releases the attempt.
 func (c *Client) send(ctx context.Context, req *http.Request, body io.ReadCloser, idem, addr string) (*http.Response, error) {
 	actx, cancel := context.WithCancel(ctx)
 	out := req.Clone(actx)
@@ -42,7 +45,7 @@ func (c *Client) send(ctx context.Context, req *http.Request, body io.ReadCloser
 			drain(resp.Body)
 		}
 		cancel()
-		return nil, &attemptTimeoutError{addr: addr, c: c}
+		return nil, &follow.AttemptTimeoutError{Client: "router", Addr: addr, Bound: c.cfg.bound()}
 	}
 	if err != nil {
 		cancel()
@@ -64,21 +67,6 @@ func (b *attemptBody) Close() error {
 	b.cancel()
 	return err
 }
-
-// attemptTimeoutError is the error of an attempt that had no answer within
-// AttemptTimeout. errors.Is(err, context.DeadlineExceeded) holds, as for
-// an http.Client's Timeout.
-type attemptTimeoutError struct {
-	addr string
-	c    *Client
-}
-
-func (e *attemptTimeoutError) Error() string {
-	return fmt.Sprintf("router: %s did not answer within %v (AttemptTimeout; the fleet's session TTL is %v)",
-		e.addr, e.c.cfg.AttemptTimeout, e.c.cfg.SessionTTL)
-}
-
-func (e *attemptTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // unroutedError is the error of an attempt that was not sent: the Client
 // knows no node with an address to send the key's request to. Its message

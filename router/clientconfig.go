@@ -8,9 +8,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
 )
@@ -42,15 +42,16 @@ type ClientConfig struct {
 	HTTPClient *http.Client
 	// SessionTTL is the lease TTL of the fleet's nodes (their
 	// ownership.Config.Session.TTL), from which AttemptTimeout's default is
-	// derived. Zero means election.DefaultTTL (10s), the nodes' default. It
-	// affects only how long an attempt waits, never what is admitted: a
+	// derived. Zero means election.DefaultTTL (10s), the nodes' default;
+	// it must be at least election.MinTTL (2s), as theirs. It affects only how long an attempt waits, never what is admitted: a
 	// value other than the fleet's makes a Client give up on an unanswering
 	// owner sooner or later than it could.
 	SessionTTL time.Duration
 	// AttemptTimeout bounds how long one attempt waits for its answer (the
 	// response's headers; reading the body is bounded by ctx only). An
-	// attempt that times out is retried as a connection error is, with the
-	// same idempotency key. Zero means SessionTTL/2 (5s by default);
+	// attempt that times out (its error errors.Is ErrAttemptTimeout and
+	// context.DeadlineExceeded) is retried as a connection error is, with
+	// the same idempotency key. Zero means SessionTTL/2 (5s by default);
 	// negative means no bound but ctx's.
 	//
 	// Why SessionTTL/2: an owner that does not answer may be paused (GC,
@@ -85,12 +86,8 @@ func (c ClientConfig) withDefaults() ClientConfig {
 		c.Scheme = "http"
 	}
 	c.Backoff = c.Backoff.WithDefaults()
-	if c.SessionTTL == 0 {
-		c.SessionTTL = election.DefaultTTL
-	}
-	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = c.SessionTTL / 2
-	}
+	b := c.bound().WithDefaults()
+	c.SessionTTL, c.AttemptTimeout = b.SessionTTL, b.AttemptTimeout
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -124,13 +121,19 @@ func (c ClientConfig) Validate() error {
 	if d.Scheme != "http" && d.Scheme != "https" {
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
 	}
-	if d.SessionTTL < election.MinTTL {
-		return fmt.Errorf("%w: session TTL %v must be at least %v (a fleet's nodes take no shorter one)", ErrInvalidConfig, d.SessionTTL, election.MinTTL)
+	if err := d.bound().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if err := nilFields(nil, c.Logger, c.Clock, c.Metrics); err != nil {
 		return err
 	}
 	return validateBackoff(d.Backoff)
+}
+
+// bound returns the attempt bound that SessionTTL and AttemptTimeout
+// describe (follow.Bound: their defaults and checks are grpcroute's too).
+func (c ClientConfig) bound() follow.Bound {
+	return follow.Bound{SessionTTL: c.SessionTTL, AttemptTimeout: c.AttemptTimeout}
 }
 
 // prefix returns the fleet's key prefix.

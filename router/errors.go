@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ring"
@@ -43,6 +44,13 @@ var (
 	// Router.Do reported the end of its tenure. The last attempt's error is
 	// wrapped as well, so errors.Is and errors.As see it.
 	ErrRetriesExhausted = errors.New("router: retries exhausted")
+
+	// ErrAttemptTimeout reports an attempt of Client.Do that had no answer
+	// within ClientConfig.AttemptTimeout and was cut off; the call sends
+	// it again, and wraps it as its last attempt's error if it fails.
+	// errors.Is(err, context.DeadlineExceeded) holds for it too. It is
+	// grpcroute.ErrAttemptTimeout as well: one bound, one sentinel.
+	ErrAttemptTimeout = follow.ErrAttemptTimeout
 
 	// ErrNotReplayable reports that Client.Do could not retry a request
 	// because its body cannot be read a second time (the request has a Body

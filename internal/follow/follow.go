@@ -1,8 +1,9 @@
 // Package follow holds the rules by which tenure's clients (router.Client
 // over HTTP, grpcroute's interceptors and balancer over gRPC) follow a
 // partition's owner between the attempts of one call: where the next
-// attempt goes (Choose), when it goes at once (Progress), and how long it
-// waits otherwise (Wait).
+// attempt goes (Choose), when it goes at once (Progress), how long it
+// waits otherwise (Wait), and how long one attempt may go unanswered
+// before it is cut off and sent again (Bound, bound.go).
 //
 // A refused attempt's refusal names where its call goes next, the hint: a
 // newer claim of the partition, or, while nobody holds one, the ring's

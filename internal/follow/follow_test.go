@@ -1,10 +1,14 @@
 package follow
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/leakcheck"
 )
@@ -56,4 +60,26 @@ func TestProgressBoundsImmediateRetries(t *testing.T) {
 	assert.False(t, g.News(b, route("c", 11)), "the same claim again")
 	assert.False(t, g.News(route("c", 11), route("b", 10)), "back to an older claim")
 	assert.True(t, g.News(b, route("d", 12)), "newer again")
+}
+
+// TestBound: the attempt bound of router.Client and grpcroute.Client
+// defaults to half the fleet's TTL, the TTL to the nodes' default; a TTL
+// the nodes would refuse is refused; a negative AttemptTimeout is no
+// bound and is kept.
+func TestBound(t *testing.T) {
+	assert.Equal(t, Bound{SessionTTL: election.DefaultTTL, AttemptTimeout: election.DefaultTTL / 2}, Bound{}.WithDefaults())
+	assert.Equal(t, Bound{SessionTTL: 2 * time.Second, AttemptTimeout: time.Second}, Bound{SessionTTL: 2 * time.Second}.WithDefaults())
+	assert.Equal(t, Bound{SessionTTL: 2 * time.Second, AttemptTimeout: -1}, Bound{SessionTTL: 2 * time.Second, AttemptTimeout: -1}.WithDefaults())
+	assert.Equal(t, Bound{SessionTTL: election.DefaultTTL, AttemptTimeout: 3 * time.Second}, Bound{AttemptTimeout: 3 * time.Second}.WithDefaults())
+	for _, b := range []Bound{{}, {SessionTTL: election.MinTTL}, {AttemptTimeout: -1}, {AttemptTimeout: time.Millisecond}} {
+		assert.NoError(t, b.Validate(), "%+v", b)
+	}
+	for _, b := range []Bound{{SessionTTL: time.Second}, {SessionTTL: -time.Second}} {
+		assert.ErrorContains(t, b.Validate(), "must be at least 2s", "%+v", b)
+	}
+
+	err := fmt.Errorf("last attempt: %w", &AttemptTimeoutError{Client: "grpcroute", Addr: "10.0.0.1:7000", Bound: Bound{}.WithDefaults()})
+	assert.ErrorIs(t, err, ErrAttemptTimeout)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.EqualError(t, err, "last attempt: grpcroute: 10.0.0.1:7000 did not answer within 5s (AttemptTimeout; the fleet's session TTL is 10s)")
 }
