@@ -51,7 +51,7 @@ func TestRollingRestart(t *testing.T) {
 	obs := observe(t, cli, name)
 	waitServed(t, obs, ids)
 
-	counter, closeClient, err := dial(cli, name)
+	counter, closeClient, err := dial(cli, name, 2*time.Second)
 	require.NoError(t, err)
 	defer closeClient()
 
