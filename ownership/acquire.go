@@ -12,8 +12,10 @@ import (
 
 // Acquiring a partition: reconcile claims what the ring gives this node
 // (launchClaims, claimed), the claim's tenure advances the fencers
-// (adopt, then fencing.go), and serves (startServing); OnAcquired is queued once
-// the snapshot that shows it served is published (fireAcquired).
+// (adopt, then fencing.go), and starts (startServing): its OnAcquired is
+// queued once the next snapshot is published (fireAcquired), and it
+// admits work once that has returned (the starting phase, starting.go),
+// or at once without the starting phase.
 
 // launchClaims claims the partitions ps, one transaction per batch.
 func (l *loop) launchClaims(ps []int) {
@@ -119,22 +121,38 @@ func (l *loop) adopt(p int, epoch int64, prepared time.Time) {
 	l.pendingFences = append(l.pendingFences, t)
 }
 
-// startServing starts admitting work under t, whose fencers have been advanced.
+// startServing starts t, whose fencers have been advanced: it enters the
+// starting phase, which admits work once t's OnAcquired has returned, or,
+// without it, serves at once.
 func (l *loop) startServing(t *tenure) {
-	l.transition(t.p, &record{phase: phaseServing, t: t}, 0)
+	ph := phaseServing
+	if l.n.startsFirst() {
+		ph = phaseStarting
+	}
+	l.transition(t.p, &record{phase: ph, t: t}, 0)
 }
 
-// fireAcquired queues OnAcquired for the tenures that started serving, and
-// counts and logs their acquisition, once the snapshot that shows them
-// served is published: when OnAcquired runs, Lookup reports the partition
-// Local and Hold admits work. A tenure that has already ended by then
-// still gets its OnAcquired, and its OnReleased after it.
+// fireAcquired queues OnAcquired for the tenures that were fenced, and
+// counts and logs their acquisition, once the next snapshot is published.
+// In the starting phase, that snapshot does not show them served: Lookup
+// reports them Local, and Hold admits work, once their OnAcquired has
+// returned or the acquired timeout, which starts now, has passed (see
+// starting.go). Without it, when OnAcquired runs, Lookup reports the
+// partition Local and Hold admits work. A tenure that has already ended by
+// then still gets its OnAcquired, and its OnReleased after it.
 func (l *loop) fireAcquired() {
 	if len(l.acquiredQ) == 0 {
 		return
 	}
+	var starting []*tenure
 	for _, a := range l.acquiredQ {
-		l.n.fireAcquired(a.t)
+		l.n.fireAcquired(l.gen, a.t)
+		if rec := l.rec(a.t.p); rec.t == a.t && rec.phase == phaseStarting {
+			starting = append(starting, a.t)
+		}
+	}
+	if len(starting) > 0 {
+		l.n.after(l.gen, l.n.cfg.AcquiredTimeout, acquiredTimeout{ts: starting})
 	}
 	l.n.report.acquired(l.acquiredQ, leaseString(l.gen))
 	clear(l.acquiredQ)

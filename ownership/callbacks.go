@@ -122,20 +122,31 @@ func Ended(ctx context.Context, err error) (Reason, bool) {
 //
 // Callbacks run on a queue of their own, so a slow callback does not stall
 // the node, but it does delay the callbacks after it and, by up to
-// Config.DrainTimeout, the handoffs waiting for their OnReleased. Callbacks
-// must not call Close (Close waits for the queue to empty); Lookup, Hold and
-// the other methods are fine.
+// Config.DrainTimeout, the handoffs waiting for their OnReleased, and, by
+// up to Config.AcquiredTimeout, the admission of the partitions whose
+// OnAcquired waits behind it. Callbacks must not call Close (Close waits
+// for the queue to empty); Lookup, Hold and the other methods are fine,
+// but OnAcquired must not wait for work on its own partition admitted by
+// Hold (router.Router.Do, a routed call): that work is admitted only once
+// OnAcquired has returned. The order of the callbacks among the other
+// events of a tenure is the package documentation's table.
 type Callbacks struct {
-	// OnAcquired is called with an EventAcquired when this node starts
-	// serving e.Partition under e.Token, after every Fencer has been
-	// advanced to e.Token and after Lookup reports the partition Local
-	// (unless the tenure has already ended again, in which case OnReleased
-	// follows). e.Context is the partition's context: it is cancelled when
-	// the tenure ends, with context.Cause ErrMoved, ErrLost or ErrClosed,
-	// and carries e.Token (fence.FromContext). e.Prepared says whether, and
-	// when, this node prepared the partition before it claimed it (see
-	// OnPrepare): the new owner then reads what changed since its
-	// snapshot, under e.Token, instead of loading everything.
+	// OnAcquired is called with an EventAcquired when this node has
+	// acquired e.Partition under e.Token: after every Fencer has been
+	// advanced to e.Token, and before the node admits any work for the
+	// partition. Hold admits work, Lookup reports the partition Local and
+	// Ready counts it only once OnAcquired has returned (or
+	// Config.AcquiredTimeout has passed), so that state it loads is in
+	// place before the first call; calls that arrive meanwhile wait (see
+	// Config.AcquiredTimeout, which also turns this wait off: OnAcquired
+	// then runs once Lookup reports the partition Local, concurrently
+	// with the first calls). If the tenure ends while OnAcquired runs,
+	// OnReleased follows it. e.Context is the partition's context: it is
+	// cancelled when the tenure ends, with context.Cause ErrMoved, ErrLost
+	// or ErrClosed, and carries e.Token (fence.FromContext). e.Prepared
+	// says whether, and when, this node prepared the partition before it
+	// claimed it (see OnPrepare): the new owner then reads what changed
+	// since its snapshot, under e.Token, instead of loading everything.
 	OnAcquired func(e Event)
 	// OnReleased is called with an EventReleased when the tenure under
 	// e.Token ended, for e.Reason. For a handoff (ReasonMoved,
@@ -247,12 +258,24 @@ func ChanCallbacks(buffer int) (Callbacks, <-chan Event, func() uint64) {
 	return Callbacks{OnAcquired: send, OnReleased: send}, ch, dropped.Load
 }
 
-// fireAcquired queues OnAcquired for t.
-func (n *Node) fireAcquired(t *tenure) {
-	if f := n.cfg.Callbacks.OnAcquired; f != nil {
-		e := Event{Kind: EventAcquired, Partition: t.p, Token: t.token, Context: t.ctx, Prepared: t.prepared}
-		n.disp.enqueue(func() { f(e) })
+// fireAcquired queues OnAcquired for t, a tenure of gen. In the starting
+// phase, its return is posted to the event loop, which then admits work
+// for t (starting.go).
+func (n *Node) fireAcquired(gen *generation, t *tenure) {
+	f := n.cfg.Callbacks.OnAcquired
+	if f == nil {
+		return
 	}
+	e := Event{Kind: EventAcquired, Partition: t.p, Token: t.token, Context: t.ctx, Prepared: t.prepared}
+	if !n.startsFirst() {
+		n.disp.enqueue(func() { f(e) })
+		return
+	}
+	n.disp.enqueue(func() {
+		f(e)
+		t.acquiredReturned.Store(true)
+		n.post(gen, acquiredReturned{t: t})
+	})
 }
 
 // fireReleased counts the end of t, whose tenure was served and has ended,

@@ -34,6 +34,15 @@ const (
 	// successor that never gets ready delays a deploy by little.
 	defaultWarmTimeout = 3 * time.Second
 
+	// defaultAcquiredTimeout bounds how long a newly acquired partition
+	// waits for its OnAcquired before it admits work when
+	// Config.AcquiredTimeout is zero. Callbacks run one at a time, so it
+	// must cover the callbacks of a whole batch of partitions acquired
+	// together (after Join, or a failover) that each load some state from
+	// a database; past it, a hung callback costs its partition no more
+	// than a bounded outage.
+	defaultAcquiredTimeout = 10 * time.Second
+
 	// DefaultMaxTxnOps is etcd's default limit of operations per transaction
 	// (its --max-txn-ops flag), used when Config.MaxTxnOps is zero.
 	DefaultMaxTxnOps = 128
@@ -133,6 +142,23 @@ type Config struct {
 	// prepares, so a fleet of nodes without OnPrepare (or of builds without
 	// the phase) hands off at once, as without the phase.
 	WarmTimeout time.Duration
+	// AcquiredTimeout bounds the starting phase of a tenure: once the
+	// node has claimed a partition and advanced its Fencers, it calls
+	// Callbacks.OnAcquired and admits no work for the partition (Hold
+	// answers a *WrongOwnerError with Acquiring set, which the router and
+	// grpcroute wait out as a handoff) until OnAcquired has returned or
+	// AcquiredTimeout has passed since it was queued, whichever comes
+	// first; a partition admitted because the timeout passed is logged
+	// (Warn) and counted (tenure_partition_acquired_timeouts_total).
+	// State that OnAcquired loads is thus in place before the first call.
+	// Zero means 10s; negative turns the phase off: work is admitted as
+	// soon as the fencers have been advanced, and OnAcquired runs
+	// concurrently with it (it is called once Lookup reports the
+	// partition Local), so a node that loads state in OnAcquired must then
+	// let the first calls wait for it. A node without OnAcquired has no
+	// starting phase. See the order of events in the package
+	// documentation.
+	AcquiredTimeout time.Duration
 	// MaxTxnOps is the etcd server's limit of operations per transaction.
 	// Claims and releases are batched into transactions within this limit.
 	// Zero means DefaultMaxTxnOps (128, etcd's default); otherwise it must be
@@ -176,7 +202,8 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with the documented defaults: 1024
-// partitions, load factor 1.25, a 5s drain timeout, a 3s warm timeout, etcd's default
+// partitions, load factor 1.25, a 5s drain timeout, a 3s warm timeout, a
+// 10s acquired timeout, etcd's default
 // transaction size, and a zero Session, which selects the session's defaults
 // (TTL 10s renewed every TTL/3; setting only Session.TTL rescales the
 // others). Cluster and NodeID are left for the caller to set.
@@ -187,6 +214,8 @@ func DefaultConfig() Config {
 		DrainTimeout: defaultDrainTimeout,
 		WarmTimeout:  defaultWarmTimeout,
 		MaxTxnOps:    DefaultMaxTxnOps,
+
+		AcquiredTimeout: defaultAcquiredTimeout,
 	}
 }
 
@@ -260,6 +289,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WarmTimeout == 0 {
 		c.WarmTimeout = defaultWarmTimeout
+	}
+	if c.AcquiredTimeout == 0 {
+		c.AcquiredTimeout = defaultAcquiredTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

@@ -21,52 +21,84 @@
 // partitions per transaction. The epoch is the claim's CreateRevision, so
 // epochs of successive owners strictly increase. Before any work runs under
 // a new epoch, the node advances every Fencer (the stores' fence floors) to
-// it; then OnAcquired fires and Hold admits work. Callbacks take one Event
-// and follow one rule: start callbacks receive the context of what began,
-// which ends with it; end callbacks say why.
+// it; then it calls OnAcquired, and it admits work once OnAcquired has
+// returned, so that state the callback loads is in place before the first
+// call. Callbacks take one Event and follow one rule: start callbacks
+// receive the context of what began, which ends with it; end callbacks say
+// why.
 //
 // Each partition has one state on the node (idle, claiming, fencing,
-// serving, draining, releasing, deleting, and the waits between retries),
-// written by the node's event loop; Hold reads it, and the routing snapshot
-// and the callbacks derive from it. While the node is still acquiring a
-// partition the ring gives it, Hold's *WrongOwnerError says so (Acquiring).
+// starting, serving, draining, releasing, deleting, and the waits between
+// retries), written by the node's event loop; Hold reads it, and the
+// routing snapshot and the callbacks derive from it. The node serves a
+// partition while it admits work for it. While the node is still acquiring
+// a partition the ring gives it, Hold's *WrongOwnerError says so
+// (Acquiring), and the router and grpcroute wait, as for a handoff, up to
+// their handoff wait and while the caller's context lasts.
 //
-// When the ring moves a partition away (or the node leaves with Close, or
-// an operator drains it), its owner hands it off in this order:
+// # Order of events
 //
-//  1. It stops admitting work for the partition: Hold returns a
-//     *WrongOwnerError with Releasing set (errors.Is ErrReleasing) naming
-//     the next owner, which the router retries there.
-//  2. It lets the work already admitted finish, with the partition's
-//     context still live, until every Held has been released or
-//     Config.DrainTimeout has passed (then it logs a warning with the work
-//     still in flight).
-//  3. Only then it cancels the partition's context (context.Cause ErrMoved
-//     or ErrClosed), calls OnReleased, and deletes its claim with
-//     If(CreateRevision == epoch).
+// One tenure of one partition on its node goes through these events, in
+// this order. Hold is what Hold answers (Acquiring, Releasing: its
+// *WrongOwnerError's fields; the router and grpcroute wait those out, and
+// retry the next owner after Releasing); Local and Ready are what Lookup
+// and Ready say of the partition.
 //
-// The next owner sees the deletion on its watch and claims at once: a
-// planned move costs a few etcd round trips, not a lease TTL, and the work
-// in flight finishes where it started.
+//	step  event                                               phase after  Hold           Local, Ready
+//	1     claim created, If(CreateRevision == 0): the epoch   fencing      Acquiring      no
+//	2     every Fencer raised to the epoch                    starting     Acquiring      no
+//	3     OnAcquired called                                   starting     Acquiring      no
+//	4     OnAcquired returned, or Config.AcquiredTimeout      serving      admits         yes
+//	      passed since it was queued (logged, counted)
+//	5     the ring moved the partition away (a ring change,   serving      admits         yes
+//	      a drain, Close): the successor prepares it
+//	      (OnPrepare), within Config.WarmTimeout
+//	6     admission ends                                      draining     Releasing      no
+//	7     the work admitted before 6 finished, or             releasing    Releasing      no
+//	      Config.DrainTimeout passed (logged): context
+//	      cancelled (ErrMoved, ErrClosed), OnReleased called
+//	8     OnReleased returned, or the drain timeout of 7      deleting     Releasing      no
+//	      passed: claim deleted, If(CreateRevision == epoch)
+//	9     claim deleted; the next owner claims (its step 1)   idle         not the owner  no
+//	loss  at any step from 1 to 8: the session ended, its     idle         SessionLost,   no
+//	      safe deadline passed, or someone else deleted                    or not the
+//	      the claim: context cancelled at once (ErrLost),                  owner
+//	      no more work admitted; OnReleased called
+//	      (ReasonLost) if OnAcquired was, after it; the
+//	      claim goes with the lease (if no one deleted it)
+//
+// Callbacks run one at a time, in this order: OnAcquired always precedes
+// the OnReleased of its tenure, also when the tenure ends while OnAcquired
+// runs (at step 3 a move away goes to step 6 at once, and a loss ends the
+// tenure at once, but OnReleased waits for OnAcquired to return); a tenure
+// that ends before step 2 gets neither, and its claim is deleted. Step 5
+// is skipped when the successor does not prepare (no OnPrepare, or
+// Config.WarmTimeout negative). The next owner sees the deletion on its
+// watch and claims at once: a planned move costs a few etcd round trips,
+// not a lease TTL, and the work in flight finishes where it started. With
+// Config.AcquiredTimeout negative, or without OnAcquired, step 4 follows
+// step 2 at once and OnAcquired is called after it, concurrently with the
+// first calls.
 //
 // # Warm handoff
 //
 // A planned move (a ring change, a drain, a graceful leave, whatever moved
-// the partition) has a prepare phase before step 1, so that a node that
-// keeps state per partition does not start cold. The next owner, which
+// the partition) has a prepare phase, step 5 of the table, so that a node
+// that keeps state per partition does not start cold. The next owner, which
 // sees the holder's claim on a partition the ring now gives it, calls
 // Callbacks.OnPrepare with the partition and the holder, on a goroutine
 // of its own, while the holder keeps serving. It holds no token: it reads,
 // and writes nothing under the partition's tenure. When OnPrepare returns,
 // it puts ready/<p>/<node> = the holder's epoch under its lease; the
 // holder watches those keys and, once its successor's names its epoch,
-// goes on with steps 1 to 3. If Config.WarmTimeout (3s by default) passes
+// goes on with steps 6 to 8. If Config.WarmTimeout (3s by default) passes
 // first, the holder goes on anyway: the move is cold. The successor then
 // claims at a new epoch, its fencers raise the floors, and OnAcquired says
 // in Event.Prepared whether, and when, the partition was prepared. The
-// pattern is: prepare from a snapshot, then, after the claim and under
-// the new token, read what changed since the snapshot (the holder kept
-// writing while the successor prepared) instead of loading everything;
+// pattern is: prepare from a snapshot, then, in OnAcquired, after the
+// claim and under the new token, read what changed since the snapshot
+// (the holder kept writing while the successor prepared) instead of
+// loading everything, before the partition admits its first call;
 // the counter example (examples/counter) is the worked case. A move that
 // the ring calls off meanwhile cancels the preparation (ErrMoveCalledOff);
 // a second ring change that picks another successor starts that one's
@@ -147,12 +179,13 @@
 // partition or lease.
 //
 //	name                                        type       labels  meaning
-//	tenure_partition_acquisitions_total         counter            partitions acquired (claimed, fenced, serving)
+//	tenure_partition_acquisitions_total         counter            partitions acquired (claimed, fenced; OnAcquired queued)
 //	tenure_partition_releases_total             counter    reason  served tenures ended, by OnReleased's reason: moved, lost or closed
 //	tenure_partition_claim_conflicts_total      counter            claims beaten by another node's claim (contention)
 //	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission (drain included) to the claim's deletion
 //	tenure_partition_prepare_duration_seconds   histogram  outcome planned release: start of the move to the end of admission, the successor preparing: warm (ready) or cold
-//	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: from seeing the partition assigned to it and claimed by no other node to serving it
+//	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: from seeing the partition assigned to it and claimed by no other node to acquiring it
+//	tenure_partition_acquired_timeouts_total    counter            tenures admitted before their OnAcquired returned: Config.AcquiredTimeout passed
 //	tenure_partitions_owned                     gauge              partitions served
 //	tenure_partition_oldest_held_seconds        gauge              age of the oldest tenure served, from its claim's creation
 //	tenure_fencer_failures_total                counter            failed fencer advances (retried)
@@ -182,7 +215,9 @@
 // partitions count and partitions, written as ranges ("0-5,9,12-15"):
 // joined, rejoined, left the cluster; "acquired N partitions" (epochs,
 // longest_unowned_for, prepared: how many were prepared) per routing
-// snapshot; "released N partitions" once
+// snapshot; "acquired timeout" (Warn; count, partitions, epochs, timeout)
+// when partitions admit work before their OnAcquired returned; "released
+// N partitions" once
 // per move batch (reason moved or closed), when its last claim is deleted,
 // with prepare, the longest prepare phase (start of the move to the end of
 // admission), warm and cold, how many successors were ready or timed out,

@@ -123,9 +123,10 @@ type WrongOwnerError struct {
 	// known holder, never the answering node. errors.Is(err, ErrLost) holds.
 	SessionLost bool
 	// Acquiring reports that this node is the partition's next owner on the
-	// ring and is still acquiring it: claiming it, advancing its fencers, or
-	// waiting for the previous owner's handoff. Work for the partition will
-	// be admitted here shortly.
+	// ring and is still acquiring it: claiming it, advancing its fencers,
+	// waiting for its OnAcquired to return, or waiting for the previous
+	// owner's handoff. Work for the partition will be admitted here
+	// shortly.
 	Acquiring bool
 }
 

@@ -33,16 +33,19 @@ func ExampleJoin() {
 	cfg.Addr = "10.0.0.1:7000"
 	cfg.Ring.Partitions = 8
 	cfg.Session.TTL = 2 * time.Second
-	acquired := make(chan int, cfg.Ring.Partitions)
-	cfg.Callbacks.OnAcquired = func(e ownership.Event) { acquired <- e.Partition }
 	node, err := ownership.Join(ctx, cli, cfg)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	// Alone in the cluster, node-a acquires every partition.
-	for range cfg.Ring.Partitions {
-		<-acquired
+	// Alone in the cluster, node-a acquires every partition: it is ready
+	// once it serves them all.
+	for {
+		changed := node.Changed()
+		if node.Ready() {
+			break
+		}
+		<-changed
 	}
 
 	route := node.Lookup("user:42")

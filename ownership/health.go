@@ -40,7 +40,8 @@ type NodeStatus struct {
 	Members int `json:"members"`
 	// Assigned counts the partitions the ring gives this node.
 	Assigned int `json:"assigned"`
-	// Partitions lists the partitions this node serves, ascending.
+	// Partitions lists the partitions this node serves (admits work
+	// for), ascending.
 	Partitions []ServedPartition `json:"partitions"`
 }
 
@@ -88,7 +89,8 @@ func (n *Node) Live() bool { return n.live(n.snap.Load()) }
 
 // Ready reports whether the node is live and serves every partition the
 // ring gives it: false while it acquires partitions (after Join, a loss or
-// a ring change) and while a move to it is in progress. A drained node,
+// a ring change; until it admits work for them, once their OnAcquired has
+// returned) and while a move to it is in progress. A drained node,
 // to which the ring gives nothing, is ready as long as it is live.
 func (n *Node) Ready() bool {
 	s := n.snap.Load()

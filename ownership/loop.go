@@ -28,7 +28,8 @@ type loop struct {
 	claimAttempt   int
 	pendingDeletes []int
 	pendingFences  []*tenure
-	acquiredQ      []acquisition // serving, OnAcquired not yet queued
+	acquiredQ      []acquisition // fenced (starting or serving), OnAcquired not yet queued
+	earlyQ         []*tenure     // admitted in this step before their OnAcquired returned (starting.go)
 	releaseQ       []*tenure     // handed off, drain not yet started
 	handoff        *handoff      // the batch of releaseQ
 

@@ -91,7 +91,7 @@ func (l *loop) checkTenure(p int) {
 		l.transition(p, &record{phase: phaseAborting, t: t}, ReasonLost)
 	case phaseFenceWait:
 		l.transition(p, idle, ReasonLost)
-	case phaseServing, phaseDraining:
+	case phaseStarting, phaseServing, phaseDraining:
 		// A loss, even in the middle of a handoff: the work in flight is
 		// cancelled at once, the next owner may be serving already. What
 		// deleted the claim is told once classify knows.

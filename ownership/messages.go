@@ -100,6 +100,18 @@ type fenceRetry struct {
 
 func (m fenceRetry) deliver(l *loop) { l.retryFence(m.p, m.wait) }
 
+// acquiredReturned says that the OnAcquired of t, a tenure in the
+// starting phase, has returned (starting.go).
+type acquiredReturned struct{ t *tenure }
+
+func (m acquiredReturned) deliver(l *loop) { l.admit([]*tenure{m.t}) }
+
+// acquiredTimeout ends the wait of the tenures ts, in the starting phase
+// if their OnAcquired has not returned, after Config.AcquiredTimeout.
+type acquiredTimeout struct{ ts []*tenure }
+
+func (m acquiredTimeout) deliver(l *loop) { l.admit(m.ts) }
+
 // drainDone says that the tenures ts have drained, or that the drain
 // timeout expired (release.go).
 type drainDone struct {

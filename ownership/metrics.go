@@ -38,6 +38,8 @@ type nodeMetrics struct {
 	fencerFailures prometheus.Counter
 	forced         prometheus.Counter
 	drains         prometheus.Counter
+
+	acquiredTimeouts prometheus.Counter
 }
 
 // newNodeMetrics creates the metrics of node n and registers them with
@@ -55,7 +57,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	m := &nodeMetrics{
 		acquisitions: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "acquisitions_total",
-			Help: "Partitions this node acquired (claimed, fenced and started serving).",
+			Help: "Partitions this node acquired (claimed and fenced; counted as their OnAcquired is queued).",
 		}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "releases_total",
@@ -77,7 +79,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		}, []string{"outcome"}),
 		unowned: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "unowned_duration_seconds",
-			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition went unowned: from the moment this node saw it assigned to it by the ring with no other node's claim (the previous claim deleted, or gone with its lease) to this node serving it.",
+			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition went unowned: from the moment this node saw it assigned to it by the ring with no other node's claim (the previous claim deleted, or gone with its lease) to this node acquiring it (claimed and fenced).",
 			Buckets: handoffBuckets,
 		}),
 		fencerFailures: prometheus.NewCounter(prometheus.CounterOpts{
@@ -91,6 +93,10 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		drains: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "drains_total",
 			Help: "Times this node observed itself drained by an operator.",
+		}),
+		acquiredTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "acquired_timeouts_total",
+			Help: "Tenures of this node that began admitting work before their OnAcquired returned, because Config.AcquiredTimeout passed.",
 		}),
 	}
 	for _, r := range releaseReasons {
@@ -113,7 +119,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	}, func() float64 { return float64(n.disp.pending()) })
 
 	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.prepare, m.unowned,
-		m.fencerFailures, m.forced, m.drains, owned, oldest, queue)
+		m.fencerFailures, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
 	}

@@ -199,8 +199,9 @@ func (n *Node) LookupPartition(p int) fleet.Route {
 //   - Releasing (errors.Is ErrReleasing): this node is handing the
 //     partition off; Owner names the next owner when known.
 //   - Acquiring: this node is the partition's next owner and is still
-//     acquiring it; Owner is the previous owner while it hands the
-//     partition off, else this node.
+//     acquiring it (claiming it, advancing its fencers, or waiting for
+//     its OnAcquired to return); Owner is the previous owner while it
+//     hands the partition off, else this node.
 //   - otherwise: another node owns the partition, or nobody does yet; Owner
 //     names it when known.
 func (n *Node) Hold(key string) (Held, error) {

@@ -47,6 +47,13 @@ func (l *loop) reconcile() {
 				l.transition(p, idle, ReasonMoved)
 				l.startDelete(p, rec.t.token.Epoch, nil)
 			}
+		case phaseStarting:
+			if !l.mine(p) {
+				// Moved away before its OnAcquired returned: it has admitted
+				// no work, so it is handed off at once, without a prepare
+				// phase (its OnReleased follows its OnAcquired).
+				l.release(p, nil, false)
+			}
 		case phaseServing:
 			switch {
 			case !l.mine(p):

@@ -6,15 +6,17 @@ import "sync/atomic"
 //
 //	idle -> preparing (-> ready) -> claiming (the ring moves p here while another node holds it; see prepare.go)
 //	preparing or ready -> idle (the move called off)
-//	idle -> claiming -> fencing (-> fenceWait -> fencing ...) -> serving
+//	idle -> claiming -> fencing (-> fenceWait -> fencing ...) -> starting -> serving
+//	fencing -> serving (without the starting phase: Config.AcquiredTimeout negative, or no OnAcquired)
 //	claiming -> idle (the claim failed, or another node holds it)
 //	idle -> deleting (a claim left by an earlier session of this node)
+//	starting -> draining (the ring moved p away, or the node closes, before OnAcquired returned)
 //	serving -> serving with a move (the ring moved p away; waiting for the successor's preparation, see warm.go) -> draining
 //	serving -> draining (admits nothing; work in flight finishes) ->
 //	  releasing (context cancelled, OnReleased) -> deleting (-> deleteWait ...) -> idle
 //	fencing, when the tenure ends -> aborting -> deleting (or idle if the claim is gone)
 //	fenceWait, when the tenure ends -> deleting (or idle if the claim is gone)
-//	serving or draining, when the claim disappears -> idle (cancelled at once)
+//	starting, serving or draining, when the claim disappears -> idle (cancelled at once)
 //	any, on loss -> idle (the claims go with the lease)
 type phase uint8
 
@@ -26,6 +28,7 @@ const (
 	phaseFencing                 // claim held; fencers running
 	phaseFenceWait               // fencers failed; waiting to retry
 	phaseAborting                // the tenure ended while its fencers ran; delete the claim when they return
+	phaseStarting                // fenced; OnAcquired queued or running: admits no work until it has returned (or Config.AcquiredTimeout passed)
 	phaseServing                 // admitting work
 	phaseDraining                // handing off: admitting no work; waiting for the work in flight, its context still live
 	phaseReleasing               // handed off: context cancelled, OnReleased queued; waiting for it to return
@@ -50,9 +53,16 @@ type record struct {
 
 var idle = &record{}
 
-// served reports whether the partition's tenure has started serving and
-// OnAcquired was queued for it (its OnReleased may be due).
-func (r *record) served() bool { return r.phase == phaseServing || r.phase == phaseDraining }
+// served reports whether the partition's tenure has been fenced and its
+// OnAcquired queued (or is due to be: see loop.acquiredQ), so that its
+// OnReleased is due when it ends.
+func (r *record) served() bool {
+	return r.phase == phaseStarting || r.phase == phaseServing || r.phase == phaseDraining
+}
+
+// acquired reports whether the partition's tenure has been fenced and has
+// not begun its handoff: starting or serving.
+func (r *record) acquired() bool { return r.phase == phaseStarting || r.phase == phaseServing }
 
 // releasing reports whether this node is handing the partition off: it
 // still holds (or is deleting) its claim but admits no new work.
@@ -90,20 +100,26 @@ func (l *loop) rec(p int) *record { return l.n.slots[p].load() }
 // changes. It stores to, marks the routing snapshot out of date, and does
 // what the edge from the current record to to means:
 //
-//   - into serving: the tenure's acquisition is queued (OnAcquired, the
-//     acquisition metric and log line, once the snapshot that shows it
-//     served is published; see loop.fireAcquired);
-//   - serving to draining: the tenure admits no more work; its context
-//     stays live until the work already admitted has finished (see drain).
-//     The order matters: the tenure's admission (tenure.enter) re-reads
-//     the record after it counts the work, so once to is stored, no new
-//     work is admitted and the drain sees all work admitted before;
+//   - from fencing into starting, or into serving without the starting
+//     phase: the tenure's acquisition is queued (OnAcquired, the
+//     acquisition metric and log line, once the next snapshot is
+//     published; see loop.fireAcquired);
+//   - starting to serving: the tenure admits work from now on; if its
+//     OnAcquired has not returned (Config.AcquiredTimeout passed), the
+//     early admission is queued for its metric and log line (see
+//     loop.admit);
+//   - serving (or starting) to draining: the tenure admits no more work;
+//     its context stays live until the work already admitted has finished
+//     (see drain). The order matters: the tenure's admission
+//     (tenure.enter) re-reads the record after it counts the work, so
+//     once to is stored, no new work is admitted and the drain sees all
+//     work admitted before;
 //   - end not zero: the current tenure ends for end (its context cancelled;
 //     a tenure whose end was recorded before keeps that reason);
-//   - a served tenure that leaves serving and draining: its OnReleased and
-//     release metric, once, after the pending OnAcquired callbacks. The
-//     returned channel is closed when that OnReleased has returned (nil if
-//     there is none, or no served tenure ended);
+//   - a served tenure that leaves starting, serving and draining: its
+//     OnReleased and release metric, once, after the pending OnAcquired
+//     callbacks. The returned channel is closed when that OnReleased has
+//     returned (nil if there is none, or no served tenure ended);
 //   - out of a handoff batch: the batch loses the partition, and is logged
 //     once its last partition has left.
 func (l *loop) transition(p int, to *record, end Reason) (released <-chan struct{}) {
@@ -112,9 +128,13 @@ func (l *loop) transition(p int, to *record, end Reason) (released <-chan struct
 	l.dirty = true
 	t := from.t
 	switch {
-	case to.phase == phaseServing && from.phase != phaseServing:
+	case from.phase == phaseFencing && (to.phase == phaseStarting || to.phase == phaseServing):
 		l.acquiredQ = append(l.acquiredQ, l.n.report.acquisition(to.t))
-	case from.phase == phaseServing && to.phase == phaseDraining:
+	case from.phase == phaseStarting && to.phase == phaseServing:
+		if !t.acquiredReturned.Load() {
+			l.earlyQ = append(l.earlyQ, t)
+		}
+	case from.acquired() && to.phase == phaseDraining:
 		t.stop()
 	}
 	if end != 0 && t != nil {

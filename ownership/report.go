@@ -88,7 +88,7 @@ func (o *report) published(l *loop, s *snapshot) {
 		// A route of this node that it does not serve has epoch 0 (see
 		// entry.unserved); another node's claim has its epoch.
 		switch {
-		case e.rec.phase == phaseServing || e.next != n.id || e.route.Epoch != 0 || !live || s.closed:
+		case e.rec.acquired() || e.next != n.id || e.route.Epoch != 0 || !live || s.closed:
 			o.unownedSince[p] = time.Time{}
 		case o.unownedSince[p].IsZero():
 			o.unownedSince[p] = now

@@ -31,6 +31,9 @@ type tenure struct {
 	// prepared is when this node's OnPrepare for the partition returned
 	// nil before the claim (zero if it did not): OnAcquired's Prepared.
 	prepared time.Time
+	// acquiredReturned is set once its OnAcquired has returned, when the
+	// tenure waits for it in the starting phase (starting.go).
+	acquiredReturned atomic.Bool
 
 	inflight    atomic.Int64
 	drained     chan struct{} // closed once the tenure ended and inflight is zero
@@ -108,19 +111,18 @@ func (t *tenure) finish(r Reason) {
 // Held is work admitted by Hold: it runs under Token, and Context is the
 // partition's context, cancelled (with context.Cause ErrMoved, ErrLost or
 // ErrClosed) when the tenure ends. The work counts as in flight until
-// Release is called.
+// Release is called. Work is admitted only after the tenure's OnAcquired
+// has returned (see Config.AcquiredTimeout).
 //
 // A planned end of tenure (the ring moved the partition away, a graceful
-// Close, an operator's drain of the node) goes in this order: Hold stops
-// admitting work for the partition (it answers with a *WrongOwnerError,
-// Releasing, naming the next owner); the work already admitted runs on
-// with its Context live until every Held has been released, or until
+// Close, an operator's drain of the node) lets the work already admitted
+// run on, with its Context live, until every Held has been released or
 // Config.DrainTimeout has passed; only then is Context cancelled (ErrMoved
-// or ErrClosed), OnReleased called and the claim deleted, so that the next
-// owner can claim the partition. Work admitted before a planned move thus
-// finishes normally. A loss (the Session ended or its safe deadline
-// passed, or the claim was deleted by someone else) cancels Context at
-// once, with ErrLost: the next owner may already be serving.
+// or ErrClosed). Work admitted before a planned move thus finishes
+// normally. A loss (the Session ended or its safe deadline passed, or the
+// claim was deleted by someone else) cancels Context at once, with
+// ErrLost: the next owner may already be serving. The package
+// documentation's table gives the order of these events.
 //
 // Work whose tenure ended under it (Context is done, or a store refused
 // its token) should stop and return an error that says so:

@@ -121,7 +121,9 @@ func newStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log
 // once (the node has raised the partition's floor in the database before,
 // so the previous owner's last commit is visible and nothing of it can
 // commit later), from the snapshot its preparation staged if there is one
-// (prepare.go); an ended tenure drops the partition's memory.
+// (prepare.go); an ended tenure drops the partition's memory. OnAcquired
+// starts the load and returns: loads of the partitions acquired together
+// run in parallel, and each request waits for its partition's (ready).
 func (s *store) callbacks() ownership.Callbacks {
 	var prepare func(ownership.Event) error
 	if s.warm {
@@ -145,9 +147,11 @@ func (s *store) callbacks() ownership.Callbacks {
 }
 
 // partition returns the state of partition p under token t, creating it and
-// starting its load if needed. Requests may arrive before OnAcquired has
-// run (callbacks are delivered on a queue of their own), so whoever comes
-// first starts the load.
+// starting its load if needed. OnAcquired creates it: the node admits
+// requests for a partition only once OnAcquired has returned (unless its
+// acquired timeout passed first), so a request finds the state there,
+// loading or loaded. A request starts the load itself when the state was
+// dropped after a failed commit (invalidate), or when OnAcquired was late.
 func (s *store) partition(p int, t fence.Token) (*partition, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
