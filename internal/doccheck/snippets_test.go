@@ -62,6 +62,7 @@ var docBlocks = []docBlock{
 	{file: "fence/etcdfence/doc.go", first: "// Single-write form", notGo: "transactions in etcd's If/Then/Else notation"},
 	{file: "fence/etcdfence/doc.go", first: "If(per scope:", notGo: "a transaction in etcd's If/Then notation"},
 	{file: "sim/scale/doc.go", first: "go run ./sim scale", notGo: "shell commands"},
+	{file: "ownership/doc.go", first: "step  event", notGo: "the order of events, a table"},
 	{file: "ownership/doc.go", first: "name ", notGo: "the metric table (TestMetricsDocumented checks it)"},
 	{file: "election/doc.go", first: "send time of the last acknowledged renewal", notGo: "a formula"},
 	{file: "election/doc.go", first: "TTL - SafetyMargin", notGo: "a formula"},
