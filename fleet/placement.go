@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/internal/fleetview"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // PlacementReport is how the fleet's partitions are placed, as every node
@@ -17,9 +18,9 @@ import (
 type PlacementReport struct {
 	// Revision is the etcd revision the report was read at.
 	Revision int64 `json:"revision"`
-	// Algorithm is the fleet's ring algorithm (ring.AlgorithmBounded or
-	// ring.AlgorithmWeighted).
-	Algorithm int `json:"algorithm"`
+	// Algorithm is the fleet's ring algorithm (ring.AlgorithmWeighted or
+	// ring.AlgorithmBounded), named in JSON.
+	Algorithm ring.Algorithm `json:"algorithm"`
 	// Members are the members, sorted by ID, drained ones included.
 	Members []MemberPlacement `json:"members"`
 	// Imbalance is the largest Partitions per unit of weight over the mean

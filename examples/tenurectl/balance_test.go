@@ -68,7 +68,7 @@ func TestTenurectlBalance(t *testing.T) {
 	const name = "ctl-balance"
 	l := keys.New(name)
 	cfg := ring.Config{Partitions: 64, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}
-	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg.Spec(), false)
+	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg, false)
 	require.NoError(t, err)
 	members := []ring.Member{{ID: "n1", Weight: 1}, {ID: "n2", Weight: 1}, {ID: "n3", Weight: 1}, {ID: "n4", Weight: 2}}
 	for _, m := range members {

@@ -106,7 +106,7 @@ func cmdSpec(g *globals, args []string, out io.Writer) error {
 	}
 	return do(g, out, func(s *session) (ring.Spec, error) { return s.op.Spec(s.ctx) },
 		func(w io.Writer, sp ring.Spec) {
-			fmt.Fprintf(w, "partitions:\t%d\nload factor:\t%v\nring algorithm:\t%d\n", sp.Partitions, sp.LoadFactor, sp.RingAlgorithm)
+			fmt.Fprintf(w, "partitions:\t%d\nload factor:\t%v\nring algorithm:\t%v\n", sp.Partitions, sp.LoadFactor, sp.RingAlgorithm)
 		})
 }
 

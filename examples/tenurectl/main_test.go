@@ -330,6 +330,7 @@ func TestTenurectl(t *testing.T) {
 	x.json(&rep, "placement")
 	require.Len(t, rep.Placements, 1)
 	assert.Equal(t, fleet.PlacementStatus{Partition: pp, Node: "n3", Origin: fleet.PlacementPin, By: "alice@ops", Reason: "hot tenant", Applied: true}, rep.Placements[0])
+	assert.Regexp(t, `ring algorithm:\s+weighted\n`, x.ok("placement"))
 	require.Len(t, rep.Members, 3)
 	for _, m := range rep.Members {
 		n := map[string]*ownership.Node{"n1": nodes[0], "n2": nodes[1], "n3": nodes[2]}[m.ID]
@@ -369,7 +370,7 @@ func TestTenurectlFleets(t *testing.T) {
 	cli := c.NewClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec, err := json.Marshal(ring.Config{Partitions: 64, LoadFactor: 1.25}.Spec())
+	spec, err := ring.EncodeSpec(ring.Config{Partitions: 64, LoadFactor: 1.25}.Spec())
 	require.NoError(t, err)
 	for k, v := range map[string]string{
 		fleet.DefaultPrefix("alpha") + "spec":           string(spec),

@@ -57,7 +57,7 @@ func cmdPlacement(g *globals, args []string, out io.Writer) error {
 		return err
 	}
 	return do(g, out, func(s *session) (fleet.PlacementReport, error) { return s.op.Placement(s.ctx) }, func(w io.Writer, r fleet.PlacementReport) {
-		fmt.Fprintf(w, "ring algorithm:\t%d\nrevision:\t%d\nimbalance (partitions):\t%.3f\nimbalance (load):\t%.3f\n",
+		fmt.Fprintf(w, "ring algorithm:\t%v\nrevision:\t%d\nimbalance (partitions):\t%.3f\nimbalance (load):\t%.3f\n",
 			r.Algorithm, r.Revision, r.Imbalance, r.LoadImbalance)
 		printBalancer(w, r.Balancer)
 		fmt.Fprintln(w)
