@@ -109,7 +109,7 @@ func TestTenurectlBalance(t *testing.T) {
 	// The dry run, with the defaults (no pass yet) and with flags: the
 	// pass balance.Plan makes from the same revision.
 	var dry struct {
-		Rev       int64              `json:"rev"`
+		Rev       int64              `json:"revision"`
 		Moves     []balance.Move     `json:"moves"`
 		Before    float64            `json:"before"`
 		Suspended *fleet.Suspension  `json:"suspended"`
