@@ -116,11 +116,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Planned is a pass with the snapshot it was computed from.
+// Planned is a pass with the snapshot it was computed from. Plan leaves
+// none of its lists nil.
 type Planned struct {
 	Pass
 	// Rev is the revision of the snapshot.
-	Rev int64 `json:"rev"`
+	Rev int64 `json:"revision"`
 	// Suspended is the operator's suspension that stood at the snapshot,
 	// nil if none: Apply then writes nothing.
 	Suspended *fleet.Suspension `json:"suspended,omitempty"`
@@ -191,6 +192,12 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	pl.Pass = Plan(in, cfg)
 	if len(pl.Removes) > maxRemoves {
 		pl.Removes = pl.Removes[:maxRemoves]
+	}
+	if pl.Moves == nil {
+		pl.Moves = []Move{}
+	}
+	if pl.Removes == nil {
+		pl.Removes = []int{}
 	}
 	b.observe(newSnapshot(lst, f.Ring))
 	b.metrics.snapshot(pl)

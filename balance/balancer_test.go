@@ -33,7 +33,7 @@ func skewedFleetOf(t *testing.T, ctx context.Context, cli *clientv3.Client, name
 	t.Helper()
 	l := keys.New(name)
 	cfg := ring.Config{Partitions: parts, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}
-	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg.Spec(), false)
+	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg, false)
 	require.NoError(t, err)
 	ids := []string{"n00", "n01", "n02", "n03"}
 	for _, id := range ids {

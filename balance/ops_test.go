@@ -102,7 +102,7 @@ func TestBalancerCooldownFromEtcd(t *testing.T) {
 	const name = "balance-cooldown"
 	l := keys.New(name)
 	cfg := ring.Config{Partitions: 16, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}
-	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg.Spec(), false)
+	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg, false)
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b"} {
 		v, err := keys.EncodeMember(keys.Member{ID: id, Addr: id + ":1"})

@@ -40,9 +40,10 @@ type Move struct {
 type Pass struct {
 	// Moves are the partitions to move, at most the budget.
 	Moves []Move `json:"moves"`
-	// Removes are the balancer's moves no longer needed: their node is
-	// gone or drained, or the ring itself gives it the partition.
-	Removes []int `json:"removes"`
+	// Removes are the partitions whose balancer's moves are no longer
+	// needed: their node is gone or drained, or the ring itself gives it
+	// the partition.
+	Removes []int `json:"removals"`
 	// Before and After are the imbalance (max over mean load per weight)
 	// before the pass and as the pass expects it after its moves.
 	Before float64 `json:"before"`

@@ -49,10 +49,14 @@ type AuditRecord struct {
 	Target string    `json:"target"`
 	Reason string    `json:"reason,omitempty"`
 	Time   time.Time `json:"time"`
-	// Holder is the node (force release of a partition) or candidate
-	// (force release of a leader) that held the target when it was
-	// released; for a pin or unpin, the node the partition was pinned to.
+	// Holder is the node (a partition's claim) or candidate (a leader
+	// key) that held the target when the action was taken: the one a force
+	// release released, or the one that served the partition when it was
+	// pinned or unpinned; empty if nobody held it.
 	Holder string `json:"holder,omitempty"`
+	// Node is the node a pin places the partition on, or the one an
+	// unpin's pin placed it on; empty for the other actions.
+	Node string `json:"node,omitempty"`
 	// OldEpoch is the epoch released (force release only).
 	OldEpoch int64 `json:"old_epoch,omitempty"`
 	// NewEpoch is the epoch of the claim or leader key that holds the target
@@ -288,6 +292,9 @@ func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecor
 // target now (leaders read through election.Candidates just before the
 // records), if that was created after the release. A record that cannot
 // be decoded is returned with only ID, Revision and Reason (saying so) set.
+// A pin or unpin record whose Node is empty keeps the pin's node in Holder;
+// Audit returns it as Node, with Holder empty (unknown). The result is
+// never nil.
 func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, error) {
 	leaders, err := election.Candidates(ctx, o.kv, o.layout.Leaders())
 	if err != nil {
@@ -312,7 +319,7 @@ func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, e
 	for name, cs := range leaders {
 		holders[fence.LeaderScope(name)] = cs[0].Epoch
 	}
-	var out []AuditRecord
+	out := []AuditRecord{}
 	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
 		var r AuditRecord
 		if err := json.Unmarshal(kv.Value, &r); err != nil {
@@ -324,6 +331,9 @@ func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, e
 		r.Revision = kv.CreateRevision
 		if e := holders[r.Target]; r.Action == ActionForceRelease && e > r.Revision {
 			r.NewEpoch = e
+		}
+		if (r.Action == ActionPin || r.Action == ActionUnpin) && r.Node == "" {
+			r.Node, r.Holder = r.Holder, ""
 		}
 		out = append(out, r)
 	}

@@ -29,19 +29,21 @@ type Suspension struct {
 }
 
 // BalancerPass is the balancer's last applied pass, as it recorded it in
-// the pass's own transaction.
+// the pass's own transaction. Its JSON gives Cooldown in seconds, as
+// cooldown_seconds.
 type BalancerPass struct {
 	// Revision is the etcd revision the pass was applied at; Snapshot the
 	// revision of the snapshot it was computed from; Term the epoch of
 	// the balancer's term; Time when it applied it, by its clock.
 	Revision int64     `json:"revision"`
-	Snapshot int64     `json:"snapshot"`
+	Snapshot int64     `json:"snapshot_revision"`
 	Term     int64     `json:"term"`
 	Time     time.Time `json:"time"`
-	// Moves are the partitions it moved; Removed the balancer's moves it
-	// removed (their node was gone or drained, or the ring agreed).
+	// Moves are the partitions it moved; Removed the partitions whose
+	// balancer's moves it removed (their node was gone or drained, or the
+	// ring agreed). Neither is nil.
 	Moves   []BalancerMove `json:"moves"`
-	Removed []int          `json:"removed,omitempty"`
+	Removed []int          `json:"removals"`
 	// Before and After are the load imbalance before the pass and as the
 	// pass expected it after its moves.
 	Before float64 `json:"before"`
@@ -51,7 +53,7 @@ type BalancerPass struct {
 	Upper    float64       `json:"upper"`
 	Lower    float64       `json:"lower"`
 	Budget   float64       `json:"budget"`
-	Cooldown time.Duration `json:"cooldown"`
+	Cooldown time.Duration `json:"-"`
 }
 
 // BalancerMove is one partition a balancer pass moved.
@@ -153,7 +155,7 @@ func (o *Operator) balancerAt(ctx context.Context, rev int64) (BalancerState, er
 }
 
 func passOf(r keys.BalancePassRecord, rev int64) *BalancerPass {
-	p := &BalancerPass{Revision: rev, Snapshot: r.Rev, Term: r.Term, Time: r.Time, Moves: make([]BalancerMove, len(r.Moves)), Removed: r.Removed,
+	p := &BalancerPass{Revision: rev, Snapshot: r.Rev, Term: r.Term, Time: r.Time, Moves: make([]BalancerMove, len(r.Moves)), Removed: append([]int{}, r.Removed...),
 		Before: r.Before, After: r.After, Upper: r.Upper, Lower: r.Lower, Budget: r.Budget, Cooldown: r.Cooldown}
 	for i, m := range r.Moves {
 		p.Moves[i] = BalancerMove(m)

@@ -92,6 +92,6 @@ func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]flee
 
 // createSpec stores the fleet's spec s as the first node to join does.
 func createSpec(ctx context.Context, cli clientv3.KV, l keys.Layout, s ring.Spec) error {
-	_, err := fleetview.EnsureSpec(ctx, cli, l, s, false)
+	_, err := fleetview.EnsureSpec(ctx, cli, l, s.Config(), false)
 	return err
 }

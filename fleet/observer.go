@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -16,7 +17,7 @@ import (
 )
 
 // ObserverConfig configures an Observer. Cluster (or Prefix) and Ring are
-// required; Ring must equal the fleet's.
+// required; Ring must agree with the fleet's spec.
 type ObserverConfig struct {
 	// Cluster selects the key prefix "/tenure/<Cluster>/" of the fleet.
 	// It must not contain '/' or NUL, as ownership.Config.Cluster.
@@ -24,7 +25,9 @@ type ObserverConfig struct {
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
 	// It must not contain NUL.
 	Prefix string
-	// Ring is the fleet's ring configuration.
+	// Ring is the fleet's ring configuration: its partition count and load
+	// factor must be the spec's, and its Algorithm the spec's or unset
+	// (zero, the usual), which adopts the spec's.
 	Ring ring.Config
 	// Logger receives the observer's diagnostics. Nil discards them.
 	Logger hclog.Logger
@@ -74,9 +77,13 @@ type table struct {
 	claims claimEpochs
 }
 
-// Observe reads the fleet's members and claims through etcd, bounded by
-// ctx, and returns an Observer that keeps following them until Close.
-// Errors wrap ErrNilArgument, ErrInvalidConfig (see Validate), ErrPartitionMismatch (a claim
+// Observe reads the fleet's spec, members and claims through etcd, bounded
+// by ctx, and returns an Observer that keeps following the members and
+// claims until Close. Errors wrap ErrNilArgument, ErrInvalidConfig (see
+// Validate), ring.ErrSpecMismatch (cfg.Ring contradicts the fleet's spec;
+// the error is a *ring.SpecMismatchError), ErrNoSpec (the fleet has no
+// spec yet and cfg.Ring.Algorithm is unset: which algorithm the fleet will
+// record is not known), ring.ErrInvalidSpec, ErrPartitionMismatch (a claim
 // for a partition outside [0, cfg.Ring.Partitions) exists) or the etcd
 // error.
 func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observer, error) {
@@ -93,6 +100,11 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 		cfg.Clock = clock.Real()
 	}
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
+	rc, err := specRing(ctx, etcd, layout, cfg.Ring)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Ring = rc
 	r := &fleetview.Reader{KV: etcd, Watcher: etcd, Layout: layout, Partitions: cfg.Ring.Partitions, Log: cfg.Logger, Clock: cfg.Clock}
 	lst, err := r.List(ctx)
 	if err != nil {
@@ -106,6 +118,25 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 	o.cancel = cancel
 	go o.run(runCtx, lst.Rev)
 	return o, nil
+}
+
+// specRing returns the ring configuration an Observer configured with rc
+// uses in the fleet layout names: the spec's, if rc agrees with it; rc, if
+// the fleet has no spec yet and rc sets its algorithm.
+func specRing(ctx context.Context, kv FleetClient, layout keys.Layout, rc ring.Config) (ring.Config, error) {
+	spec, err := fleetview.ReadSpec(ctx, kv, layout)
+	switch {
+	case err == nil:
+		if err := spec.CompareConfig(rc); err != nil {
+			return ring.Config{}, fmt.Errorf("fleet: observe %s: %w", layout.Prefix(), err)
+		}
+		return spec.Config(), nil
+	case errors.Is(err, ErrNoSpec) && rc.Algorithm != 0:
+		return rc, nil
+	case errors.Is(err, ErrNoSpec):
+		return ring.Config{}, fmt.Errorf("%w (set the ring algorithm to observe a fleet no node has joined)", err)
+	}
+	return ring.Config{}, err
 }
 
 // newObserver returns an Observer of the fleet r reads, with the view of

@@ -98,9 +98,21 @@ func TestObserveErrors(t *testing.T) {
 		assert.ErrorIs(t, err, fleet.ErrInvalidConfig, "%+v", cfg)
 	}
 
-	// A claim beyond the partition count: the counts differ.
+	// No spec yet: an Observer that leaves the algorithm to the fleet's
+	// spec cannot know it.
+	_, err = fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "mismatch", Ring: ring.Config{Partitions: 16, LoadFactor: 1.25}})
+	assert.ErrorIs(t, err, fleet.ErrNoSpec)
+
+	// Another partition count than the spec's.
 	a := join(t, cli, testConfig(t, "mismatch", "a", 16))
 	waitStable(t, 20*time.Second, a)
 	_, err = fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "mismatch", Ring: ring.Config{Partitions: 8, LoadFactor: 1.25}})
+	assert.ErrorIs(t, err, ring.ErrSpecMismatch)
+
+	// A claim beyond the spec's partition count: the fleet's keys
+	// contradict its spec.
+	fleettest.NewHandmade(t, cli, "beyond").Spec(8)
+	fleettest.NewHandmade(t, cli, "beyond").Claim(12, "n1")
+	_, err = fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "beyond", Ring: ring.Config{Partitions: 8, LoadFactor: 1.25}})
 	assert.ErrorIs(t, err, fleet.ErrPartitionMismatch)
 }

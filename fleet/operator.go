@@ -88,7 +88,8 @@ func (o *Operator) Spec(ctx context.Context) (ring.Spec, error) {
 	return fleetview.ReadSpec(ctx, o.kv, o.layout)
 }
 
-// MemberStatus is one member of the fleet as an Operator sees it.
+// MemberStatus is one member of the fleet as an Operator sees it. Its JSON
+// gives TTLLeft in seconds, as ttl_left_seconds (-1 if unknown).
 type MemberStatus struct {
 	// ID, Addr and Meta are the member's published record.
 	ID   string            `json:"id"`
@@ -98,7 +99,7 @@ type MemberStatus struct {
 	Lease int64 `json:"lease"`
 	// TTLLeft is the time left on the lease, -1 if unknown (the Operator's
 	// client is not a clientv3.Lease, or the lease could not be read).
-	TTLLeft time.Duration `json:"ttl_left_ns"`
+	TTLLeft time.Duration `json:"-"`
 	// Drained reports an operator's drain mark on the node; Drain is the
 	// mark (nil if not drained).
 	Drained bool       `json:"drained"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
@@ -31,7 +32,9 @@ const (
 // there as in a planned move (drain, release, claim at a new epoch, fencers
 // raised). A pin replaces a balancer's move of p and an earlier pin. node
 // must be a member when it is pinned, so that a typo is refused; a pin
-// outlives the node's sessions. Reason is required.
+// outlives the node's sessions. Reason is required. The record names the
+// pin's node (Node) and the node that held p's claim when it was pinned
+// (Holder).
 //
 // Errors wrap ErrNoActor, ErrNoReason, ErrInvalidPartition,
 // ring.ErrInvalidNodeID, ErrNotMember or the etcd error.
@@ -46,27 +49,39 @@ func (o *Operator) Pin(ctx context.Context, p int, node string, a Action) (Audit
 		return AuditRecord{}, err
 	}
 	rec, ak := o.newRecord(a, ActionPin, fence.PartitionScope(p))
-	rec.Holder = node
-	val := keys.EncodePlacement(keys.Placement{Node: node, Origin: keys.OriginPin, By: a.Actor, Reason: a.Reason})
+	rec.Node = node
+	val := keys.EncodePlacement(keys.Placement{Node: node, Origin: keys.OriginPin, By: a.Actor, Reason: a.Reason, Time: rec.Time.UnixMilli()})
 	mk := o.layout.Member(node)
-	resp, err := o.kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(mk), ">", 0)).
-		Then(clientv3.OpPut(o.layout.Placement(p), val), clientv3.OpPut(ak, encodeRecord(rec))).
-		Commit()
-	if err != nil {
-		return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w", p, node, err)
+	for {
+		c, err := o.readClaim(ctx, p, 0)
+		if err != nil {
+			return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w", p, node, err)
+		}
+		rec.Holder = c.holder
+		resp, err := o.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(mk), ">", 0), c.unchanged()).
+			Then(clientv3.OpPut(o.layout.Placement(p), val), clientv3.OpPut(ak, encodeRecord(rec))).
+			Else(clientv3.OpGet(mk, clientv3.WithKeysOnly())).
+			Commit()
+		if err != nil {
+			return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w", p, node, err)
+		}
+		if resp.Succeeded {
+			rec.Revision = resp.Header.Revision
+			return rec, nil
+		}
+		if len(resp.Responses) == 0 || len(resp.Responses[0].GetResponseRange().GetKvs()) == 0 {
+			return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w", p, node, ErrNotMember)
+		}
+		// p's claim changed since it was read: read its holder again.
 	}
-	if !resp.Succeeded {
-		return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w", p, node, ErrNotMember)
-	}
-	rec.Revision = resp.Header.Revision
-	return rec, nil
 }
 
 // Unpin deletes partition p's pin and records the action, in one
 // transaction guarded by the pin's revision, so that it never deletes a
 // placement written meanwhile: the ring decides p again. Reason is
-// required.
+// required. The record names the pin's node (Node) and the node that held
+// p's claim when it was unpinned (Holder).
 //
 // Errors wrap ErrNoActor, ErrNoReason, ErrInvalidPartition, ErrNotPinned
 // (no pin on p, or it changed meanwhile) or the etcd error.
@@ -89,20 +104,67 @@ func (o *Operator) Unpin(ctx context.Context, p int, a Action) (AuditRecord, err
 	if err == nil && pl.Origin != keys.OriginPin {
 		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w (a balancer's move to %s)", p, ErrNotPinned, pl.Node)
 	}
+	pinned := clientv3.Compare(clientv3.ModRevision(k), "=", cur.Kvs[0].ModRevision)
 	rec, ak := o.newRecord(a, ActionUnpin, fence.PartitionScope(p))
-	rec.Holder = pl.Node
-	resp, err := o.kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.Kvs[0].ModRevision)).
-		Then(clientv3.OpDelete(k), clientv3.OpPut(ak, encodeRecord(rec))).
-		Commit()
+	rec.Node = pl.Node
+	for rev := cur.Header.Revision; ; rev = 0 {
+		c, err := o.readClaim(ctx, p, rev)
+		if err != nil {
+			return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w", p, err)
+		}
+		rec.Holder = c.holder
+		resp, err := o.kv.Txn(ctx).
+			If(pinned, c.unchanged()).
+			Then(clientv3.OpDelete(k), clientv3.OpPut(ak, encodeRecord(rec))).
+			Else(clientv3.OpGet(k, clientv3.WithKeysOnly())).
+			Commit()
+		if err != nil {
+			return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w", p, err)
+		}
+		if resp.Succeeded {
+			rec.Revision = resp.Header.Revision
+			return rec, nil
+		}
+		if len(resp.Responses) == 0 || !sameRevision(resp.Responses[0].GetResponseRange().GetKvs(), cur.Kvs[0].ModRevision) {
+			return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w (changed meanwhile)", p, ErrNotPinned)
+		}
+		// p's claim changed since it was read: read its holder again.
+	}
+}
+
+// claimRead is partition p's claim as read at one revision: its holder
+// ("" if unclaimed) and the claim key's ModRevision (0 if absent).
+type claimRead struct {
+	key    string
+	holder string
+	modRev int64
+}
+
+// readClaim reads partition p's claim at revision rev (0: the latest).
+func (o *Operator) readClaim(ctx context.Context, p int, rev int64) (claimRead, error) {
+	c := claimRead{key: o.layout.Claim(p)}
+	var opts []clientv3.OpOption
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := o.kv.Get(ctx, c.key, opts...)
 	if err != nil {
-		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w", p, err)
+		return claimRead{}, err
 	}
-	if !resp.Succeeded {
-		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w (changed meanwhile)", p, ErrNotPinned)
+	if len(resp.Kvs) > 0 {
+		c.holder, c.modRev = keys.DecodeClaim(resp.Kvs[0].Value).Node, resp.Kvs[0].ModRevision
 	}
-	rec.Revision = resp.Header.Revision
-	return rec, nil
+	return c, nil
+}
+
+// unchanged is the comparison that holds while the claim is as c read it.
+func (c claimRead) unchanged() clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(c.key), "=", c.modRev)
+}
+
+// sameRevision reports whether kvs holds one key of ModRevision rev.
+func sameRevision(kvs []*mvccpb.KeyValue, rev int64) bool {
+	return len(kvs) == 1 && kvs[0].ModRevision == rev
 }
 
 // checkPartition returns an error wrapping ErrInvalidPartition if p is not

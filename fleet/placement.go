@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/internal/fleetview"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // PlacementReport is how the fleet's partitions are placed, as every node
@@ -17,9 +18,9 @@ import (
 type PlacementReport struct {
 	// Revision is the etcd revision the report was read at.
 	Revision int64 `json:"revision"`
-	// Algorithm is the fleet's ring algorithm (ring.AlgorithmBounded or
-	// ring.AlgorithmWeighted).
-	Algorithm int `json:"algorithm"`
+	// Algorithm is the fleet's ring algorithm (ring.AlgorithmWeighted or
+	// ring.AlgorithmBounded), named in JSON.
+	Algorithm ring.Algorithm `json:"ring_algorithm"`
 	// Members are the members, sorted by ID, drained ones included.
 	Members []MemberPlacement `json:"members"`
 	// Imbalance is the largest Partitions per unit of weight over the mean
@@ -34,14 +35,15 @@ type PlacementReport struct {
 	Balancer BalancerState `json:"balancer"`
 }
 
-// MemberPlacement is one member's share of the partitions.
+// MemberPlacement is one member's share of the partitions. Its JSON gives
+// LoadWindow in seconds, as load_window_seconds.
 type MemberPlacement struct {
 	ID string `json:"id"`
 	// Weight is the weight the ring gives the member (1 under
 	// ring.AlgorithmBounded, whatever it published), 0 if it is drained.
 	Weight int `json:"weight"`
 	// Drained reports an operator's drain mark.
-	Drained bool `json:"drained,omitempty"`
+	Drained bool `json:"drained"`
 	// Partitions is how many partitions the fleet's rule gives the member
 	// (the ring with the placements applied); PerWeight is Partitions over
 	// Weight.
@@ -56,6 +58,10 @@ type MemberPlacement struct {
 	// out. LoadPerWeight is Load over Weight.
 	Load          float64 `json:"load"`
 	LoadPerWeight float64 `json:"load_per_weight"`
+	// LoadWindow is the smoothing window of the member's own load report
+	// (the time constant of its exponentially weighted moving average,
+	// its ownership.Config.LoadWindow); 0 if it has published none.
+	LoadWindow time.Duration `json:"-"`
 }
 
 // PlacementStatus is one pin or move.
@@ -65,13 +71,14 @@ type PlacementStatus struct {
 	// PlacementPin or PlacementMove.
 	Node   string `json:"node"`
 	Origin string `json:"origin"`
-	// By and Reason are a pin's; Rev is the snapshot revision a move was
-	// computed from.
+	// By and Reason are a pin's; Rev is the revision of the snapshot a
+	// move was computed from (0 for a pin).
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	Rev    int64  `json:"rev,omitempty"`
-	// Moved is when a balancer wrote a move, by its clock (its cooldown
-	// runs from then); zero for a pin or if unknown.
+	Rev    int64  `json:"snapshot_revision,omitempty"`
+	// Moved is when the entry was written: a pin by the operator's clock,
+	// a move by its balancer's (its cooldown runs from then); zero if
+	// unknown (a pin written without its time).
 	Moved time.Time `json:"moved,omitzero"`
 	// Applied reports that the entry decides the partition's owner now;
 	// false while Node is gone or drained (the ring decides) or when the
@@ -103,6 +110,9 @@ func (o *Operator) Placement(ctx context.Context) (PlacementReport, error) {
 	var sum, top, loadSum, loadTop float64
 	for _, id := range f.All {
 		m := MemberPlacement{ID: id, Drained: f.Drained[id], Weight: f.Ring.Weight(id), Partitions: f.Ring.Load(id), Capacity: f.Ring.Capacity(id), Load: loads[id]}
+		if lr, ok := reports[id]; ok {
+			m.LoadWindow = seconds(lr.Window)
+		}
 		if m.Weight > 0 {
 			m.PerWeight = float64(m.Partitions) / float64(m.Weight)
 			m.LoadPerWeight = m.Load / float64(m.Weight)

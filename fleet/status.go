@@ -2,12 +2,12 @@ package fleet
 
 import (
 	"context"
-	"slices"
 
 	"github.com/tenure-go/tenure/ring"
 )
 
-// Status summarizes a fleet's health at one etcd revision.
+// Status summarizes a fleet's health at one etcd revision. Its lists are
+// never nil.
 type Status struct {
 	// Revision is the etcd revision the fleet was read at.
 	Revision int64 `json:"revision"`
@@ -17,17 +17,17 @@ type Status struct {
 	RingVersion uint64 `json:"ring_version"`
 	// Members and Drained are the IDs of all members and of the drained
 	// ones, sorted.
-	Members []string `json:"members"`
-	Drained []string `json:"drained"`
+	Members []string `json:"member_ids"`
+	Drained []string `json:"drained_ids"`
 	// Unowned lists the partitions nobody claims.
 	Unowned []int `json:"unowned"`
 	// Handoffs lists the partitions claimed by a node other than the ring's
 	// owner: moves in progress (or stuck).
 	Handoffs []PartitionStatus `json:"handoffs"`
 	// Owned counts the partitions each member holds, zero counts included.
-	Owned map[string]int `json:"owned"`
+	Owned map[string]int `json:"owned_by_member"`
 	// Idle lists the members that hold no partition, sorted.
-	Idle []string `json:"idle"`
+	Idle []string `json:"idle_ids"`
 }
 
 // Settled reports whether every partition is claimed by its ring owner.
@@ -44,7 +44,7 @@ func (o *Operator) Status(ctx context.Context) (Status, error) {
 		Revision:    v.rev,
 		Spec:        v.spec,
 		RingVersion: f.Ring.Version(),
-		Members:     slices.Clone(f.All),
+		Members:     append([]string{}, f.All...),
 		Drained:     []string{},
 		Unowned:     []int{},
 		Handoffs:    []PartitionStatus{},

@@ -33,7 +33,7 @@ func TestJoinAdoptsSpec(t *testing.T) {
 	assert.Equal(t, 16, a.Ring().Partitions(), "the first node's Ring is the spec")
 	spec, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix("adopt"))
 	require.NoError(t, err)
-	assert.Equal(t, ring.Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: ring.Algorithm}, spec)
+	assert.Equal(t, ring.Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: ring.AlgorithmWeighted}, spec)
 
 	cfg = testConfig(t, "adopt", "b", 1024)
 	cfg.Ring.LoadFactor = 1.5

@@ -81,19 +81,24 @@ type Config struct {
 	// Meta is published with the member key for others to read (Members).
 	Meta map[string]string
 	// Weight is the node's capacity weight, published with its member key:
-	// under ring.AlgorithmWeighted a node's share of partitions (and the
-	// balancer's target of its load) is proportional to it. Zero means 1;
-	// it must be at most ring.MaxWeight.
+	// under ring.AlgorithmWeighted (a new fleet's algorithm) a node's share
+	// of partitions (and the balancer's target of its load) is
+	// proportional to it. Zero means 1; it must be at most ring.MaxWeight.
+	// A fleet of ring.AlgorithmBounded gives every node weight 1, so Join
+	// refuses a weight other than 1 there (ErrWeightUnsupported).
 	Weight int
-	// Ring sets the partition count and load factor. Every node of the
-	// cluster must use the same values: the first node to join stores them
-	// as the fleet's ring.Spec, and Join refuses a node whose Ring differs
-	// from it (*ring.SpecMismatchError), unless AdoptSpec is set.
-	// DefaultConfig sets ring.DefaultConfig (1024 partitions, load factor
-	// 1.25); zero values are invalid.
+	// Ring sets the partition count, the load factor and the ring
+	// algorithm. Every node of the cluster must use the same values: the
+	// first node to join stores them as the fleet's ring.Spec, and Join
+	// refuses a node whose Ring differs from it (*ring.SpecMismatchError),
+	// unless AdoptSpec is set. An unset (zero) Ring.Algorithm is the
+	// fleet's: the node adopts the algorithm the spec records, and the
+	// first node of a fleet records ring.AlgorithmWeighted. DefaultConfig
+	// sets ring.DefaultConfig (1024 partitions, load factor 1.25, the
+	// algorithm unset); zero partitions or load factor are invalid.
 	Ring ring.Config
-	// AdoptSpec makes Join use the fleet's Spec (its partition count and
-	// load factor) in place of Ring when the fleet has one, instead of
+	// AdoptSpec makes Join use the fleet's Spec (its partition count, load
+	// factor and ring algorithm) in place of Ring when the fleet has one, instead of
 	// refusing a Ring that differs from it; Ring is then only the spec the
 	// node creates if the fleet has none yet. Creating the spec and reading
 	// the one that exists are one transaction, so nodes that join an empty
@@ -202,8 +207,9 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with the documented defaults: 1024
-// partitions, load factor 1.25, a 5s drain timeout, a 3s warm timeout, a
-// 10s acquired timeout, etcd's default
+// partitions, load factor 1.25, the ring algorithm unset (the fleet's;
+// ring.AlgorithmWeighted for a new fleet), a 5s drain timeout, a 3s warm
+// timeout, a 10s acquired timeout, etcd's default
 // transaction size, and a zero Session, which selects the session's defaults
 // (TTL 10s renewed every TTL/3; setting only Session.TTL rescales the
 // others). Cluster and NodeID are left for the caller to set.
@@ -224,9 +230,10 @@ func DefaultConfig() Config {
 // config: session: TTL 1s must be at least 2s"); an invalid node ID,
 // partition count, load factor or session also wraps ring.ErrInvalidNodeID,
 // ErrInvalidPartitions, ErrInvalidLoadFactor or the election package's
-// error. An interface-typed field (a Fencer, Logger, Clock, Session.Clock
-// or Session.Logger) that holds a nil pointer is refused, not left to
-// panic later.
+// error; a weight other than 1 with Ring.Algorithm set to
+// ring.AlgorithmBounded also wraps ErrWeightUnsupported. An interface-typed
+// field (a Fencer, Logger, Clock, Session.Clock or Session.Logger) that
+// holds a nil pointer is refused, not left to panic later.
 func (c Config) Validate() error {
 	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -242,6 +249,9 @@ func (c Config) Validate() error {
 	}
 	if c.Weight < 0 || c.Weight > ring.MaxWeight {
 		return errs.Nest(ErrInvalidConfig, "weight", fmt.Errorf("%w: %d must be in [0, %d]", ring.ErrInvalidWeight, c.Weight, ring.MaxWeight))
+	}
+	if err := c.checkWeight(c.Ring.Algorithm, "Ring.Algorithm asserts"); err != nil {
+		return errs.Nest(ErrInvalidConfig, "weight", err)
 	}
 	if err := c.Session.Validate(); err != nil {
 		return errs.Nest(ErrInvalidConfig, "session", err)
@@ -267,6 +277,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
+}
+
+// checkWeight returns an error wrapping ErrWeightUnsupported if c gives the
+// node a weight other than 1 and alg is ring.AlgorithmBounded, which would
+// ignore it; source says where alg comes from ("the fleet /tenure/x/
+// records", "Ring.Algorithm asserts").
+func (c Config) checkWeight(alg ring.Algorithm, source string) error {
+	if alg != ring.AlgorithmBounded || c.Weight <= 1 {
+		return nil
+	}
+	return fmt.Errorf("%w: node %s has weight %d, and %s the %v (count-only) ring algorithm, which gives every node weight 1; "+
+		"weights take effect in a fleet of the %v algorithm: start a new fleet (another cluster name or prefix; a new fleet records %v), "+
+		"or move this one to %v once a fleet's algorithm can change online; or leave Weight at 1",
+		ErrWeightUnsupported, c.NodeID, c.Weight, source, ring.AlgorithmBounded, ring.AlgorithmWeighted, ring.AlgorithmWeighted, ring.AlgorithmWeighted)
 }
 
 // withDefaults returns a copy of c with every zero field that has a default

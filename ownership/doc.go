@@ -9,12 +9,16 @@
 // second live process with the same ID gets a *DuplicateMemberError), reads
 // members and claims at one revision R and watches both from R+1.
 //
-// The ring (package ring) is a pure function of the sorted member IDs, the
-// partition count and the load factor, so every node that sees the same
-// members computes the same owner for every partition. The partition count
-// and load factor are the fleet's spec, stored once in etcd by the first
-// node that joins; Join refuses a node whose Config.Ring contradicts it
-// (*ring.SpecMismatchError) unless Config.AdoptSpec is set.
+// The ring (package ring) is a pure function of the sorted member IDs and
+// their capacity weights, the partition count, the load factor and the
+// ring algorithm, so every node that sees the same members computes the
+// same owner for every partition. The partition count, load factor and
+// algorithm are the fleet's spec, stored once in etcd by the first node
+// that joins (a new fleet records ring.AlgorithmWeighted unless that node
+// asserts another); Join refuses a node whose Config.Ring contradicts it
+// (*ring.SpecMismatchError) unless Config.AdoptSpec is set, a node that
+// leaves the algorithm unset adopts the fleet's, and a weight other than 1
+// in a fleet of ring.AlgorithmBounded is refused (ErrWeightUnsupported).
 //
 // For each partition the ring gives it and nobody claims, a node creates the
 // claim claims/<p> with If(CreateRevision == 0), bound to its lease, many

@@ -197,6 +197,13 @@ var (
 	// last cause seen (connection refused, no answer, ...).
 	ErrUnavailable = errors.New("ownership: etcd unavailable")
 
+	// ErrWeightUnsupported reports a node configured with a capacity
+	// weight other than 1 (Config.Weight) for a fleet whose ring algorithm
+	// is ring.AlgorithmBounded, which counts partitions only and would
+	// ignore the weight. Join refuses such a node before it registers; the
+	// message says how to get a weighted fleet.
+	ErrWeightUnsupported = errors.New("ownership: capacity weight unsupported by the fleet's ring algorithm")
+
 	// ErrMetrics reports that a Node's metrics could not be registered with
 	// Config.Metrics (a prometheus.AlreadyRegisteredError, wrapped, if a
 	// node with the same ID registered there already).

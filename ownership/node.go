@@ -90,10 +90,13 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	log := cfg.Logger.With("node", cfg.NodeID)
 	var spec ring.Spec
 	err := etcderr.Reach(ctx, etcderr.FirstCall{What: "join " + cfg.NodeID, Log: log, Client: cli, Unavailable: ErrUnavailable}, func(ctx context.Context) (err error) {
-		spec, err = fleetview.EnsureSpec(ctx, cli, layout, cfg.Ring.Spec(), cfg.AdoptSpec)
+		spec, err = fleetview.EnsureSpec(ctx, cli, layout, cfg.Ring, cfg.AdoptSpec)
 		return err
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := cfg.checkWeight(spec.RingAlgorithm, "the fleet "+layout.Prefix()+" records"); err != nil {
 		return nil, err
 	}
 	cfg.Ring = spec.Config()

@@ -30,7 +30,7 @@ func TestSpecMismatchRefused(t *testing.T) {
 	defer cancel()
 	spec, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix("spec"))
 	require.NoError(t, err)
-	assert.Equal(t, ring.Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: ring.Algorithm}, spec)
+	assert.Equal(t, ring.Spec{Partitions: 16, LoadFactor: 1.25, RingAlgorithm: ring.AlgorithmWeighted}, spec)
 
 	tests := []struct {
 		name  string
@@ -106,4 +106,62 @@ func TestJoinUnreachableEtcd(t *testing.T) {
 	assert.Contains(t, logs.String(), "etcd does not answer")
 	assert.Contains(t, logs.String(), "connection refused")
 	assert.Contains(t, logs.String(), "node=a")
+}
+
+// TestSpecAlgorithmOfARunningFleet: a fleet whose spec an older build
+// stored with the count-only algorithm (ring_algorithm 1) keeps it: a node
+// and an Observer that leave the algorithm unset adopt it and agree on
+// every owner; a node that asserts the weighted algorithm is refused with
+// a *ring.SpecMismatchError naming both; a node of weight 2 is refused with
+// ErrWeightUnsupported, saying how to get a weighted fleet, before it
+// registers. A new fleet records the weighted algorithm.
+func TestSpecAlgorithmOfARunningFleet(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := cli.Put(ctx, keys.New("old").Spec(), `{"partitions":16,"load_factor":1.25,"ring_algorithm":1}`)
+	require.NoError(t, err)
+
+	a := join(t, cli, testConfig(t, "old", "a", 16))
+	assert.Equal(t, ring.AlgorithmBounded, a.Ring().Algorithm(), "the fleet's algorithm, adopted")
+	b := join(t, c.NewClient(t), testConfig(t, "old", "b", 16))
+	waitStable(t, 20*time.Second, a, b)
+	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "old", Ring: ring.Config{Partitions: 16, LoadFactor: 1.25}})
+	require.NoError(t, err)
+	defer o.Close()
+	for p := range 16 {
+		assert.Equal(t, a.LookupPartition(p).Owner, o.Route(p).Owner, "partition %d", p)
+	}
+
+	weighted := testConfig(t, "old", "w", 16)
+	weighted.Ring.Algorithm = ring.AlgorithmWeighted
+	n, err := Join(ctx, cli, weighted)
+	require.Nil(t, n)
+	require.ErrorIs(t, err, ring.ErrSpecMismatch)
+	assert.Contains(t, err.Error(), "ring algorithm weighted here, bounded in the fleet")
+	_, err = fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "old", Ring: weighted.Ring})
+	require.ErrorIs(t, err, ring.ErrSpecMismatch, "an Observer is refused alike")
+
+	heavy := testConfig(t, "old", "heavy", 16)
+	heavy.Weight = 2
+	n, err = Join(ctx, cli, heavy)
+	require.Nil(t, n)
+	require.ErrorIs(t, err, ErrWeightUnsupported)
+	assert.Contains(t, err.Error(), "weight 2")
+	assert.Contains(t, err.Error(), "start a new fleet")
+	assert.Equal(t, []string{"a", "b"}, etcdMembers(t, cli, "old"), "the refused nodes registered nothing")
+	heavy.Ring.Algorithm = ring.AlgorithmBounded
+	require.ErrorIs(t, heavy.Validate(), ErrWeightUnsupported, "refused before Join reads etcd")
+	require.ErrorIs(t, heavy.Validate(), ErrInvalidConfig)
+	heavy.Weight = 1
+	require.NoError(t, heavy.Validate(), "weight 1 is every node's weight there")
+
+	fresh := testConfig(t, "new", "a", 16)
+	fresh.Weight = 2
+	n = join(t, cli, fresh)
+	assert.Equal(t, ring.AlgorithmWeighted, n.Ring().Algorithm())
+	spec, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix("new"))
+	require.NoError(t, err)
+	assert.Equal(t, ring.AlgorithmWeighted, spec.RingAlgorithm)
 }

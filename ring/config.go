@@ -40,33 +40,16 @@ type Config struct {
 	// fewer partitions and allow more imbalance.
 	LoadFactor float64
 
-	// Algorithm is the assignment algorithm: AlgorithmBounded (also 0, the
-	// default) or AlgorithmWeighted. It is recorded in the fleet's spec, so
-	// that a fleet never mixes algorithms.
-	Algorithm int
+	// Algorithm is the assignment algorithm: AlgorithmWeighted or
+	// AlgorithmBounded. It is recorded in the fleet's spec, so that a fleet
+	// never mixes algorithms. Zero (unset) means the fleet's: a node or an
+	// outside reader of a fleet whose spec exists adopts the algorithm it
+	// records, and a new fleet records AlgorithmWeighted, as does Spec; a
+	// Ring computed from a Config alone uses AlgorithmWeighted. Set it only
+	// to assert an algorithm: a Config that names another one than the
+	// fleet's spec is refused (ErrSpecMismatch).
+	Algorithm Algorithm
 }
-
-// The ring's assignment algorithms, as recorded in a fleet's Spec.
-const (
-	// AlgorithmBounded is bounded-load consistent hashing by partition
-	// count (buraksezer/consistent's algorithm; see Ring). Every member has
-	// weight 1 whatever it publishes.
-	AlgorithmBounded = 1
-
-	// AlgorithmWeighted is bounded-load weighted rendezvous hashing: a
-	// member's score for a partition is the largest of one hash per unit
-	// of its weight, and partitions go to members by the stable matching
-	// of that score under the members' capacities,
-	// ceil(LoadFactor*P*weight/total weight)+1 (at most P): no partition
-	// and member would both rather be together than where they are. A
-	// member's share of partitions follows its weight, and a join or a
-	// leave moves little more than the share of the member that came or
-	// went (1.0 to 1.2 times it at 10 to 1,000 members; see
-	// sim/scale/RESULTS.md), since a member's scores depend on nothing but
-	// its own ID and weight and the matching on no order of the
-	// partitions.
-	AlgorithmWeighted = 2
-)
 
 // Member is a ring member and its capacity weight.
 type Member struct {
@@ -76,26 +59,24 @@ type Member struct {
 	Weight int
 }
 
-// algorithm returns c's algorithm, AlgorithmBounded for 0.
-func (c Config) algorithm() int {
+// algorithm returns c's algorithm, AlgorithmWeighted if it is unset.
+func (c Config) algorithm() Algorithm {
 	if c.Algorithm == 0 {
-		return AlgorithmBounded
+		return AlgorithmWeighted
 	}
 	return c.Algorithm
 }
 
-// DefaultConfig returns 1024 partitions (10x a fleet of 100 nodes) and a
-// load factor of 1.25, the value the bounded-load consistent hashing paper
-// (Mirrokni, Thorup and Zadimoghaddam) recommends: no node owns more than 25%
-// above the mean, and a join or leave moves about 1.06x the minimal share of
-// partitions (measured over random fleets of 3 to 20 nodes; load factor 1
-// moves about 1.4x). Its Algorithm is 0, AlgorithmBounded: a fleet's spec
-// records its algorithm and refuses a node configured with another, so the
-// default stays the algorithm of the fleets already running. A new fleet
-// that publishes capacity weights, or that runs few partitions a node (at
-// 1,000 nodes of 4,096 partitions a join or a leave moves 1.6x the minimal
-// share, 1.1-1.2x under AlgorithmWeighted; sim/scale/RESULTS.md), chooses
-// AlgorithmWeighted.
+// DefaultConfig returns 1024 partitions (10x a fleet of 100 nodes), a load
+// factor of 1.25 and an unset Algorithm: the fleet's, AlgorithmWeighted for
+// a new fleet. 1.25 is the value the bounded-load consistent hashing paper
+// (Mirrokni, Thorup and Zadimoghaddam) recommends: no node owns more than
+// 25% above its share (its weight's share under AlgorithmWeighted, plus one
+// partition). Under AlgorithmWeighted a join
+// or a leave moves 1.0 to 1.2 times the minimal share of partitions on
+// average, from 10 to 1,000 nodes; the count-only AlgorithmBounded moves
+// about 1.06x at 3 to 20 nodes but 1.6x at 1,000 nodes of 4,096
+// partitions (sim/scale/RESULTS.md), and ignores capacity weights.
 func DefaultConfig() Config {
 	return Config{Partitions: 1024, LoadFactor: 1.25}
 }
@@ -119,8 +100,8 @@ func (c Config) check() (kind error, field, detail string) {
 		return ErrInvalidPartitions, "partition count", fmt.Sprintf("%d must be <= %d", c.Partitions, MaxPartitions)
 	case math.IsNaN(c.LoadFactor) || math.IsInf(c.LoadFactor, 0) || c.LoadFactor < 1:
 		return ErrInvalidLoadFactor, "load factor", fmt.Sprintf("%v must be a finite number >= 1", c.LoadFactor)
-	case c.Algorithm != 0 && c.Algorithm != AlgorithmBounded && c.Algorithm != AlgorithmWeighted:
-		return ErrInvalidAlgorithm, "ring algorithm", fmt.Sprintf("%d must be %d or %d", c.Algorithm, AlgorithmBounded, AlgorithmWeighted)
+	case c.Algorithm != 0 && !c.Algorithm.valid():
+		return ErrInvalidAlgorithm, "ring algorithm", fmt.Sprintf("%d must be unset (0), %d (%v) or %d (%v)", int(c.Algorithm), int(AlgorithmBounded), AlgorithmBounded, int(AlgorithmWeighted), AlgorithmWeighted)
 	}
 	return nil, "", ""
 }

@@ -5,12 +5,14 @@
 // sees the same members computes the same Ring.
 //
 // A key belongs to partition xxhash64(key) mod P (PartitionOf). A Ring
-// assigns every partition to at most one member by bounded-load consistent
-// hashing (see Ring for the algorithm and why tenure runs it itself). Config
-// holds the two tunables, the partition count and the load factor; Spec is
-// the form a fleet stores them in etcd, with the version of the ring
-// algorithm, so that nodes and clients built differently never share a
-// fleet. ValidateNodeID is the rule every node ID follows.
+// assigns every partition to at most one member by bounded-load hashing,
+// under one of two algorithms (see Ring): AlgorithmWeighted, which gives
+// members shares in proportion to their capacity weights and is what a new
+// fleet records, or the count-only AlgorithmBounded. Config holds the
+// tunables, the partition count, the load factor and the algorithm; Spec is
+// the form a fleet stores them in etcd, so that nodes and clients
+// configured or built differently never share a fleet. ValidateNodeID is
+// the rule every node ID follows.
 //
 // The ownership package runs the nodes that claim the partitions a Ring
 // gives them; the fleet package reads the fleet from outside.

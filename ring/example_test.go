@@ -8,7 +8,7 @@ import (
 )
 
 func ExampleNew() {
-	cfg := ring.DefaultConfig() // 1024 partitions, load factor 1.25
+	cfg := ring.DefaultConfig() // 1024 partitions, load factor 1.25, AlgorithmWeighted
 	r, err := ring.New([]string{"node-c", "node-a", "node-b"}, cfg)
 	if err != nil {
 		fmt.Println(err)
@@ -21,7 +21,7 @@ func ExampleNew() {
 	owner, _ := r.Owner(p)
 	fmt.Printf("order:42 is in partition %d, owned by %s\n", p, owner)
 
-	// No member owns more than ceil(1.25*1024/3) partitions.
+	// No member owns more than ceil(1.25*1024/3)+1 partitions.
 	for _, id := range r.Members() {
 		fmt.Printf("%s owns %d partitions (at most %d)\n", id, r.Load(id), r.MaxLoad())
 	}
@@ -41,10 +41,10 @@ func ExampleNew() {
 	fmt.Println(errors.Is(err, ring.ErrDuplicateNodeID), err)
 	// Output:
 	// members: [node-a node-b node-c]
-	// order:42 is in partition 1012, owned by node-b
-	// node-a owns 275 partitions (at most 427)
-	// node-b owns 384 partitions (at most 427)
-	// node-c owns 365 partitions (at most 427)
-	// node-d gains 320 partitions; 320 partitions move in all
+	// order:42 is in partition 1012, owned by node-a
+	// node-a owns 330 partitions (at most 428)
+	// node-b owns 341 partitions (at most 428)
+	// node-c owns 353 partitions (at most 428)
+	// node-d gains 261 partitions; 261 partitions move in all
 	// true ring: duplicate node ID: "node-a"
 }

@@ -76,11 +76,11 @@ func (r *Ring) Placed(p int) bool {
 	return r != nil && r.placed > 0 && uint(p) < uint(len(r.owner)) && r.owner[p] != r.ringOwner[p]
 }
 
-// Algorithm returns the ring's algorithm, AlgorithmBounded or
-// AlgorithmWeighted.
-func (r *Ring) Algorithm() int {
+// Algorithm returns the ring's algorithm, AlgorithmWeighted or
+// AlgorithmBounded; 0 (unset) for a nil Ring.
+func (r *Ring) Algorithm() Algorithm {
 	if r == nil {
-		return AlgorithmBounded
+		return 0
 	}
 	return r.algorithm
 }

@@ -9,21 +9,26 @@ import (
 )
 
 // Ring is an immutable assignment of every partition to at most one member:
-// bounded-load consistent hashing over a set of node IDs. It is a pure
-// function of the sorted member IDs, the partition count and the load factor,
-// so every node that sees the same member set computes the same Ring,
-// whatever the order in which it learned of them.
+// bounded-load hashing over a set of node IDs, by the Config's Algorithm.
+// It is a pure function of the sorted member IDs (and their weights), the
+// partition count, the load factor and the algorithm, so every node that
+// sees the same member set computes the same Ring, whatever the order in
+// which it learned of them.
 //
 // # Assignment
 //
-// The algorithm is buraksezer/consistent's, with xxhash64: each member has
-// replicationFactor points on a hash ring; partition p starts at the first
-// point at or after xxhash64(p as 8 little-endian bytes) and goes clockwise to
-// the first member that owns fewer than MaxLoad partitions. Wherever
-// consistent itself can build the ring, the assignment is identical to the
-// one consistent.New computes (with the ID plus a NUL byte as member name),
-// and tests hold the two to that. tenure runs the placement itself, for three
-// reasons:
+// AlgorithmWeighted, a new fleet's algorithm, is weighted rendezvous
+// hashing matched under capacities (see AlgorithmWeighted, weighted.go and
+// match.go).
+//
+// AlgorithmBounded, the count-only algorithm, is buraksezer/consistent's,
+// with xxhash64: each member has replicationFactor points on a hash ring;
+// partition p starts at the first point at or after xxhash64(p as 8
+// little-endian bytes) and goes clockwise to the first member that owns
+// fewer than MaxLoad partitions. Wherever consistent itself can build the
+// ring, the assignment is identical to the one consistent.New computes
+// (with the ID plus a NUL byte as member name), and tests hold the two to
+// that. tenure runs the placement itself, for three reasons:
 //
 //   - consistent builds a member's point keys as name+index with no
 //     separator, so "node-1" (index 11) and "node-11" (index 1) share keys and
@@ -48,7 +53,7 @@ import (
 type Ring struct {
 	partitions uint64
 	load       float64
-	algorithm  int
+	algorithm  Algorithm
 	maxLoad    int
 	members    []string // sorted
 	weights    []int    // weights[i] is the weight the ring gave members[i]

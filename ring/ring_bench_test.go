@@ -23,7 +23,7 @@ const lookupKeys = 4096 // a power of two: index with & (lookupKeys-1)
 
 func newLookupFixture(b *testing.B) *lookupFixture {
 	b.Helper()
-	cfg := DefaultConfig()
+	cfg := boundedConfig(DefaultConfig()) // consistent's algorithm, to compare owners
 	members := make([]string, 16)
 	for i := range members {
 		members[i] = "node-" + strconv.Itoa(i+1)
@@ -126,11 +126,11 @@ func BenchmarkBuild(b *testing.B) {
 					ms[i].Weight = 2
 				}
 			}
-			for _, alg := range []int{AlgorithmBounded, AlgorithmWeighted} {
+			for _, alg := range []Algorithm{AlgorithmBounded, AlgorithmWeighted} {
 				if alg == AlgorithmBounded && heavy {
 					continue // weights are ignored
 				}
-				name := strconv.Itoa(size.n) + "x" + strconv.Itoa(size.p) + "/alg=" + strconv.Itoa(alg)
+				name := strconv.Itoa(size.n) + "x" + strconv.Itoa(size.p) + "/" + alg.String()
 				if heavy {
 					name += "/heavy"
 				}

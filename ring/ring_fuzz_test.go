@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzRing builds rings from arbitrary member lists (one ID per line) and
-// configurations, by AlgorithmWeighted for odd seeds. New must never panic; it either returns the error the
+// configurations, by AlgorithmWeighted for odd seeds and AlgorithmBounded for
+// even ones. New must never panic; it either returns the error the
 // input calls for or a ring for which every invariant holds, independent of
 // member order.
 func FuzzRing(f *testing.F) {
@@ -42,7 +43,7 @@ func FuzzRing(f *testing.F) {
 		if list != "" {
 			members = strings.Split(list, "\n")
 		}
-		cfg := Config{Partitions: partitions, LoadFactor: load}
+		cfg := Config{Partitions: partitions, LoadFactor: load, Algorithm: AlgorithmBounded}
 		if seed&1 == 1 {
 			cfg.Algorithm = AlgorithmWeighted
 		}

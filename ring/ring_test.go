@@ -86,7 +86,7 @@ func checkRing(t testing.TB, r *Ring, members []string, cfg Config) {
 		return
 	}
 	bound := ceilBound(cfg, n)
-	if cfg.Algorithm == AlgorithmWeighted {
+	if cfg.algorithm() == AlgorithmWeighted {
 		// Every weight 1 here: one partition above ceil(load*P/N), computed
 		// exactly, at most P.
 		q := new(big.Rat).Mul(new(big.Rat).SetFloat64(cfg.LoadFactor), big.NewRat(int64(p), int64(n)))
@@ -453,7 +453,7 @@ func TestRingConsistentPanics(t *testing.T) {
 	}
 	for _, tt := range named {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := Config{Partitions: tt.p, LoadFactor: tt.load}
+			cfg := Config{Partitions: tt.p, LoadFactor: tt.load, Algorithm: AlgorithmBounded}
 			ids := make([]string, tt.n)
 			for i := range ids {
 				ids[i] = "node-" + strconv.Itoa(i)
@@ -468,11 +468,12 @@ func TestRingConsistentPanics(t *testing.T) {
 	}
 
 	t.Run("empty non-nil member list", func(t *testing.T) {
-		_, panicked := newConsistent([]string{}, DefaultConfig())
+		cfg := boundedConfig(DefaultConfig())
+		_, panicked := newConsistent([]string{}, cfg)
 		require.True(t, panicked)
-		r, err := New([]string{}, DefaultConfig())
+		r, err := New([]string{}, cfg)
 		require.NoError(t, err)
-		checkRing(t, r, nil, DefaultConfig())
+		checkRing(t, r, nil, cfg)
 	})
 
 	t.Run("grid", func(t *testing.T) {
@@ -509,7 +510,7 @@ func TestRingMatchesConsistent(t *testing.T) {
 		if iter%10 == 0 {
 			n = 1 + rng.IntN(120)
 		}
-		cfg := Config{Partitions: 1 + rng.IntN(2048), LoadFactor: loads[rng.IntN(len(loads))]}
+		cfg := Config{Partitions: 1 + rng.IntN(2048), LoadFactor: loads[rng.IntN(len(loads))], Algorithm: AlgorithmBounded}
 		if iter%3 == 0 {
 			cfg.LoadFactor = 1 + 3*rng.Float64()
 		}
@@ -543,7 +544,7 @@ func TestRingPrefixIDs(t *testing.T) {
 		"node-1, node-11": {"node-1", "node-11"},
 		"a, a1, a10, a2":  {"a", "a1", "a10", "a2", "a20", "a3"},
 	}
-	cfg := DefaultConfig()
+	cfg := boundedConfig(DefaultConfig())
 	for name, ids := range families {
 		t.Run(name, func(t *testing.T) {
 			// consistent's raw keys collide.
@@ -654,22 +655,38 @@ func TestRingEdgeCases(t *testing.T) {
 		{"max partitions", 3, Config{Partitions: MaxPartitions, LoadFactor: 1.25}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			members := ids(tt.n)
-			r, err := New(members, tt.cfg)
-			require.NoError(t, err)
-			checkRing(t, r, members, tt.cfg)
-			if tt.n > tt.cfg.Partitions && ceilBound(tt.cfg, tt.n) == 1 {
-				owners := 0
-				for _, id := range members {
-					if r.Load(id) > 0 {
-						owners++
-					}
-				}
-				require.Equal(t, tt.cfg.Partitions, owners, "with N > P and capacity 1, P members should own one partition each")
-			}
-		})
+		for _, alg := range []Algorithm{AlgorithmBounded, AlgorithmWeighted} {
+			tt.cfg.Algorithm = alg
+			t.Run(tt.name+"/"+alg.String(), func(t *testing.T) {
+				edgeCase(t, ids(tt.n), tt.cfg)
+			})
+		}
 	}
+}
+
+// edgeCase checks the ring of members under cfg; under AlgorithmBounded,
+// with more members than partitions and a capacity of 1, that P members
+// own one partition each.
+func edgeCase(t *testing.T, members []string, cfg Config) {
+	t.Helper()
+	r, err := New(members, cfg)
+	require.NoError(t, err)
+	checkRing(t, r, members, cfg)
+	if cfg.Algorithm == AlgorithmBounded && len(members) > cfg.Partitions && ceilBound(cfg, len(members)) == 1 {
+		owners := 0
+		for _, id := range members {
+			if r.Load(id) > 0 {
+				owners++
+			}
+		}
+		require.Equal(t, cfg.Partitions, owners, "with N > P and capacity 1, P members should own one partition each")
+	}
+}
+
+// boundedConfig returns cfg under AlgorithmBounded.
+func boundedConfig(cfg Config) Config {
+	cfg.Algorithm = AlgorithmBounded
+	return cfg
 }
 
 // TestRingProperties builds rings from random member sets, partition counts
@@ -701,6 +718,7 @@ func TestRingProperties(t *testing.T) {
 		if rng.IntN(5) == 0 {
 			cfg.Partitions = 1 + rng.IntN(64)
 		}
+		cfg.Algorithm = AlgorithmBounded
 		if iter%2 == 1 {
 			cfg.Algorithm = AlgorithmWeighted
 		}

@@ -6,41 +6,43 @@ import (
 	"strconv"
 )
 
-// Algorithm is the ring algorithm of a Config whose Algorithm is 0:
-// AlgorithmBounded. Nodes that compute rings differently must never share
-// a fleet, so the algorithm is part of the fleet's Spec.
-const Algorithm = AlgorithmBounded
-
 // Spec is a fleet's fixed configuration: what every node and every outside
 // client must agree on to hash a key to the same partition and a partition
 // to the same owner. The fleet stores it once in etcd, at <prefix>spec,
 // written by the first node that joins (create-if-absent) and never changed
 // by a node; a node whose configuration contradicts it is refused with a
-// *SpecMismatchError (see Spec.Compare), and outside clients read it
-// instead of being told. Its stored form is its JSON encoding.
+// *SpecMismatchError (see Spec.CompareConfig), and outside clients read it
+// instead of being told.
+//
+// Its stored form is EncodeSpec's, which records the algorithm as its
+// number; its JSON encoding, for reports, names the algorithm ("weighted").
 type Spec struct {
 	// Partitions is the fleet's partition count P.
 	Partitions int `json:"partitions"`
 	// LoadFactor is the ring's bounded-load factor.
 	LoadFactor float64 `json:"load_factor"`
-	// RingAlgorithm is the ring algorithm: AlgorithmBounded or
-	// AlgorithmWeighted.
-	RingAlgorithm int `json:"ring_algorithm"`
+	// RingAlgorithm is the ring algorithm: AlgorithmWeighted or
+	// AlgorithmBounded.
+	RingAlgorithm Algorithm `json:"ring_algorithm"`
 }
 
-// Spec returns the fleet spec of c (a zero Algorithm is AlgorithmBounded).
+// storedSpec is a Spec as etcd stores it: the algorithm as its number.
+// Every build of tenure reads and writes this form.
+type storedSpec struct {
+	Partitions    int     `json:"partitions"`
+	LoadFactor    float64 `json:"load_factor"`
+	RingAlgorithm int     `json:"ring_algorithm"`
+}
+
+// Spec returns the fleet spec that c creates in a fleet that has none: an
+// unset Algorithm is AlgorithmWeighted.
 func (c Config) Spec() Spec {
 	return Spec{Partitions: c.Partitions, LoadFactor: c.LoadFactor, RingAlgorithm: c.algorithm()}
 }
 
-// Config returns the ring configuration of s. Its Algorithm is 0 for
-// AlgorithmBounded, the zero value's algorithm.
+// Config returns the ring configuration of s, its algorithm set.
 func (s Spec) Config() Config {
-	c := Config{Partitions: s.Partitions, LoadFactor: s.LoadFactor, Algorithm: s.RingAlgorithm}
-	if c.Algorithm == AlgorithmBounded {
-		c.Algorithm = 0
-	}
-	return c
+	return Config{Partitions: s.Partitions, LoadFactor: s.LoadFactor, Algorithm: s.RingAlgorithm}
 }
 
 // validate reports whether s can be used by this build: a valid ring
@@ -50,20 +52,33 @@ func (s Spec) validate() error {
 	if err := s.Config().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
-	if s.RingAlgorithm != AlgorithmBounded && s.RingAlgorithm != AlgorithmWeighted {
-		return fmt.Errorf("%w: ring algorithm %d (this build computes %d and %d)", ErrInvalidSpec, s.RingAlgorithm, AlgorithmBounded, AlgorithmWeighted)
+	if !s.RingAlgorithm.valid() {
+		return fmt.Errorf("%w: ring algorithm %d (this build computes %d, %v, and %d, %v)", ErrInvalidSpec,
+			int(s.RingAlgorithm), int(AlgorithmBounded), AlgorithmBounded, int(AlgorithmWeighted), AlgorithmWeighted)
 	}
 	return nil
 }
 
-// DecodeSpec parses a stored spec (the JSON encoding of a Spec) and checks
-// that this build can use it: a valid ring configuration and a ring
-// algorithm this build computes. Errors wrap ErrInvalidSpec.
+// EncodeSpec returns the stored form of s: its JSON encoding with the
+// algorithm as its number ({"partitions":1024,"load_factor":1.25,
+// "ring_algorithm":2}). A spec this build cannot use is an error wrapping
+// ErrInvalidSpec, so that none is stored.
+func EncodeSpec(s Spec) ([]byte, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(storedSpec{Partitions: s.Partitions, LoadFactor: s.LoadFactor, RingAlgorithm: int(s.RingAlgorithm)})
+}
+
+// DecodeSpec parses a stored spec (see EncodeSpec) and checks that this
+// build can use it: a valid ring configuration and a ring algorithm this
+// build computes. Errors wrap ErrInvalidSpec.
 func DecodeSpec(b []byte) (Spec, error) {
-	var s Spec
-	if err := json.Unmarshal(b, &s); err != nil {
+	var st storedSpec
+	if err := json.Unmarshal(b, &st); err != nil {
 		return Spec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
+	s := Spec{Partitions: st.Partitions, LoadFactor: st.LoadFactor, RingAlgorithm: Algorithm(st.RingAlgorithm)}
 	if err := s.validate(); err != nil {
 		return Spec{}, err
 	}
@@ -90,7 +105,7 @@ func (e *SpecMismatchError) Error() string {
 	case "load factor":
 		local, fleet = fmt.Sprint(e.Local.LoadFactor), fmt.Sprint(e.Fleet.LoadFactor)
 	default:
-		local, fleet = strconv.Itoa(e.Local.RingAlgorithm), strconv.Itoa(e.Fleet.RingAlgorithm)
+		local, fleet = e.Local.RingAlgorithm.String(), e.Fleet.RingAlgorithm.String()
 	}
 	return "ring: configuration contradicts the fleet's spec: " + e.Field + " " + local +
 		" here, " + fleet + " in the fleet (a fleet's spec never changes; use a new cluster name or prefix for a new one)"
@@ -114,4 +129,16 @@ func (s Spec) Compare(local Spec) error {
 		return nil
 	}
 	return &SpecMismatchError{Field: field, Fleet: s, Local: local}
+}
+
+// CompareConfig returns a *SpecMismatchError if c contradicts s, the
+// fleet's spec; nil if a process configured with c can use s. An unset
+// Algorithm of c agrees with the fleet's: such a process adopts it (it
+// uses s.Config()).
+func (s Spec) CompareConfig(c Config) error {
+	local := Spec{Partitions: c.Partitions, LoadFactor: c.LoadFactor, RingAlgorithm: c.Algorithm}
+	if local.RingAlgorithm == 0 {
+		local.RingAlgorithm = s.RingAlgorithm
+	}
+	return s.Compare(local)
 }

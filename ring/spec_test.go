@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,8 +12,100 @@ func TestSpecMismatchError(t *testing.T) {
 	fleet := DefaultConfig().Spec()
 	assert.NoError(t, fleet.Compare(fleet))
 	local := fleet
-	local.RingAlgorithm = 2
+	local.RingAlgorithm = AlgorithmBounded
 	err := fleet.Compare(local)
 	require.ErrorIs(t, err, ErrSpecMismatch)
-	assert.Contains(t, err.Error(), "ring algorithm 2 here, 1 in the fleet")
+	assert.Contains(t, err.Error(), "ring algorithm bounded here, weighted in the fleet")
+}
+
+// TestSpecAlgorithm: a spec records the algorithm; an unset Algorithm is
+// AlgorithmWeighted in a new spec and adopts the fleet's against a stored
+// one; a spec is stored with the algorithm as its number, the form every
+// build reads and writes, and reported by its name; unknown algorithms are
+// refused.
+func TestSpecAlgorithm(t *testing.T) {
+	w := Config{Partitions: 8, LoadFactor: 1.25, Algorithm: AlgorithmWeighted}
+	assert.Equal(t, AlgorithmWeighted, w.Spec().RingAlgorithm)
+	assert.Equal(t, w, w.Spec().Config())
+	b := Config{Partitions: 8, LoadFactor: 1.25, Algorithm: AlgorithmBounded}
+	assert.Equal(t, AlgorithmBounded, b.Spec().RingAlgorithm)
+	assert.Equal(t, b, b.Spec().Config())
+	unset := Config{Partitions: 8, LoadFactor: 1.25}
+	assert.Equal(t, w.Spec(), unset.Spec(), "a new fleet is weighted")
+	assert.ErrorIs(t, b.Spec().Compare(w.Spec()), ErrSpecMismatch)
+
+	// Against a stored spec, unset adopts; an explicit other one is refused.
+	for _, fleet := range []Spec{b.Spec(), w.Spec()} {
+		assert.NoError(t, fleet.CompareConfig(unset), "%v", fleet.RingAlgorithm)
+		assert.NoError(t, fleet.CompareConfig(fleet.Config()))
+	}
+	err := b.Spec().CompareConfig(w)
+	require.ErrorIs(t, err, ErrSpecMismatch)
+	assert.Contains(t, err.Error(), "ring algorithm weighted here, bounded in the fleet")
+	unset.Partitions = 16
+	var mismatch *SpecMismatchError
+	require.ErrorAs(t, b.Spec().CompareConfig(unset), &mismatch)
+	assert.Equal(t, "partitions", mismatch.Field)
+
+	// The stored form: numbers, as older builds wrote (1: bounded) and
+	// read them.
+	for _, tt := range []struct {
+		stored string
+		spec   Spec
+	}{
+		{`{"partitions":8,"load_factor":1.25,"ring_algorithm":1}`, b.Spec()},
+		{`{"partitions":8,"load_factor":1.25,"ring_algorithm":2}`, w.Spec()},
+	} {
+		s, err := DecodeSpec([]byte(tt.stored))
+		require.NoError(t, err)
+		assert.Equal(t, tt.spec, s)
+		enc, err := EncodeSpec(s)
+		require.NoError(t, err)
+		assert.JSONEq(t, tt.stored, string(enc))
+	}
+	for _, bad := range []string{
+		`{"partitions":8,"load_factor":1.25,"ring_algorithm":3}`,
+		`{"partitions":8,"load_factor":1.25,"ring_algorithm":0}`,
+		`{"partitions":8,"load_factor":1.25}`,
+		`{"partitions":8,"load_factor":1.25,"ring_algorithm":"weighted"}`,
+	} {
+		_, err = DecodeSpec([]byte(bad))
+		assert.ErrorIs(t, err, ErrInvalidSpec, bad)
+	}
+	_, err = EncodeSpec(Spec{Partitions: 8, LoadFactor: 1.25})
+	assert.ErrorIs(t, err, ErrInvalidSpec, "no spec without an algorithm is stored")
+
+	// Reports name the algorithm.
+	rep, err := json.Marshal(w.Spec())
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"partitions":8,"load_factor":1.25,"ring_algorithm":"weighted"}`, string(rep))
+	var back Spec
+	require.NoError(t, json.Unmarshal(rep, &back))
+	assert.Equal(t, w.Spec(), back)
+}
+
+// TestAlgorithmNames: every algorithm has one name, in String and in its
+// text form; unknown names and numbers are refused.
+func TestAlgorithmNames(t *testing.T) {
+	for a, name := range map[Algorithm]string{AlgorithmBounded: "bounded", AlgorithmWeighted: "weighted"} {
+		assert.Equal(t, name, a.String())
+		text, err := a.MarshalText()
+		require.NoError(t, err)
+		assert.Equal(t, name, string(text))
+		var back Algorithm
+		require.NoError(t, back.UnmarshalText(text))
+		assert.Equal(t, a, back)
+	}
+	assert.Equal(t, "unset", Algorithm(0).String())
+	assert.Equal(t, "Algorithm(7)", Algorithm(7).String())
+	text, err := Algorithm(0).MarshalText()
+	require.NoError(t, err)
+	assert.Empty(t, text)
+	_, err = Algorithm(7).MarshalText()
+	assert.ErrorIs(t, err, ErrInvalidAlgorithm)
+	var a Algorithm
+	assert.ErrorIs(t, a.UnmarshalText([]byte("count-only")), ErrInvalidAlgorithm)
+	assert.ErrorIs(t, a.UnmarshalText([]byte("2")), ErrInvalidAlgorithm)
+	require.NoError(t, a.UnmarshalText(nil))
+	assert.Zero(t, a)
 }

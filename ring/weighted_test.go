@@ -61,12 +61,15 @@ func TestRingWeighted(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, r.Version(), r3.Version())
 	ms[3].Weight = 2
-	bounded, err := NewWeighted(ms, Config{Partitions: 1024, LoadFactor: 1.25})
+	bounded, err := NewWeighted(ms, Config{Partitions: 1024, LoadFactor: 1.25, Algorithm: AlgorithmBounded})
 	require.NoError(t, err)
 	assert.NotEqual(t, r.Version(), bounded.Version())
 	assert.Equal(t, 1, bounded.Weight(ms[3].ID), "AlgorithmBounded ignores weights")
 	assert.Equal(t, AlgorithmBounded, bounded.Algorithm())
 	assert.Equal(t, AlgorithmWeighted, r.Algorithm())
+	unset, err := NewWeighted(ms, Config{Partitions: 1024, LoadFactor: 1.25})
+	require.NoError(t, err)
+	assert.Equal(t, r.Version(), unset.Version(), "an unset algorithm is AlgorithmWeighted")
 
 	_, err = NewWeighted([]Member{{ID: "a", Weight: MaxWeight + 1}}, cfg)
 	assert.ErrorIs(t, err, ErrInvalidWeight)
@@ -116,7 +119,7 @@ func TestRingWeightedMinimalMoves(t *testing.T) {
 // result depends on the set of placements, not their order, and Version
 // says which were applied.
 func TestRingPlace(t *testing.T) {
-	for _, alg := range []int{AlgorithmBounded, AlgorithmWeighted} {
+	for _, alg := range []Algorithm{AlgorithmBounded, AlgorithmWeighted} {
 		cfg := Config{Partitions: 64, LoadFactor: 1.25, Algorithm: alg}
 		r, err := New([]string{"a", "b", "c"}, cfg)
 		require.NoError(t, err)
@@ -152,23 +155,6 @@ func TestRingPlace(t *testing.T) {
 		}
 		assert.Equal(t, 64, sum)
 	}
-}
-
-// TestSpecAlgorithm: a spec records the algorithm; a zero Algorithm is
-// AlgorithmBounded both ways; unknown algorithms are refused.
-func TestSpecAlgorithm(t *testing.T) {
-	w := Config{Partitions: 8, LoadFactor: 1.25, Algorithm: AlgorithmWeighted}
-	assert.Equal(t, AlgorithmWeighted, w.Spec().RingAlgorithm)
-	assert.Equal(t, w, w.Spec().Config())
-	b := Config{Partitions: 8, LoadFactor: 1.25}
-	assert.Equal(t, AlgorithmBounded, b.Spec().RingAlgorithm)
-	assert.Equal(t, b, b.Spec().Config())
-	assert.ErrorIs(t, b.Spec().Compare(w.Spec()), ErrSpecMismatch)
-	s, err := DecodeSpec([]byte(`{"partitions":8,"load_factor":1.25,"ring_algorithm":2}`))
-	require.NoError(t, err)
-	assert.Equal(t, w.Spec(), s)
-	_, err = DecodeSpec([]byte(`{"partitions":8,"load_factor":1.25,"ring_algorithm":3}`))
-	assert.ErrorIs(t, err, ErrInvalidSpec)
 }
 
 // checkStable verifies that r, an AlgorithmWeighted ring, is the stable

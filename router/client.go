@@ -45,8 +45,8 @@ type Client struct {
 	metrics  *metrics.Set // nil without ClientConfig.Metrics
 }
 
-// NewClient reads the fleet's spec (its partition count and load factor)
-// and then its members and claims through etcd, bounded by ctx, and returns
+// NewClient reads the fleet's spec (its partition count, load factor and
+// ring algorithm) and then its members and claims through etcd, bounded by ctx, and returns
 // a Client that keeps watching them until Close.
 //
 // While no node has joined the fleet (fleet.ErrNoSpec), NewClient
@@ -57,8 +57,8 @@ type Client struct {
 // and ctx's error. An etcd client that is closed, or is closed while
 // NewClient waits, ends the wait at once with an error wrapping
 // ErrClientClosed. Other errors wrap ErrNilArgument, ErrInvalidConfig,
-// ring.ErrSpecMismatch (cfg asserts a partition count or load factor
-// that differs from the spec's; the error is an
+// ring.ErrSpecMismatch (cfg asserts a partition count, load factor or
+// ring algorithm that differs from the spec's; the error is an
 // *ring.SpecMismatchError), ErrPartitionMismatch or the etcd error.
 func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client, error) {
 	if nilness.Is(etcd) {
@@ -89,7 +89,7 @@ func newClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 	if err := assertSpec(spec, cfg); err != nil {
 		return nil, err
 	}
-	cfg.Partitions, cfg.LoadFactor = spec.Partitions, spec.LoadFactor
+	cfg.Partitions, cfg.LoadFactor, cfg.Algorithm = spec.Partitions, spec.LoadFactor, spec.RingAlgorithm
 	obs, err := fleet.Observe(ctx, etcd, fleet.ObserverConfig{
 		Cluster: cfg.Cluster,
 		Prefix:  cfg.Prefix,

@@ -33,6 +33,9 @@ type ClientConfig struct {
 	// LoadFactor, if set, asserts the fleet's ring load factor as
 	// Partitions does. Zero takes the spec's.
 	LoadFactor float64
+	// Algorithm, if set, asserts the fleet's ring algorithm as Partitions
+	// does. Zero (the usual) takes the spec's.
+	Algorithm ring.Algorithm
 	// Scheme is the URL scheme of requests to the nodes. Empty means "http".
 	Scheme string
 	// HTTPClient sends the requests. Nil means a client with a pooled
@@ -105,9 +108,10 @@ func (c ClientConfig) Validate() error {
 	if err := keys.CheckFleet(d.Cluster, d.Prefix); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	if d.Partitions != 0 || d.LoadFactor != 0 {
+	if d.Partitions != 0 || d.LoadFactor != 0 || d.Algorithm != 0 {
 		// Assertions: check each one that is set.
 		ring := ring.DefaultConfig()
+		ring.Algorithm = d.Algorithm
 		if d.Partitions != 0 {
 			ring.Partitions = d.Partitions
 		}

@@ -75,7 +75,8 @@ func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Log
 }
 
 // assertSpec returns an *ring.SpecMismatchError if cfg asserts a
-// partition count or load factor that differs from the fleet's spec.
+// partition count, load factor or ring algorithm that differs from the
+// fleet's spec.
 func assertSpec(fleet ring.Spec, cfg ClientConfig) error {
 	local := fleet
 	field := ""
@@ -84,6 +85,8 @@ func assertSpec(fleet ring.Spec, cfg ClientConfig) error {
 		field, local.Partitions = "partitions", cfg.Partitions
 	case cfg.LoadFactor != 0 && cfg.LoadFactor != fleet.LoadFactor:
 		field, local.LoadFactor = "load factor", cfg.LoadFactor
+	case cfg.Algorithm != 0 && cfg.Algorithm != fleet.RingAlgorithm:
+		field, local.RingAlgorithm = "ring algorithm", cfg.Algorithm
 	default:
 		return nil
 	}

@@ -71,9 +71,9 @@
 //
 // # Outside the fleet
 //
-// Client reads the fleet's spec (partition count and load factor) from
-// etcd, then follows the fleet's members and claims through an
-// fleet.Observer (the reader the nodes use), read-only and without a
+// Client reads the fleet's spec (partition count, load factor and ring
+// algorithm) from etcd, then follows the fleet's members and claims through
+// an fleet.Observer (the reader the nodes use), read-only and without a
 // lease, and sends each request straight to the key's owner. On every
 // retryable refusal and on connection errors it re-resolves the owner and
 // retries with exponential backoff and jitter, bounded and honouring the

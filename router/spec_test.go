@@ -21,8 +21,8 @@ import (
 
 // TestClientReadsSpec: a Client told nothing of the fleet's partitions
 // reads them from the spec and routes every key exactly as the nodes do; a
-// ClientConfig that asserts another partition count or load factor is
-// refused.
+// ClientConfig that asserts another partition count, load factor or ring
+// algorithm is refused.
 func TestClientReadsSpec(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "spec", fleetOptions{Partitions: 16})
@@ -44,12 +44,13 @@ func TestClientReadsSpec(t *testing.T) {
 
 	cli := etcd.NewClient(t)
 	ctx := context.Background()
-	asserted, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "spec", Partitions: 16, LoadFactor: 1.25})
+	asserted, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "spec", Partitions: 16, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted})
 	require.NoError(t, err, "an assertion that holds")
 	asserted.Close()
 	for _, cfg := range []router.ClientConfig{
 		{Cluster: "spec", Partitions: 1024},
 		{Cluster: "spec", LoadFactor: 2},
+		{Cluster: "spec", Algorithm: ring.AlgorithmBounded},
 	} {
 		_, err := router.NewClient(ctx, cli, cfg)
 		require.ErrorIs(t, err, router.ErrSpecMismatch, "%+v", cfg)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -14,15 +15,19 @@ import (
 // This file holds the balancer's commands: balance suspend, balance resume
 // and balance plan (the dry run).
 
+// balanceCommands are the balance command's subcommands.
+var balanceCommands = map[string]command{
+	"suspend": func(g *globals, args []string, out io.Writer) error { return balanceAction(g, "suspend", args, out) },
+	"resume":  func(g *globals, args []string, out io.Writer) error { return balanceAction(g, "resume", args, out) },
+	"plan":    balancePlan,
+}
+
 func cmdBalance(g *globals, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return usagef("usage: balance suspend|resume --reason R [--actor A] | balance plan [--upper U] [--lower L] [--budget B] [--cooldown D]")
 	}
-	switch args[0] {
-	case "suspend", "resume":
-		return balanceAction(g, args[0], args[1:], out)
-	case "plan":
-		return balancePlan(g, args[1:], out)
+	if cmd, ok := balanceCommands[args[0]]; ok {
+		return cmd(g, args[1:], out)
 	}
 	return usagef("unknown balance command %q: suspend, resume or plan", args[0])
 }
@@ -49,30 +54,58 @@ func balanceAction(g *globals, verb string, args []string, out io.Writer) error 
 }
 
 // dryRun is balance plan's result: the pass the balancer would make now,
-// and the configuration it was planned by.
+// and the configuration it was planned by. loadHeader names its loads.
 type dryRun struct {
 	*balance.Planned
-	Config planConfig `json:"config"`
+	Config     planConfig `json:"config"`
+	loadHeader string
 }
 
 // planConfig is the configuration of a dry run and where it came from:
 // "last pass" (the configuration the last applied pass recorded),
-// "defaults" (balance.DefaultConfig) and "flags" for those given.
+// "defaults" (balance.DefaultConfig) and "flags" for those given. Its JSON
+// gives Cooldown in seconds, as fleet.BalancerPass does.
 type planConfig struct {
 	Upper    float64       `json:"upper"`
 	Lower    float64       `json:"lower"`
 	Budget   float64       `json:"budget"`
-	Cooldown time.Duration `json:"cooldown"`
-	From     string        `json:"from"`
+	Cooldown time.Duration `json:"-"`
+	From     string        `json:"source"`
+}
+
+// planConfigJSON is planConfig's JSON form.
+type planConfigJSON struct {
+	planConfigFields
+	CooldownSeconds float64 `json:"cooldown_seconds"`
+}
+
+// planConfigFields is planConfig without its JSON methods.
+type planConfigFields planConfig
+
+// MarshalJSON encodes c with the cooldown in seconds.
+func (c planConfig) MarshalJSON() ([]byte, error) {
+	return json.Marshal(planConfigJSON{planConfigFields(c), c.Cooldown.Seconds()})
+}
+
+// UnmarshalJSON decodes MarshalJSON's form.
+func (c *planConfig) UnmarshalJSON(b []byte) error {
+	var v planConfigJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*c = planConfig(v.planConfigFields)
+	c.Cooldown = time.Duration(v.CooldownSeconds * float64(time.Second))
+	return nil
 }
 
 func balancePlan(g *globals, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("balance plan", flag.ContinueOnError)
 	var flags planConfig
-	fs.Float64Var(&flags.Upper, "upper", 0, "upper band (default: the last pass's, else 1.15)")
-	fs.Float64Var(&flags.Lower, "lower", 0, "lower band (default: the last pass's, else 0.9)")
-	fs.Float64Var(&flags.Budget, "budget", 0, "fraction of the partitions a pass moves (default: the last pass's, else 0.01)")
-	fs.DurationVar(&flags.Cooldown, "cooldown", 0, "how long a moved partition stays (default: the last pass's, else 1m)")
+	d := balance.DefaultConfig()
+	fs.Float64Var(&flags.Upper, "upper", 0, fmt.Sprintf("upper band (default: the last pass's, else %v)", d.Upper))
+	fs.Float64Var(&flags.Lower, "lower", 0, fmt.Sprintf("lower band (default: the last pass's, else %v)", d.Lower))
+	fs.Float64Var(&flags.Budget, "budget", 0, fmt.Sprintf("fraction of the partitions a pass moves (default: the last pass's, else %v)", d.Budget))
+	fs.DurationVar(&flags.Cooldown, "cooldown", 0, fmt.Sprintf("how long a moved partition stays (default: the last pass's, else %v)", d.Cooldown))
 	pos, err := parse(fs, g, args)
 	if err != nil {
 		return err
@@ -87,7 +120,6 @@ func balancePlan(g *globals, args []string, out io.Writer) error {
 		if err != nil {
 			return dryRun{}, err
 		}
-		d := balance.DefaultConfig()
 		cfg := planConfig{Upper: d.Upper, Lower: d.Lower, Budget: d.Budget, Cooldown: d.Cooldown, From: "defaults"}
 		if lp := st.LastPass; lp != nil {
 			cfg = planConfig{Upper: lp.Upper, Lower: lp.Lower, Budget: lp.Budget, Cooldown: lp.Cooldown, From: "last pass"}
@@ -119,7 +151,11 @@ func balancePlan(g *globals, args []string, out io.Writer) error {
 		if err != nil {
 			return dryRun{}, err
 		}
-		return dryRun{Planned: pl, Config: cfg}, nil
+		rep, err := s.op.Placement(s.ctx) // for the window of the loads
+		if err != nil {
+			return dryRun{}, err
+		}
+		return dryRun{Planned: pl, Config: cfg, loadHeader: loadHeader(rep.Members)}, nil
 	}, printDryRun)
 }
 
@@ -130,7 +166,7 @@ func printDryRun(w io.Writer, d dryRun) {
 		fmt.Fprintf(w, "suspended:\tby %s: %s (%s); the next pass writes nothing\n", dash(s.Actor), dash(s.Reason), stamp(s.Time))
 	}
 	fmt.Fprintf(w, "imbalance:\t%.3f -> %.3f\n", d.Before, d.After)
-	fmt.Fprintln(w, "\nMOVE PARTITION\tFROM\tTO\tLOAD/S")
+	fmt.Fprintf(w, "\nMOVE PARTITION\tFROM\tTO\t%s\n", d.loadHeader)
 	for _, m := range d.Moves {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%.3g\n", m.Partition, m.From, m.To, m.Load)
 	}
@@ -158,6 +194,6 @@ func printBalancer(w io.Writer, st fleet.BalancerState) {
 	fmt.Fprintf(w, "last pass:\trevision %d (snapshot %d, term %d) at %s: %d moves, %d removed, imbalance %.3f -> %.3f\n",
 		lp.Revision, lp.Snapshot, lp.Term, stamp(lp.Time), len(lp.Moves), len(lp.Removed), lp.Before, lp.After)
 	for _, m := range lp.Moves {
-		fmt.Fprintf(w, "  partition %d:\t%s -> %s (load %.3g)\n", m.Partition, m.From, m.To, m.Load)
+		fmt.Fprintf(w, "  partition %d:\t%s -> %s (load %.3g/s)\n", m.Partition, m.From, m.To, m.Load)
 	}
 }

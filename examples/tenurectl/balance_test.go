@@ -68,7 +68,7 @@ func TestTenurectlBalance(t *testing.T) {
 	const name = "ctl-balance"
 	l := keys.New(name)
 	cfg := ring.Config{Partitions: 64, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted}
-	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg.Spec(), false)
+	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg, false)
 	require.NoError(t, err)
 	members := []ring.Member{{ID: "n1", Weight: 1}, {ID: "n2", Weight: 1}, {ID: "n3", Weight: 1}, {ID: "n4", Weight: 2}}
 	for _, m := range members {
@@ -109,7 +109,7 @@ func TestTenurectlBalance(t *testing.T) {
 	// The dry run, with the defaults (no pass yet) and with flags: the
 	// pass balance.Plan makes from the same revision.
 	var dry struct {
-		Rev       int64              `json:"rev"`
+		Rev       int64              `json:"revision"`
 		Moves     []balance.Move     `json:"moves"`
 		Before    float64            `json:"before"`
 		Suspended *fleet.Suspension  `json:"suspended"`

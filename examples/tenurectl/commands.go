@@ -106,7 +106,7 @@ func cmdSpec(g *globals, args []string, out io.Writer) error {
 	}
 	return do(g, out, func(s *session) (ring.Spec, error) { return s.op.Spec(s.ctx) },
 		func(w io.Writer, sp ring.Spec) {
-			fmt.Fprintf(w, "partitions:\t%d\nload factor:\t%v\nring algorithm:\t%d\n", sp.Partitions, sp.LoadFactor, sp.RingAlgorithm)
+			fmt.Fprintf(w, "partitions:\t%d\nload factor:\t%v\nring algorithm:\t%v\n", sp.Partitions, sp.LoadFactor, sp.RingAlgorithm)
 		})
 }
 
@@ -157,7 +157,7 @@ func cmdPartitions(g *globals, args []string, out io.Writer) error {
 		if err != nil || *node == "" {
 			return ps, err
 		}
-		var mine []fleet.PartitionStatus
+		mine := []fleet.PartitionStatus{}
 		for _, p := range ps {
 			if p.Owner == *node {
 				mine = append(mine, p)
@@ -270,9 +270,13 @@ func refuse(a *fleet.Action, needReason bool) error {
 	return nil
 }
 
+// printRecord prints an action's audit record: holder is the node (or
+// candidate) that held the target, pin node the node a pin or unpin names.
 func printRecord(w io.Writer, r fleet.AuditRecord) {
 	fmt.Fprintf(w, "action:\t%s\ntarget:\t%s\nactor:\t%s\nreason:\t%s\ntime:\t%s\nrevision:\t%d\n", r.Action, r.Target, r.Actor, dash(r.Reason), stamp(r.Time), r.Revision)
-	if r.Holder != "" {
+	if r.Action == fleet.ActionPin || r.Action == fleet.ActionUnpin {
+		fmt.Fprintf(w, "pin node:\t%s\nholder:\t%s\n", dash(r.Node), dash(r.Holder))
+	} else if r.Holder != "" {
 		fmt.Fprintf(w, "holder:\t%s\n", r.Holder)
 	}
 	if r.OldEpoch != 0 {
@@ -357,16 +361,12 @@ func cmdAudit(g *globals, args []string, out io.Writer) error {
 	if *since > 0 {
 		from = time.Now().Add(-*since)
 	}
-	return do(g, out, func(s *session) ([]fleet.AuditRecord, error) {
-		rs, err := s.op.Audit(s.ctx, from)
-		if rs == nil && err == nil {
-			rs = []fleet.AuditRecord{}
-		}
-		return rs, err
-	}, func(w io.Writer, rs []fleet.AuditRecord) {
-		fmt.Fprintln(w, "TIME\tACTOR\tACTION\tTARGET\tOLD EPOCH\tNEW EPOCH\tREASON")
-		for _, r := range rs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(r.Time), r.Actor, r.Action, r.Target, epoch(r.OldEpoch), epoch(r.NewEpoch), dash(r.Reason))
-		}
-	})
+	return do(g, out, func(s *session) ([]fleet.AuditRecord, error) { return s.op.Audit(s.ctx, from) },
+		func(w io.Writer, rs []fleet.AuditRecord) {
+			fmt.Fprintln(w, "TIME\tACTOR\tACTION\tTARGET\tHOLDER\tPIN NODE\tOLD EPOCH\tNEW EPOCH\tREASON")
+			for _, r := range rs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(r.Time), r.Actor, r.Action, r.Target, dash(r.Holder), dash(r.Node),
+					epoch(r.OldEpoch), epoch(r.NewEpoch), dash(r.Reason))
+			}
+		})
 }

@@ -32,7 +32,7 @@ type fleetInfo struct {
 // key per fleet (a skip scan over the names), not every key of every fleet,
 // and then each fleet's spec.
 func listFleets(ctx context.Context, kv clientv3.KV) ([]fleetInfo, error) {
-	var out []fleetInfo
+	out := []fleetInfo{}
 	from, end := fleetsRoot, clientv3.GetPrefixRangeEnd(fleetsRoot)
 	for {
 		resp, err := kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly())

@@ -57,8 +57,10 @@ Commands:
   pin P NODE --reason R [--actor A] place partition P on NODE (while NODE is a member and
                                     not drained; the ring decides otherwise); a planned move
   unpin P --reason R [--actor A]    the ring decides partition P again
-  placement                         each member's weight, partitions, partitions per weight,
-                                    capacity, load, load per weight; the imbalances; the
+  placement                         the ring algorithm; each member's weight, partitions,
+                                    partitions per weight, capacity, load (units of work per
+                                    second, smoothed: an EWMA over the window of the member's
+                                    load reports), load per weight; the imbalances; the
                                     balancer's suspension and last pass; the pins and moves
   balance suspend --reason R [--actor A]
   balance resume --reason R [--actor A]
@@ -81,7 +83,10 @@ Global flags (before or after the command):
   --cluster NAME     the fleet's cluster name: keys under /tenure/NAME/; without it (or
                      --prefix), a fleet command lists the fleets it finds and exits 2
   --prefix P         the fleet's key prefix, instead of --cluster's
-  --json             print JSON instead of text
+  --json             print JSON instead of text: one vocabulary in every command
+                     (snake_case keys; revisions as "revision" or "<what>_revision";
+                     durations as seconds in keys ending _seconds; times in RFC 3339;
+                     empty lists as []; the ring algorithm by name)
 
 --actor defaults to $USER@hostname. Exit status: 0 done, 1 failed (etcd
 unreachable within --timeout, action refused), 2 bad usage (missing

@@ -70,11 +70,13 @@ func (c ctl) ok(args ...string) string {
 	return r.out
 }
 
-// json runs a command with --json and decodes its output into v.
+// json runs a command with --json, checks its output against the
+// vocabulary (see vocabulary_test.go) and decodes it into v.
 func (c ctl) json(v any, args ...string) {
 	c.t.Helper()
 	out := c.ok(append(args, "--json")...)
 	require.True(c.t, json.Valid([]byte(out)), "tenurectl %v --json: %s", args, out)
+	require.NoError(c.t, checkVocabulary(out, map[string]bool{}), "tenurectl %v --json: %s", args, out)
 	require.NoError(c.t, json.Unmarshal([]byte(out), v), out)
 }
 
@@ -320,6 +322,9 @@ func TestTenurectl(t *testing.T) {
 	assert.Contains(t, r.err, "--reason")
 	x.json(&rec, "pin", strconv.Itoa(pp), "n3", "--reason", "hot tenant", "--actor", "alice@ops")
 	assert.Equal(t, fleet.ActionPin, rec.Action)
+	assert.Equal(t, "n3", rec.Node, "the pin's node")
+	assert.Equal(t, "n1", rec.Holder, "the claim's holder when it was pinned")
+	pinned := rec
 	waitNodes(t, nodes, func() error {
 		if r := nodes[2].LookupPartition(pp); !r.Local || r.Epoch <= pinBefore {
 			return fmt.Errorf("partition %d not moved to n3: %+v", pp, r)
@@ -329,7 +334,11 @@ func TestTenurectl(t *testing.T) {
 	var rep fleet.PlacementReport
 	x.json(&rep, "placement")
 	require.Len(t, rep.Placements, 1)
-	assert.Equal(t, fleet.PlacementStatus{Partition: pp, Node: "n3", Origin: fleet.PlacementPin, By: "alice@ops", Reason: "hot tenant", Applied: true}, rep.Placements[0])
+	assert.Equal(t, fleet.PlacementStatus{Partition: pp, Node: "n3", Origin: fleet.PlacementPin, By: "alice@ops", Reason: "hot tenant", Applied: true,
+		Moved: pinned.Time.Truncate(time.Millisecond)}, rep.Placements[0])
+	text := x.ok("placement")
+	assert.Regexp(t, `ring algorithm:\s+weighted\n`, text)
+	assert.Contains(t, text, stamp(pinned.Time.Truncate(time.Millisecond)), "MOVED AT is the pin's time")
 	require.Len(t, rep.Members, 3)
 	for _, m := range rep.Members {
 		n := map[string]*ownership.Node{"n1": nodes[0], "n2": nodes[1], "n3": nodes[2]}[m.ID]
@@ -344,7 +353,12 @@ func TestTenurectl(t *testing.T) {
 	assert.Empty(t, rep.Placements)
 	x.json(&recs, "audit")
 	require.Len(t, recs, 5)
+	assert.Equal(t, fleet.ActionPin, recs[3].Action)
+	assert.Equal(t, "n1", recs[3].Holder)
+	assert.Equal(t, "n3", recs[3].Node)
 	assert.Equal(t, fleet.ActionUnpin, recs[4].Action)
+	assert.Equal(t, "n3", recs[4].Holder, "n3 served the pinned partition when it was unpinned")
+	assert.Equal(t, "n3", recs[4].Node)
 
 	// etcd unreachable: a clear failure within the timeout.
 	down := ctl{t: t, bin: bin, base: []string{"--endpoints", "127.0.0.1:1", "--cluster", name, "--timeout", "1s"}}
@@ -369,7 +383,7 @@ func TestTenurectlFleets(t *testing.T) {
 	cli := c.NewClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec, err := json.Marshal(ring.Config{Partitions: 64, LoadFactor: 1.25}.Spec())
+	spec, err := ring.EncodeSpec(ring.Config{Partitions: 64, LoadFactor: 1.25}.Spec())
 	require.NoError(t, err)
 	for k, v := range map[string]string{
 		fleet.DefaultPrefix("alpha") + "spec":           string(spec),

@@ -2,7 +2,6 @@ package fleettest
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,7 +29,7 @@ func NewHandmade(tb testing.TB, cli *clientv3.Client, cluster string) Handmade {
 // Spec writes the fleet's spec, as the first node to join would.
 func (h Handmade) Spec(partitions int) {
 	h.tb.Helper()
-	v, err := json.Marshal(ring.Config{Partitions: partitions, LoadFactor: 1.25}.Spec())
+	v, err := ring.EncodeSpec(ring.Config{Partitions: partitions, LoadFactor: 1.25}.Spec())
 	require.NoError(h.tb, err)
 	_, err = h.cli.Put(context.Background(), h.layout.Spec(), string(v))
 	require.NoError(h.tb, err)

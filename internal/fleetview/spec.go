@@ -2,7 +2,6 @@ package fleetview
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -30,13 +29,16 @@ func ReadSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout) (ring.Spe
 	return ring.DecodeSpec(resp.Kvs[0].Value)
 }
 
-// EnsureSpec creates the fleet's spec as local if it does not exist, and
-// returns the spec the node must use: local if it created it or the stored
-// one equals it; the stored one if adopt is set; otherwise a
-// *ring.SpecMismatchError. Creating and reading back are one transaction,
-// so nodes that race to create the spec all see the one that won.
-func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local ring.Spec, adopt bool) (ring.Spec, error) {
-	val, err := json.Marshal(local)
+// EnsureSpec creates the fleet's spec as local.Spec() (an unset algorithm
+// is ring.AlgorithmWeighted) if it does not exist, and returns the spec the
+// node must use: the one it created, or the stored one if local agrees with
+// it (ring.Spec.CompareConfig: an unset algorithm adopts the stored one's)
+// or adopt is set; otherwise a *ring.SpecMismatchError. Creating and
+// reading back are one transaction, so nodes that race to create the spec
+// all see the one that won.
+func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local ring.Config, adopt bool) (ring.Spec, error) {
+	created := local.Spec()
+	val, err := ring.EncodeSpec(created)
 	if err != nil {
 		return ring.Spec{}, fmt.Errorf("fleet: encode spec: %w", err)
 	}
@@ -50,7 +52,7 @@ func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local r
 		return ring.Spec{}, fmt.Errorf("fleet: create or read the fleet's spec: %w", err)
 	}
 	if resp.Succeeded {
-		return local, nil
+		return created, nil
 	}
 	var stored []byte
 	if len(resp.Responses) > 0 {
@@ -65,5 +67,8 @@ func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local r
 	if adopt {
 		return fleet, nil
 	}
-	return local, fleet.Compare(local)
+	if err := fleet.CompareConfig(local); err != nil {
+		return ring.Spec{}, err
+	}
+	return fleet, nil
 }

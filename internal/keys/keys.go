@@ -215,9 +215,9 @@ type Placement struct {
 	// Rev is, for a move, the revision of the membership and load snapshot
 	// it was computed from.
 	Rev int64 `json:"rev,omitempty"`
-	// Time is, for a move, when the balancer wrote it: Unix milliseconds
-	// by its clock (0: unknown). A later balancer reads its cooldown from
-	// it.
+	// Time is when the entry was written: Unix milliseconds by the
+	// writer's clock, a move's balancer or a pin's operator (0: unknown).
+	// A later balancer reads a move's cooldown from it.
 	Time int64 `json:"t,omitempty"`
 	// By and Reason are, for a pin, who pinned it and why.
 	By     string `json:"by,omitempty"`

@@ -90,6 +90,7 @@ var sink int
 func runLookup(ctx context.Context, e *env) ([]Section, error) {
 	cfg := e.cfg
 	rc := ring.DefaultConfig()
+	rc.Algorithm = ring.AlgorithmBounded // consistent's algorithm: both name the same owner of every key
 	members := make([]string, lookupMembers)
 	cms := make([]consistent.Member, lookupMembers)
 	for i := range members {

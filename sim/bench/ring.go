@@ -84,7 +84,7 @@ func runRing(ctx context.Context, e *env) ([]Section, error) {
 	build := Section{
 		Key:   "ring",
 		Title: fmt.Sprintf("Ring of %d members x %d partitions: build time and memory", ringNodes, ringPartitions),
-		Intro: fmt.Sprintf("Load factor %.2f, %d points per member. tenure's figures come from `scale.RingFigures` (build time: the mean of at least 5 builds per round); consistent.New builds the same ring. %d rounds interleaved.", rc.LoadFactor, consistentReplicas, rounds),
+		Intro: fmt.Sprintf("Load factor %.2f. tenure's figures are its %v ring's (a new fleet's algorithm), from `scale.RingFigures` (build time: the mean of at least 5 builds per round); consistent.New builds the ring of tenure's bounded algorithm over the same members (%d points per member). %d rounds interleaved.", rc.LoadFactor, last.Algorithm, consistentReplicas, rounds),
 		Unit:  "value",
 		Rows: []Row{
 			row("tenure `ring.New`: build (ms)", b, b, len(builds), fmt.Sprintf("every node rebuilds on each membership change: %.1f s of CPU across the fleet", b*ringNodes/1000)),
@@ -96,7 +96,7 @@ func runRing(ctx context.Context, e *env) ([]Section, error) {
 	moves := Section{
 		Key:         "ring",
 		Title:       fmt.Sprintf("Partitions moved per membership change (%d members x %d partitions)", ringNodes, ringPartitions),
-		Intro:       fmt.Sprintf("%d random joins and %d random leaves per round, %d rounds; ideal = P/N of the larger fleet.", samples, samples, rounds),
+		Intro:       fmt.Sprintf("tenure's %v ring. %d random joins and %d random leaves per round, %d rounds; ideal = P/N of the larger fleet.", last.Algorithm, samples, samples, rounds),
 		Unit:        "partitions",
 		RatioHeader: "x ideal",
 		Rows: []Row{

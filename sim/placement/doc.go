@@ -1,6 +1,6 @@
 // Package placement measures tenure's load balancer on virtual time: a
-// fleet's ring (ring.NewWeighted with AlgorithmWeighted, the count-only
-// placement) and the balancer's pass (balance.Plan, the code the real
+// fleet's ring (ring.NewWeighted with AlgorithmWeighted: the ring's own
+// placement, by partition count per weight, blind to load) and the balancer's pass (balance.Plan, the code the real
 // Balancer runs), applied as the Balancer applies it: each move becomes a
 // placement folded into the ring with Ring.Place, each removal deletes
 // one, and a partition moved is left alone for the cooldown.

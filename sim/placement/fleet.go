@@ -34,7 +34,7 @@ type fleet struct {
 }
 
 // newFleet returns the fleet of n members (every cfg.HeavyEvery-th at
-// weight 2 if weighted) on the count-only ring, its meters warmed up to
+// weight 2 if weighted) on the ring alone (no placements), its meters warmed up to
 // the true rates (a window's worth of ticks).
 func newFleet(cfg Config, n int, weighted, exact bool, truth []float64, seed uint64) (*fleet, error) {
 	ms := make([]ring.Member, n)

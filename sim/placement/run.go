@@ -14,7 +14,7 @@ type Row struct {
 	// Bound is the lower bound of the imbalance; Goal the target
 	// under it.
 	Bound, Goal float64
-	// Ring is the count-only ring's imbalance (no balancer).
+	// Ring is the imbalance of the ring alone (no balancer).
 	Ring float64
 	// Exact is the balancer converging on the true rates (no smoothing,
 	// no noise): the pure pass.
@@ -54,7 +54,7 @@ type HotTenant struct {
 	// unit of weight before it.
 	Rate float64
 	// Bound and Goal are the lower bound and the target after the jump;
-	// Ring the count-only ring's imbalance after it.
+	// Ring the imbalance of the ring alone after it.
 	Bound, Goal, Ring float64
 	// Peak is the imbalance right after the jump.
 	Peak float64

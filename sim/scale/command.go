@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"io"
+
+	"github.com/tenure-go/tenure/ring"
 )
 
 // Command runs the scale measurement from command-line arguments (the
@@ -26,7 +28,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&cfg.LoadModel, "load-model", LoadZipf, "load of the placement figures: zipf (keys), tenants (5,000, log-uniform 1-1,000) or uniform (0.5-1.5 per partition)")
 	fs.IntVar(&cfg.LoadKeys, "load-keys", cfg.LoadKeys, "keys of the zipf load model")
 	fs.Float64Var(&cfg.LoadFactor, "load", cfg.LoadFactor, "load factor")
-	fs.IntVar(&cfg.RingAlgorithm, "ring-algorithm", 0, "ring algorithm: 1 bounded-load by count (default), 2 weighted")
+	fs.TextVar(&cfg.RingAlgorithm, "ring-algorithm", ring.Algorithm(0), "ring algorithm of the live fleet: weighted (default, a new fleet's) or bounded (count-only)")
 	fs.BoolVar(&cfg.RingBoth, "ring-both", true, "ring-only figures of both ring algorithms, side by side")
 	fs.IntVar(&cfg.RingHeavy, "ring-heavy", 0, "every k-th node (and joiner) of the ring-only and placement figures has weight 2 (0: none)")
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL")

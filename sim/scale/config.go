@@ -79,9 +79,9 @@ type Config struct {
 	// 1000 and 4096.
 	RingNodes, RingPartitions int
 	// RingAlgorithm is the ring algorithm of the live fleet
-	// (ring.AlgorithmBounded or ring.AlgorithmWeighted); zero means
-	// ring.AlgorithmBounded.
-	RingAlgorithm int
+	// (ring.AlgorithmWeighted or ring.AlgorithmBounded); zero means
+	// ring.AlgorithmWeighted, a new fleet's.
+	RingAlgorithm ring.Algorithm
 	// RingBoth computes the ring-only figures of both ring algorithms,
 	// side by side on the same samples.
 	RingBoth bool

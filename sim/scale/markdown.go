@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/balance"
-	"github.com/tenure-go/tenure/ring"
 )
 
 // WriteMarkdown writes the report as markdown tables.
@@ -51,11 +50,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "## Ring only: %d nodes x %d partitions (load factor %v, %s)\n\n", g.Nodes, g.Partitions, c.LoadFactor, weights)
 		b.WriteString("Both ring algorithms on the same samples. Ideal = P x the weight of the node that came or went / the total weight " +
-			"(AlgorithmBounded gives every node weight 1). Build = one ring; every node builds one per membership change.\n\n")
+			"(the bounded algorithm gives every node weight 1). Build = one ring; every node builds one per membership change.\n\n")
 		b.WriteString("| algorithm | change | samples | ideal | mean moved | mean/ideal | max moved | max/ideal | build | heap |\n")
 		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, f := range g.Rules {
-			name := map[int]string{ring.AlgorithmBounded: "1 bounded", ring.AlgorithmWeighted: "2 weighted"}[f.Algorithm]
+			name := f.Algorithm.String()
 			for _, m := range []struct {
 				name string
 				m    Moves

@@ -2,7 +2,6 @@ package scale
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -222,7 +221,7 @@ func balancerPass(ctx context.Context, cfg Config, rc ring.Config, ms []ring.Mem
 	defer cli.Close()
 	const cluster = "scale"
 	l := keys.New(cluster)
-	spec, err := json.Marshal(rc.Spec())
+	spec, err := ring.EncodeSpec(rc.Spec())
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package scale
 import (
 	"time"
 
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
 
@@ -95,7 +96,7 @@ type RingReport struct {
 }
 
 // Rule returns the figures of ring algorithm alg (zero if absent).
-func (r *RingReport) Rule(alg int) RuleFigures {
+func (r *RingReport) Rule(alg ring.Algorithm) RuleFigures {
 	for _, f := range r.Rules {
 		if f.Algorithm == alg {
 			return f
@@ -108,7 +109,7 @@ func (r *RingReport) Rule(alg int) RuleFigures {
 type RuleFigures struct {
 	// Algorithm is the ring algorithm (ring.AlgorithmBounded or
 	// ring.AlgorithmWeighted).
-	Algorithm int
+	Algorithm ring.Algorithm
 	// Build is the mean time to compute one ring of Nodes members
 	// (ring.NewWeighted); every node pays it on every membership change,
 	// so the fleet pays Nodes x Build (FleetBuild).

@@ -47,9 +47,10 @@ func RingFigures(cfg Config) (*RingReport, error) {
 		}
 	}
 	rep := &RingReport{Nodes: n, Partitions: cfg.RingPartitions, Heavy: cfg.RingHeavy}
-	algs := []int{ring.Config{Algorithm: cfg.RingAlgorithm}.Spec().RingAlgorithm}
+	want := ring.Config{Algorithm: cfg.RingAlgorithm}.Spec().RingAlgorithm // unset: a new fleet's
+	algs := []ring.Algorithm{want}
 	if cfg.RingBoth {
-		algs = []int{ring.AlgorithmBounded, ring.AlgorithmWeighted}
+		algs = []ring.Algorithm{ring.AlgorithmBounded, ring.AlgorithmWeighted}
 	}
 	for _, alg := range algs {
 		rc := ring.Config{Partitions: cfg.RingPartitions, LoadFactor: cfg.LoadFactor, Algorithm: alg}
@@ -58,7 +59,7 @@ func RingFigures(cfg Config) (*RingReport, error) {
 			return nil, err
 		}
 		rep.Rules = append(rep.Rules, *rf)
-		if alg == algs[0] || alg == cfg.RingAlgorithm {
+		if alg == want {
 			rep.RuleFigures = *rf
 		}
 	}

@@ -44,6 +44,7 @@ func TestRunSmallFleet(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	cfg := smallConfig(t)
+	cfg.RingBoth = true
 	rep, err := Run(ctx, cfg, &out)
 	require.NoError(t, err, "every phase reaches a stable ring, and no partition ever has two servers")
 	t.Log("\n" + out.String())
@@ -79,9 +80,13 @@ func TestRunSmallFleet(t *testing.T) {
 	assert.Positive(t, l.HeapPerNode)
 
 	require.NotNil(t, rep.Ring)
-	bounded := rep.Ring.Rule(ring.AlgorithmBounded)
-	assert.LessOrEqual(t, bounded.Join.MeanRatio(), 1.2, "ring-only joins")
-	assert.LessOrEqual(t, bounded.Leave.MeanRatio(), 1.2, "ring-only leaves")
+	assert.Equal(t, ring.AlgorithmWeighted, rep.Ring.Algorithm, "the live fleet's algorithm, a new fleet's")
+	for _, alg := range []ring.Algorithm{ring.AlgorithmBounded, ring.AlgorithmWeighted} {
+		f := rep.Ring.Rule(alg)
+		require.Equal(t, alg, f.Algorithm, "both algorithms' ring-only figures")
+		assert.LessOrEqual(t, f.Join.MeanRatio(), 1.2, "%v: ring-only joins", alg)
+		assert.LessOrEqual(t, f.Leave.MeanRatio(), 1.2, "%v: ring-only leaves", alg)
+	}
 	assert.Contains(t, out.String(), "| rolling restart, per change |")
 }
 
@@ -89,14 +94,14 @@ func TestRingFigures(t *testing.T) {
 	rep, err := RingFigures(Config{RingNodes: 50, RingPartitions: 2048, RingSamples: 20})
 	require.NoError(t, err)
 	require.Len(t, rep.Rules, 1)
-	assert.Equal(t, ring.AlgorithmBounded, rep.Algorithm, "the configured algorithm's figures, bounded by default")
+	assert.Equal(t, ring.AlgorithmWeighted, rep.Algorithm, "the configured algorithm's figures, weighted by default")
 	assert.Equal(t, rep.Rules[0], rep.RuleFigures)
 
-	rep, err = RingFigures(Config{RingNodes: 50, RingPartitions: 2048, RingSamples: 20, RingBoth: true, RingAlgorithm: ring.AlgorithmWeighted})
+	rep, err = RingFigures(Config{RingNodes: 50, RingPartitions: 2048, RingSamples: 20, RingBoth: true, RingAlgorithm: ring.AlgorithmBounded})
 	require.NoError(t, err)
 	require.Len(t, rep.Rules, 2)
-	assert.Equal(t, ring.AlgorithmWeighted, rep.Algorithm)
-	for _, alg := range []int{ring.AlgorithmBounded, ring.AlgorithmWeighted} {
+	assert.Equal(t, ring.AlgorithmBounded, rep.Algorithm)
+	for _, alg := range []ring.Algorithm{ring.AlgorithmBounded, ring.AlgorithmWeighted} {
 		f := rep.Rule(alg)
 		assert.Equal(t, alg, f.Algorithm)
 		assert.Equal(t, 20, f.Join.Samples)
@@ -118,7 +123,7 @@ func TestRingFigures(t *testing.T) {
 	assert.InDelta(t, 2048.0/51, rep.Rule(ring.AlgorithmBounded).Join.Ideal, 1e-9)
 	var out bytes.Buffer
 	require.NoError(t, (&Report{Config: Config{LoadFactor: 1.25}, Ring: rep}).WriteMarkdown(&out))
-	assert.Contains(t, out.String(), "| 2 weighted | join (50 -> 51) | 20 |")
+	assert.Contains(t, out.String(), "| weighted | join (50 -> 51) | 20 |")
 }
 
 func TestConfigValidate(t *testing.T) {
