@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -32,11 +33,14 @@ const (
 	childPartitionsEnv = "TENURE_OWNERSHIP_CHILD_PARTITIONS"
 )
 
-// runChild joins one node with a TTL of 2s, logs its events as JSON lines
-// at Info on standard error, and serves on a loopback port its health
-// (/livez, /readyz) and its metrics flattened into JSON (/metrics.json, see
-// flatMetrics); it writes "addr <host:port>" on standard output once it
-// listens. It leaves the fleet when its standard input ends or on SIGTERM.
+// runChild joins one node with a TTL of 2s, advertising the loopback port
+// it serves on, logs its events as JSON lines at Info on standard error,
+// and serves its health (/healthz/livez, /healthz/readyz), its metrics in
+// Prometheus's text format (/metrics) and flattened into JSON
+// (/metrics.json, see flatMetrics), and work (/work?key=K: holds K's
+// partition for a millisecond; 200 if it was admitted, 409 if not); it
+// writes "addr <host:port>" on standard output once it listens. It leaves
+// the fleet when its standard input ends or on SIGTERM.
 func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -56,10 +60,17 @@ func runChild() int {
 		return 2
 	}
 	defer cli.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Error("listen", "error", err)
+		return 1
+	}
+	defer ln.Close()
 	reg := prometheus.NewPedanticRegistry()
 	cfg := DefaultConfig()
 	cfg.Cluster = os.Getenv(childClusterEnv)
 	cfg.NodeID = os.Getenv(childEnv)
+	cfg.Addr = ln.Addr().String()
 	cfg.Ring.Partitions = partitions
 	cfg.Session.TTL = 2 * time.Second
 	cfg.Logger, cfg.Metrics = log, reg
@@ -70,13 +81,18 @@ func runChild() int {
 		log.Error("join", "error", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Error("listen", "error", err)
-		return 1
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/healthz/", n.HealthHandler())
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
+		held, err := n.Hold(r.URL.Query().Get("key"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		defer held.Release()
+		time.Sleep(time.Millisecond) // the work, in flight while a handoff drains
+	})
 	mux.HandleFunc("/metrics.json", func(w http.ResponseWriter, _ *http.Request) {
 		m, err := flatMetrics(reg)
 		if err != nil {

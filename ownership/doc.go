@@ -188,8 +188,11 @@
 //	tenure_partition_claim_conflicts_total      counter            claims beaten by another node's claim (contention)
 //	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission (drain included) to the claim's deletion
 //	tenure_partition_prepare_duration_seconds   histogram  outcome planned release: start of the move to the end of admission, the successor preparing: warm (ready) or cold
-//	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: from seeing the partition assigned to it and claimed by no other node to acquiring it
+//	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: from seeing the partition assigned to it and claimed by no other node to acquiring it (claimed, fenced)
 //	tenure_partition_acquired_timeouts_total    counter            tenures admitted before their OnAcquired returned: Config.AcquiredTimeout passed
+//	tenure_partition_failovers_total            counter    cause   partitions taken over after their holder lost its session: lease_ended or rejoined; never a planned move
+//	tenure_partition_failover_duration_seconds  histogram          lease_ended, holder's TTL known: from the holder's last renewal (bounded: expiry seen minus TTL) to acquiring it, at least
+//	tenure_partition_takeover_duration_seconds  histogram          every failover: from seeing the holder's claim deleted to acquiring it
 //	tenure_partitions_owned                     gauge              partitions served
 //	tenure_partition_oldest_held_seconds        gauge              age of the oldest tenure served, from its claim's creation
 //	tenure_fencer_failures_total                counter            failed fencer advances (retried)
@@ -200,6 +203,29 @@
 //
 // A ChanCallbacks adapter counts its drops itself (its third result); the
 // node cannot see them, so it exports the length of its own callback queue.
+//
+// A failover is told by the node that takes the partitions over, from what
+// etcd shows on its watch when the previous holder's claim is deleted.
+// etcd deletes all the keys of a lease in one revision when the lease
+// expires or is revoked: a claim deleted in the same revision as its
+// holder's member key, bound to the same lease, is a failover with cause
+// lease_ended (a crash, a pause past the TTL, a node cut off from etcd, a
+// revoked lease). A claim deleted after its holder's member key moved to
+// a new lease is one with cause rejoined: the holder lost its session
+// while its lease lived on, rejoined and deleted its old claims. Any
+// other deletion (a handoff, a graceful leave, which deletes the member
+// key first, a drain, a pin, the balancer, a force release) is no
+// failover. Members publish in their member key the TTL etcd granted
+// their lease (ttl, in seconds; a member of an older build publishes none,
+// and its failovers get no bound): etcd expires a lease no sooner than its
+// TTL after its last renewal, so the time from the holder's last renewal
+// to this node serving is at least the time from seeing the deletion to
+// serving plus the TTL, which tenure_partition_failover_duration_seconds
+// records. A holder that crashed or stopped served at most one renewal
+// interval past its last renewal, so that its partitions went unserved
+// for at least that value minus one renewal interval (a holder cut off
+// from etcd serves until its safe deadline). A lease revoked by hand is
+// told the same way, though its last renewal may be more recent.
 //
 // Each event is classified once, where it is decided, and that one account
 // feeds the OnReleased reason, the log line, the metric and the health
@@ -218,10 +244,16 @@
 // Events go to Config.Logger with the fields node and lease, and for
 // partitions count and partitions, written as ranges ("0-5,9,12-15"):
 // joined, rejoined, left the cluster; "acquired N partitions" (epochs,
-// longest_unowned_for, prepared: how many were prepared) per routing
-// snapshot; "acquired timeout" (Warn; count, partitions, epochs, timeout)
-// when partitions admit work before their OnAcquired returned; "released
-// N partitions" once
+// longest_unowned_for, prepared: how many were prepared) once per claim
+// transaction, when the last partition it claimed is acquired or has
+// ended (fencers answer each partition in its own time); beside it, for the
+// partitions of that transaction that were failovers, "took over N
+// partitions whose holder's session was lost" (Warn; cause, holders,
+// longest_since_renewal where bounded, as the failover histogram records
+// it, and longest_takeover, from the claim's deletion); "acquired
+// timeout" (Warn; count, partitions, epochs, timeout) when partitions
+// admit work before their OnAcquired returned; "released N partitions"
+// once
 // per move batch (reason moved or closed), when its last claim is deleted,
 // with prepare, the longest prepare phase (start of the move to the end of
 // admission), warm and cold, how many successors were ready or timed out,

@@ -3,6 +3,7 @@ package ownership
 import (
 	"context"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -57,7 +58,8 @@ func (n *Node) connect(ctx context.Context, prev clientv3.LeaseID) (*generation,
 		_ = sess.Close(cctx)
 		cancel()
 	}()
-	val, err := keys.EncodeMember(keys.Member{ID: n.id, Addr: n.cfg.Addr, Meta: n.cfg.Meta, Weight: n.cfg.Weight, Prepares: n.prepares()})
+	val, err := keys.EncodeMember(keys.Member{ID: n.id, Addr: n.cfg.Addr, Meta: n.cfg.Meta, Weight: n.cfg.Weight, Prepares: n.prepares(),
+		TTLSeconds: int64(sess.TTL() / time.Second)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("ownership: encode member: %w", err)
 	}

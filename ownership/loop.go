@@ -125,6 +125,7 @@ func (l *loop) apply(u fleetview.Update) {
 	if u.Listing != nil {
 		l.resyncing = false
 	}
+	l.n.report.fleetChanging(l, u)
 	l.fleet.Apply(u)
 	l.me = l.fleet.Ring.MemberIndex(l.n.id)
 	if me, ok := l.fleet.Members[l.n.id]; !l.closing && (!ok || me.Lease != l.gen.lease) {

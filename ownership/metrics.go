@@ -23,6 +23,12 @@ var releaseReasons = []Reason{ReasonMoved, ReasonLost, ReasonClosed}
 // failover about a TTL (10s by default) plus a second.
 var handoffBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60}
 
+// failoverBuckets is the bucket layout, in seconds, of the time from the
+// last renewal of a lost holder to the takeover of its partitions: about a
+// lease TTL (2s at least, 10s by default) plus the takeover, so that a
+// threshold of TTL plus a few seconds falls on a bucket boundary.
+var failoverBuckets = []float64{.5, 1, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 11, 12.5, 15, 20, 30, 60, 120}
+
 // nodeMetrics are a Node's Prometheus metrics (see the package
 // documentation, "Operability"). A nil *nodeMetrics records nothing.
 type nodeMetrics struct {
@@ -35,6 +41,9 @@ type nodeMetrics struct {
 	handoff        prometheus.Histogram
 	prepare        *prometheus.HistogramVec
 	unowned        prometheus.Histogram
+	failovers      *prometheus.CounterVec
+	failover       prometheus.Histogram
+	takeover       prometheus.Histogram
 	fencerFailures prometheus.Counter
 	forced         prometheus.Counter
 	drains         prometheus.Counter
@@ -82,6 +91,20 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition went unowned: from the moment this node saw it assigned to it by the ring with no other node's claim (the previous claim deleted, or gone with its lease) to this node acquiring it (claimed and fenced).",
 			Buckets: handoffBuckets,
 		}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "failovers_total",
+			Help: "Partitions this node took over after their previous holder lost its session, counted as each is acquired (claimed and fenced), by what etcd showed: lease_ended (the holder's claim deleted in the same revision as its member key, bound to the same lease: the lease expired, as after a crash or a pause past the TTL, or was revoked) or rejoined (the claim deleted after the holder's member key moved to a new lease of the same node: it lost its session, rejoined and deleted the claims of its old lease). Planned moves (graceful leave, drain, pins, balancer) and forced releases are never counted.",
+		}, []string{"cause"}),
+		failover: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "failover_duration_seconds",
+			Help:    "Partitions this node took over after their previous holder's lease ended (tenure_partition_failovers_total, cause lease_ended), whose holder published its lease TTL: time from the holder's last lease renewal to this node acquiring the partition (claimed and fenced; it admits work once its OnAcquired returns), at least: the time from this node seeing the holder's claim deleted to acquiring it, plus the TTL (etcd expires a lease no sooner than its TTL after its last renewal). A holder that crashed or stopped served at most one renewal interval past its last renewal; one cut off from etcd, until its safe deadline. A lease revoked by hand is measured the same way, though its last renewal may be more recent.",
+			Buckets: failoverBuckets,
+		}),
+		takeover: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: sub, Name: "takeover_duration_seconds",
+			Help:    "Partitions this node took over after their previous holder lost its session (every one tenure_partition_failovers_total counts): time from this node seeing the holder's claim deleted (the loss as etcd records it) to this node acquiring the partition (claimed and fenced; it admits work once its OnAcquired returns).",
+			Buckets: handoffBuckets,
+		}),
 		fencerFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "fencer_failures_total",
 			Help: "Failed advances of this node's fencers to a new epoch (each is retried).",
@@ -105,6 +128,9 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	for _, o := range []string{"warm", "cold"} {
 		m.prepare.WithLabelValues(o)
 	}
+	for _, c := range failoverCauses { // exported at 0, so that increase() sees the first failover
+		m.failovers.WithLabelValues(c.String())
+	}
 	owned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Name: "partitions_owned",
 		Help: "Partitions this node serves.",
@@ -119,7 +145,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	}, func() float64 { return float64(n.disp.pending()) })
 
 	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.prepare, m.unowned,
-		m.fencerFailures, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts)
+		m.failovers, m.failover, m.takeover, m.fencerFailures, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
 	}

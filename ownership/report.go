@@ -11,17 +11,21 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/fleetview"
 )
 
 // report tells what happens to a Node, in its log and its metrics. The
 // event loop reports each event once, on the edge where it happens:
-// acquisitions and ends of served tenures on their records' transitions
-// (loop.transition), a handoff batch completed (handoffDone), tenures lost
-// with the session (sessionLost) or to someone else's deletion of their
-// claims (forcedReleases); and, as it publishes a routing snapshot, a
-// drain mark on this node and the partitions the ring gives this node
-// that nobody holds. Only the event loop calls its methods, but drained,
-// which Status reads.
+// acquisitions (with the failovers among them, failover.go) and ends of
+// served tenures on their records' transitions (loop.transition), a
+// handoff batch completed (handoffDone), tenures lost with the session
+// (sessionLost) or to someone else's deletion of their claims
+// (forcedReleases); as it applies an update of the fleet, the deletions
+// that tell a failover (fleetChanging); and, as it publishes a routing
+// snapshot, a drain mark on this node, the partitions the ring gives this
+// node that nobody holds, and the claim batches whose last tenure has
+// served or ended (batchlog.go). Only the event loop calls its methods,
+// but drained, which Status reads.
 type report struct {
 	n *Node
 	m *nodeMetrics
@@ -33,13 +37,28 @@ type report struct {
 	// claim deleted, or gone with its lease) and not served by it; zero
 	// otherwise.
 	unownedSince []time.Time
+
+	failovers *failovers // the lost claims this node may take over (failover.go)
+
+	// batches are the claim batches whose acquisitions are not logged
+	// yet, by epoch: the tenures of one claim transaction share its
+	// revision as their epoch.
+	batches map[int64]*claimBatch
 }
 
 // acquisition is one tenure that started serving, for its OnAcquired, its
 // metric and the event line.
 type acquisition struct {
-	t       *tenure
-	unowned time.Duration // how long its partition went unowned, as this node saw it
+	t        *tenure
+	unowned  time.Duration // how long its partition went unowned, as this node saw it
+	failover failover      // its failover, if it is one
+}
+
+// claimBatch is the tenures of one claim transaction that have started
+// serving, until every tenure of the transaction serves or has ended.
+type claimBatch struct {
+	lease string
+	acq   []acquisition
 }
 
 func newReport(n *Node) (*report, error) {
@@ -51,6 +70,8 @@ func newReport(n *Node) (*report, error) {
 		n:            n,
 		m:            m,
 		unownedSince: make([]time.Time, n.cfg.Ring.Partitions),
+		failovers:    newFailovers(),
+		batches:      map[int64]*claimBatch{},
 	}, nil
 }
 
@@ -59,16 +80,24 @@ func (o *report) close() { o.m.unregister() }
 
 // acquisition returns the acquisition of t, which starts serving now.
 func (o *report) acquisition(t *tenure) acquisition {
-	a := acquisition{t: t}
+	now := o.n.clock.Now()
+	a := acquisition{t: t, failover: o.failovers.takeover(t.p, t.token.Epoch, now)}
 	if since := o.unownedSince[t.p]; !since.IsZero() {
-		a.unowned = o.n.clock.Now().Sub(since)
+		a.unowned = now.Sub(since)
 	}
 	return a
 }
 
+// fleetChanging is called by the event loop with each update of the fleet
+// before it applies it: the deletions of claims and member keys tell a
+// failover (failover.go).
+func (o *report) fleetChanging(l *loop, u fleetview.Update) {
+	o.failovers.observe(l.fleet, u, o.n.id, l.gen.lease, o.n.clock.Now())
+}
+
 // published is called by the event loop after it published s. It logs a
-// drain mark on this node, and follows how long the partitions the ring
-// gives this node go unowned.
+// drain mark on this node, follows how long the partitions the ring gives
+// this node go unowned, and logs the claim batches that are complete.
 func (o *report) published(l *loop, s *snapshot) {
 	n := o.n
 	now := n.clock.Now()
@@ -94,31 +123,27 @@ func (o *report) published(l *loop, s *snapshot) {
 			o.unownedSince[p] = now
 		}
 	}
+	o.logBatches(l.acquiredQ)
 }
 
 // leaseString is gen's lease as the logs show it.
 func leaseString(gen *generation) string { return fmt.Sprintf("%x", int64(gen.lease)) }
 
-// acquired counts and logs the tenures that started serving and whose
-// OnAcquired is queued together, in one Info line with the count, the
-// partitions as ranges, the epochs and the longest unowned time.
+// acquired counts the tenures of acq, which started serving and whose
+// OnAcquired is queued, under lease, and logs the claim batches that are
+// complete (logBatches).
 func (o *report) acquired(acq []acquisition, lease string) {
-	if len(acq) == 0 {
-		return
-	}
-	ps, epochs := make([]int, len(acq)), make([]int64, len(acq))
-	var longest time.Duration
-	prepared := 0
-	for i, a := range acq {
+	for _, a := range acq {
 		o.m.acquired(a.unowned)
-		ps[i], epochs[i] = a.t.p, a.t.token.Epoch
-		longest = max(longest, a.unowned)
-		if !a.t.prepared.IsZero() {
-			prepared++
+		o.m.failedOver(a.failover)
+		b := o.batches[a.t.token.Epoch]
+		if b == nil {
+			b = &claimBatch{lease: lease}
+			o.batches[a.t.token.Epoch] = b
 		}
+		b.acq = append(b.acq, a)
 	}
-	o.n.log.Info("acquired "+partitionCount(len(ps)), "count", len(ps), "partitions", partitionRanges(ps),
-		"epochs", epochRange(epochs), "lease", lease, "longest_unowned_for", longest, "prepared", prepared)
+	o.logBatches(nil)
 }
 
 // tenureEnded counts the end of a served tenure, for the reason its
@@ -273,6 +298,16 @@ func (m *nodeMetrics) acquired(unowned time.Duration) {
 	if m != nil {
 		m.acquisitions.Inc()
 		m.unowned.Observe(unowned.Seconds())
+	}
+}
+
+func (m *nodeMetrics) failedOver(f failover) {
+	if m != nil && f.cause != 0 {
+		m.failovers.WithLabelValues(f.cause.String()).Inc()
+		m.takeover.Observe(f.takeover.Seconds())
+		if f.sinceRenewal > 0 {
+			m.failover.Observe(f.sinceRenewal.Seconds())
+		}
 	}
 }
 

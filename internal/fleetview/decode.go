@@ -1,6 +1,8 @@
 package fleetview
 
 import (
+	"time"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -10,6 +12,10 @@ import (
 
 // This file holds the Reader's one set of decoding rules, shared by its
 // listings and its watches.
+
+// maxTTLSeconds is the longest lease TTL etcd grants (its MaxLeaseTTL, 9e9
+// seconds); a member value that publishes a longer one publishes none.
+const maxTTLSeconds = 9_000_000_000
 
 // member decodes a member key-value. ok is false for a key whose ID is not
 // a valid node ID.
@@ -31,7 +37,11 @@ func (r *Reader) member(kv *mvccpb.KeyValue) (id string, rec MemberRec, ok bool)
 		}
 		w = 1
 	}
-	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta, Weight: w, Prepares: m.Prepares}, Lease: clientv3.LeaseID(kv.Lease)}, true
+	var ttl time.Duration
+	if m.TTLSeconds > 0 && m.TTLSeconds <= maxTTLSeconds {
+		ttl = time.Duration(m.TTLSeconds) * time.Second
+	}
+	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta, Weight: w, Prepares: m.Prepares}, Lease: clientv3.LeaseID(kv.Lease), TTL: ttl}, true
 }
 
 // placement decodes a placement key-value. ok is false for a key that is

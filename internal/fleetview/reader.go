@@ -65,10 +65,11 @@ type Member struct {
 }
 
 // MemberRec is a decoded member key: the member and the lease it is bound
-// to.
+// to, with the lease's TTL as the member published it (0: unknown).
 type MemberRec struct {
 	Member Member
 	Lease  clientv3.LeaseID
+	TTL    time.Duration
 }
 
 // Claim is a decoded claim key; the zero Claim is no claim.

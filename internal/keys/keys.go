@@ -198,6 +198,13 @@ type Member struct {
 	// moves give it (a warm handoff) and puts its readiness keys: a holder
 	// waits for those of a successor that prepares, and for no other.
 	Prepares bool `json:"prepares,omitempty"`
+	// TTLSeconds is the TTL etcd granted the lease the member key is
+	// bound to, in etcd's unit, seconds; 0 (absent, as a build that
+	// publishes none writes it) means unknown. etcd expires a lease no
+	// sooner than its TTL after its last renewal, so that a node that
+	// takes over the member's partitions when the lease ends can bound how
+	// long ago the member last renewed it.
+	TTLSeconds int64 `json:"ttl,omitempty"`
 }
 
 // The origins of a Placement.
