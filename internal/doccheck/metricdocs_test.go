@@ -22,7 +22,10 @@ type metricRef struct {
 	tableRow bool   // whether it is named in a table
 }
 
-var metricRE = regexp.MustCompile(`\btenure_[a-z0-9_]*(\*|\{[^}]*\})?`)
+var (
+	metricRE    = regexp.MustCompile(`\btenure_[a-z0-9_]*(\*|\{[^}]*\})?`)
+	labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*`)
+)
 
 // metricRefs returns the metrics text names. Templates such as
 // tenure_<subsystem>_... are not names.
@@ -35,8 +38,9 @@ func metricRefs(text string) []metricRef {
 			continue
 		}
 		for _, l := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
-			if l, _, _ = strings.Cut(l, "="); strings.TrimSpace(l) != "" {
-				r.labels = append(r.labels, strings.TrimSpace(l))
+			// a label, or a matcher of PromQL: a="v", a!="v", a=~"v", a!~"v"
+			if l = labelNameRE.FindString(strings.TrimSpace(l)); l != "" {
+				r.labels = append(r.labels, l)
 			}
 		}
 		out = append(out, r)
