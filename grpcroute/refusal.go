@@ -21,10 +21,16 @@ import (
 // a handler's error of those kinds is returned as it is.
 
 // statusOf returns the status error that carries r: the table's code for
-// r's kind, r's message, and r's Proto detail.
+// r's kind, r's message, and r's Proto detail. A kind without a gRPC form
+// (which the Server never refuses with) is an Internal error, never a
+// status without an error.
 func statusOf(r refusal.Refusal) error {
 	row, _ := refusal.Lookup(r.Kind)
-	st, err := status.New(row.Code, r.Message).WithDetails(r.Proto())
+	detail := r.Proto()
+	if detail == nil {
+		return status.Errorf(codes.Internal, "grpcroute: refusal %q has no gRPC form: %s", r.Kind, r.Message)
+	}
+	st, err := status.New(row.Code, r.Message).WithDetails(detail)
 	if err != nil {
 		return status.Error(row.Code, r.Message) // unreachable: a Refusal always marshals
 	}
