@@ -203,10 +203,11 @@ func (c *Client) prepare(ctx context.Context, method string, req any) (context.C
 }
 
 // again reports whether a failed attempt is retried: its status carries a
-// retryable tenure refusal (whose hint rt keeps for the next pick, and
-// weighs as news, follow.Progress), or is codes.Unavailable without one
-// (the owner could not be reached or is going away), or the attempt was
-// cut off by AttemptTimeout, while ctx lasts. The address the attempt was
+// tenure refusal whose kind the refusal table says is retryable (whose
+// hint rt keeps for the next pick, and weighs as news, follow.Progress),
+// or is codes.Unavailable without one (the owner could not be reached or
+// is going away), or the attempt was cut off by AttemptTimeout, while ctx
+// lasts. The address the attempt was
 // sent to is kept as the one that refused.
 func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	if ctx.Err() != nil {
@@ -214,7 +215,7 @@ func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	}
 	ref := RefusalOf(err)
 	switch {
-	case ref != nil && !ref.Retryable:
+	case ref != nil && !retryable(ref):
 		return false
 	case ref == nil && status.Code(err) != codes.Unavailable && !errors.Is(err, ErrAttemptTimeout):
 		return false

@@ -95,7 +95,12 @@
 // tenure.v1.Refusal, tenurepb/tenure/v1/refusal.proto): its kind, the
 // partition, the owner, its address and epoch, and the ring version. Any
 // gRPC client, in any language, reads the next owner from the status's
-// details; RefusalOf reads it in Go. A handler that returns the error of a
+// details; RefusalOf reads it in Go. Each kind's code, proto value,
+// retryability and hint are one row of tenure's refusal table, which the
+// HTTP wire shares (internal/refusal/table.go; the README shows it); the
+// Client retries the kinds the table says are retryable, whatever a
+// refusal's own retryable field says, and a call is refused with the kind
+// the HTTP router would answer its request with. A handler that returns the error of a
 // write its store refused as stale (fence.ErrStale), or of work cut short
 // because its tenure ended (ownership.Ended), or of etcd unavailable, has
 // its error turned into the retryable refusal by the interceptor, as

@@ -2,22 +2,18 @@ package grpcroute
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
-	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/grpcroute/tenurepb"
 	"github.com/tenure-go/tenure/internal/admit"
-	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/internal/refusal"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 )
@@ -170,16 +166,18 @@ type call struct {
 func (s *Server) enter(ctx context.Context, key string) (call, error) {
 	if s.closed.Load() {
 		s.refused.Add(1)
-		return call{}, statusOf(refusal(tenurepb.Refusal_SESSION_LOST, s.id, nil), "grpcroute: the server is closed")
+		kind := admit.Decide(admit.Situation{Self: s.id, Closed: true})
+		return call{}, statusOf(refusal.New("grpcroute", kind, s.id, nil, "the server is closed"))
 	}
 	held, hint, err := s.hold(ctx, key)
 	if err != nil {
 		s.refused.Add(1)
 		ref := s.refuse(ctx, hint, err)
 		if s.log.IsTrace() {
-			s.log.Trace("refused", "key", key, "kind", ref.Kind.String(), "owner", ref.Owner)
+			p := ref.Proto()
+			s.log.Trace("refused", "key", key, "kind", p.GetKind().String(), "owner", p.GetOwner())
 		}
-		return call{}, statusOf(ref, "")
+		return call{}, statusOf(ref)
 	}
 	s.served.Add(1)
 	return call{held: held, ctx: admit.WorkContext(ctx, held, servedKey{}, key)}, nil
@@ -192,60 +190,35 @@ func (c call) leave() {
 }
 
 // result returns what the caller of an admitted call for key receives
-// for its handler's error err: err, or the retryable refusal when err
-// reports the end of the call's tenure.
+// for its handler's error err: err, or the retryable refusal that
+// admit.Decide chooses for it (the end of the call's tenure, etcd
+// unavailable) when the kind has a gRPC form.
 func (s *Server) result(ctx context.Context, c call, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	kind, ok := endedKind(ctx, c.ctx, err)
-	if !ok {
-		return err
+	kind := admit.Decide(admit.Situation{Self: s.id, Caller: ctx, Err: err, Work: c.ctx})
+	row, ok := refusal.Lookup(kind)
+	if !ok || row.Proto == tenurepb.Refusal_KIND_UNSPECIFIED {
+		return err // the handler's own error, or a refusal the gRPC wire does not carry
 	}
 	s.refused.Add(1)
-	ref := refusal(kind, s.id, &ownership.WrongOwnerError{Route: s.node.Lookup(key)})
-	if kind == tenurepb.Refusal_STALE {
-		staleDetails(ref, err)
-	}
-	s.log.Debug("handler reports the end of its tenure; refusing for a retry", "key", key, "kind", kind.String(), "error", err)
-	return statusOf(ref, "grpcroute: "+err.Error())
-}
-
-// endedKind returns the refusal a handler's error err stands for, as
-// router.WriteError answers it: a write refused stale, work cut short by
-// the end of its tenure (ownership.Ended under the work's context wctx;
-// a status error of a stream cut short counts when wctx ended with such
-// a cause), or etcd unavailable while the caller (ctx) still waits.
-func endedKind(ctx, wctx context.Context, err error) (tenurepb.Refusal_Kind, bool) {
-	reason, ended := ownership.Ended(wctx, err)
-	if code := status.Code(err); !ended && (code == codes.Canceled || code == codes.DeadlineExceeded) && ctx.Err() == nil {
-		reason, ended = ownership.Ended(wctx, context.Canceled) // the stream's own error for its ended context
-	}
-	switch {
-	case !ended && etcderr.Unavailable(err) && ctx.Err() == nil:
-		return tenurepb.Refusal_UNAVAILABLE, true
-	case !ended:
-		return 0, false
-	case errors.Is(err, fence.ErrStale):
-		return tenurepb.Refusal_STALE, true
-	case reason == ownership.ReasonLost:
-		return tenurepb.Refusal_SESSION_LOST, true
-	}
-	return tenurepb.Refusal_HANDOFF, true
+	ref := refusal.New("grpcroute", kind, s.id, admit.HintOf(&ownership.WrongOwnerError{Route: s.node.Lookup(key)}), err.Error())
+	ref.SetToken(err)
+	s.log.Debug("handler reports the end of its tenure; refusing for a retry", "key", key, "kind", row.Proto.String(), "error", err)
+	return statusOf(ref)
 }
 
 // refuse returns the refusal of a call that hold did not admit, given its
-// hint we and error err, as router.Handler answers a forwarded request.
-func (s *Server) refuse(ctx context.Context, we *ownership.WrongOwnerError, err error) *tenurepb.Refusal {
-	elsewhere := we != nil && we.Owner != "" && we.Addr != "" && we.Owner != s.id
-	_, nodeEnded := ownership.Ended(context.Background(), err) // closed, or its session lost
-	switch {
-	case ctx.Err() == nil && nodeEnded:
-		return refusal(tenurepb.Refusal_SESSION_LOST, s.id, we)
-	case ctx.Err() == nil && elsewhere && !we.Releasing && !we.Acquiring:
-		return refusal(tenurepb.Refusal_NOT_OWNER, s.id, we)
+// hint we and error err: admit.Decide's kind, as router.Handler answers a
+// request forwarded to it (a gRPC call is never forwarded).
+func (s *Server) refuse(ctx context.Context, we *ownership.WrongOwnerError, err error) refusal.Refusal {
+	kind := admit.Decide(admit.Situation{Self: s.id, Caller: ctx, Err: err, Hint: we})
+	cause := ""
+	if kind == refusal.SessionLost {
+		cause = err.Error() // the node's own words for its end
 	}
-	return refusal(tenurepb.Refusal_HANDOFF, s.id, we)
+	return refusal.New("grpcroute", kind, s.id, admit.HintOf(we), cause)
 }
 
 // workStream is a server stream whose Context is the work's.

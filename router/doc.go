@@ -64,10 +64,15 @@
 // JSON body), whose "hint" object names the partition's owner, its address
 // and epoch (the route of an *ownership.WrongOwnerError; refusal.go lists
 // its fields): not-owner (421) for a forwarded request on a non-owner; handoff
-// (503) while the partition moves or no owner is known; session-lost (503)
-// from a node that lost its session or is closed; stale (409) from
-// WriteError when the local handler's write was refused. All of them are
+// (503) while the partition moves, no owner is known or the owner cannot be
+// reached; session-lost (503) from a node that lost its session or is
+// closed; stale (409) and unavailable (503) from WriteError when the local
+// handler's write was refused or etcd could not serve it. All of them are
 // retryable; httpfence.ReadRefusal reads them, and Client reads their hint.
+// Which kind a request gets is decided as grpcroute's Server decides it
+// for a call, and each kind's status, retryability and hint are one row of
+// tenure's refusal table, shared by both wires (internal/refusal/table.go;
+// the README shows it).
 //
 // # Outside the fleet
 //

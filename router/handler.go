@@ -98,8 +98,8 @@ func (r *Router) Handler(key KeyFunc, local http.Handler) (*Handler, error) {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if h == nil || h.Router == nil || h.Key == nil || nilness.Is(h.Local) {
-		_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalUnavailable,
-			Message: "router: the handler has no router, key function or local handler"})
+		_ = httpfence.WriteRefusal(w, hintRefusal(httpfence.RefusalUnavailable, "", nil,
+			"the handler has no router, key function or local handler"))
 		return
 	}
 	key, err := h.Key(req)
@@ -109,13 +109,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r := h.Router
 	if r.closed.Load() {
-		r.refuse(w, &httpfence.Refusal{Kind: httpfence.RefusalSessionLost, Message: ErrClosed.Error()})
+		kind := admit.Decide(admit.Situation{Self: r.id, Closed: true})
+		r.refuse(w, hintRefusal(httpfence.RefusalKind(kind), r.id, nil, "closed"))
 		return
 	}
 	held, hint, err := r.hold(req.Context(), key)
 	if err == nil {
 		defer held.Release()
-		ctx := admit.WorkContext(req.Context(), held, routedKey{}, &routed{r: r, key: key})
+		ctx := admit.WorkContext(req.Context(), held, routedKey{}, &routed{r: r, key: key, caller: req.Context()})
 		defer ctx.Release()
 		req = req.WithContext(ctx)
 		req.Header.Set(HeaderFenceToken, held.Token.String())
@@ -138,23 +139,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // route decides what becomes of a request that this node does not serve,
 // given hold's error and hint we: forward it to fwd, or answer ref.
 // forwarded reports that the request was forwarded to this node; ctx is
-// the request's.
+// the request's. A request that has not been forwarded goes to another
+// node that owns it; any other gets the refusal admit.Decide chooses.
 func (r *Router) route(ctx context.Context, we *ownership.WrongOwnerError, err error, forwarded bool) (fwd *ownership.WrongOwnerError, ref *httpfence.Refusal) {
-	elsewhere := r.elsewhere(we)
-	_, nodeEnded := ownership.Ended(context.Background(), err) // closed, or its session lost
+	if ctx.Err() == nil && !forwarded && r.elsewhere(we) {
+		return we, nil
+	}
+	kind := httpfence.RefusalKind(admit.Decide(admit.Situation{Self: r.id, Caller: ctx, Err: err, Hint: we}))
 	switch {
 	case ctx.Err() != nil:
-		ref := hintRefusal(httpfence.RefusalHandoff, r.id, we, "")
+		ref := hintRefusal(kind, r.id, we, "")
 		ref.Message = "router: the request ended while waiting for the handoff: " + strings.TrimPrefix(ref.Message, "router: ")
 		return nil, ref
-	case !forwarded && elsewhere:
-		return we, nil
-	case nodeEnded:
-		return nil, hintRefusal(httpfence.RefusalSessionLost, r.id, we, "router: "+err.Error())
-	case elsewhere && !we.Releasing && !we.Acquiring:
-		return nil, hintRefusal(httpfence.RefusalNotOwner, r.id, we, "")
+	case kind == httpfence.RefusalSessionLost:
+		return nil, hintRefusal(kind, r.id, we, err.Error())
 	}
-	return nil, hintRefusal(httpfence.RefusalHandoff, r.id, we, "")
+	return nil, hintRefusal(kind, r.id, we, "")
 }
 
 // refuse answers a request the router does not serve or forward, and
@@ -194,14 +194,15 @@ func (r *Router) target(pr *httputil.ProxyRequest, we *ownership.WrongOwnerError
 }
 
 // forwardError answers a request whose forwarding failed: the owner could
-// not be reached (it may or may not have received the request), which the
-// caller sees as a handoff naming that owner.
+// not be reached (it may or may not have received the request), which
+// admit.Decide refuses as a handoff naming that owner.
 func (r *Router) forwardError(w http.ResponseWriter, req *http.Request, err error) {
 	we, _ := req.Context().Value(forwardKey{}).(*ownership.WrongOwnerError)
 	if req.Context().Err() == nil {
 		r.log.Debug("forward failed", "owner", ownerOf(we), "error", err)
 	}
-	_ = httpfence.WriteRefusal(w, hintRefusal(httpfence.RefusalHandoff, r.id, we, "router: forward to the owner failed: "+err.Error()))
+	kind := admit.Decide(admit.Situation{Self: r.id, Caller: req.Context(), Err: err, Hint: we, Unreachable: true})
+	_ = httpfence.WriteRefusal(w, hintRefusal(httpfence.RefusalKind(kind), r.id, we, "forward to the owner failed: "+err.Error()))
 }
 
 func ownerOf(we *ownership.WrongOwnerError) string {

@@ -204,10 +204,8 @@ func (r *Router) hold(ctx context.Context, key string) (ownership.Held, *ownersh
 }
 
 // elsewhere reports whether we names another node, with an address, to
-// send the work to.
-func (r *Router) elsewhere(we *ownership.WrongOwnerError) bool {
-	return we != nil && we.Owner != "" && we.Addr != "" && we.Owner != r.id
-}
+// send the request to (admit.Elsewhere).
+func (r *Router) elsewhere(we *ownership.WrongOwnerError) bool { return admit.Elsewhere(we, r.id) }
 
 // holdError turns hold's error into the Router's error: the node's
 // *ownership.WrongOwnerError as it is (wrapped with ctx's error if the wait

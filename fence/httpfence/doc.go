@@ -34,16 +34,19 @@
 // Handlers given one registry share them), and logs the tokens its
 // Verifier refuses when Config.Logger is set (never their signatures).
 //
-// Refusal is the one wire format of tenure's refusals, for this package and
-// for routers alike: WriteRefusal writes it (a status by kind, the
-// Tenure-Refusal header naming the kind, and a JSON body with the message
-// and what the caller needs next) and ReadRefusal, the one decoder, reads
-// it back. This package knows tokens and their staleness; the router's
-// answers also carry a "hint" object naming where the request goes
-// instead, which this package carries without reading (see package
-// router).
+// Refusal is the one HTTP wire format of tenure's refusals, for this
+// package and for routers alike: WriteRefusal writes it (a status by kind,
+// the Tenure-Refusal header naming the kind, and a JSON body with the
+// message and what the caller needs next) and ReadRefusal, the one
+// decoder, reads it back. Each kind is one row of tenure's refusal table
+// (internal/refusal/table.go; see the README's table), which the gRPC wire
+// shares: its status, whether it is retryable (Refusal.Retryable), the
+// fencing error it stands for, and whether it carries a hint. This package
+// knows tokens and their staleness; the router's answers also carry a
+// "hint" object naming where the request goes instead, which this package
+// carries without reading (see package router).
 //
-//	409 Conflict               stale: {"kind", "message", "scope", "presented", "current"}
+//	409 Conflict               stale: {"kind", "message", "scope", "presented", "current", "hint"}
 //	421 Misdirected Request    not-owner: {"kind", "message", "hint"}
 //	503 Service Unavailable    handoff, session-lost, unavailable (with Retry-After)
 //	400 Bad Request            invalid-token: the header is malformed or the token invalid

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/internal/refusal"
 )
 
 // Config configures a Handler. Verifier and Fencer are required; the
@@ -160,7 +161,8 @@ func writeError(w http.ResponseWriter, err error) bool {
 }
 
 // RefusalOf returns the refusal that err stands for at the level of
-// tokens, or nil if it stands for none: a *Refusal as it is, a stale
+// tokens, or nil if it stands for none: a *Refusal as it is; otherwise the
+// kind whose fencing error err matches in the refusal table: a stale
 // token (errors.Is fence.ErrStale, described when errors.As finds a
 // *fence.StaleError) as RefusalStale, an invalid one (fence.ErrInvalidToken)
 // as RefusalInvalidToken, a missing one (fence.ErrNoToken) as
@@ -173,23 +175,17 @@ func RefusalOf(err error) *Refusal {
 		ref *Refusal
 		se  *fence.StaleError
 	)
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ref):
+	if errors.As(err, &ref) {
 		return ref
-	case errors.As(err, &se):
-		return &Refusal{Kind: RefusalStale, Message: se.Error(), Scope: se.Scope, Presented: se.Presented, Current: se.Current}
-	case errors.Is(err, fence.ErrStale):
-		return &Refusal{Kind: RefusalStale, Message: err.Error()}
-	case errors.Is(err, fence.ErrInvalidToken):
-		return &Refusal{Kind: RefusalInvalidToken, Message: err.Error()}
-	case errors.Is(err, fence.ErrNoToken):
-		return &Refusal{Kind: RefusalNoToken, Message: err.Error()}
-	case errors.Is(err, fence.ErrUnverified):
-		return &Refusal{Kind: RefusalUnverified, Message: err.Error()}
 	}
-	return nil
+	row, ok := refusal.Lookup(refusal.KindOf(err))
+	switch {
+	case !ok:
+		return nil
+	case row.Token && errors.As(err, &se):
+		return &Refusal{Kind: RefusalKind(row.Kind), Message: se.Error(), Scope: se.Scope, Presented: se.Presented, Current: se.Current}
+	}
+	return &Refusal{Kind: RefusalKind(row.Kind), Message: err.Error()}
 }
 
 // ResponseError returns the refusal of resp as an error, or nil if resp is

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/internal/refusal"
 )
 
 // RefusalHeader is set on every refusal written by WriteRefusal (and so
@@ -20,6 +21,12 @@ const RefusalHeader = "Tenure-Refusal"
 
 // RefusalKind says why a request was refused. It is a short lower-case word,
 // the value of the RefusalHeader and of the body's "kind".
+//
+// Every kind is declared once, in tenure's refusal table
+// (internal/refusal/table.go), with its status, its gRPC form, whether it
+// is retryable and the hint it carries; Refusal.Status and
+// Refusal.Retryable read it, and so do package router and grpcroute. The
+// constants below are the kinds of this version.
 type RefusalKind string
 
 // The kinds of refusal, with the status WriteRefusal answers them with.
@@ -27,35 +34,35 @@ const (
 	// RefusalStale (409 Conflict): the request's token is older than the
 	// floor of its scope: the tenure that sent or served it has ended.
 	// Scope, Presented and Current describe the token.
-	RefusalStale RefusalKind = "stale"
+	RefusalStale = RefusalKind(refusal.Stale)
 	// RefusalNotOwner (421 Misdirected Request): the answering node does
 	// not own the request's partition. The Hint says where to send it.
-	RefusalNotOwner RefusalKind = "not-owner"
+	RefusalNotOwner = RefusalKind(refusal.NotOwner)
 	// RefusalHandoff (503 Service Unavailable, Retry-After): the partition
 	// is moving and its next owner does not serve it yet. The Hint names
 	// it when known.
-	RefusalHandoff RefusalKind = "handoff"
+	RefusalHandoff = RefusalKind(refusal.Handoff)
 	// RefusalSessionLost (503 Service Unavailable, Retry-After): the
 	// answering node lost its session (or is closing) and serves nothing
 	// until it rejoins; another node takes its partitions over.
-	RefusalSessionLost RefusalKind = "session-lost"
+	RefusalSessionLost = RefusalKind(refusal.SessionLost)
 	// RefusalInvalidToken (400 Bad Request): the request's token header is
 	// malformed, or the fence found the token invalid.
-	RefusalInvalidToken RefusalKind = "invalid-token"
+	RefusalInvalidToken = RefusalKind(refusal.InvalidToken)
 	// RefusalUnverified (403 Forbidden): the request's token is well formed
 	// but the Handler cannot show that the fleet issued it (no signature,
 	// a bad one, an epoch no claim has): it was not admitted and raised no
 	// floor. 403, not 401: the caller is not asked to authenticate (401
 	// requires a WWW-Authenticate challenge); the token itself is refused,
 	// and the same request would be refused again.
-	RefusalUnverified RefusalKind = "unverified"
+	RefusalUnverified = RefusalKind(refusal.Unverified)
 	// RefusalNoToken (428 Precondition Required): the request carries no
 	// token where one is required.
-	RefusalNoToken RefusalKind = "no-token"
+	RefusalNoToken = RefusalKind(refusal.NoToken)
 	// RefusalUnavailable (503 Service Unavailable, Retry-After): the fence
 	// could not decide (its store is unreachable, or the Handler is not
 	// configured); the request was not served.
-	RefusalUnavailable RefusalKind = "unavailable"
+	RefusalUnavailable = RefusalKind(refusal.Unavailable)
 )
 
 // retryAfter is the Retry-After, in seconds, of the 503 refusals: about the
@@ -127,53 +134,31 @@ func (r *Refusal) staleError() *fence.StaleError {
 	return &fence.StaleError{Scope: r.Scope, Presented: r.Presented, Current: r.Current}
 }
 
-// kindError is the sentinel that every refusal of kind k matches, or nil.
+// kindError is the sentinel that every refusal of kind k matches (the
+// table's Err), or nil.
 func kindError(k RefusalKind) error {
-	switch k {
-	case RefusalStale:
-		return fence.ErrStale
-	case RefusalInvalidToken:
-		return fence.ErrInvalidToken
-	case RefusalNoToken:
-		return fence.ErrNoToken
-	case RefusalUnverified:
-		return fence.ErrUnverified
-	}
-	return nil
+	row, _ := refusal.Lookup(refusal.Kind(k))
+	return row.Err
 }
 
 // Retryable reports whether the caller should send the request again, after
-// a delay and to the partition's owner as it resolves it then: true for a
-// stale token (the tenure that served it ended; a router client resolves
-// the new owner), not-owner, handoff, session-lost and unavailable; false
-// for an invalid, missing or unverified token, which the same request would meet
-// again, and for kinds this version does not know. A refusal says nothing
-// of writes a handler made before it refused: make retries safe with an
-// idempotency key.
+// a delay and to the partition's owner as it resolves it then, as the
+// refusal table says of r's kind: true for a stale token (the tenure that
+// served it ended; a router client resolves the new owner), not-owner,
+// handoff, session-lost and unavailable; false for an invalid, missing or
+// unverified token, which the same request would meet again, and for kinds
+// this version does not know. A refusal says nothing of writes a handler
+// made before it refused: make retries safe with an idempotency key.
 func (r *Refusal) Retryable() bool {
-	switch r.Kind {
-	case RefusalStale, RefusalNotOwner, RefusalHandoff, RefusalSessionLost, RefusalUnavailable:
-		return true
-	}
-	return false
+	row, _ := refusal.Lookup(refusal.Kind(r.Kind))
+	return row.Retryable
 }
 
-// Status returns the HTTP status WriteRefusal answers r with: 500 for a
-// kind this version does not know.
+// Status returns the HTTP status WriteRefusal answers r with, the refusal
+// table's for r's kind: 500 for a kind this version does not know.
 func (r *Refusal) Status() int {
-	switch r.Kind {
-	case RefusalStale:
-		return http.StatusConflict
-	case RefusalNotOwner:
-		return http.StatusMisdirectedRequest
-	case RefusalHandoff, RefusalSessionLost, RefusalUnavailable:
-		return http.StatusServiceUnavailable
-	case RefusalInvalidToken:
-		return http.StatusBadRequest
-	case RefusalNoToken:
-		return http.StatusPreconditionRequired
-	case RefusalUnverified:
-		return http.StatusForbidden
+	if row, ok := refusal.Lookup(refusal.Kind(r.Kind)); ok {
+		return row.Status
 	}
 	return http.StatusInternalServerError
 }
