@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/fleetview"
@@ -28,9 +29,9 @@ type ObserverConfig struct {
 	Ring ring.Config
 	// Logger receives the observer's diagnostics. Nil discards them.
 	Logger hclog.Logger
-	// Clock times the retries of reads after a watch failed. Nil means
-	// clock.Real().
-	Clock clock.Clock
+	// Clock times the retries of reads after a watch failed. Nil means the
+	// real clock.
+	Clock clockwork.Clock
 }
 
 // Validate reports whether c can configure an Observer. Errors wrap

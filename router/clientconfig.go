@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/fleet"
@@ -74,8 +75,8 @@ type ClientConfig struct {
 	// is still waiting (etcd does not answer, or the fleet has no spec
 	// yet). Nil discards them.
 	Logger hclog.Logger
-	// Clock times the retry delays. Nil means clock.Real().
-	Clock clock.Clock
+	// Clock times the retry delays. Nil means the real clock.
+	Clock clockwork.Clock
 	// Metrics, if not nil, receives the Client's Prometheus metrics (see
 	// metrics.go); NewClient registers them and Close unregisters them.
 	Metrics prometheus.Registerer

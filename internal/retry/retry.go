@@ -13,6 +13,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/tenure-go/tenure/internal/clock"
 )
 
@@ -108,7 +110,7 @@ func (p Policy) Next(retry int) time.Duration { return p.Delay(retry, rand.Float
 
 // Wait sleeps on c for the delay before retry, or until ctx ends, and
 // returns ctx's error in that case.
-func (p Policy) Wait(ctx context.Context, c clock.Clock, retry int) error {
+func (p Policy) Wait(ctx context.Context, c clockwork.Clock, retry int) error {
 	if !clock.Sleep(ctx, c, p.Next(retry)) {
 		return ctx.Err()
 	}
