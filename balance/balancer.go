@@ -138,7 +138,7 @@ type Planned struct {
 // cooldown of a partition runs from the time recorded in its balancer
 // move. Plan writes nothing: it is also the dry run of a pass.
 func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
-	spec, err := fleetview.ReadSpec(ctx, b.kv, b.layout)
+	spec, err := fleet.ReadSpec(ctx, b.kv, b.layout.Prefix())
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		clientv3.Compare(clientv3.ModRevision(b.layout.Members()), "<", next).WithPrefix(),
 		clientv3.Compare(clientv3.ModRevision(b.layout.DrainedPrefix()), "<", next).WithPrefix(),
 	}
-	rec := keys.BalancePassRecord{Rev: pl.Rev, Term: term.Epoch(), Time: now.UTC(), Moves: make([]keys.BalanceMove, 0, len(pl.Moves)),
+	rec := fleet.BalancerPass{Snapshot: pl.Rev, Term: term.Epoch(), Time: now.UTC(), Moves: make([]fleet.BalancerMove, 0, len(pl.Moves)),
 		Before: pl.Before, After: pl.After, Upper: b.cfg.Upper, Lower: b.cfg.Lower, Budget: b.cfg.Budget, Cooldown: b.cfg.Cooldown}
 	var ops []clientv3.Op
 	for _, m := range pl.Moves {
@@ -235,7 +235,7 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 			clientv3.Compare(clientv3.ModRevision(k), "=", pl.placementRevs[m.Partition]),
 			clientv3.Compare(clientv3.CreateRevision(b.layout.Member(m.To)), "=", pl.memberRevs[m.To]))
 		ops = append(ops, clientv3.OpPut(k, keys.EncodePlacement(keys.Placement{Node: m.To, Origin: keys.OriginBalance, Rev: pl.Rev, Time: now.UnixMilli()})))
-		rec.Moves = append(rec.Moves, keys.BalanceMove(m))
+		rec.Moves = append(rec.Moves, fleet.BalancerMove(m))
 	}
 	for _, p := range pl.Removes {
 		if containsMove(pl.Moves, p) {

@@ -29,13 +29,16 @@ type Suspension struct {
 }
 
 // BalancerPass is the balancer's last applied pass, as it recorded it in
-// the pass's own transaction.
+// the pass's own transaction: its JSON, less Revision, is the value of the
+// fleet's balance/pass key.
 type BalancerPass struct {
-	// Revision is the etcd revision the pass was applied at; Snapshot the
-	// revision of the snapshot it was computed from; Term the epoch of
-	// the balancer's term; Time when it applied it, by its clock.
-	Revision int64     `json:"revision"`
-	Snapshot int64     `json:"snapshot"`
+	// Revision is the etcd revision the pass was applied at (the key's
+	// ModRevision: the record itself omits it); Snapshot the revision of
+	// the snapshot it was computed from (JSON "rev", as the record names
+	// it); Term the epoch of the balancer's term; Time when it applied it,
+	// by its clock.
+	Revision int64     `json:"revision,omitempty"`
+	Snapshot int64     `json:"rev"`
 	Term     int64     `json:"term"`
 	Time     time.Time `json:"time"`
 	// Moves are the partitions it moved; Removed the balancer's moves it
@@ -144,19 +147,11 @@ func (o *Operator) balancerAt(ctx context.Context, rev int64) (BalancerState, er
 		st.Suspended = &sus
 	}
 	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		var r keys.BalancePassRecord
-		if json.Unmarshal(kvs[0].Value, &r) == nil {
-			st.LastPass = passOf(r, kvs[0].ModRevision)
+		var p BalancerPass
+		if json.Unmarshal(kvs[0].Value, &p) == nil {
+			p.Revision = kvs[0].ModRevision
+			st.LastPass = &p
 		}
 	}
 	return st, nil
-}
-
-func passOf(r keys.BalancePassRecord, rev int64) *BalancerPass {
-	p := &BalancerPass{Revision: rev, Snapshot: r.Rev, Term: r.Term, Time: r.Time, Moves: make([]BalancerMove, len(r.Moves)), Removed: r.Removed,
-		Before: r.Before, After: r.After, Upper: r.Upper, Lower: r.Lower, Budget: r.Budget, Cooldown: r.Cooldown}
-	for i, m := range r.Moves {
-		p.Moves[i] = BalancerMove(m)
-	}
-	return p
 }

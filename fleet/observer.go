@@ -141,7 +141,7 @@ func (o *Observer) publish() {
 	f := o.fleet
 	t := &table{rev: f.Rev, routes: make([]Route, len(f.Claims)), claims: o.claimEpochs()}
 	for p := range t.routes {
-		t.routes[p] = f.Route(p)
+		t.routes[p] = routeOf(f.Route(p))
 	}
 	o.table.Store(t)
 	o.changed.Notify()

@@ -86,7 +86,7 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 // Spec reads the fleet's spec. Errors wrap ErrNoSpec, ring.ErrInvalidSpec
 // or the etcd error.
 func (o *Operator) Spec(ctx context.Context) (ring.Spec, error) {
-	return fleetview.ReadSpec(ctx, o.kv, o.layout)
+	return ReadSpec(ctx, o.kv, o.layout.Prefix())
 }
 
 // MemberStatus is one member of the fleet as an Operator sees it.

@@ -49,7 +49,8 @@ type Reader struct {
 }
 
 // Member is a node registered in the cluster, as published in its member
-// key.
+// key. Its fields are fleet.Member's, which package ownership converts it
+// to.
 type Member struct {
 	// ID is the node ID.
 	ID string

@@ -3,7 +3,9 @@ package fleetview
 import "time"
 
 // Route says where the work for one partition goes, as a Node or an
-// Observer currently sees it.
+// Observer currently sees it. Its fields are fleet.Route's, which the
+// fleet and ownership packages convert it to; fleet.Route documents them
+// for users.
 type Route struct {
 	// Partition is the key's partition.
 	Partition int

@@ -32,40 +32,9 @@ func DecodeBalanceSuspend(v []byte) BalanceSuspend {
 	return s
 }
 
-// BalanceMove is one move of a BalancePassRecord.
-type BalanceMove struct {
-	Partition int     `json:"partition"`
-	From      string  `json:"from"`
-	To        string  `json:"to"`
-	Load      float64 `json:"load"`
-}
-
-// BalancePassRecord is the value of the last pass key: a pass a balancer
-// applied, with the configuration it planned it by.
-type BalancePassRecord struct {
-	// Rev is the revision of the snapshot the pass was computed from;
-	// Term the epoch of the balancer's term; Time when it applied it (its
-	// clock).
-	Rev  int64     `json:"rev"`
-	Term int64     `json:"term"`
-	Time time.Time `json:"time"`
-	// Moves are the partitions it moved; Removed the balancer's moves it
-	// removed.
-	Moves   []BalanceMove `json:"moves"`
-	Removed []int         `json:"removed,omitempty"`
-	// Before and After are the imbalance before the pass and as the pass
-	// expected it after its moves.
-	Before float64 `json:"before"`
-	After  float64 `json:"after"`
-	// Upper, Lower, Budget and Cooldown are the balancer's configuration.
-	Upper    float64       `json:"upper"`
-	Lower    float64       `json:"lower"`
-	Budget   float64       `json:"budget"`
-	Cooldown time.Duration `json:"cooldown"`
-}
-
-// EncodeJSON returns the JSON of v, one of this file's values (which
-// always encode: strings, numbers and times).
+// EncodeJSON returns the JSON of v, a value of the balancer's keys
+// (BalanceSuspend, fleet.BalancerPass), which always encode: strings,
+// numbers and times.
 func EncodeJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)

@@ -14,7 +14,7 @@
 //	                             an operator's pin or a balancer's move
 //	<prefix>load/<nodeID>        the node's load report, lease = node Session
 //	<prefix>balance/suspended    JSON BalanceSuspend: an operator suspended the balancer
-//	<prefix>balance/pass         JSON BalancePassRecord: the balancer's last applied pass
+//	<prefix>balance/pass         JSON fleet.BalancerPass: the balancer's last applied pass
 //
 // The default prefix is "/tenure/<cluster>/".
 package keys
