@@ -28,7 +28,7 @@ type ClientConfig struct {
 	Prefix string
 	// Partitions, if set, asserts the fleet's partition count: NewClient
 	// reads the count from the fleet's spec in etcd and fails with an
-	// *ring.SpecMismatchError (errors.Is ErrSpecMismatch) if it
+	// *ring.SpecMismatchError (errors.Is ring.ErrSpecMismatch) if it
 	// differs. Zero (the usual) takes the spec's.
 	Partitions int
 	// LoadFactor, if set, asserts the fleet's ring load factor as

@@ -61,8 +61,8 @@ type Config struct {
 	// what the fleet's nodes ask of each other: an identity, a credential,
 	// a tracing header. What the Router sets stays the Router's: after the
 	// hook it sets the URL's scheme and host, HeaderForwarded and
-	// HeaderRingVersion again and removes HeaderFenceToken and
-	// HeaderFenceSignature, so that no hook sends a request elsewhere or
+	// HeaderRingVersion again and removes httpfence.Header and
+	// httpfence.SignatureHeader, so that no hook sends a request elsewhere or
 	// passes a token on. It is called from many goroutines at once and
 	// must not block. Nil adds nothing.
 	Rewrite func(pr *httputil.ProxyRequest)

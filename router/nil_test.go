@@ -52,11 +52,11 @@ func TestNilArguments(t *testing.T) {
 		}, true},
 		{"Config.Logger", func() error { _, err := router.New(m.node, router.Config{Logger: (*nilLogger)(nil)}); return err }, true},
 		{"Config.Clock", func() error { _, err := router.New(m.node, router.Config{Clock: (*nilClock)(nil)}); return err }, true},
-		{"NewClient: nil EtcdClient", func() error {
+		{"NewClient: nil fleet.FleetClient", func() error {
 			_, err := router.NewClient(ctx, nil, router.ClientConfig{Cluster: "nil"})
 			return err
 		}, false},
-		{"NewClient: typed nil EtcdClient", func() error {
+		{"NewClient: typed nil fleet.FleetClient", func() error {
 			_, err := router.NewClient(ctx, (*clientv3.Client)(nil), router.ClientConfig{Cluster: "nil"})
 			return err
 		}, false},
