@@ -139,7 +139,7 @@ type Planned struct {
 // cooldown of a partition runs from the time recorded in its balancer
 // move. Plan writes nothing: it is also the dry run of a pass.
 func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
-	spec, err := fleetview.ReadSpec(ctx, b.kv, b.layout)
+	spec, err := fleet.ReadSpec(ctx, b.kv, b.layout.Prefix())
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,8 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 }
 
 // Apply writes pl's moves and removals, and the record of the pass
-// (fleet.BalancerPass), in one transaction, fenced by term and by pl's
+// (keys.BalancePassRecord, which fleet.Operator reads as a
+// fleet.BalancerPass), in one transaction, fenced by term and by pl's
 // snapshot: it lands only if term still stands (ErrDeposed otherwise), no
 // suspension stands (ErrSuspended otherwise, and for a pass planned while
 // one stood), and no member key or drain mark was written since the

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -51,7 +51,7 @@ type Config struct {
 	// Logger receives the balancer's diagnostics. Nil discards them.
 	Logger hclog.Logger
 	// Clock times the passes and the cooldown. Nil means the system clock.
-	Clock clock.Clock
+	Clock clockwork.Clock
 	// Metrics, if set, receives the balancer's metrics (see Balancer).
 	Metrics prometheus.Registerer
 }

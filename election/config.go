@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/keys"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/fence"
@@ -72,7 +72,7 @@ type ElectionConfig struct {
 	Hooks *Hooks
 	// Clock is the time source. Nil means the session's clock, or the system clock
 	// for an election without a session.
-	Clock clock.Clock
+	Clock clockwork.Clock
 	// Logger receives the election's events, with the fields election (the
 	// name), candidate (the ID), lease (the session's lease, in hex) and,
 	// for a term's events, epoch: elected, fencers advanced (Info), fencer
@@ -106,7 +106,7 @@ func DefaultElectionConfig() ElectionConfig {
 // filled in, a nil Clock set to fallback (when not nil), and its reference
 // fields (Fencers, Hooks) copied. Negative values are kept so that Validate
 // can report them.
-func (c ElectionConfig) withDefaults(fallback clock.Clock) ElectionConfig {
+func (c ElectionConfig) withDefaults(fallback clockwork.Clock) ElectionConfig {
 	if c.ResignTimeout == 0 {
 		c.ResignTimeout = DefaultResignTimeout
 	}

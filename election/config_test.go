@@ -15,7 +15,6 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
-	"github.com/tenure-go/tenure/internal/clock"
 )
 
 func TestSessionConfigValidate(t *testing.T) {
@@ -187,7 +186,7 @@ type nilLogger struct{ hclog.Logger }
 func TestTypedNilConfig(t *testing.T) {
 	var (
 		logger hclog.Logger          = (*nilLogger)(nil)
-		clk    clock.Clock           = (*clockwork.FakeClock)(nil)
+		clk    clockwork.Clock       = (*clockwork.FakeClock)(nil)
 		reg    prometheus.Registerer = (*prometheus.Registry)(nil)
 		base                         = election.ElectionConfig{Cluster: "c", Name: "job"}
 	)

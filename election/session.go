@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/clock"
-
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/etcderr"
@@ -35,7 +34,7 @@ import (
 type Session struct {
 	lease  clientv3.Lease
 	cfg    SessionConfig
-	clock  clock.Clock
+	clock  clockwork.Clock
 	log    hclog.Logger
 	met    *sessionMetrics // nil: none
 	id     clientv3.LeaseID
@@ -154,7 +153,7 @@ func (s *Session) Lease() clientv3.LeaseID { return s.id }
 func (s *Session) TTL() time.Duration { return s.ttl }
 
 // Clock returns the session's clock.
-func (s *Session) Clock() clock.Clock { return s.clock }
+func (s *Session) Clock() clockwork.Clock { return s.clock }
 
 // Done returns a channel that is closed when the session ends, for any
 // reason. Err then says why.

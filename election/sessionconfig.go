@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/internal/clock"
@@ -102,7 +103,7 @@ type SessionConfig struct {
 	SafetyMargin time.Duration
 	// Clock is the time source (github.com/jonboulle/clockwork's Clock; a
 	// clockwork.FakeClock for virtual time). Nil means the system clock.
-	Clock clock.Clock
+	Clock clockwork.Clock
 	// Logger receives the session's events, with the field "lease": session
 	// opened (Info), session lost (Warn; Info when closed), renewal
 	// attempt failed (Debug), renewal margin low (Warn, once per outage,

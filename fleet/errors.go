@@ -1,10 +1,6 @@
 package fleet
 
-import (
-	"errors"
-
-	"github.com/tenure-go/tenure/internal/fleetview"
-)
+import "errors"
 
 var (
 	// ErrInvalidConfig reports an ObserverConfig or OperatorConfig that
@@ -27,7 +23,7 @@ var (
 
 	// ErrNoSpec reports a fleet whose spec is not in etcd yet: no node has
 	// joined it.
-	ErrNoSpec = fleetview.ErrNoSpec
+	ErrNoSpec = errors.New("fleet: the fleet has no spec yet")
 
 	// ErrInvalidPartition reports a partition number outside [0, P), given
 	// to ownership.Node.HoldPartition or Operator.ForceRelease.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/fleetview"
@@ -31,9 +32,9 @@ type ObserverConfig struct {
 	Ring ring.Config
 	// Logger receives the observer's diagnostics. Nil discards them.
 	Logger hclog.Logger
-	// Clock times the retries of reads after a watch failed. Nil means
-	// clock.Real().
-	Clock clock.Clock
+	// Clock times the retries of reads after a watch failed. Nil means the
+	// real clock.
+	Clock clockwork.Clock
 }
 
 // Validate reports whether c can configure an Observer. Errors wrap
@@ -124,7 +125,7 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 // uses in the fleet layout names: the spec's, if rc agrees with it; rc, if
 // the fleet has no spec yet and rc sets its algorithm.
 func specRing(ctx context.Context, kv FleetClient, layout keys.Layout, rc ring.Config) (ring.Config, error) {
-	spec, err := fleetview.ReadSpec(ctx, kv, layout)
+	spec, err := ReadSpec(ctx, kv, layout.Prefix())
 	switch {
 	case err == nil:
 		if err := spec.CompareConfig(rc); err != nil {
@@ -171,7 +172,7 @@ func (o *Observer) publish() {
 	f := o.fleet
 	t := &table{rev: f.Rev, routes: make([]Route, len(f.Claims)), claims: o.claimEpochs()}
 	for p := range t.routes {
-		t.routes[p] = f.Route(p)
+		t.routes[p] = routeOf(f.Route(p))
 	}
 	o.table.Store(t)
 	o.changed.Notify()

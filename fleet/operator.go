@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -28,8 +29,8 @@ type OperatorConfig struct {
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
 	// It must not contain NUL.
 	Prefix string
-	// Clock stamps drain marks and audit records. Nil means clock.Real().
-	Clock clock.Clock
+	// Clock stamps drain marks and audit records. Nil means the real clock.
+	Clock clockwork.Clock
 }
 
 // Validate reports whether c can configure an Operator. Errors wrap
@@ -58,7 +59,7 @@ type Operator struct {
 	kv     clientv3.KV
 	lease  clientv3.Lease // nil if kv is not also a clientv3.Lease
 	layout keys.Layout
-	clock  clock.Clock
+	clock  clockwork.Clock
 }
 
 // NewOperator returns an Operator of the fleet cfg names, reached through
@@ -85,7 +86,7 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 // Spec reads the fleet's spec. Errors wrap ErrNoSpec, ring.ErrInvalidSpec
 // or the etcd error.
 func (o *Operator) Spec(ctx context.Context) (ring.Spec, error) {
-	return fleetview.ReadSpec(ctx, o.kv, o.layout)
+	return ReadSpec(ctx, o.kv, o.layout.Prefix())
 }
 
 // MemberStatus is one member of the fleet as an Operator sees it. Its JSON

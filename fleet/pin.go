@@ -12,12 +12,13 @@ import (
 	"github.com/tenure-go/tenure/ring"
 )
 
-// The origins of a placement (PartitionStatus.Placed, Placement.Origin).
+// The origins of a placement (PartitionStatus.Placed, Placement.Origin),
+// as placement keys in etcd record them.
 const (
 	// PlacementPin is an operator's pin (Operator.Pin).
-	PlacementPin = keys.OriginPin
+	PlacementPin = "pin"
 	// PlacementMove is a balancer's move.
-	PlacementMove = keys.OriginBalance
+	PlacementMove = "balance"
 )
 
 // The placement actions an AuditRecord records.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/internal/follow"
+	"github.com/tenure-go/tenure/router"
 )
 
 // attempt is one attempt of a call under the ClientConfig's
@@ -176,14 +177,14 @@ func (a *attempt) end(ctx context.Context, addr string, err error) error {
 	a.mu.Unlock()
 	a.cancel()
 	if err != nil && cut && ctx.Err() == nil {
-		return &attemptTimeoutError{follow.AttemptTimeoutError{Client: "grpcroute", Addr: addr, Bound: a.bound}}
+		return &attemptTimeoutError{follow.AttemptTimeoutError{Err: router.ErrAttemptTimeout, Client: "grpcroute", Addr: addr, Bound: a.bound}}
 	}
 	return err
 }
 
 // attemptTimeoutError is the error of an attempt cut off by
 // AttemptTimeout (follow.AttemptTimeoutError: errors.Is
-// ErrAttemptTimeout and context.DeadlineExceeded); it travels as
+// router.ErrAttemptTimeout and context.DeadlineExceeded); it travels as
 // codes.DeadlineExceeded.
 type attemptTimeoutError struct {
 	follow.AttemptTimeoutError

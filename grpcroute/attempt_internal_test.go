@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tenure-go/tenure/router"
 )
 
 // TestAttemptClock: an attempt's clock runs once the balancer sent it
@@ -35,7 +37,7 @@ func TestAttemptClock(t *testing.T) {
 			t.Fatal("the attempt was not cut off")
 		}
 		err := a.end(context.Background(), "10.0.0.1:7000", status.FromContextError(context.Canceled).Err())
-		require.ErrorIs(t, err, ErrAttemptTimeout)
+		require.ErrorIs(t, err, router.ErrAttemptTimeout)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 		assert.EqualError(t, err, "grpcroute: 10.0.0.1:7000 did not answer within 1s (AttemptTimeout; the fleet's session TTL is 2s)")

@@ -22,6 +22,7 @@ import (
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/grpcroute"
 	"github.com/tenure-go/tenure/internal/fleettest"
+	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -194,7 +195,7 @@ func TestAttemptTimeout(t *testing.T) {
 
 	t.Run("unary error", func(t *testing.T) {
 		node.answers(firstWaits())
-		_, counter, fc := client(t, grpcroute.ClientConfig{Backoff: grpcroute.Backoff{MaxAttempts: 1}})
+		_, counter, fc := client(t, grpcroute.ClientConfig{Backoff: router.Backoff{MaxAttempts: 1}})
 		done := make(chan error, 1)
 		go func() {
 			_, err := counter.Add(ctx, &counterpb.AddRequest{Key: key, Delta: 1})
@@ -204,7 +205,7 @@ func TestAttemptTimeout(t *testing.T) {
 		tick(t, fc)
 		<-first.ctx.Done()
 		err := <-done
-		require.ErrorIs(t, err, grpcroute.ErrAttemptTimeout)
+		require.ErrorIs(t, err, router.ErrAttemptTimeout)
 		assert.ErrorIs(t, err, grpcroute.ErrRetriesExhausted)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))

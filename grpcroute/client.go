@@ -18,11 +18,8 @@ import (
 	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/router"
 )
-
-// EtcdClient is what a Client needs from etcd: reads and watches, no
-// lease. A *clientv3.Client satisfies it. It is fleet.FleetClient.
-type EtcdClient = fleet.FleetClient
 
 // Client makes gRPC connections to a fleet that send each call to the
 // owner of its key. A connection's target names the fleet (Target,
@@ -38,7 +35,7 @@ type EtcdClient = fleet.FleetClient
 // call's deadline. A Client is safe for concurrent use by multiple
 // goroutines.
 type Client struct {
-	etcd    EtcdClient
+	etcd    fleet.FleetClient
 	cfg     ClientConfig
 	log     hclog.Logger
 	builder *resolverBuilder
@@ -63,11 +60,12 @@ type ClientStats struct {
 	OK, Retried, Failed int64
 }
 
-// NewClient returns a Client that reads fleets through etcd. It talks to
-// etcd only when a connection is made. It returns an error wrapping
+// NewClient returns a Client that reads fleets through etcd (reads and
+// watches, no lease: a *clientv3.Client satisfies fleet.FleetClient). It
+// talks to etcd only when a connection is made. It returns an error wrapping
 // ErrNilArgument if etcd is nil, ErrInvalidConfig if cfg does not
 // validate, or ErrMetrics.
-func NewClient(etcd EtcdClient, cfg ClientConfig) (*Client, error) {
+func NewClient(etcd fleet.FleetClient, cfg ClientConfig) (*Client, error) {
 	if nilness.Is(etcd) {
 		return nil, fmt.Errorf("%w: etcd client %T", ErrNilArgument, etcd)
 	}
@@ -131,8 +129,8 @@ func (c *Client) Close() { c.metrics.Unregister() }
 // the methods of ClientConfig.NoIdempotencyKey),
 // and retries the call as Client describes. It returns the first answer
 // that is not retried, or an error wrapping ErrRetriesExhausted and the
-// last attempt's error (a status error, or the ErrAttemptTimeout of an
-// attempt cut off).
+// last attempt's error (a status error, or the router.ErrAttemptTimeout
+// of an attempt cut off).
 func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) (err error) {
 	ctx, rt, err := c.prepare(ctx, method, req)
 	if err != nil {
@@ -217,7 +215,7 @@ func (c *Client) again(ctx context.Context, rt *route, err error) bool {
 	switch {
 	case ref != nil && !retryable(ref):
 		return false
-	case ref == nil && status.Code(err) != codes.Unavailable && !errors.Is(err, ErrAttemptTimeout):
+	case ref == nil && status.Code(err) != codes.Unavailable && !errors.Is(err, router.ErrAttemptTimeout):
 		return false
 	}
 	rt.hint = hintOf(ref)
@@ -237,7 +235,7 @@ func (c *Client) wait(ctx context.Context, method string, rt *route, attempt int
 	if attempt >= c.cfg.Backoff.MaxAttempts {
 		return fmt.Errorf("%w: %s key %q: %d attempts: %w", ErrRetriesExhausted, method, rt.key, attempt, last)
 	}
-	if errors.Is(last, ErrAttemptTimeout) {
+	if errors.Is(last, router.ErrAttemptTimeout) {
 		c.log.Debug("attempt had no answer in time; retrying", "method", method, "key", rt.key, "attempt", attempt, "error", last)
 	} else {
 		c.log.Debug("call refused; retrying", "method", method, "key", rt.key, "attempt", attempt, "at_once", rt.now, "error", last)
@@ -247,9 +245,9 @@ func (c *Client) wait(ctx context.Context, method string, rt *route, attempt int
 	case rt.now:
 		err = ctx.Err()
 	case pk == nil: // no attempt was sent: nothing to follow
-		err = c.cfg.Backoff.Wait(ctx, c.cfg.Clock, attempt)
+		err = c.cfg.policy().Wait(ctx, c.cfg.Clock, attempt)
 	default:
-		err = follow.Wait(ctx, c.cfg.Clock, c.cfg.Backoff.Next(attempt), pk.view.obs, pk.route)
+		err = follow.Wait(ctx, c.cfg.Clock, c.cfg.policy().Next(attempt), pk.view.obs, pk.route)
 	}
 	if err != nil {
 		return status.FromContextError(err).Err()

@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/nilness"
+	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/router"
 )
 
@@ -69,10 +70,6 @@ func (c ServerConfig) Validate() error {
 	return nilFields(c.Logger, c.Clock, c.Metrics)
 }
 
-// Backoff is the retry policy of a Client's calls: router.Backoff, the
-// library's one retry policy type.
-type Backoff = router.Backoff
-
 // ClientConfig configures a Client. The zero value of each field selects
 // its documented default.
 type ClientConfig struct {
@@ -109,7 +106,7 @@ type ClientConfig struct {
 	// AttemptTimeout bounds how long one attempt waits for its node to
 	// answer, as router.ClientConfig.AttemptTimeout does for a request
 	// (whose documentation says why half a TTL). An attempt cut off at the
-	// bound (its error errors.Is ErrAttemptTimeout and
+	// bound (its error errors.Is router.ErrAttemptTimeout and
 	// context.DeadlineExceeded; status code DeadlineExceeded) is retried
 	// as an unavailable owner is, with the same idempotency key, so that a
 	// call sent to a paused owner is answered by its successor about one
@@ -130,7 +127,7 @@ type ClientConfig struct {
 	// off by AttemptTimeout: zero fields take
 	// router.DefaultBackoff's values (10 attempts, 5ms doubling to 1s,
 	// jittered). Every attempt is also bounded by the call's deadline.
-	Backoff Backoff
+	Backoff router.Backoff
 	// Logger receives the client's diagnostics. Nil discards them.
 	Logger hclog.Logger
 	// Clock times the retry delays and the attempts' bound. Nil means the
@@ -158,9 +155,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 }
 
 // Validate reports whether c, with its defaults applied, can configure
-// a Client. Errors wrap ErrInvalidConfig, and ErrInvalidBackoff for a
-// Backoff that does not validate; a typed nil Logger, Clock or Metrics
-// also wraps ErrNilArgument.
+// a Client. Errors wrap ErrInvalidConfig, and router.ErrInvalidBackoff
+// for a Backoff that does not validate; a typed nil Logger, Clock or
+// Metrics also wraps ErrNilArgument.
 func (c ClientConfig) Validate() error {
 	if c.OmitKeyMetadata && c.Key == nil {
 		return fmt.Errorf("%w: OmitKeyMetadata needs a Key", ErrInvalidConfig)
@@ -169,10 +166,14 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if err := c.Backoff.Validate(); err != nil {
-		return fmt.Errorf("%w: backoff: %w", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nilFields(c.Logger, c.Clock, c.Metrics)
 }
+
+// policy converts Backoff to the type of tenure's retry loop, whose fields
+// are router.Backoff's.
+func (c ClientConfig) policy() retry.Policy { return retry.Policy(c.Backoff) }
 
 // bound returns the attempt bound that SessionTTL and AttemptTimeout
 // describe (follow.Bound: their defaults and checks are router.Client's

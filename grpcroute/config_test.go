@@ -32,7 +32,7 @@ func TestConfigErrors(t *testing.T) {
 	assert.ErrorIs(t, err, grpcroute.ErrNilArgument)
 	err = grpcroute.ClientConfig{Backoff: router.Backoff{MaxAttempts: -1}}.Validate()
 	assert.ErrorIs(t, err, grpcroute.ErrInvalidConfig)
-	assert.ErrorIs(t, err, grpcroute.ErrInvalidBackoff)
+	assert.ErrorIs(t, err, router.ErrInvalidBackoff)
 
 	for _, ttl := range []time.Duration{time.Second, -time.Second} {
 		err = grpcroute.ClientConfig{SessionTTL: ttl}.Validate()

@@ -57,7 +57,7 @@
 // paused owner refuses the copies it received when it wakes (its session
 // is gone), and its handlers' late writes are refused by the fenced
 // store (TestFrozenOwner, with the owner in a process of its own). An
-// attempt cut off fails with ErrAttemptTimeout (also
+// attempt cut off fails with router.ErrAttemptTimeout (also
 // context.DeadlineExceeded, and status code DeadlineExceeded) only when
 // it was the call's last.
 //

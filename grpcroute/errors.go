@@ -5,9 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/tenure-go/tenure/internal/follow"
-	"github.com/tenure-go/tenure/internal/retry"
 )
 
 var (
@@ -27,10 +24,6 @@ var (
 	// cannot be used. The message names the field and its value.
 	ErrInvalidConfig = errors.New("grpcroute: invalid config")
 
-	// ErrInvalidBackoff reports a Backoff that ClientConfig.Validate
-	// refuses, together with ErrInvalidConfig.
-	ErrInvalidBackoff = retry.ErrInvalid
-
 	// ErrNilArgument reports a required argument that is nil.
 	ErrNilArgument = errors.New("grpcroute: nil argument")
 
@@ -39,14 +32,6 @@ var (
 	// answer. The last attempt's status error is wrapped as well, so that
 	// status.Code and RefusalOf read it.
 	ErrRetriesExhausted = errors.New("grpcroute: retries exhausted")
-
-	// ErrAttemptTimeout reports an attempt of a call that had no answer
-	// within ClientConfig.AttemptTimeout and was cut off; the call sends
-	// it again, and wraps it as its last attempt's error if it fails (its
-	// status code is DeadlineExceeded, and errors.Is(err,
-	// context.DeadlineExceeded) holds too). It is router.ErrAttemptTimeout
-	// as well: one bound, one sentinel.
-	ErrAttemptTimeout = follow.ErrAttemptTimeout
 
 	// ErrMetrics reports that the metrics of a Server or Client could not be
 	// registered (a prometheus.AlreadyRegisteredError, wrapped, if the same

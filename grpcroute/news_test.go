@@ -21,6 +21,7 @@ import (
 	"github.com/tenure-go/tenure/grpcroute/tenurepb"
 	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -38,7 +39,7 @@ func TestRetriesAtOnceOnNews(t *testing.T) {
 	h.Spec(P)
 	frozen := clockwork.NewFakeClock()
 	c, err := grpcroute.NewClient(cli, grpcroute.ClientConfig{Key: requestKey, Clock: frozen,
-		Backoff: grpcroute.Backoff{MaxAttempts: 5, Initial: time.Hour, Max: time.Hour}})
+		Backoff: router.Backoff{MaxAttempts: 5, Initial: time.Hour, Max: time.Hour}})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	conn, err := c.NewConn(grpcroute.Target("news"), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -18,6 +18,7 @@ import (
 	"github.com/tenure-go/tenure/grpcroute"
 	"github.com/tenure-go/tenure/internal/testcert"
 	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -45,7 +46,7 @@ func TestMutualTLS(t *testing.T) {
 	}))}
 	f.startStable("a", "b", "c")
 
-	dial := func(t *testing.T, cfg *tls.Config, backoff grpcroute.Backoff, log hclog.Logger) counterpb.CounterClient {
+	dial := func(t *testing.T, cfg *tls.Config, backoff router.Backoff, log hclog.Logger) counterpb.CounterClient {
 		c, err := grpcroute.NewClient(f.cli, grpcroute.ClientConfig{Key: requestKey, Backoff: backoff, Logger: log})
 		require.NoError(t, err)
 		t.Cleanup(c.Close)
@@ -57,7 +58,7 @@ func TestMutualTLS(t *testing.T) {
 
 	t.Run("client certificate of the fleet's CA", func(t *testing.T) {
 		counter := dial(t, &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "client", x509.ExtKeyUsageClientAuth)},
-			RootCAs: ca.Pool, MinVersion: tls.VersionTLS13}, grpcroute.Backoff{}, nil)
+			RootCAs: ca.Pool, MinVersion: tls.VersionTLS13}, router.Backoff{}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		served := map[string]int{}
@@ -77,7 +78,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Helper()
 		var out testlog.Buffer
 		log := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Warn, JSONFormat: true})
-		counter := dial(t, cfg, grpcroute.Backoff{MaxAttempts: 2, Initial: time.Millisecond, Max: time.Millisecond}, log)
+		counter := dial(t, cfg, router.Backoff{MaxAttempts: 2, Initial: time.Millisecond, Max: time.Millisecond}, log)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_, err := counter.Add(ctx, &counterpb.AddRequest{Key: "k", Delta: 1})

@@ -13,6 +13,7 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -195,8 +196,8 @@ type Config struct {
 	// a key the services hold. Nil means tokens go unsigned.
 	Signer *fence.Signer
 	// Clock is the time source for timers and backoff, and for the Session
-	// unless Session.Clock is set. Nil means clock.Real().
-	Clock clock.Clock
+	// unless Session.Clock is set. Nil means the real clock.
+	Clock clockwork.Clock
 	// Metrics, if not nil, receives the node's Prometheus metrics, under
 	// the const label node=<NodeID> (so that several nodes can share one
 	// registry), and those of its sessions unless Session.Metrics is set.

@@ -70,6 +70,9 @@ var (
 	// closed, and Close returns an error wrapping ErrClientClosed. Its claims
 	// and member key go when its lease expires. Close the node before its
 	// client to leave gracefully.
+	//
+	// router.NewClient reports it too, for an etcd client that is closed
+	// or closed before the fleet was read.
 	ErrClientClosed = errors.New("ownership: etcd client closed")
 
 	// ErrNoOwner reports that no owner with an address is known for a
@@ -193,8 +196,9 @@ var (
 	ErrForeignFencer = errors.New("ownership: fencer belongs to another fleet")
 
 	// ErrUnavailable reports that etcd did not answer before the context of
-	// Join ended. The error also wraps the context's error and names the
-	// last cause seen (connection refused, no answer, ...).
+	// Join (or of router.NewClient) ended. The error also wraps the
+	// context's error and names the last cause seen (connection refused, no
+	// answer, ...).
 	ErrUnavailable = errors.New("ownership: etcd unavailable")
 
 	// ErrWeightUnsupported reports a node configured with a capacity

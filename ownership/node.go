@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/clock"
@@ -38,7 +39,7 @@ type Node struct {
 	clientCtx context.Context
 	layout    keys.Layout
 	log       hclog.Logger
-	clock     clock.Clock
+	clock     clockwork.Clock
 	id        string
 
 	// batchFencing is set if a fencer has AdvanceAll: the tenures

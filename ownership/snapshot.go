@@ -84,7 +84,9 @@ func (l *loop) store(s *snapshot) {
 // states: every partition's route by the fleet's one rule
 // (fleetview.State.Route, which Observers share), with this node's
 // overlay on top: Local for what it serves, and the route of what it holds
-// without serving it moved off itself (entry.unserved).
+// without serving it moved off itself (entry.unserved). It is where the
+// reader's routes and members become the public fleet.Route and
+// fleet.Member (struct conversions: their fields are the same).
 func (l *loop) build(closed bool) *snapshot {
 	f := l.fleet
 	s := &snapshot{
@@ -105,7 +107,7 @@ func (l *loop) build(closed bool) *snapshot {
 		if i := f.Ring.OwnerIndex(p); i >= 0 {
 			e.next, e.nextAddr = f.IDs[i], addrs[i]
 		}
-		e.route = f.Route(p)
+		e.route = fleet.Route(f.Route(p))
 		e.rec = l.rec(p)
 		switch {
 		case closed:
@@ -122,7 +124,7 @@ func (l *loop) build(closed bool) *snapshot {
 	}
 	s.members = make([]fleet.Member, 0, len(f.All))
 	for _, id := range f.All { // drained members included: they stay members
-		s.members = append(s.members, f.Members[id].Member)
+		s.members = append(s.members, fleet.Member(f.Members[id].Member))
 	}
 	return s
 }

@@ -23,10 +23,6 @@ import (
 	"github.com/tenure-go/tenure/ring"
 )
 
-// EtcdClient is what a Client needs from etcd: reads and watches, no lease.
-// *clientv3.Client satisfies it. It is fleet.FleetClient.
-type EtcdClient = fleet.FleetClient
-
 // Client sends requests for keys straight to their owners, for callers
 // outside the fleet. It follows the fleet's members and claims in etcd
 // through a fleet.Observer (read-only, no lease; the reader the nodes
@@ -46,21 +42,24 @@ type Client struct {
 }
 
 // NewClient reads the fleet's spec (its partition count, load factor and
-// ring algorithm) and then its members and claims through etcd, bounded by ctx, and returns
-// a Client that keeps watching them until Close.
+// ring algorithm) and then its members and claims through etcd, bounded by
+// ctx, and returns a Client that keeps watching them until Close. It needs
+// only reads and watches, no lease: a *clientv3.Client satisfies
+// fleet.FleetClient.
 //
 // While no node has joined the fleet (fleet.ErrNoSpec), NewClient
 // waits for the spec, watching for it; while etcd does not answer, it
 // tries again. It logs why it waits, and when ctx ends first it returns an
-// error wrapping ErrUnavailable (etcd did not answer; the message names
-// the last cause, such as a refused connection) or fleet.ErrNoSpec,
-// and ctx's error. An etcd client that is closed, or is closed while
-// NewClient waits, ends the wait at once with an error wrapping
-// ErrClientClosed. Other errors wrap ErrNilArgument, ErrInvalidConfig,
-// ring.ErrSpecMismatch (cfg asserts a partition count, load factor or
-// ring algorithm that differs from the spec's; the error is an
-// *ring.SpecMismatchError), ErrPartitionMismatch or the etcd error.
-func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client, error) {
+// error wrapping ownership.ErrUnavailable (etcd did not answer; the
+// message names the last cause, such as a refused connection) or
+// fleet.ErrNoSpec, and ctx's error. An etcd client that is closed, or is
+// closed while NewClient waits, ends the wait at once with an error
+// wrapping ownership.ErrClientClosed. Other errors wrap ErrNilArgument,
+// ErrInvalidConfig, ring.ErrSpecMismatch (cfg asserts a partition count,
+// load factor or ring algorithm that differs from the spec's; the error is an
+// *ring.SpecMismatchError), fleet.ErrPartitionMismatch (a claim outside
+// the spec's partitions) or the etcd error.
+func NewClient(ctx context.Context, etcd fleet.FleetClient, cfg ClientConfig) (*Client, error) {
 	if nilness.Is(etcd) {
 		return nil, fmt.Errorf("%w: etcd client %T", ErrNilArgument, etcd)
 	}
@@ -69,19 +68,19 @@ func NewClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client,
 	}
 	cfg = cfg.withDefaults()
 	if etcderr.Closed(etcd) {
-		return nil, fmt.Errorf("router: new client: %w", ErrClientClosed)
+		return nil, fmt.Errorf("router: new client: %w", ownership.ErrClientClosed)
 	}
-	bound, unbind := etcderr.BindClient(ctx, etcd, ErrClientClosed)
+	bound, unbind := etcderr.BindClient(ctx, etcd, ownership.ErrClientClosed)
 	defer unbind()
 	c, err := newClient(bound, etcd, cfg)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(bound), ErrClientClosed) {
-		return nil, fmt.Errorf("router: new client: %w while reading the fleet", ErrClientClosed)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(bound), ownership.ErrClientClosed) {
+		return nil, fmt.Errorf("router: new client: %w while reading the fleet", ownership.ErrClientClosed)
 	}
 	return c, err
 }
 
 // newClient is NewClient after its checks of the arguments.
-func newClient(ctx context.Context, etcd EtcdClient, cfg ClientConfig) (*Client, error) {
+func newClient(ctx context.Context, etcd fleet.FleetClient, cfg ClientConfig) (*Client, error) {
 	spec, err := waitSpec(ctx, etcd, cfg.prefix(), cfg.Logger, cfg.Clock)
 	if err != nil {
 		return nil, err

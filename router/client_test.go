@@ -19,12 +19,13 @@ import (
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-func newClient(t *testing.T, cli router.EtcdClient, cfg router.ClientConfig) *router.Client {
+func newClient(t *testing.T, cli fleet.FleetClient, cfg router.ClientConfig) *router.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -165,7 +166,7 @@ func TestClientConfig(t *testing.T) {
 	_, err = cli.Put(ctx, keys.New("mismatch").Claim(100), "n1")
 	require.NoError(t, err)
 	_, err = router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch"})
-	assert.ErrorIs(t, err, router.ErrPartitionMismatch)
+	assert.ErrorIs(t, err, fleet.ErrPartitionMismatch)
 	_, err = cli.Delete(ctx, keys.New("mismatch").Claim(100))
 	require.NoError(t, err)
 	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 64})
@@ -277,7 +278,7 @@ func TestClientRetries(t *testing.T) {
 		req, _ = http.NewRequest("PUT", "http://placeholder/k/"+key, io.NopCloser(strings.NewReader("x")))
 		_, err = c.Do(ctx, key, req)
 		assert.ErrorIs(t, err, router.ErrNotReplayable)
-		assert.ErrorIs(t, err, router.ErrNotOwner)
+		assert.ErrorIs(t, err, ownership.ErrNotOwner)
 		<-wrongHits
 	})
 
@@ -356,7 +357,7 @@ func TestClientRetries(t *testing.T) {
 			Backoff: router.Backoff{MaxAttempts: 3, Initial: time.Millisecond, Max: time.Millisecond}})
 		_, err := empty.Get(ctx, "k", "/k/k")
 		assert.ErrorIs(t, err, router.ErrRetriesExhausted)
-		assert.ErrorIs(t, err, router.ErrNoOwner)
+		assert.ErrorIs(t, err, ownership.ErrNoOwner)
 		_, err = empty.Get(ctx, "k", "relative")
 		assert.Error(t, err)
 		_, err = empty.Do(ctx, "k", nil)

@@ -45,7 +45,7 @@ func (c *Client) send(ctx context.Context, req *http.Request, body io.ReadCloser
 			drain(resp.Body)
 		}
 		cancel()
-		return nil, &follow.AttemptTimeoutError{Client: "router", Addr: addr, Bound: c.cfg.bound()}
+		return nil, &follow.AttemptTimeoutError{Err: ErrAttemptTimeout, Client: "router", Addr: addr, Bound: c.cfg.bound()}
 	}
 	if err != nil {
 		cancel()
@@ -72,7 +72,7 @@ func (b *attemptBody) Close() error {
 // knows no node with an address to send the key's request to. Its message
 // says why (no live member, or an owner without an address); it unwraps to
 // the *ownership.WrongOwnerError of the route, so that errors.Is(err,
-// ErrNoOwner) and errors.Is(err, ErrNotOwner) hold.
+// ownership.ErrNoOwner) and errors.Is(err, ownership.ErrNotOwner) hold.
 type unroutedError struct {
 	we *ownership.WrongOwnerError
 }
@@ -88,9 +88,9 @@ func (e *unroutedError) Unwrap() error { return e.we }
 
 // refusedError is the error of an attempt that a node refused: the
 // refusal, and the wrong-owner error its hint stands for (nil for a stale
-// or unavailable refusal), so that errors.Is(err, ErrNotOwner) holds for
-// the router's own refusals and errors.Is(err, fence.ErrStale) for stale
-// ones.
+// or unavailable refusal), so that errors.Is(err, ownership.ErrNotOwner)
+// holds for the router's own refusals and errors.Is(err, fence.ErrStale)
+// for stale ones.
 type refusedError struct {
 	*httpfence.Refusal
 	hint *ownership.WrongOwnerError

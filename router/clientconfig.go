@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/fleet"
@@ -27,7 +28,7 @@ type ClientConfig struct {
 	Prefix string
 	// Partitions, if set, asserts the fleet's partition count: NewClient
 	// reads the count from the fleet's spec in etcd and fails with an
-	// *ring.SpecMismatchError (errors.Is ErrSpecMismatch) if it
+	// *ring.SpecMismatchError (errors.Is ring.ErrSpecMismatch) if it
 	// differs. Zero (the usual) takes the spec's.
 	Partitions int
 	// LoadFactor, if set, asserts the fleet's ring load factor as
@@ -77,8 +78,8 @@ type ClientConfig struct {
 	// is still waiting (etcd does not answer, or the fleet has no spec
 	// yet). Nil discards them.
 	Logger hclog.Logger
-	// Clock times the retry delays. Nil means clock.Real().
-	Clock clock.Clock
+	// Clock times the retry delays. Nil means the real clock.
+	Clock clockwork.Clock
 	// Metrics, if not nil, receives the Client's Prometheus metrics (see
 	// metrics.go); NewClient registers them and Close unregisters them.
 	Metrics prometheus.Registerer

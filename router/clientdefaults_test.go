@@ -19,6 +19,7 @@ import (
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/fleettest"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -35,7 +36,7 @@ func TestNewClientClosedEtcd(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "closed"})
-		require.ErrorIs(t, err, router.ErrClientClosed)
+		require.ErrorIs(t, err, ownership.ErrClientClosed)
 		assert.NoError(t, ctx.Err(), "NewClient returned before its context ended")
 	})
 
@@ -58,7 +59,7 @@ func TestNewClientClosedEtcd(t *testing.T) {
 		<-waiting
 		require.NoError(t, cli.Close())
 		err := <-done
-		require.ErrorIs(t, err, router.ErrClientClosed)
+		require.ErrorIs(t, err, ownership.ErrClientClosed)
 		assert.NoError(t, ctx.Err(), "NewClient returned before its context ended")
 	})
 }
@@ -156,7 +157,7 @@ func TestClientNoSessionAnywhereIsUnavailable(t *testing.T) {
 	require.Error(t, err)
 	t.Log(err)
 	assert.ErrorIs(t, err, router.ErrRetriesExhausted)
-	assert.ErrorIs(t, err, router.ErrNoOwner)
+	assert.ErrorIs(t, err, ownership.ErrNoOwner)
 	assert.Contains(t, err.Error(), "unavailable")
 	assert.NotContains(t, err.Error(), "not the owner")
 	assert.Zero(t, c.Stats().Attempts, "nothing was sent")

@@ -7,22 +7,23 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/retry"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ring"
 )
 
 // waitSpec reads the spec of the fleet under prefix, waiting while etcd
 // does not answer or no node has created the spec yet, until ctx ends.
-func waitSpec(ctx context.Context, etcd EtcdClient, prefix string, log hclog.Logger, clk clock.Clock) (ring.Spec, error) {
+func waitSpec(ctx context.Context, etcd fleet.FleetClient, prefix string, log hclog.Logger, clk clockwork.Clock) (ring.Spec, error) {
 	read := func() (ring.Spec, error) {
 		var spec ring.Spec
-		err := etcderr.Reach(ctx, etcderr.FirstCall{What: "read the fleet's spec", Log: log, Client: etcd, Unavailable: ErrUnavailable}, func(ctx context.Context) error {
+		err := etcderr.Reach(ctx, etcderr.FirstCall{What: "read the fleet's spec", Log: log, Client: etcd, Unavailable: ownership.ErrUnavailable}, func(ctx context.Context) error {
 			var err error
 			spec, err = fleet.ReadSpec(ctx, etcd, prefix)
 			return err

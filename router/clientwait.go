@@ -23,7 +23,7 @@ import (
 // view's route of the partition differs from tried. It returns ctx's error
 // if ctx ends first.
 func (c *Client) wait(ctx context.Context, retry int, tried fleet.Route) error {
-	return follow.Wait(ctx, c.cfg.Clock, c.cfg.Backoff.Next(retry), c.obs, tried)
+	return follow.Wait(ctx, c.cfg.Clock, c.cfg.Backoff.policy().Next(retry), c.obs, tried)
 }
 
 // hintRoute returns the route a refusal's hint names, the zero Route for

@@ -6,6 +6,7 @@ import (
 	"net/http/httputil"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-go/tenure/internal/clock"
@@ -60,8 +61,8 @@ type Config struct {
 	// what the fleet's nodes ask of each other: an identity, a credential,
 	// a tracing header. What the Router sets stays the Router's: after the
 	// hook it sets the URL's scheme and host, HeaderForwarded and
-	// HeaderRingVersion again and removes HeaderFenceToken and
-	// HeaderFenceSignature, so that no hook sends a request elsewhere or
+	// HeaderRingVersion again and removes httpfence.Header and
+	// httpfence.SignatureHeader, so that no hook sends a request elsewhere or
 	// passes a token on. It is called from many goroutines at once and
 	// must not block. Nil adds nothing.
 	Rewrite func(pr *httputil.ProxyRequest)
@@ -75,9 +76,9 @@ type Config struct {
 	// DefaultBackoff's values.
 	Backoff Backoff
 
-	// Clock times the handoff wait. Nil means clock.Real(); a
+	// Clock times the handoff wait. Nil means the real clock; a
 	// simulation passes its virtual clock, as it does to the node.
-	Clock clock.Clock
+	Clock clockwork.Clock
 
 	// Metrics, if not nil, receives the Router's Prometheus metrics, under
 	// the const label node=<node ID> (see metrics.go); New registers them
@@ -136,7 +137,7 @@ func newTransport() *http.Transport {
 // nilFields reports a Transport, Logger, Clock or Metrics field that holds
 // a typed nil, on which the first call would panic. (An untyped nil selects
 // the field's default.)
-func nilFields(transport http.RoundTripper, logger hclog.Logger, clk clock.Clock, reg prometheus.Registerer) error {
+func nilFields(transport http.RoundTripper, logger hclog.Logger, clk clockwork.Clock, reg prometheus.Registerer) error {
 	err := nilness.TypedNil(nilness.Field{Name: "transport", Value: transport}, nilness.Field{Name: "logger", Value: logger},
 		nilness.Field{Name: "clock", Value: clk}, nilness.Field{Name: "metrics registerer", Value: reg})
 	if err != nil {

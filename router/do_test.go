@@ -55,8 +55,8 @@ func TestDoLocalAndWrongOwner(t *testing.T) {
 				t.Errorf("%s ran work for %s owned by %s", m.id, key, owner.id)
 				return nil
 			})
-			require.ErrorIs(t, err, router.ErrNotOwner)
-			require.NotErrorIs(t, err, router.ErrNoOwner)
+			require.ErrorIs(t, err, ownership.ErrNotOwner)
+			require.NotErrorIs(t, err, ownership.ErrNoOwner)
 			require.ErrorIs(t, err, ownership.ErrNotOwner, "the node's error is wrapped")
 			var we *ownership.WrongOwnerError
 			require.ErrorAs(t, err, &we)
@@ -164,7 +164,7 @@ func TestDoWaitsForAcquisition(t *testing.T) {
 
 	// Bounded by HandoffWait.
 	err := m.router.Do(context.Background(), "k", noop)
-	require.ErrorIs(t, err, router.ErrNotOwner)
+	require.ErrorIs(t, err, ownership.ErrNotOwner)
 	var we *ownership.WrongOwnerError
 	require.ErrorAs(t, err, &we)
 	assert.Equal(t, "solo", we.Owner, "the node names itself as the owner to be")
@@ -177,7 +177,7 @@ func TestDoWaitsForAcquisition(t *testing.T) {
 	defer cancel()
 	err = long.Do(ctx, "k", noop)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorIs(t, err, router.ErrNotOwner)
+	require.ErrorIs(t, err, ownership.ErrNotOwner)
 	done := make(chan error, 1)
 
 	// Released while waiting: Do proceeds.

@@ -49,9 +49,9 @@ func KeyFromHeader(name string) KeyFunc {
 //   - If this node owns the key's partition, Local serves the request,
 //     counted as in flight like Do's work, with a context that carries the
 //     fencing token (fence.FromContext) and ends when the client goes away
-//     or the tenure ends, and with the token in the HeaderFenceToken
+//     or the tenure ends, and with the token in the httpfence.Header
 //     request header (and its signature, when the node signs, in
-//     HeaderFenceSignature). A partition in handoff is waited for as in Do. Local
+//     httpfence.SignatureHeader). A partition in handoff is waited for as in Do. Local
 //     answers the failures of its fenced writes with WriteError, so that a
 //     write refused because the tenure ended is retried at the new owner.
 //   - If another node owns it (or is about to, when this node is handing
@@ -119,7 +119,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		ctx := admit.WorkContext(req.Context(), held, routedKey{}, &routed{r: r, key: key, caller: req.Context()})
 		defer ctx.Release()
 		req = req.WithContext(ctx)
-		req.Header.Set(HeaderFenceToken, held.Token.String())
+		req.Header.Set(httpfence.Header, held.Token.String())
 		sig, _ := fence.SignatureFromContext(ctx)
 		httpfence.SetSignatureHeader(req.Header, sig)
 		r.served.Add(1)
@@ -187,8 +187,8 @@ func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 func (r *Router) target(pr *httputil.ProxyRequest, we *ownership.WrongOwnerError) {
 	pr.Out.URL.Scheme = r.cfg.Scheme
 	pr.Out.URL.Host = we.Addr
-	pr.Out.Header.Del(HeaderFenceToken)
-	pr.Out.Header.Del(HeaderFenceSignature)
+	pr.Out.Header.Del(httpfence.Header)
+	pr.Out.Header.Del(httpfence.SignatureHeader)
 	pr.Out.Header.Set(HeaderForwarded, r.id) // a request that carries it is never forwarded: this is its one hop
 	pr.Out.Header.Set(HeaderRingVersion, strconv.FormatUint(we.RingVersion, 10))
 }

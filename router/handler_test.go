@@ -19,6 +19,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -39,7 +40,7 @@ func recorder(m *member, ch chan<- seen) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := fence.FromContext(r.Context())
 		ch <- seen{
-			node: m.id, token: tok, tokenOK: ok, header: r.Header.Get(router.HeaderFenceToken),
+			node: m.id, token: tok, tokenOK: ok, header: r.Header.Get(httpfence.Header),
 			forwarded: r.Header.Values(router.HeaderForwarded), ring: r.Header.Get(router.HeaderRingVersion),
 			idem: r.Header.Get(router.HeaderIdempotencyKey),
 		}
@@ -86,7 +87,7 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 
 		t.Run(key+"/local", func(t *testing.T) {
 			req, _ := http.NewRequest("GET", "http://"+owner.addr+"/k/"+key, nil)
-			req.Header.Set(router.HeaderFenceToken, "forged@999") // never trusted
+			req.Header.Set(httpfence.Header, "forged@999") // never trusted
 			resp, err := hc.Do(req)
 			require.NoError(t, err)
 			body, _ := io.ReadAll(resp.Body)
@@ -105,7 +106,7 @@ func TestHandlerLocalForwardMisdirected(t *testing.T) {
 
 		t.Run(key+"/forwarded", func(t *testing.T) {
 			req, _ := http.NewRequest("GET", "http://"+other.addr+"/k/"+key, nil)
-			req.Header.Set(router.HeaderFenceToken, "forged@999")
+			req.Header.Set(httpfence.Header, "forged@999")
 			resp, err := hc.Do(req)
 			require.NoError(t, err)
 			body, _ := io.ReadAll(resp.Body)
@@ -213,8 +214,8 @@ func TestHandlerNoOwnerAndForwardFailure(t *testing.T) {
 		assert.Empty(t, router.HintOf(ref).Addr)
 
 		err = a.router.Do(context.Background(), key, func(context.Context, fence.Token) error { return nil })
-		assert.ErrorIs(t, err, router.ErrNoOwner)
-		assert.ErrorIs(t, err, router.ErrNotOwner)
+		assert.ErrorIs(t, err, ownership.ErrNoOwner)
+		assert.ErrorIs(t, err, ownership.ErrNotOwner)
 	})
 
 	t.Run("unreachable", func(t *testing.T) {

@@ -1,9 +1,12 @@
 package router
 
-import "github.com/tenure-go/tenure/fence/httpfence"
-
-// HTTP headers the router reads and writes. Refusals travel in httpfence's
-// one wire format (httpfence.RefusalHeader and a JSON body, see
+// HTTP headers the router reads and writes. The fencing token travels in
+// httpfence's headers: the router sets httpfence.Header (the token under
+// which the owner serves the request) and httpfence.SignatureHeader (the
+// fleet's signature of it, when the node signs its tokens) on requests it
+// serves locally, and removes both from requests it forwards, so a value
+// sent by a caller is never trusted. Refusals travel in httpfence's one
+// wire format (httpfence.RefusalHeader and a JSON body, see
 // httpfence.WriteRefusal), not in headers of the router's own.
 const (
 	// HeaderForwarded marks a request forwarded by a router; its value is the
@@ -15,19 +18,6 @@ const (
 	// forwarded a request, so that the owner can tell whether both route
 	// with the same view. (A refusal carries its ring version in its body.)
 	HeaderRingVersion = "Tenure-Ring-Version"
-
-	// HeaderFenceToken carries the fencing token (fence.Token.String) under
-	// which the owner serves the request. The router sets it on requests it
-	// serves locally and removes it from requests it forwards, so a value
-	// sent by a caller is never trusted. It is the header of package
-	// fence/httpfence.
-	HeaderFenceToken = httpfence.Header
-
-	// HeaderFenceSignature carries the fleet's signature of the token in
-	// HeaderFenceToken, when the node signs its tokens
-	// (ownership.Config.Signer). The router sets or removes it with
-	// HeaderFenceToken. It is httpfence.SignatureHeader.
-	HeaderFenceSignature = httpfence.SignatureHeader
 
 	// HeaderIdempotencyKey identifies one logical request across the
 	// attempts Client makes. Client sets it on every attempt (generating a

@@ -114,7 +114,7 @@ func TestDoFollowsPlannedMove(t *testing.T) {
 	if errors.As(err, &we) {
 		assert.Equal(t, "b", we.Owner)
 		assert.Equal(t, b.addr, we.Addr)
-		assert.ErrorIs(t, err, router.ErrNotOwner)
+		assert.ErrorIs(t, err, ownership.ErrNotOwner)
 	} else {
 		require.ErrorIs(t, err, router.ErrClosed)
 		f.waitStable()

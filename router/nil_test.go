@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -22,7 +22,7 @@ import (
 // and Config fields: a typed nil.
 type (
 	nilLogger struct{ hclog.Logger }
-	nilClock  struct{ clock.Clock }
+	nilClock  struct{ clockwork.Clock }
 )
 
 // TestNilArguments: every constructor argument and interface-typed Config
@@ -52,11 +52,11 @@ func TestNilArguments(t *testing.T) {
 		}, true},
 		{"Config.Logger", func() error { _, err := router.New(m.node, router.Config{Logger: (*nilLogger)(nil)}); return err }, true},
 		{"Config.Clock", func() error { _, err := router.New(m.node, router.Config{Clock: (*nilClock)(nil)}); return err }, true},
-		{"NewClient: nil EtcdClient", func() error {
+		{"NewClient: nil fleet.FleetClient", func() error {
 			_, err := router.NewClient(ctx, nil, router.ClientConfig{Cluster: "nil"})
 			return err
 		}, false},
-		{"NewClient: typed nil EtcdClient", func() error {
+		{"NewClient: typed nil fleet.FleetClient", func() error {
 			_, err := router.NewClient(ctx, (*clientv3.Client)(nil), router.ClientConfig{Cluster: "nil"})
 			return err
 		}, false},

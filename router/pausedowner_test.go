@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ownership"
@@ -72,7 +73,7 @@ func childNode(spec string) int {
 		return 1
 	}
 	h, err := rt.Handler(router.KeyFromPathValue("key"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, cfg.NodeID+" "+r.Header.Get(router.HeaderFenceToken))
+		_, _ = io.WriteString(w, cfg.NodeID+" "+r.Header.Get(httpfence.Header))
 	}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -29,9 +29,9 @@ func TestForwardRewrite(t *testing.T) {
 		Router: router.Config{Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.Header.Set("X-Fleet-Identity", "node-credential")
 			pr.Out.Header.Set("X-Target", pr.Out.URL.Host)
-			pr.Out.URL.Host = "127.0.0.1:1"                       // set again by the router
-			pr.Out.Header.Set(router.HeaderFenceToken, "p/0@999") // removed by the router
-			pr.Out.Header.Set(router.HeaderForwarded, "nobody")   // set again by the router
+			pr.Out.URL.Host = "127.0.0.1:1"                     // set again by the router
+			pr.Out.Header.Set(httpfence.Header, "p/0@999")      // removed by the router
+			pr.Out.Header.Set(router.HeaderForwarded, "nobody") // set again by the router
 		}},
 		Handler: func(m *member) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +59,7 @@ func TestForwardRewrite(t *testing.T) {
 	assert.Equal(t, "node-credential", h.Get("X-Fleet-Identity"), "the hook's header reached the owner")
 	assert.Equal(t, owner.addr, h.Get("X-Target"), "the hook sees the owner's address")
 	assert.Equal(t, []string{other.id}, h.Values(router.HeaderForwarded))
-	assert.Equal(t, tok.String(), h.Get(router.HeaderFenceToken), "the owner's own token, never the hook's")
+	assert.Equal(t, tok.String(), h.Get(httpfence.Header), "the owner's own token, never the hook's")
 
 	resp, err = hc.Get("http://" + owner.addr + "/k/" + key)
 	require.NoError(t, err)

@@ -127,8 +127,8 @@ func (r *Router) Close() {
 // says that the tenure ended (see below).
 //
 // If another node owns the partition, Do returns the node's
-// *ownership.WrongOwnerError naming it (errors.Is ErrNotOwner): send the
-// work there. If the partition is in handoff (this node is releasing it or
+// *ownership.WrongOwnerError naming it (errors.Is
+// ownership.ErrNotOwner): send the work there. If the partition is in handoff (this node is releasing it or
 // acquiring it, as the error says, or its owner is unknown), Do first
 // waits for the routing table to change, up to Config.HandoffWait and while
 // ctx lasts, and runs fn if the partition is then served here; when ctx
@@ -175,7 +175,7 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 			return fmt.Errorf("%w: %d attempts for key %q: %w", ErrRetriesExhausted, attempt, key, err)
 		}
 		r.log.Debug("work reports the end of its tenure; routing it again", "key", key, "error", err)
-		if werr := r.cfg.Backoff.Wait(ctx, r.cfg.Clock, attempt); werr != nil {
+		if werr := r.cfg.Backoff.policy().Wait(ctx, r.cfg.Clock, attempt); werr != nil {
 			return fmt.Errorf("router: key %q: %w (the work reported: %w)", key, werr, err)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 // the work Do runs (under a caller's context that can end and one that
 // cannot) and the requests the HTTP handler serves, locally or forwarded,
 // carry the token's valid signature, in the context and in
-// HeaderFenceSignature; a signature header sent by the caller is never
+// httpfence.SignatureHeader; a signature header sent by the caller is never
 // passed on. An outside Client verifies the same tokens against the
 // fleet's claims.
 func TestSignedTokensReachTheWork(t *testing.T) {
@@ -44,7 +44,7 @@ func TestSignedTokensReachTheWork(t *testing.T) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tok, _ := fence.FromContext(r.Context())
 			sig, _ := fence.SignatureFromContext(r.Context())
-			reqs <- got{tok: tok, sig: sig, header: r.Header.Get(router.HeaderFenceSignature)}
+			reqs <- got{tok: tok, sig: sig, header: r.Header.Get(httpfence.SignatureHeader)}
 		})
 	}})
 	f.start("a")
@@ -71,7 +71,7 @@ func TestSignedTokensReachTheWork(t *testing.T) {
 		for _, via := range []*member{owner, other} {
 			req, err := http.NewRequest(http.MethodGet, "http://"+via.addr+"/k/"+key, nil)
 			require.NoError(t, err)
-			req.Header.Set(router.HeaderFenceSignature, "k1:"+strings.Repeat("A", 86)) // never passed on
+			req.Header.Set(httpfence.SignatureHeader, "k1:"+strings.Repeat("A", 86)) // never passed on
 			resp, err := hc.Do(req)
 			require.NoError(t, err)
 			_, _ = io.Copy(io.Discard, resp.Body)
@@ -79,7 +79,7 @@ func TestSignedTokensReachTheWork(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			g := <-reqs
 			require.NoError(t, v.Verify(ctx, g.tok, g.sig))
-			hsig, err := httpfence.SignatureFromHeader(http.Header{router.HeaderFenceSignature: {g.header}})
+			hsig, err := httpfence.SignatureFromHeader(http.Header{httpfence.SignatureHeader: {g.header}})
 			require.NoError(t, err)
 			require.Equal(t, g.sig, hsig)
 			// The outside Client verifies the same token against the claims.

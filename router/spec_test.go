@@ -53,7 +53,7 @@ func TestClientReadsSpec(t *testing.T) {
 		{Cluster: "spec", Algorithm: ring.AlgorithmBounded},
 	} {
 		_, err := router.NewClient(ctx, cli, cfg)
-		require.ErrorIs(t, err, router.ErrSpecMismatch, "%+v", cfg)
+		require.ErrorIs(t, err, ring.ErrSpecMismatch, "%+v", cfg)
 		require.ErrorIs(t, err, ring.ErrSpecMismatch)
 		var sm *ring.SpecMismatchError
 		require.ErrorAs(t, err, &sm)
@@ -114,7 +114,7 @@ func TestClientEtcdDown(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "down", Logger: log})
-	require.ErrorIs(t, err, router.ErrUnavailable)
+	require.ErrorIs(t, err, ownership.ErrUnavailable)
 	require.ErrorIs(t, err, ownership.ErrUnavailable)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "connection refused", "the message names the cause")

@@ -25,18 +25,18 @@ import (
 // message says everything once.
 func TestWrongOwnerError(t *testing.T) {
 	e := &ownership.WrongOwnerError{Route: fleet.Route{Partition: 3, Owner: "b", Addr: "10.0.0.2:80", Epoch: 42}}
-	assert.ErrorIs(t, e, router.ErrNotOwner)
-	assert.NotErrorIs(t, e, router.ErrNoOwner)
+	assert.ErrorIs(t, e, ownership.ErrNotOwner)
+	assert.NotErrorIs(t, e, ownership.ErrNoOwner)
 	assert.ErrorIs(t, e, ownership.ErrNotOwner)
 	var oe *ownership.WrongOwnerError
 	assert.ErrorAs(t, fmt.Errorf("router: 421 from b: %w", e), &oe)
 	assert.Equal(t, `ownership: not the owner: partition 3, owner "b" at 10.0.0.2:80 epoch 42`, e.Error())
 
 	unknown := &ownership.WrongOwnerError{Route: fleet.Route{Partition: 7}}
-	assert.ErrorIs(t, unknown, router.ErrNoOwner)
-	assert.ErrorIs(t, unknown, router.ErrNotOwner)
+	assert.ErrorIs(t, unknown, ownership.ErrNoOwner)
+	assert.ErrorIs(t, unknown, ownership.ErrNotOwner)
 	assert.Equal(t, "ownership: not the owner: partition 7, owner unknown", unknown.Error())
-	assert.ErrorIs(t, &ownership.WrongOwnerError{Route: fleet.Route{Owner: "x"}}, router.ErrNoOwner, "an owner without an address cannot be reached")
+	assert.ErrorIs(t, &ownership.WrongOwnerError{Route: fleet.Route{Owner: "x"}}, ownership.ErrNoOwner, "an owner without an address cannot be reached")
 }
 
 func TestBackoff(t *testing.T) {

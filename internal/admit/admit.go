@@ -9,8 +9,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/ownership"
 )
 
@@ -31,7 +32,7 @@ type Wait struct {
 	// For bounds the wait.
 	For time.Duration
 	// Clock times it.
-	Clock clock.Clock
+	Clock clockwork.Clock
 }
 
 // Hold admits work for key on n, waiting for a handoff: while the node's

@@ -12,13 +12,9 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// Clock is the source of time of every tenure component: the current
-// instant and timers. Implementations must be safe for concurrent use.
-type Clock = clockwork.Clock
-
 // Real returns the system clock. Its instants carry Go's monotonic clock
 // reading, so durations between them are immune to wall-clock steps.
-func Real() Clock { return real }
+func Real() clockwork.Clock { return real }
 
 var real = clockwork.NewRealClock()
 
@@ -27,7 +23,7 @@ var real = clockwork.NewRealClock()
 // called. cancel must be called to release the timer. On the system clock it
 // is context.WithTimeout itself. (clockwork's own WithTimeout ignores a
 // parent that ended with DeadlineExceeded; this one does not.)
-func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+func WithTimeout(parent context.Context, c clockwork.Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	if c == real {
 		return context.WithTimeout(parent, d)
 	}
@@ -46,7 +42,7 @@ func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Cont
 
 // Sleep waits d on clock c, or until ctx is done; it reports whether the
 // full duration passed.
-func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+func Sleep(ctx context.Context, c clockwork.Clock, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}

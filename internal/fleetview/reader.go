@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -38,7 +39,7 @@ type Reader struct {
 	Layout     keys.Layout
 	Partitions int
 	Log        hclog.Logger
-	Clock      clock.Clock // times Follow's retries and redials
+	Clock      clockwork.Clock // times Follow's retries and redials
 
 	warned atomic.Bool // a claim outside [0, P) has been logged
 
@@ -48,7 +49,8 @@ type Reader struct {
 }
 
 // Member is a node registered in the cluster, as published in its member
-// key.
+// key. Its fields are fleet.Member's, which package ownership converts it
+// to.
 type Member struct {
 	// ID is the node ID.
 	ID string

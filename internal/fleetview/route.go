@@ -3,7 +3,9 @@ package fleetview
 import "time"
 
 // Route says where the work for one partition goes, as a Node or an
-// Observer currently sees it.
+// Observer currently sees it. Its fields are fleet.Route's, which the
+// fleet and ownership packages convert it to; fleet.Route documents them
+// for users.
 type Route struct {
 	// Partition is the key's partition.
 	Partition int
@@ -51,8 +53,8 @@ type Route struct {
 // can admit p's work until its claim ends: any other node would refuse it,
 // the ring's next owner included, since it cannot claim p before the
 // holder's claim is gone. A caller that finds no address (a router answers
-// ErrNoOwner) waits for the next view of the fleet instead of sending work
-// where it cannot run. Local is false: a Node sets it for what it serves.
+// ownership.ErrNoOwner) waits for the next view of the fleet instead of
+// sending work where it cannot run. Local is false: a Node sets it for what it serves.
 func (f *State) Route(p int) Route {
 	r := Route{Partition: p, RingVersion: f.Ring.Version()}
 	if c := f.Claims[p]; c.Epoch != 0 {

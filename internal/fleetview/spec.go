@@ -2,7 +2,6 @@ package fleetview
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -10,24 +9,6 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
 )
-
-// ErrNoSpec reports a fleet whose spec is not in etcd yet: no node has
-// joined it. The fleet package exports it.
-var ErrNoSpec = errors.New("fleet: the fleet has no spec yet")
-
-// ReadSpec reads the spec of the fleet whose keys layout names. It returns
-// an error wrapping ErrNoSpec if no node has created it yet, or
-// ring.ErrInvalidSpec if it cannot be used by this build.
-func ReadSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout) (ring.Spec, error) {
-	resp, err := kv.Get(ctx, layout.Spec())
-	if err != nil {
-		return ring.Spec{}, fmt.Errorf("fleet: read the fleet's spec: %w", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return ring.Spec{}, fmt.Errorf("%w at %s", ErrNoSpec, layout.Spec())
-	}
-	return ring.DecodeSpec(resp.Kvs[0].Value)
-}
 
 // EnsureSpec creates the fleet's spec as local.Spec() (an unset algorithm
 // is ring.AlgorithmWeighted) if it does not exist, and returns the spec the

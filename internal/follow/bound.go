@@ -2,7 +2,6 @@ package follow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -58,15 +57,12 @@ func (b Bound) Validate() error {
 	return nil
 }
 
-// ErrAttemptTimeout reports an attempt cut off because it had no answer
-// within its AttemptTimeout (an *AttemptTimeoutError). router and
-// grpcroute export it as their ErrAttemptTimeout.
-var ErrAttemptTimeout = errors.New("attempt had no answer within its AttemptTimeout")
-
 // AttemptTimeoutError is the error of an attempt cut off by its Bound:
-// errors.Is(err, ErrAttemptTimeout) and errors.Is(err,
-// context.DeadlineExceeded) hold, as for an http.Client's Timeout.
+// errors.Is(err, Err) and errors.Is(err, context.DeadlineExceeded) hold,
+// as for an http.Client's Timeout.
 type AttemptTimeoutError struct {
+	// Err is the sentinel users test for: router.ErrAttemptTimeout.
+	Err error
 	// Client names the client that cut it off in the message: "router"
 	// or "grpcroute".
 	Client string
@@ -82,5 +78,5 @@ func (e *AttemptTimeoutError) Error() string {
 }
 
 func (e *AttemptTimeoutError) Unwrap() []error {
-	return []error{ErrAttemptTimeout, context.DeadlineExceeded}
+	return []error{e.Err, context.DeadlineExceeded}
 }

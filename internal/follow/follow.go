@@ -16,8 +16,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/clock"
 )
 
 // Choose returns where the next attempt for a partition goes: view, the
@@ -86,7 +87,7 @@ func moved(v View, tried fleet.Route) bool {
 // away from tried (moved): the next attempt then follows the change at
 // once, whether it came before the wait or during it. It returns ctx's
 // error if ctx ends first.
-func Wait(ctx context.Context, c clock.Clock, delay time.Duration, v View, tried fleet.Route) error {
+func Wait(ctx context.Context, c clockwork.Clock, delay time.Duration, v View, tried fleet.Route) error {
 	changed := v.Changed() // before moved looks: a change after it closes changed
 	if moved(v, tried) {
 		return nil

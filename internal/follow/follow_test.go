@@ -2,6 +2,7 @@ package follow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -78,8 +79,9 @@ func TestBound(t *testing.T) {
 		assert.ErrorContains(t, b.Validate(), "must be at least 2s", "%+v", b)
 	}
 
-	err := fmt.Errorf("last attempt: %w", &AttemptTimeoutError{Client: "grpcroute", Addr: "10.0.0.1:7000", Bound: Bound{}.WithDefaults()})
-	assert.ErrorIs(t, err, ErrAttemptTimeout)
+	errAttemptTimeout := errors.New("attempt timeout")
+	err := fmt.Errorf("last attempt: %w", &AttemptTimeoutError{Err: errAttemptTimeout, Client: "grpcroute", Addr: "10.0.0.1:7000", Bound: Bound{}.WithDefaults()})
+	assert.ErrorIs(t, err, errAttemptTimeout)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.EqualError(t, err, "last attempt: grpcroute: 10.0.0.1:7000 did not answer within 5s (AttemptTimeout; the fleet's session TTL is 10s)")
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/jonboulle/clockwork"
 )
 
 // ErrExhausted reports that every attempt a bounded policy allows failed.
@@ -27,7 +27,7 @@ var ErrExhausted = errors.New("retries exhausted")
 // ctx, and returns ctx's error once it has ended. After the last attempt a
 // bounded p allows, it returns an error wrapping ErrExhausted and the last
 // failure.
-func Do(ctx context.Context, c clock.Clock, p Policy, op func(attempt int) (done bool, err error)) error {
+func Do(ctx context.Context, c clockwork.Clock, p Policy, op func(attempt int) (done bool, err error)) error {
 	p = p.WithDefaults()
 	attempt := 1
 	for {

@@ -1,17 +1,19 @@
 // Package retry holds tenure's one retry loop (Do) and its one policy
 // type: exponential backoff with jitter, bounded in attempts or not, on an
 // injected clock. The named policies (Background, Node, Rejoin, Request)
-// are the figures of each kind of retry; the router exposes the type to
-// users as router.Backoff.
+// are the figures of each kind of retry. Users configure retries with
+// router.Backoff, whose fields are Policy's: router and grpcroute convert
+// it to a Policy.
 package retry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/tenure-go/tenure/internal/clock"
 )
@@ -43,9 +45,6 @@ type Policy struct {
 // stops it (its context ends).
 const Unbounded = math.MaxInt
 
-// ErrInvalid reports a Policy that Validate refuses.
-var ErrInvalid = errors.New("invalid retry policy")
-
 // WithDefaults returns p with its zero fields set to their defaults.
 func (p Policy) WithDefaults() Policy {
 	if p.MaxAttempts == 0 {
@@ -67,20 +66,20 @@ func (p Policy) WithDefaults() Policy {
 }
 
 // Validate reports whether p, with its defaults applied, is usable. Errors
-// wrap ErrInvalid and name the field and its value.
-func (p Policy) Validate() error {
+// wrap invalid, the caller's sentinel, and name the field and its value.
+func (p Policy) Validate(invalid error) error {
 	d := p.WithDefaults()
 	switch {
 	case d.MaxAttempts < 1:
-		return fmt.Errorf("%w: max attempts %d must be at least 1", ErrInvalid, d.MaxAttempts)
+		return fmt.Errorf("%w: max attempts %d must be at least 1", invalid, d.MaxAttempts)
 	case d.Initial < 0:
-		return fmt.Errorf("%w: initial delay %v must not be negative", ErrInvalid, d.Initial)
+		return fmt.Errorf("%w: initial delay %v must not be negative", invalid, d.Initial)
 	case d.Max < d.Initial:
-		return fmt.Errorf("%w: max delay %v must be >= initial delay %v", ErrInvalid, d.Max, d.Initial)
+		return fmt.Errorf("%w: max delay %v must be >= initial delay %v", invalid, d.Max, d.Initial)
 	case math.IsNaN(d.Multiplier) || math.IsInf(d.Multiplier, 0) || d.Multiplier < 1:
-		return fmt.Errorf("%w: multiplier %v must be a finite number >= 1", ErrInvalid, d.Multiplier)
+		return fmt.Errorf("%w: multiplier %v must be a finite number >= 1", invalid, d.Multiplier)
 	case math.IsNaN(d.Jitter) || d.Jitter < 0 || d.Jitter > 1:
-		return fmt.Errorf("%w: jitter %v must be in [0, 1]", ErrInvalid, d.Jitter)
+		return fmt.Errorf("%w: jitter %v must be in [0, 1]", invalid, d.Jitter)
 	}
 	return nil
 }
@@ -108,7 +107,7 @@ func (p Policy) Next(retry int) time.Duration { return p.Delay(retry, rand.Float
 
 // Wait sleeps on c for the delay before retry, or until ctx ends, and
 // returns ctx's error in that case.
-func (p Policy) Wait(ctx context.Context, c clock.Clock, retry int) error {
+func (p Policy) Wait(ctx context.Context, c clockwork.Clock, retry int) error {
 	if !clock.Sleep(ctx, c, p.Next(retry)) {
 		return ctx.Err()
 	}

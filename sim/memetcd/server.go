@@ -41,7 +41,7 @@ type Config struct {
 	// the system clock; a *clockwork.FakeClock gives virtual time. The
 	// Server keeps one timer on it (for the next lease expiry), which
 	// counts among the fake clock's waiters.
-	Clock clock.Clock
+	Clock clockwork.Clock
 	// MaxTxnOps is the server's --max-txn-ops. Zero means 128.
 	MaxTxnOps int
 	// MinLeaseTTL is the shortest TTL a lease is granted; shorter requests
@@ -91,7 +91,7 @@ func (c Config) Validate() error {
 // the fault state of its clients. It is safe for concurrent use.
 type Server struct {
 	cfg    Config
-	clock  clock.Clock
+	clock  clockwork.Clock
 	minTTL int64 // seconds
 
 	mu         sync.Mutex
@@ -136,7 +136,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Clock returns the server's clock.
-func (s *Server) Clock() clock.Clock { return s.clock }
+func (s *Server) Clock() clockwork.Clock { return s.clock }
 
 // Revision returns the current revision.
 func (s *Server) Revision() int64 {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/ownership"
 )
@@ -25,7 +27,7 @@ import (
 type preparers struct {
 	seed uint64
 	warm time.Duration
-	fc   clock.Clock
+	fc   clockwork.Clock
 
 	mu    sync.Mutex
 	count map[string]uint64 // "<node>/<partition>": preparations so far
@@ -33,7 +35,7 @@ type preparers struct {
 	Prepares, Hung, Slow, Lost atomic.Int64
 }
 
-func newPreparers(seed uint64, warm time.Duration, fc clock.Clock) *preparers {
+func newPreparers(seed uint64, warm time.Duration, fc clockwork.Clock) *preparers {
 	return &preparers{seed: seed, warm: warm, fc: fc, count: map[string]uint64{}}
 }
 

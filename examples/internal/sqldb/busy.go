@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -47,7 +48,7 @@ var ErrBusy = errors.New("sqldb: the SQLite database stayed locked by another co
 type busyWait struct {
 	poll    time.Duration // mean interval between attempts
 	timeout time.Duration // bound of one call's wait
-	clock   clock.Clock
+	clock   clockwork.Clock
 }
 
 // retry runs op until it does not fail with SQLITE_BUSY, sleeping about
