@@ -168,7 +168,7 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 	if len(kvs(0)) == 0 {
 		return nil, fmt.Errorf("%w at %s", ErrNoSpec, o.layout.Spec())
 	}
-	spec, err := ring.DecodeSpec(kvs(0)[0].Value)
+	spec, err := fleetview.DecodeSpec(kvs(0)[0].Value)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (v *view) partition(p int) PartitionStatus {
 	f := v.fleet
 	s := PartitionStatus{Partition: p}
 	s.Next, _ = f.Ring.Owner(p)
-	if f.Ring.Placed(p) {
+	if ringOwner, _ := f.Ring.RingOwner(p); s.Next != ringOwner { // a placement chose the owner
 		s.Placed = f.Placements[p].Origin
 	}
 	if c := f.Claims[p]; c.Epoch != 0 {
@@ -256,7 +256,7 @@ func (o *Operator) OwnerOf(ctx context.Context, key string) (PartitionStatus, er
 	if err != nil {
 		return PartitionStatus{}, err
 	}
-	return v.partition(v.fleet.Ring.PartitionOf(key)), nil
+	return v.partition(ring.PartitionOf(key, v.fleet.Ring.Partitions())), nil
 }
 
 // LeaderStatus is one election as an Operator sees it.

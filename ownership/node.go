@@ -177,7 +177,7 @@ func (n *Node) ID() string { return n.id }
 // not allocate.
 func (n *Node) Lookup(key string) fleet.Route {
 	s := n.snap.Load()
-	return s.route(s.ring.PartitionOf(key))
+	return s.route(ring.PartitionOf(key, s.ring.Partitions()))
 }
 
 // LookupPartition returns the route of partition p. For p outside [0, P)
@@ -209,7 +209,7 @@ func (n *Node) LookupPartition(p int) fleet.Route {
 //     names it when known.
 func (n *Node) Hold(key string) (Held, error) {
 	s := n.snap.Load()
-	return n.hold(s, s.ring.PartitionOf(key))
+	return n.hold(s, ring.PartitionOf(key, s.ring.Partitions()))
 }
 
 // HoldPartition is Hold for partition p. A p outside [0, P) yields an error

@@ -4,5 +4,6 @@
 // and claims (a listing at one revision, then watches, a new listing after
 // a failed watch, and one set of decoding rules), the State those fold
 // into, the one rule that names a partition's Route, and the fleet's spec
-// in etcd (ReadSpec, EnsureSpec).
+// in etcd (its stored form, EncodeSpec and DecodeSpec; ReadSpec,
+// EnsureSpec).
 package fleetview
