@@ -12,10 +12,10 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/leaderkey"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ring"
 )
@@ -277,13 +277,13 @@ type LeaderStatus struct {
 }
 
 // Leaders reads the elections under prefix ("" means the fleet's own,
-// <prefix>leader/) through election.Candidates and returns each one's
+// <prefix>leader/) from their candidates' keys and returns each one's
 // leader, sorted by election name.
 func (o *Operator) Leaders(ctx context.Context, prefix string) ([]LeaderStatus, error) {
 	if prefix == "" {
 		prefix = o.layout.Leaders()
 	}
-	byName, err := election.Candidates(ctx, o.kv, prefix)
+	byName, err := leaderkey.ReadAll(ctx, o.kv, prefix)
 	if err != nil {
 		return nil, err
 	}

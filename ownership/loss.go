@@ -26,7 +26,7 @@ const checkAttemptTimeout = time.Second
 //     lease etcd no longer has ends the session (expired or revoked) and
 //     the keys went with it; a lease that lives means someone else deleted
 //     them, a forced release for each claim and, for the member key, the
-//     end of the session with election.ErrKeyRemoved.
+//     end of the session with election.ErrKeyDeleted.
 //
 // Until the check answers, the tenures concerned have already ended (their
 // contexts were cancelled when their claims vanished); only the account of
@@ -71,7 +71,7 @@ func (l *loop) checked(err error) {
 	l.n.report.forcedReleases(l.gen, l.vanished)
 	l.vanished = nil
 	if l.memberGone {
-		l.gen.sess.EndKeyRemoved(l.n.layout.Member(l.n.id))
+		l.gen.sess.EndKeyDeleted(l.n.layout.Member(l.n.id))
 		l.lost = l.gen.sess.Err()
 	}
 }
