@@ -116,7 +116,7 @@ func (o *Operator) newRecord(a Action, action, target string) (AuditRecord, stri
 // transaction guarded by the claim's epoch (a.Epoch, or the one read first
 // if zero), so that it never releases a newer holder. The holder sees the
 // delete, ends its tenure (its partition context is cancelled, OnReleased
-// fires with ReasonLost), and the ring's owner claims p again at a higher
+// fires with ErrLost), and the ring's owner claims p again at a higher
 // epoch, advancing its fencers past the old holder's token.
 //
 // Errors wrap ErrNoActor, ErrNoReason, ErrInvalidPartition, ErrNotHeld

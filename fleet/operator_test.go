@@ -105,7 +105,7 @@ func TestOperatorDrain(t *testing.T) {
 		select {
 		case ev := <-evB:
 			if ev.Kind == ownership.EventReleased {
-				require.Equal(t, ownership.ReasonMoved, ev.Reason, "a drain hands off as a planned move")
+				require.Equal(t, ownership.ErrMoved, ev.Reason, "a drain hands off as a planned move")
 				moved++
 			}
 		case <-ctx.Done():

@@ -228,7 +228,7 @@ func endedKind(ctx, wctx context.Context, err error) (tenurepb.Refusal_Kind, boo
 		return 0, false
 	case errors.Is(err, fence.ErrStale):
 		return tenurepb.Refusal_STALE, true
-	case reason == ownership.ReasonLost:
+	case reason == ownership.ErrLost:
 		return tenurepb.Refusal_SESSION_LOST, true
 	}
 	return tenurepb.Refusal_HANDOFF, true

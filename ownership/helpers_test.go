@@ -125,3 +125,10 @@ func placed(r *ring.Ring, p int) bool {
 	ringOwner, _ := r.RingOwner(p)
 	return owner != ringOwner
 }
+
+// label returns the label of the cause a tenure ended with ("moved",
+// "lost" or "closed"), as metrics and logs name it.
+func label(cause error) string {
+	r, _ := reasonOf(cause)
+	return r.String()
+}

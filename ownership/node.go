@@ -310,7 +310,7 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 // partition off as in a move (serve on while the next owners prepare, all
 // in parallel, within Config.WarmTimeout; then stop admitting, let the work in flight finish
 // within Config.DrainTimeout, then cancel the partition's context, call
-// OnReleased with ReasonClosed and delete the claim), then revokes the
+// OnReleased with ErrClosed and delete the claim), then revokes the
 // lease. If ctx ends
 // first, Close stops waiting: it cancels what remains, lets the lease go and
 // returns an error wrapping ctx's error; the remaining partitions become

@@ -172,7 +172,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 					require.Equal(t, e.Token, tok)
 				case EventReleased:
 					require.True(t, seen && prev.Kind == EventAcquired && prev.Token == e.Token, "%s: %+v after %+v", n.ID(), e, prev)
-					require.Equal(t, ReasonMoved, e.Reason)
+					require.Equal(t, ErrMoved, e.Reason)
 					require.ErrorIs(t, context.Cause(prev.Context), ErrMoved)
 				}
 				last[e.Partition] = e
@@ -249,13 +249,13 @@ func TestCloseHandsOff(t *testing.T) {
 	default:
 		t.Fatal("Done not closed after Close")
 	}
-	// Every tenure ended with ReasonClosed, its context cancelled with
+	// Every tenure ended with ErrClosed, its context cancelled with
 	// ErrClosed.
 	released := map[int]bool{}
 	for range owned {
 		e := <-ch
 		require.Equal(t, EventReleased, e.Kind)
-		require.Equal(t, ReasonClosed, e.Reason)
+		require.Equal(t, ErrClosed, e.Reason)
 		released[e.Partition] = true
 		require.ErrorIs(t, context.Cause(ctxs[e.Partition]), ErrClosed)
 	}
@@ -383,7 +383,7 @@ func TestClientClosedStopsNode(t *testing.T) {
 	}
 	for _, p := range ownedBefore {
 		assert.Equal(t, EventReleased, last[p].Kind, "partition %d", p)
-		assert.Equal(t, ReasonLost, last[p].Reason, "partition %d", p)
+		assert.Equal(t, ErrLost, last[p].Reason, "partition %d", p)
 	}
 	waitStable(t, 20*time.Second, b)
 	assert.Len(t, b.Owned(), parts)

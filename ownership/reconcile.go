@@ -41,11 +41,11 @@ func (l *loop) reconcile() {
 			}
 		case phaseFencing:
 			if !l.mine(p) {
-				l.transition(p, &record{phase: phaseAborting, t: rec.t}, ReasonMoved)
+				l.transition(p, &record{phase: phaseAborting, t: rec.t}, reasonMoved)
 			}
 		case phaseFenceWait:
 			if !l.mine(p) {
-				l.transition(p, idle, ReasonMoved)
+				l.transition(p, idle, reasonMoved)
 				l.startDelete(p, rec.t.token.Epoch, nil)
 			}
 		case phaseStarting:

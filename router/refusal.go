@@ -205,7 +205,7 @@ func WriteError(w http.ResponseWriter, req *http.Request, err error) bool {
 		kind = httpfence.RefusalUnavailable
 	case errors.Is(err, fence.ErrStale):
 		kind = httpfence.RefusalStale
-	case reason == ownership.ReasonLost:
+	case reason == ownership.ErrLost:
 		kind = httpfence.RefusalSessionLost
 	}
 	var ref *httpfence.Refusal

@@ -203,7 +203,7 @@ func waitServing(ctx context.Context, parts int, nodes ...*ownership.Node) error
 		ready := true
 		for _, nd := range nodes {
 			n += len(nd.Owned())
-			ready = ready && nd.Ready()
+			ready = ready && nd.Status().Ready
 		}
 		if n == parts && ready {
 			return nil
