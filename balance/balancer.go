@@ -234,7 +234,7 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		clientv3.Compare(clientv3.ModRevision(b.layout.Members()), "<", next).WithPrefix(),
 		clientv3.Compare(clientv3.ModRevision(b.layout.DrainedPrefix()), "<", next).WithPrefix(),
 	}
-	rec := keys.BalancePassRecord{Rev: pl.Rev, Term: term.Epoch(), Time: now.UTC(), Moves: make([]keys.BalanceMove, 0, len(pl.Moves)),
+	rec := keys.BalancePassRecord{Rev: pl.Rev, Term: term.Token().Epoch, Time: now.UTC(), Moves: make([]keys.BalanceMove, 0, len(pl.Moves)),
 		Before: pl.Before, After: pl.After, Upper: b.cfg.Upper, Lower: b.cfg.Lower, Budget: b.cfg.Budget, Cooldown: b.cfg.Cooldown}
 	var ops []clientv3.Op
 	for _, m := range pl.Moves {
@@ -261,9 +261,9 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		return fmt.Errorf("balance: apply pass at revision %d: %w", pl.Rev, err)
 	}
 	if !resp.Succeeded {
-		if rr := resp.Responses[0].GetResponseRange(); rr == nil || len(rr.Kvs) == 0 || rr.Kvs[0].CreateRevision != term.Epoch() {
+		if rr := resp.Responses[0].GetResponseRange(); rr == nil || len(rr.Kvs) == 0 || rr.Kvs[0].CreateRevision != term.Token().Epoch {
 			b.metrics.pass("deposed")
-			return fmt.Errorf("%w: term %d", ErrDeposed, term.Epoch())
+			return fmt.Errorf("%w: term %d", ErrDeposed, term.Token().Epoch)
 		}
 		if rr := resp.Responses[1].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
 			b.metrics.pass("suspended")

@@ -131,7 +131,7 @@ func TestBalancerFencedByTerm(t *testing.T) {
 	require.NotEmpty(t, pl.Moves)
 	require.NoError(t, term.Resign(ctx))
 	_, next := campaign(t, ctx, cli, name, "second")
-	assert.Greater(t, next.Epoch(), term.Epoch())
+	assert.Greater(t, next.Token().Epoch, term.Token().Epoch)
 	err = b.Apply(ctx, term, pl)
 	require.ErrorIs(t, err, ErrDeposed)
 	assert.Len(t, placements(t, ctx, cli, name), 1, "the deposed balancer wrote nothing")

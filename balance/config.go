@@ -34,8 +34,15 @@ type Config struct {
 	// reported load: a member triggers a pass only when its load per
 	// weight is beyond a band by more than NoiseMargin times the root of
 	// the sum of its partitions' squared loads, per weight (see Plan).
-	// Zero means DefaultNoiseMargin; negative means none (the bands' edges
-	// alone trigger).
+	// Zero means 0.1: about three standard errors of a partition's load
+	// as the nodes report it in sim/placement (+-20% noise per 10s tick
+	// through the 1-minute EWMA reads within about 3.3%). There, with the
+	// bands at 1.07/0.9, fleets of 10 and 50 nodes under Zipf and tenant
+	// loads make 0 moves per hour at steady state (seeds 1-8, 3 hours
+	// each); without a margin, or at 0.05, the 50-node fleets made 1-6
+	// moves per hour, from members whose load is mostly one heavy
+	// partition reading up and down across the band. Negative means none
+	// (the bands' edges alone trigger).
 	NoiseMargin float64
 	// Budget is the most partitions one pass moves, as a fraction of the
 	// partitions (at least 1 a pass). Default 0.01; it must be in (0, 1].
@@ -56,28 +63,21 @@ type Config struct {
 	Metrics prometheus.Registerer
 }
 
-// DefaultNoiseMargin is Config.NoiseMargin's default, 0.1: about three
-// standard errors of a partition's load as the nodes report it in
-// sim/placement (+-20% noise per 10s tick through the 1-minute EWMA reads
-// within about 3.3%). There, with the bands at 1.07/0.9, fleets of 10 and
-// 50 nodes under Zipf and tenant loads make 0 moves per hour at steady
-// state (seeds 1-8, 3 hours each); without a margin, or at 0.05, the
-// 50-node fleets made 1-6 moves per hour, from members whose load is
-// mostly one heavy partition reading up and down across the band.
-const DefaultNoiseMargin = 0.1
+// defaultNoiseMargin is Config.NoiseMargin's default (see there why 0.1).
+const defaultNoiseMargin = 0.1
 
 // DefaultConfig returns the defaults: bands 1.07 and 0.9, a noise margin
-// of DefaultNoiseMargin, 1% of the partitions per pass, a 1-minute
-// cooldown, a pass every 30s.
+// of 0.1, 1% of the partitions per pass, a 1-minute cooldown, a pass
+// every 30s.
 func DefaultConfig() Config {
-	return Config{Upper: 1.07, Lower: 0.9, NoiseMargin: DefaultNoiseMargin, Budget: 0.01, Cooldown: time.Minute, Interval: 30 * time.Second}
+	return Config{Upper: 1.07, Lower: 0.9, NoiseMargin: defaultNoiseMargin, Budget: 0.01, Cooldown: time.Minute, Interval: 30 * time.Second}
 }
 
 // noiseMargin is the noise margin Plan applies.
 func (c Config) noiseMargin() float64 {
 	switch {
 	case c.NoiseMargin == 0:
-		return DefaultNoiseMargin
+		return defaultNoiseMargin
 	case c.NoiseMargin < 0:
 		return 0
 	}

@@ -75,7 +75,7 @@ func TestBalancerSuspended(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, st.LastPass)
 	assert.Equal(t, pl.Rev, st.LastPass.Snapshot)
-	assert.Equal(t, term.Epoch(), st.LastPass.Term)
+	assert.Equal(t, term.Token().Epoch, st.LastPass.Term)
 	require.Len(t, st.LastPass.Moves, len(pl.Moves))
 	assert.Equal(t, fleet.BalancerMove(pl.Moves[0]), st.LastPass.Moves[0])
 	assert.Equal(t, DefaultConfig().Cooldown, st.LastPass.Cooldown)

@@ -127,14 +127,15 @@ func (m *memberLoad) perWeight() float64 { return m.load / m.weight }
 // stop the others from evening out.
 func Plan(in Input, cfg Config) Pass {
 	r := in.Ring
+	ids := r.Members()
 	var pass Pass
 	for _, p := range slices.Sorted(maps.Keys(in.Moves)) {
 		node := in.Moves[p]
-		if ringOwner, _ := r.RingOwner(p); r.MemberIndex(node) < 0 || ringOwner == node {
+		_, member := slices.BinarySearch(ids, node)
+		if ringOwner, _ := r.RingOwner(p); !member || ringOwner == node {
 			pass.Removes = append(pass.Removes, p)
 		}
 	}
-	ids := r.Members()
 	if len(ids) < 2 {
 		return pass
 	}

@@ -62,7 +62,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 	require.NoError(t, con.t1.Resign(ctx))
 	r2 := recv(t, con.res, "the blocked campaign to win")
 	require.NoError(t, r2.err)
-	assert.Greater(t, r2.term.Epoch(), con.t1.Epoch())
+	assert.Greater(t, r2.term.Token().Epoch, con.t1.Token().Epoch)
 	for _, obs := range []<-chan election.Observation{obs1, obs2, obs3} {
 		for o := recv(t, obs, "an observation"); o.Leader.ID != "n2"; o = recv(t, obs, "an observation of n2") {
 		}
@@ -78,7 +78,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 	require.NoError(t, r2.term.Resign(ctx))
 	r3 := recv(t, res3, "the campaign begun after the expiries to win")
 	require.NoError(t, r3.err)
-	assert.Greater(t, r3.term.Epoch(), r2.term.Epoch())
+	assert.Greater(t, r3.term.Token().Epoch, r2.term.Token().Epoch)
 	for _, obs := range []<-chan election.Observation{obs1, obs2, obs3} {
 		for o := recv(t, obs, "an observation"); o.Leader.ID != "n3"; o = recv(t, obs, "an observation of n3") {
 		}

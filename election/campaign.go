@@ -142,9 +142,9 @@ func endReason(t *Term) string {
 	cause := context.Cause(t.ctx)
 	loss := LossCause(t.e.session.Err())
 	switch {
-	case errors.Is(cause, ErrKeyDeleted) && (loss == LossRevoked || loss == LossExpired):
+	case errors.Is(cause, errLeaderKeyDeleted) && (loss == lossRevoked || loss == lossExpired):
 		return endSessionLost
-	case errors.Is(cause, ErrKeyDeleted):
+	case errors.Is(cause, errLeaderKeyDeleted):
 		return endKeyDeleted
 	case errors.Is(cause, ErrSessionDone):
 		return endSessionLost
@@ -217,7 +217,7 @@ func (e *Election) campaign(ctx context.Context) (*Term, error) {
 		if err := s.Err(); err != nil {
 			return nil, e.campaignErr(ctx, err) // the key goes with the lease
 		}
-		if now, dl := e.cfg.Clock.Now(), s.SafeDeadline(); !now.Before(dl) {
+		if now, dl := e.cfg.Clock.Now(), s.safeDeadline(); !now.Before(dl) {
 			e.withdraw(epoch)
 			return nil, fmt.Errorf("election %q: campaign: %w: won at %v past the safe deadline", e.cfg.Name, ErrSessionExpired, now.Sub(dl))
 		}

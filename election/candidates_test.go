@@ -7,14 +7,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/leaderkey"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// TestCandidates: Candidates reads every election under a prefix, each
-// one's candidates in campaign order with its leader first, decodes a
-// value that is no candidate record whole, and ignores a key that names
-// no election.
+// TestCandidates: leaderkey.ReadAll, the fleet's Operator's reader of the
+// candidate keys that elections write, reads every election under a
+// prefix, each one's candidates in campaign order with its leader first,
+// decodes a value that is no candidate record whole, and ignores a key
+// that names no election.
 func TestCandidates(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)
@@ -24,7 +25,7 @@ func TestCandidates(t *testing.T) {
 	jobs := newElection(t, s, cli, "jobs", "n3")
 	prefix := strings.TrimSuffix(billing.Prefix(), "billing/")
 
-	none, err := election.Candidates(ctx, cli, prefix)
+	none, err := leaderkey.ReadAll(ctx, cli, prefix)
 	require.NoError(t, err)
 	assert.Empty(t, none)
 
@@ -37,14 +38,14 @@ func TestCandidates(t *testing.T) {
 	_, err = cli.Put(ctx, prefix+"stray", "x")
 	require.NoError(t, err)
 
-	got, err := election.Candidates(ctx, cli, prefix)
+	got, err := leaderkey.ReadAll(ctx, cli, prefix)
 	require.NoError(t, err)
-	assert.Equal(t, map[string][]election.Leader{
+	assert.Equal(t, map[string][]leaderkey.Candidate{
 		"billing": {
-			{ID: "n1", Value: "addr-n1", Epoch: t1.Epoch(), Lease: s.Lease(), Key: t1.Key()},
+			{ID: "n1", Value: "addr-n1", Epoch: t1.Token().Epoch, Lease: s.Lease(), Key: t1.Key()},
 			{Value: "not json", Epoch: other.Header.Revision, Key: billing.Prefix() + "ff"},
 		},
-		"jobs": {{ID: "n3", Value: "addr-n3", Epoch: t3.Epoch(), Lease: s.Lease(), Key: t3.Key()}},
+		"jobs": {{ID: "n3", Value: "addr-n3", Epoch: t3.Token().Epoch, Lease: s.Lease(), Key: t3.Key()}},
 	}, got)
 	require.NoError(t, t1.Resign(ctx))
 	require.NoError(t, t3.Resign(ctx))

@@ -17,7 +17,7 @@ import (
 func lossCounts(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	for _, c := range []string{election.LossExpired, election.LossRevoked, election.LossDeleted, election.LossClosed, election.LossOther} {
+	for _, c := range []string{"expired", "revoked", "deleted", "closed", "other"} {
 		out[c] = value(t, reg, "tenure_session_losses_total", map[string]string{"cause": c})
 	}
 	return out
@@ -48,13 +48,13 @@ func TestSessionLossClassifiedOnce(t *testing.T) {
 			// for a process stopped past its TTL: expired, not revoked.
 			_, err := cli.Revoke(ctx, s.Lease())
 			require.NoError(t, err)
-			clk.Advance(s.SafeDeadline().Sub(clk.Now()) + time.Second)
+			clk.Advance(s.Status().SafeDeadline.Sub(clk.Now()) + time.Second)
 			require.ErrorIs(t, s.Check(ctx), election.ErrSessionExpired)
 		}, election.ErrSessionExpired},
 		{"deleted", func(t *testing.T, s *election.Session, _ *clockwork.FakeClock) {
 			require.NoError(t, s.Check(ctx), "the lease lives")
-			s.EndKeyRemoved("/tenure/x/members/a")
-		}, election.ErrKeyRemoved},
+			s.EndKeyDeleted("/tenure/x/members/a")
+		}, election.ErrKeyDeleted},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,11 +69,11 @@ func TestSessionLossClassifiedOnce(t *testing.T) {
 			require.ErrorIs(t, s.Err(), tc.want)
 			require.ErrorIs(t, s.Check(ctx), tc.want, "Check after the end returns the end")
 			require.NoError(t, s.Close(ctx))
-			want := map[string]float64{election.LossExpired: 0, election.LossRevoked: 0, election.LossDeleted: 0, election.LossClosed: 0, election.LossOther: 0}
+			want := map[string]float64{"expired": 0, "revoked": 0, "deleted": 0, "closed": 0, "other": 0}
 			want[election.LossCause(tc.want)] = 1
 			assert.Equal(t, want, lossCounts(t, reg), "counted once, under %s", tc.name)
 		})
 	}
 	assert.Equal(t, "", election.LossCause(nil))
-	assert.Equal(t, election.LossClosed, election.LossCause(election.ErrSessionClosed))
+	assert.Equal(t, "closed", election.LossCause(election.ErrSessionClosed))
 }

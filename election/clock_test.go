@@ -26,12 +26,12 @@ func TestSessionDeadlineOnInjectedClock(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer s.Close(testCtx(t))
-	assert.Equal(t, start.Add(8*time.Second), s.SafeDeadline(), "grant: send time + TTL - margin")
+	assert.Equal(t, start.Add(8*time.Second), s.Status().SafeDeadline, "grant: send time + TTL - margin")
 	assert.Equal(t, 8*time.Second, s.Status().Remaining)
 
 	clock.Advance(3 * time.Second) // the first renewal is due
 	require.Eventually(t, func() bool { return s.Status().Renewals == 1 }, wait, time.Millisecond)
-	assert.Equal(t, start.Add(11*time.Second), s.SafeDeadline(), "renewal sent at +3s")
+	assert.Equal(t, start.Add(11*time.Second), s.Status().SafeDeadline, "renewal sent at +3s")
 	assert.Equal(t, time.Duration(0), s.Status().LastRenewLatency, "the clock did not move during the round trip")
 
 	fp.Blackhole()
@@ -59,7 +59,7 @@ func TestSessionDeadlineOnInjectedClock(t *testing.T) {
 	}
 	recv(t, s.Done(), "the session to expire on the injected clock, by its safe deadline")
 	assert.ErrorIs(t, s.Err(), election.ErrSessionExpired)
-	assert.Equal(t, start.Add(11*time.Second), s.SafeDeadline())
+	assert.Equal(t, start.Add(11*time.Second), s.Status().SafeDeadline)
 	fp.Heal()
 }
 
@@ -84,7 +84,7 @@ func TestErrReadsTheClock(t *testing.T) {
 
 	fp.Blackhole() // renewals go unanswered from now on
 	defer fp.Heal()
-	clk.Advance(s.SafeDeadline().Sub(clk.Now()))
+	clk.Advance(s.Status().SafeDeadline.Sub(clk.Now()))
 	require.ErrorIs(t, s.Err(), election.ErrSessionExpired, "Err read the clock")
 	require.ErrorIs(t, term.Err(), election.ErrNotLeader)
 	require.ErrorIs(t, term.Err(), election.ErrSessionExpired)

@@ -17,10 +17,10 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// DefaultResignTimeout bounds the Resign that Run performs when a term ends
+// defaultResignTimeout bounds the Resign that Run performs when a term ends
 // while the session is still alive, when ElectionConfig.ResignTimeout is
 // zero.
-const DefaultResignTimeout = 5 * time.Second
+const defaultResignTimeout = 5 * time.Second
 
 // ElectionConfig describes one election and this candidate in it. The zero
 // value of each optional field selects its documented default;
@@ -48,7 +48,7 @@ type ElectionConfig struct {
 	Value string
 	// ResignTimeout bounds the Resign that Run performs when it gives up a
 	// term whose session is still alive, and the withdrawal of a candidacy.
-	// Zero means DefaultResignTimeout (5s); negative is invalid.
+	// Zero means 5s; negative is invalid.
 	ResignTimeout time.Duration
 	// Fencers are advanced, in order, to the token of every term this
 	// candidate wins, before Campaign returns the Term (and before Run's
@@ -108,7 +108,7 @@ func DefaultElectionConfig() ElectionConfig {
 // can report them.
 func (c ElectionConfig) withDefaults(fallback clockwork.Clock) ElectionConfig {
 	if c.ResignTimeout == 0 {
-		c.ResignTimeout = DefaultResignTimeout
+		c.ResignTimeout = defaultResignTimeout
 	}
 	if c.Clock == nil {
 		c.Clock = fallback
@@ -142,19 +142,19 @@ type Hooks struct {
 	OnEnded func(t fence.Token, reason error)
 }
 
-// ValidateName reports whether name can name an election. The error wraps
-// ErrInvalidName (and so ErrInvalidConfig).
-func ValidateName(name string) error {
+// validateName reports whether name can name an election. The error wraps
+// ErrInvalidConfig.
+func validateName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty name", ErrInvalidName)
+		return fmt.Errorf("%w: empty election name", ErrInvalidConfig)
 	case strings.ContainsRune(name, '/'):
-		return fmt.Errorf("%w: %q contains '/'", ErrInvalidName, name)
+		return fmt.Errorf("%w: election name %q contains '/'", ErrInvalidConfig, name)
 	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("%w: %q contains NUL", ErrInvalidName, name)
+		return fmt.Errorf("%w: election name %q contains NUL", ErrInvalidConfig, name)
 	}
 	if err := fence.ValidateScope(fence.LeaderScope(name)); err != nil {
-		return fmt.Errorf("%w: %q: %v", ErrInvalidName, name, err)
+		return fmt.Errorf("%w: election name %q: %v", ErrInvalidConfig, name, err)
 	}
 	return nil
 }
@@ -162,7 +162,7 @@ func ValidateName(name string) error {
 // Validate reports whether c can configure an Election. Errors wrap
 // ErrInvalidConfig.
 func (c ElectionConfig) Validate() error {
-	if err := ValidateName(c.Name); err != nil {
+	if err := validateName(c.Name); err != nil {
 		return err
 	}
 	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {

@@ -99,12 +99,12 @@ func TestElectionConfigValidate(t *testing.T) {
 	}{
 		{"valid", election.ElectionConfig{Cluster: "c", Name: "billing"}, nil},
 		{"valid with prefix", election.ElectionConfig{Prefix: "/apps/x", Name: "billing"}, nil},
-		{"empty name", election.ElectionConfig{Cluster: "c"}, election.ErrInvalidName},
-		{"name with slash", election.ElectionConfig{Cluster: "c", Name: "a/b"}, election.ErrInvalidName},
-		{"name with NUL", election.ElectionConfig{Cluster: "c", Name: "a\x00b"}, election.ErrInvalidName},
-		{"name with space", election.ElectionConfig{Cluster: "c", Name: "a b"}, election.ErrInvalidName},
-		{"name not UTF-8", election.ElectionConfig{Cluster: "c", Name: "\xff"}, election.ErrInvalidName},
-		{"name too long", election.ElectionConfig{Cluster: "c", Name: string(make([]byte, fence.MaxScopeLen))}, election.ErrInvalidName},
+		{"empty name", election.ElectionConfig{Cluster: "c"}, election.ErrInvalidConfig},
+		{"name with slash", election.ElectionConfig{Cluster: "c", Name: "a/b"}, election.ErrInvalidConfig},
+		{"name with NUL", election.ElectionConfig{Cluster: "c", Name: "a\x00b"}, election.ErrInvalidConfig},
+		{"name with space", election.ElectionConfig{Cluster: "c", Name: "a b"}, election.ErrInvalidConfig},
+		{"name not UTF-8", election.ElectionConfig{Cluster: "c", Name: "\xff"}, election.ErrInvalidConfig},
+		{"name too long", election.ElectionConfig{Cluster: "c", Name: string(make([]byte, fence.MaxScopeLen))}, election.ErrInvalidConfig},
 		{"no cluster or prefix", election.ElectionConfig{Name: "billing"}, election.ErrInvalidConfig},
 		{"negative resign timeout", election.ElectionConfig{Cluster: "c", Name: "billing", ResignTimeout: -time.Second}, election.ErrInvalidConfig},
 		{"nil fencer", election.ElectionConfig{Cluster: "c", Name: "billing", Fencers: []fence.Fencer{nil}}, election.ErrInvalidConfig},
@@ -123,7 +123,7 @@ func TestElectionConfigValidate(t *testing.T) {
 			if tc.wantErr == nil {
 				assert.NoError(t, err)
 				require.NoError(t, nerr)
-				assert.Equal(t, tc.cfg.Name, e.Name())
+				assert.Equal(t, tc.cfg.Name, e.Status().Name)
 				return
 			}
 			assert.ErrorIs(t, err, tc.wantErr)
@@ -149,10 +149,10 @@ func TestObserveOnlyElection(t *testing.T) {
 
 func TestDefaultElectionConfig(t *testing.T) {
 	cfg := election.DefaultElectionConfig()
-	assert.Equal(t, election.DefaultResignTimeout, cfg.ResignTimeout)
+	assert.Equal(t, 5*time.Second, cfg.ResignTimeout)
 	assert.NotNil(t, cfg.Logger)
 	assert.Nil(t, cfg.Clock, "nil: the session's clock")
-	assert.ErrorIs(t, cfg.Validate(), election.ErrInvalidName, "Name is the caller's to set")
+	assert.ErrorIs(t, cfg.Validate(), election.ErrInvalidConfig, "Name is the caller's to set")
 	cfg.Cluster, cfg.Name = "c", "billing"
 	require.NoError(t, cfg.Validate())
 }

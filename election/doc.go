@@ -17,19 +17,19 @@
 // renewal was acknowledged, whether or not etcd can be reached: Done is
 // closed, Context is cancelled, and Err says why — ErrSessionExpired (the
 // safe deadline passed, or etcd reported the lease missing after it),
-// ErrLeaseLost (etcd reported it missing before: revoked), ErrKeyRemoved
-// (its owner found a key bound to it removed by someone else) or
+// ErrLeaseLost (etcd reported it missing before: revoked), ErrKeyDeleted
+// (its owner found a key bound to it deleted by someone else) or
 // ErrSessionClosed. The end is classified once, where it happens, and
 // LossCause names it for the loss metric, the log line and any health
 // answer alike.
 //
 // Losing a session is for real losses. A renewal that fails or goes
-// unanswered is followed by another attempt within RenewRetryInterval
-// (100ms), alongside the ones still pending, so a hung etcd member does not
+// unanswered is followed by another attempt within the retry interval R =
+// 100ms, alongside the ones still pending, so a hung etcd member does not
 // hold the session; an etcd unavailability shorter than
 // SessionConfig.OutageBound,
 //
-//	TTL - SafetyMargin - min(SafetyMargin/4, 100ms) - RenewInterval - RenewRetryInterval
+//	TTL - SafetyMargin - min(SafetyMargin/4, 100ms) - RenewInterval - R
 //
 // costs nothing. With the defaults that is 1.1s at TTL 2s and 5.47s at TTL
 // 10s: an etcd leader failure of 1s, or 5s, is ridden out. SessionConfig
@@ -114,7 +114,7 @@
 // (reason resigned, session_lost or key_deleted) and leader observed
 // changed. No credential passes through this package.
 //
-// Session.Stats and Election.Status are snapshots for health checks and
+// Session.Status and Election.Status are snapshots for health checks and
 // dashboards: renewals, failures, the last renewal's latency and the margin
 // left; whether this candidate leads, under which epoch and since when, and
 // the leader it observed last.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/leaderkey"
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -59,7 +60,7 @@ type Election struct {
 // Observe); Campaign and Run then return ErrNoSession.
 //
 // It returns an error wrapping ErrNilArgument for a nil kv or w,
-// ErrInvalidConfig (ErrInvalidName for the name) for an invalid cfg, nil or
+// ErrInvalidConfig for an invalid cfg (its name included), nil or
 // typed-nil fencers included, and ErrMetrics if cfg.Metrics is set and the
 // election's metrics cannot be registered with it. cfg is validated first,
 // then copied. Close ends the Election and unregisters its metrics.
@@ -75,7 +76,7 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 	}
 	fallback := clock.Real()
 	if session != nil {
-		fallback = session.Clock()
+		fallback = session.clock
 	}
 	cfg = cfg.withDefaults(fallback)
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
@@ -94,7 +95,7 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 		if e.id == "" {
 			e.id = fmt.Sprintf("%x", int64(session.Lease()))
 		}
-		e.value = encodeCandidate(e.id, cfg.Value)
+		e.value = leaderkey.Encode(e.id, cfg.Value)
 		e.log = cfg.Logger.With("election", cfg.Name, "candidate", e.id, "lease", fmt.Sprintf("%x", int64(session.Lease())))
 	} else {
 		e.log = cfg.Logger.With("election", cfg.Name, "candidate", e.id)
@@ -109,10 +110,6 @@ func NewElection(session *Session, kv clientv3.KV, w clientv3.Watcher, cfg Elect
 	}
 	return e, nil
 }
-
-// ID returns this candidate's ID: ElectionConfig.ID, or the session's lease
-// in hexadecimal ("" for an election without a session or ID).
-func (e *Election) ID() string { return e.id }
 
 // Close ends this Election: a Campaign in progress returns an error
 // wrapping ErrElectionClosed (and withdraws its candidacy), the term it
@@ -141,14 +138,10 @@ func (e *Election) Close(ctx context.Context) error {
 	return err
 }
 
-// Name returns the election's name.
-func (e *Election) Name() string { return e.cfg.Name }
-
-// Prefix returns the etcd key prefix under which the candidates' keys live.
+// Prefix returns the etcd key prefix under which the candidates' keys live:
+// a candidate's key is the prefix followed by its session's lease in
+// hexadecimal.
 func (e *Election) Prefix() string { return e.prefix }
-
-// Key returns this candidate's key, or "" for an election without a session.
-func (e *Election) Key() string { return e.key }
 
 // Leader returns the current leader, or an error wrapping ErrNoLeader if
 // there is none. What it finds becomes Status's Observed.

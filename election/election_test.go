@@ -3,6 +3,7 @@ package election_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestCampaignLeaderObserve(t *testing.T) {
 	assert.Equal(t, fence.LeaderScope("billing"), tok.Scope)
 	assert.Positive(t, tok.Epoch)
 	require.NoError(t, tok.Validate())
-	assert.Equal(t, e.Key(), term.Key())
+	assert.Equal(t, e.Prefix()+fmt.Sprintf("%x", int64(s.Lease())), term.Key(), "the leader key is this candidate's")
 
 	l, err := e.Leader(ctx)
 	require.NoError(t, err)
@@ -76,7 +77,7 @@ func TestCampaignLeaderObserve(t *testing.T) {
 	// The same Election campaigns again and gets a newer epoch.
 	term2, err := e.Campaign(ctx)
 	require.NoError(t, err)
-	assert.Greater(t, term2.Epoch(), term.Epoch())
+	assert.Greater(t, term2.Token().Epoch, term.Token().Epoch)
 	require.NoError(t, term2.Resign(ctx))
 	stopObs()
 	for range obs { // closed when its context is done
@@ -100,11 +101,11 @@ func TestResignHandsOver(t *testing.T) {
 	require.NoError(t, t1.Resign(ctx))
 	r := recv(t, res, "the handover")
 	require.NoError(t, r.err)
-	assert.Greater(t, r.term.Epoch(), t1.Epoch())
+	assert.Greater(t, r.term.Token().Epoch, t1.Token().Epoch)
 	l, err := e1.Leader(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "n2", l.ID)
-	assert.Equal(t, r.term.Epoch(), l.Epoch)
+	assert.Equal(t, r.term.Token().Epoch, l.Epoch)
 	require.NoError(t, r.term.Resign(ctx))
 }
 
@@ -125,9 +126,9 @@ func TestCrashFailover(t *testing.T) {
 	require.NoError(t, r.err)
 	endedAt := recv(t, cancelled, "the old term to end")
 	<-s1.Done()
-	safeDeadline := s1.SafeDeadline() // final: no renewal after the session ended
+	safeDeadline := s1.Status().SafeDeadline // final: no renewal after the session ended
 
-	assert.Greater(t, r.term.Epoch(), t1.Epoch(), "the new leader's epoch must be larger")
+	assert.Greater(t, r.term.Token().Epoch, t1.Token().Epoch, "the new leader's epoch must be larger")
 	assert.ErrorIs(t, s1.Err(), election.ErrSessionExpired)
 	assert.ErrorIs(t, t1.Err(), election.ErrNotLeader)
 	assert.ErrorIs(t, t1.Err(), election.ErrSessionExpired)
@@ -154,7 +155,7 @@ func TestPartitionFencing(t *testing.T) {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	deleted := make(chan time.Time, 1)
-	wch := observer.Watch(wctx, t1.Key(), clientv3.WithRev(t1.Epoch()+1))
+	wch := observer.Watch(wctx, t1.Key(), clientv3.WithRev(t1.Token().Epoch+1))
 	go func() {
 		for wr := range wch {
 			for _, ev := range wr.Events {
@@ -174,9 +175,9 @@ func TestPartitionFencing(t *testing.T) {
 	r := recv(t, res, "the follower to take over")
 	require.NoError(t, r.err)
 	assert.True(t, endedAt.Before(expiredAt), "the old term must end before etcd expires its lease (ended %v after)", endedAt.Sub(expiredAt))
-	assert.False(t, endedAt.After(s1.SafeDeadline()))
+	assert.False(t, endedAt.After(s1.Status().SafeDeadline))
 	assert.ErrorIs(t, t1.Err(), election.ErrSessionExpired)
-	assert.Greater(t, r.term.Epoch(), t1.Epoch())
+	assert.Greater(t, r.term.Token().Epoch, t1.Token().Epoch)
 	t.Logf("old term ended %v before etcd expired its lease", expiredAt.Sub(endedAt))
 
 	// The new leader writes under its term and presents its token.
@@ -200,7 +201,7 @@ func TestPartitionFencing(t *testing.T) {
 	assert.ErrorIs(t, err, fence.ErrStale, "the old leader's token must be stale")
 	var stale *fence.StaleError
 	require.ErrorAs(t, err, &stale)
-	assert.Equal(t, r.term.Epoch(), stale.Current)
+	assert.Equal(t, r.term.Token().Epoch, stale.Current)
 
 	got, err := cli2.Get(ctx, "/data/x")
 	require.NoError(t, err)
@@ -326,7 +327,7 @@ func TestKeyDeletedEndsTerm(t *testing.T) {
 	// The Election campaigns again at once, with a new epoch.
 	term2, err := e.Campaign(ctx)
 	require.NoError(t, err)
-	assert.Greater(t, term2.Epoch(), term.Epoch())
+	assert.Greater(t, term2.Token().Epoch, term.Token().Epoch)
 	require.NoError(t, term2.Resign(ctx))
 }
 
@@ -393,7 +394,7 @@ func TestObserveSurvivesCompaction(t *testing.T) {
 	for {
 		o := recv(t, obs, "the observer to catch up")
 		if o.Elected && o.Leader.ID == "n2" {
-			assert.Equal(t, t2.Epoch(), o.Leader.Epoch)
+			assert.Equal(t, t2.Token().Epoch, o.Leader.Epoch)
 			break
 		}
 	}

@@ -7,22 +7,21 @@ import (
 
 var (
 	// ErrInvalidConfig reports a SessionConfig or ElectionConfig that cannot
-	// be used. The message names the offending values.
+	// be used, an invalid election name included (empty, containing '/' or
+	// NUL, or not a valid fence scope once prefixed with "leader/"). The
+	// message names the offending values.
 	ErrInvalidConfig = errors.New("election: invalid config")
-
-	// ErrInvalidName reports an election name that cannot be used: empty,
-	// containing '/' or NUL, or not a valid fence scope once prefixed with
-	// "leader/". It wraps ErrInvalidConfig.
-	ErrInvalidName = fmt.Errorf("%w: invalid election name", ErrInvalidConfig)
 
 	// ErrNilArgument reports a nil etcd client interface (clientv3.Lease,
 	// clientv3.KV or clientv3.Watcher) passed to a constructor, or one
 	// holding a nil pointer (such as a nil *clientv3.Client).
 	ErrNilArgument = errors.New("election: nil argument")
 
-	// ErrSessionDone reports that a Session has ended. Every reason a session
-	// ends for (ErrSessionExpired, ErrLeaseLost, ErrSessionClosed) wraps it,
-	// so errors.Is(err, ErrSessionDone) holds for all of them.
+	// ErrSessionDone reports that a Session has ended. Every error a session
+	// ends with wraps it: ErrSessionExpired, ErrLeaseLost and
+	// ErrSessionClosed do, and so does the end Session.EndKeyDeleted brings
+	// (which also wraps ErrKeyDeleted), so errors.Is(err, ErrSessionDone)
+	// holds for all of them.
 	ErrSessionDone = errors.New("election: session ended")
 
 	// ErrSessionExpired reports that the session's safe deadline passed
@@ -35,12 +34,6 @@ var (
 	// revoked, or it expired server-side and etcd reported it missing. It
 	// wraps ErrSessionDone.
 	ErrLeaseLost = fmt.Errorf("%w: lease lost", ErrSessionDone)
-
-	// ErrKeyRemoved reports a session that its owner ended with
-	// Session.EndKeyRemoved: a key it had bound to the lease (a node's
-	// member key) was deleted or replaced by someone else while the lease
-	// lived. It wraps ErrSessionDone.
-	ErrKeyRemoved = fmt.Errorf("%w: a key bound to the lease was removed", ErrSessionDone)
 
 	// ErrSessionClosed reports that the session was closed by its owner. It
 	// wraps ErrSessionDone.
@@ -61,10 +54,16 @@ var (
 	// ErrResigned reports a term ended by Resign. It wraps ErrNotLeader.
 	ErrResigned = fmt.Errorf("%w: resigned", ErrNotLeader)
 
-	// ErrKeyDeleted reports a term (or a candidacy) whose leader key was
-	// deleted or replaced by someone else, for example by an operator. It
-	// wraps ErrNotLeader.
-	ErrKeyDeleted = fmt.Errorf("%w: leader key deleted", ErrNotLeader)
+	// ErrKeyDeleted reports a key bound to a session's lease that someone
+	// else (an operator, say) deleted or replaced while the lease lived. It
+	// ends what the key stood for, and the error says which end it brought:
+	//
+	//   - a term's (or a candidacy's) leader key: the term ends, and the
+	//     error also wraps ErrNotLeader;
+	//   - a key the session's owner bound to the lease (a node's member
+	//     key), reported with Session.EndKeyDeleted: the session ends, and
+	//     the error also wraps ErrSessionDone.
+	ErrKeyDeleted = errors.New("election: key deleted by someone else")
 
 	// ErrFence reports a term that was won but given up because one of
 	// ElectionConfig.Fencers could not be advanced to its token. The leader
@@ -99,4 +98,11 @@ var (
 	// has a campaign in progress or a term that has not ended. One Election
 	// holds at most one candidacy at a time.
 	ErrAlreadyCampaigning = errors.New("election: a campaign or term is already active")
+)
+
+// The two ends a deleted key brings, each wrapping ErrKeyDeleted (see
+// there).
+var (
+	errLeaderKeyDeleted = fmt.Errorf("%w: %w", ErrNotLeader, ErrKeyDeleted)   // a term's leader key
+	errBoundKeyDeleted  = fmt.Errorf("%w: %w", ErrSessionDone, ErrKeyDeleted) // a key the session's owner bound
 )

@@ -108,7 +108,7 @@ func TestEvents(t *testing.T) {
 
 	term, err := e.Campaign(ctx)
 	require.NoError(t, err)
-	epoch := float64(term.Epoch())
+	epoch := float64(term.Token().Epoch)
 	captured.find(t, "fencers advanced", with("epoch", epoch, "fencers", 1.0, "duration", "*"))
 	captured.find(t, "elected", with("epoch", epoch, "@level", "info"))
 	captured.find(t, "leader observed changed", with("leader", "n1", "leader_epoch", epoch, "leader_lease", lease))
@@ -125,7 +125,7 @@ func TestEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, term.Resign(ctx))
 	require.Eventually(t, func() bool { return len(captured.entries(t, "term ended")) == 2 }, wait, time.Millisecond)
-	captured.find(t, "term ended", with("epoch", float64(term.Epoch()), "reason", "resigned", "@level", "info"))
+	captured.find(t, "term ended", with("epoch", float64(term.Token().Epoch), "reason", "resigned", "@level", "info"))
 
 	// Observed changes: no leader, then another candidate.
 	_, err = e.Leader(ctx)
@@ -136,7 +136,7 @@ func TestEvents(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.Leader(ctx)
 	require.NoError(t, err)
-	captured.find(t, "leader observed changed", with("leader", "n2", "leader_epoch", float64(t2.Epoch())))
+	captured.find(t, "leader observed changed", with("leader", "n2", "leader_epoch", float64(t2.Token().Epoch)))
 	require.NoError(t, t2.Resign(ctx))
 	obs := e.Status().Observed
 	assert.Equal(t, "n2", obs.Leader.ID)
@@ -151,7 +151,7 @@ func TestEvents(t *testing.T) {
 	require.Eventually(t, func() bool { return len(captured.entries(t, "session lost")) == 1 }, wait, time.Millisecond)
 	captured.find(t, "session lost", map[string]any{"lease": lease, "cause": "revoked", "error": "*", "@level": "warn"})
 	require.Eventually(t, func() bool { return len(captured.entries(t, "term ended")) == 3 }, wait, time.Millisecond)
-	captured.find(t, "term ended", with("epoch", float64(term.Epoch()), "reason", "session_lost"))
+	captured.find(t, "term ended", with("epoch", float64(term.Token().Epoch), "reason", "session_lost"))
 
 	s2, err := election.NewSession(ctx, cli, election.SessionConfig{TTL: shortTTL, Logger: log})
 	require.NoError(t, err)

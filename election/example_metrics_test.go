@@ -62,7 +62,7 @@ func ExampleSessionConfig_metrics() {
 		return
 	}
 	st := e.Status()
-	fmt.Println("leader:", st.Leader, "epoch matches:", st.Epoch == term.Epoch(), "value:", leader.Value)
+	fmt.Println("leader:", st.Leader, "epoch matches:", st.Epoch == term.Token().Epoch, "value:", leader.Value)
 	fmt.Println("series:", testutil.CollectAndCount(reg, "tenure_election_is_leader", "tenure_session_opened_total"))
 	// Output:
 	// leader: true epoch matches: true value: 10.0.0.1:8080 caught-up

@@ -65,7 +65,7 @@ func ExampleElection_Campaign() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("leader:", leader.ID, leader.Value, leader.Epoch == term.Epoch())
+	fmt.Println("leader:", leader.ID, leader.Value, leader.Epoch == term.Token().Epoch)
 
 	if err := term.Resign(ctx); err != nil {
 		fmt.Println(err)

@@ -70,7 +70,7 @@ func (e *Election) stands(t *Term) error {
 	if err := t.Err(); err != nil {
 		return err
 	}
-	if now, dl := e.cfg.Clock.Now(), e.session.SafeDeadline(); !now.Before(dl) {
+	if now, dl := e.cfg.Clock.Now(), e.session.safeDeadline(); !now.Before(dl) {
 		return fmt.Errorf("election %q: epoch %d: %w: fenced at %v past the safe deadline", e.cfg.Name, t.token.Epoch, ErrSessionExpired, now.Sub(dl))
 	}
 	return nil

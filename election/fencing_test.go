@@ -113,11 +113,11 @@ func TestFencersPreventLostUpdate(t *testing.T) {
 			r := recv(t, res, "the new leader")
 			require.NoError(t, r.err)
 			t2 := r.term
-			require.Greater(t, t2.Epoch(), t1.Epoch())
+			require.Greater(t, t2.Token().Epoch, t1.Token().Epoch)
 			floor, err := st2.Floor(ctx, t2.Token().Scope)
 			require.NoError(t, err)
 			if fenced {
-				assert.Equal(t, t2.Epoch(), floor, "Campaign returns after the floor was raised")
+				assert.Equal(t, t2.Token().Epoch, floor, "Campaign returns after the floor was raised")
 			} else {
 				assert.Equal(t, int64(0), floor, "without fencers nobody raised the floor")
 			}
@@ -239,8 +239,8 @@ func TestFencerFailureResigns(t *testing.T) {
 	failing.Store(false)
 	term, err = e.Campaign(ctx)
 	require.NoError(t, err)
-	assert.Greater(t, term.Epoch(), epoch)
-	e2 := term.Epoch()
+	assert.Greater(t, term.Token().Epoch, epoch)
+	e2 := term.Token().Epoch
 	assert.Equal(t, []string{fmt.Sprintf("f0 %d", e2), fmt.Sprintf("f1 %d", e2), fmt.Sprintf("f2 %d", e2)}, log.take())
 	require.NoError(t, term.Resign(ctx))
 }

@@ -11,43 +11,43 @@ import (
 	"github.com/tenure-go/tenure/internal/metrics"
 )
 
-// The values of the cause label of tenure_session_losses_total.
+// The values of the cause label of tenure_session_losses_total, as
+// LossCause returns them.
 const (
-	// LossExpired: the safe deadline came without an acknowledged renewal
-	// (ErrSessionExpired).
-	LossExpired = "expired"
-	// LossRevoked: etcd no longer had the lease, revoked or expired there
-	// (ErrLeaseLost).
-	LossRevoked = "revoked"
-	// LossDeleted: a key its owner had bound to the lease (a node's member
-	// key) was deleted or replaced by someone else while the lease lived,
-	// and the owner ended the session (ErrKeyRemoved).
-	LossDeleted = "deleted"
-	// LossClosed: the session's owner closed it (ErrSessionClosed).
-	LossClosed = "closed"
-	// LossOther: any other cause; not expected.
-	LossOther = "other"
+	lossExpired = "expired"
+	lossRevoked = "revoked"
+	lossDeleted = "deleted"
+	lossClosed  = "closed"
+	lossOther   = "other"
 )
 
-// LossCause classifies the end of a session: it returns the cause label
-// (LossExpired, LossRevoked, LossDeleted, LossClosed or LossOther) of err,
-// a Session's Err, and "" for nil (the session lives). The session's loss
-// metric, its log line and the health answers of its users all take their
-// cause from it, so that one end is told one way.
+// LossCause classifies the end of a session: it returns the cause label of
+// err, a Session's Err, and "" for nil (the session lives):
+//
+//	"expired"  ErrSessionExpired: the safe deadline came without an acknowledged renewal
+//	"revoked"  ErrLeaseLost: etcd no longer had the lease, revoked or expired there
+//	"deleted"  ErrKeyDeleted: a key its owner had bound to the lease (a node's member
+//	           key) was deleted or replaced by someone else while the lease lived,
+//	           and the owner ended the session (Session.EndKeyDeleted)
+//	"closed"   ErrSessionClosed: the session's owner closed it
+//	"other"    any other cause; not expected
+//
+// The session's loss metric, its log line and the health answers of its
+// users all take their cause from it, so that one end is told one way.
 func LossCause(err error) string {
 	switch {
 	case err == nil:
 		return ""
 	case errors.Is(err, ErrSessionExpired):
-		return LossExpired
+		return lossExpired
 	case errors.Is(err, ErrLeaseLost):
-		return LossRevoked
-	case errors.Is(err, ErrKeyRemoved):
-		return LossDeleted
+		return lossRevoked
+	case errors.Is(err, ErrKeyDeleted):
+		return lossDeleted
 	case errors.Is(err, ErrSessionClosed):
-		return LossClosed
+		return lossClosed
 	}
-	return LossOther
+	return lossOther
 }
 
 // sessionMetrics are the Prometheus metrics of the sessions opened with
@@ -98,7 +98,7 @@ func sessionMetricsOf(reg prometheus.Registerer) (*sessionMetrics, error) {
 			Help: "Sessions ended, each counted once by the cause of its end: expired (the safe deadline passed without an acknowledged renewal, a pause or an etcd outage), revoked (etcd no longer had the lease before the safe deadline), deleted (a key bound to the lease was deleted by someone else while the lease lived), closed (closed by its owner).",
 		}, []string{"cause"}),
 	}
-	for _, c := range []string{LossExpired, LossRevoked, LossDeleted, LossClosed, LossOther} {
+	for _, c := range []string{lossExpired, lossRevoked, lossDeleted, lossClosed, lossOther} {
 		m.losses.WithLabelValues(c)
 	}
 	m.marginG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -108,7 +108,7 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, reg, "tenure_election_campaign_failures_total", l1))
 	st1 := e1.Status()
 	assert.True(t, st1.Leader)
-	assert.Equal(t, term.Epoch(), st1.Epoch)
+	assert.Equal(t, term.Token().Epoch, st1.Epoch)
 	assert.Equal(t, clk.Now(), st1.Since)
 
 	// A second election, and a second candidate of the first, share the registry.

@@ -124,7 +124,7 @@ func TestSessionRidesOutOutages(t *testing.T) {
 			for i := range 3 {
 				steady(t, s, bound+lead+election.RenewRetryInterval)
 				began := recv(t, tap.arm(start), fmt.Sprintf("renewal before outage %d", i))
-				healAt := s.SafeDeadline().Add(-lead - election.RenewRetryInterval - under)
+				healAt := s.Status().SafeDeadline.Add(-lead - election.RenewRetryInterval - under)
 				require.GreaterOrEqual(t, healAt.Sub(began), bound-under-50*time.Millisecond, "outage %d started in the worst phase or earlier", i)
 				rideOut(t, s, healAt, stop)
 				t.Logf("outage %d of %v survived (bound %v)", i, healAt.Sub(began), bound)
@@ -135,7 +135,7 @@ func TestSessionRidesOutOutages(t *testing.T) {
 			ended := recv(t, doneAt(s.Done()), "the session to end")
 			stop()
 			assert.ErrorIs(t, s.Err(), election.ErrSessionExpired)
-			assert.False(t, ended.After(s.SafeDeadline()), "ended %v after its safe deadline", ended.Sub(s.SafeDeadline()))
+			assert.False(t, ended.After(s.Status().SafeDeadline), "ended %v after its safe deadline", ended.Sub(s.Status().SafeDeadline))
 			assert.GreaterOrEqual(t, ended.Sub(began), bound, "the session gave up before the bound")
 			assert.Positive(t, s.Status().Failures)
 			t.Logf("the session ended %v into the long outage (bound %v)", ended.Sub(began), bound)

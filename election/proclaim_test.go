@@ -32,7 +32,7 @@ func TestProclaim(t *testing.T) {
 	assert.Equal(t, "addr-n1;progress=42", e.Status().Observed.Leader.Value, "Status sees its own proclaim")
 	l, err := e.Leader(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, election.Leader{ID: "n1", Value: "addr-n1;progress=42", Epoch: term.Epoch(), Lease: s.Lease(), Key: term.Key()}, l,
+	assert.Equal(t, election.Leader{ID: "n1", Value: "addr-n1;progress=42", Epoch: term.Token().Epoch, Lease: s.Lease(), Key: term.Key()}, l,
 		"the value changes; the ID, epoch and lease stay")
 	o = recv(t, obs, "the proclaimed value")
 	assert.Equal(t, l, o.Leader)
@@ -81,7 +81,7 @@ func TestProclaimStaleLeader(t *testing.T) {
 	require.NoError(t, err)
 	t2, err := e2.Campaign(ctx)
 	require.NoError(t, err)
-	require.Greater(t, t2.Epoch(), t1.Epoch())
+	require.Greater(t, t2.Token().Epoch, t1.Token().Epoch)
 	require.NoError(t, t1.Err(), "the stale leader has not noticed")
 	require.True(t, e1.Status().Leader, "nor has its Status")
 
@@ -90,7 +90,7 @@ func TestProclaimStaleLeader(t *testing.T) {
 	require.ErrorIs(t, err, election.ErrNotLeader)
 	l, err := e2.Leader(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, election.Leader{ID: "n2", Value: "addr-n2", Epoch: t2.Epoch(), Lease: keyLease(t, cli, t2), Key: t2.Key()}, l,
+	assert.Equal(t, election.Leader{ID: "n2", Value: "addr-n2", Epoch: t2.Token().Epoch, Lease: keyLease(t, cli, t2), Key: t2.Key()}, l,
 		"the successor's value stands")
 	resp, err := cli.Get(ctx, t1.Key())
 	require.NoError(t, err)

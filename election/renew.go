@@ -20,7 +20,7 @@ type renewal struct {
 //
 // A renewal falls due RenewInterval after the send time of the newest
 // acknowledged one. While it is due, the loop sends an attempt at once and
-// another every RenewRetryInterval, whether the earlier attempts failed or
+// another every renewRetryInterval, whether the earlier attempts failed or
 // are still unanswered, so that neither a failing request nor a member that
 // never answers holds the session. Attempts overlap; each is given up after
 // renewAttemptTimeout, and none runs past the safe deadline. Every
@@ -39,7 +39,7 @@ func (s *Session) run(sent time.Time) {
 	results := make(chan renewal)
 	inflight := 0
 	warned := false // the low-margin warning of the current outage was logged
-	warnBelow := s.OutageBound() / 2
+	warnBelow := s.grantedOutageBound() / 2
 	if warnBelow <= 0 {
 		warnBelow = (s.ttl - s.margin) / 2
 	}
@@ -75,7 +75,7 @@ func (s *Session) run(sent time.Time) {
 				inflight++
 				go func() { results <- s.renew(timeout) }()
 			}
-			next.Reset(RenewRetryInterval)
+			next.Reset(renewRetryInterval)
 		case r := <-results:
 			inflight--
 			if r.err != nil {
@@ -95,14 +95,14 @@ func (s *Session) run(sent time.Time) {
 				s.mu.Unlock()
 				s.met.renewFailed()
 				now := s.clock.Now()
-				remaining := s.SafeDeadline().Sub(now)
-				s.log.Debug("renewal attempt failed; retrying within "+RenewRetryInterval.String(),
+				remaining := s.safeDeadline().Sub(now)
+				s.log.Debug("renewal attempt failed; retrying within "+renewRetryInterval.String(),
 					"error", r.err, "latency", now.Sub(r.sent), "remaining", remaining, "failures", streak)
 				if !warned && remaining < warnBelow {
 					warned = true
 					s.log.Warn("renewal failing: safe deadline margin low",
 						"error", r.err, "latency", now.Sub(r.sent), "remaining", remaining, "failures", streak,
-						"outage_bound", s.OutageBound())
+						"outage_bound", s.grantedOutageBound())
 				}
 				continue
 			}
@@ -111,7 +111,7 @@ func (s *Session) run(sent time.Time) {
 			if warned {
 				warned = false
 				s.log.Info("renewal recovered", "latency", r.acked.Sub(r.sent), "failures", streak,
-					"remaining", s.SafeDeadline().Sub(r.acked))
+					"remaining", s.safeDeadline().Sub(r.acked))
 			}
 			if r.sent.After(last) {
 				last = r.sent

@@ -136,7 +136,7 @@ func NewSession(ctx context.Context, lease clientv3.Lease, cfg SessionConfig) (*
 		return nil, fmt.Errorf("election: grant lease: %w: the grant took longer than TTL %v - margin %v", ErrSessionExpired, s.ttl, s.margin)
 	}
 	s.met.sessionOpened(s)
-	s.log.Info("session opened", "ttl", s.ttl, "renew_interval", cfg.RenewInterval, "margin", s.margin, "outage_bound", s.OutageBound())
+	s.log.Info("session opened", "ttl", s.ttl, "renew_interval", cfg.RenewInterval, "margin", s.margin, "outage_bound", s.grantedOutageBound())
 	go s.run(sent)
 	return s, nil
 }
@@ -152,9 +152,6 @@ func (s *Session) Lease() clientv3.LeaseID { return s.id }
 // TTL returns the lease TTL etcd granted.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
-// Clock returns the session's clock.
-func (s *Session) Clock() clockwork.Clock { return s.clock }
-
 // Done returns a channel that is closed when the session ends, for any
 // reason. Err then says why.
 func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
@@ -163,7 +160,7 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 // returns an error wrapping ErrSessionExpired (the safe deadline was reached
 // without an acknowledged renewal, or etcd reported the lease missing after
 // it: the lease expired), ErrLeaseLost (etcd reported the lease missing
-// before the safe deadline: it was revoked), ErrKeyRemoved (EndKeyRemoved
+// before the safe deadline: it was revoked), ErrKeyDeleted (EndKeyDeleted
 // was called) or ErrSessionClosed (Close was called). All wrap
 // ErrSessionDone; LossCause names them.
 //
@@ -189,20 +186,22 @@ func (s *Session) expire() {
 // Err as its cause (context.Cause).
 func (s *Session) Context() context.Context { return s.ctx }
 
-// SafeDeadline returns the send time of the last acknowledged renewal (or
+// safeDeadline returns the send time of the last acknowledged renewal (or
 // of the grant) plus the granted TTL minus the safety margin, on the
-// session's clock. Work that depends on the lease must have stopped by then.
-// The session ends slightly before it (by min(margin/4, 100ms)), so that work
-// cancelled on Done has stopped when the deadline passes.
-func (s *Session) SafeDeadline() time.Time {
+// session's clock (SessionStatus.SafeDeadline). Work that depends on the
+// lease must have stopped by then. The session ends slightly before it (by
+// min(margin/4, 100ms)), so that work cancelled on Done has stopped when
+// the deadline passes.
+func (s *Session) safeDeadline() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deadline
 }
 
-// OutageBound returns the longest etcd unavailability this session survives
-// whenever it starts: SessionConfig.OutageBound with the TTL etcd granted.
-func (s *Session) OutageBound() time.Duration {
+// grantedOutageBound returns the longest etcd unavailability this session
+// survives whenever it starts: SessionConfig.OutageBound with the TTL etcd
+// granted.
+func (s *Session) grantedOutageBound() time.Duration {
 	return outageBound(s.ttl, s.margin, s.cfg.RenewInterval)
 }
 
@@ -256,7 +255,7 @@ func (s *Session) end(cause error) {
 	s.met.sessionEnded(s, cause)
 	s.cancel(cause)
 	kind := LossCause(cause)
-	if kind == LossClosed {
+	if kind == lossClosed {
 		s.log.Info("session closed", "cause", kind)
 		return
 	}
@@ -305,14 +304,14 @@ func (s *Session) Check(ctx context.Context) error {
 	return s.Err()
 }
 
-// EndKeyRemoved ends the session with an error wrapping ErrKeyRemoved and
-// naming key, unless it has already ended; it does not revoke the lease
-// (Close does). The session's owner calls it when it finds a key it bound
-// to the lease deleted or replaced by someone else while the lease lives
-// (Check returned nil): the work bound to the session must stop, and the
-// loss is counted under LossDeleted.
-func (s *Session) EndKeyRemoved(key string) {
-	s.end(fmt.Errorf("%w: lease %x: %s deleted or replaced by someone else while the lease lived", ErrKeyRemoved, int64(s.id), key))
+// EndKeyDeleted ends the session with an error wrapping ErrKeyDeleted (and
+// ErrSessionDone) and naming key, unless it has already ended; it does not
+// revoke the lease (Close does). The session's owner calls it when it finds
+// a key it bound to the lease deleted or replaced by someone else while the
+// lease lives (Check returned nil): the work bound to the session must
+// stop, and the loss is counted under the cause "deleted".
+func (s *Session) EndKeyDeleted(key string) {
+	s.end(fmt.Errorf("%w: lease %x: %s deleted or replaced by someone else while the lease lived", errBoundKeyDeleted, int64(s.id), key))
 }
 
 // untilEnd returns how long from now the session may still run: up to the

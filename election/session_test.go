@@ -22,7 +22,7 @@ func TestSessionRenewsAndCloses(t *testing.T) {
 	s := newSession(t, cli, 3*time.Second) // renews every 700ms
 	require.NoError(t, s.Err())
 	assert.Equal(t, 3*time.Second, s.TTL())
-	first := s.SafeDeadline()
+	first := s.Status().SafeDeadline
 	// The grant counts from before it was sent: TTL - margin (500ms) after a
 	// time no earlier than before.
 	assert.False(t, first.Before(before.Add(2500*time.Millisecond)))
@@ -85,7 +85,7 @@ func TestSessionExpiresBeforeEtcd(t *testing.T) {
 	fp.Blackhole()
 	ended := recv(t, doneAt(s.Done()), "the session to expire")
 	assert.ErrorIs(t, s.Err(), election.ErrSessionExpired)
-	deadline := s.SafeDeadline()
+	deadline := s.Status().SafeDeadline
 	assert.False(t, ended.After(deadline), "ended %v after its safe deadline", ended.Sub(deadline))
 
 	ttl, err := admin.TimeToLive(testCtx(t), s.Lease())

@@ -18,20 +18,20 @@ const (
 	// MinTTL is the shortest TTL a Session accepts: etcd's own minimum lease
 	// TTL with its default timing.
 	MinTTL = 2 * time.Second
-	// RenewRetryInterval is the longest a Session waits, while a renewal is
-	// due and unacknowledged, before it sends another attempt: after a
-	// failed attempt, and alongside an attempt that has not been answered
-	// yet (a member that hangs does not hold the session: the new attempt
-	// opens a new stream, which the client's balancer may send to another
-	// endpoint).
-	RenewRetryInterval = 100 * time.Millisecond
+	// renewRetryInterval, the retry interval R of SessionConfig, is the
+	// longest a Session waits, while a renewal is due and unacknowledged,
+	// before it sends another attempt: after a failed attempt, and
+	// alongside an attempt that has not been answered yet (a member that
+	// hangs does not hold the session: the new attempt opens a new stream,
+	// which the client's balancer may send to another endpoint).
+	renewRetryInterval = 100 * time.Millisecond
 	// minMargin is the floor of the default safety margin.
 	minMargin = 500 * time.Millisecond
 	// maxLead caps the lead by which a session ends before its safe deadline.
 	maxLead = 100 * time.Millisecond
 	// renewAttemptTimeout bounds one renewal attempt. Attempts overlap, so it
 	// bounds only the attempts in flight (about renewAttemptTimeout /
-	// RenewRetryInterval), not how long an outage the session survives.
+	// renewRetryInterval), not how long an outage the session survives.
 	renewAttemptTimeout = time.Second
 	// minDefaultRenewInterval is the shortest default renewal cadence.
 	minDefaultRenewInterval = 100 * time.Millisecond
@@ -46,7 +46,7 @@ const (
 // # Outages a session survives
 //
 // A session renews its lease every RenewInterval. A renewal that fails, or
-// is not answered within RenewRetryInterval (100ms), is followed by another
+// is not answered within the retry interval R = 100ms, is followed by another
 // attempt — attempts overlap, each is given up after 1s, and none is sent
 // or waited for past the safe deadline — until one is acknowledged or the
 // session ends. Each retry asks a *clientv3.Client to reconnect at once
@@ -59,7 +59,7 @@ const (
 // starting just as a renewal falls due, one RenewInterval after the last
 // acknowledged send — therefore ends the session only if
 //
-//	D > OutageBound = TTL - SafetyMargin - lead - RenewInterval - RenewRetryInterval
+//	D > OutageBound = TTL - SafetyMargin - lead - RenewInterval - R
 //
 // (minus twice the renewal round trip, negligible on a LAN). etcd itself
 // does not expire the lease first: it counts from its own receipt of a
@@ -146,14 +146,14 @@ func lead(margin time.Duration) time.Duration {
 // defaultRenewInterval is TTL/3, shortened so that the outage bound is at
 // least ttl/2 + outageSlack where margin leaves room for it.
 func defaultRenewInterval(ttl, margin time.Duration) time.Duration {
-	fit := ttl/2 - margin - lead(margin) - RenewRetryInterval - outageSlack
+	fit := ttl/2 - margin - lead(margin) - renewRetryInterval - outageSlack
 	return min(ttl/3, max(fit, minDefaultRenewInterval))
 }
 
 // outageBound is the longest etcd unavailability a session with these
 // parameters survives; see SessionConfig.
 func outageBound(ttl, margin, cadence time.Duration) time.Duration {
-	return max(0, ttl-margin-lead(margin)-cadence-RenewRetryInterval)
+	return max(0, ttl-margin-lead(margin)-cadence-renewRetryInterval)
 }
 
 // withDefaults fills in every zero field. Negative values are kept so that
@@ -180,12 +180,13 @@ func (c SessionConfig) withDefaults() SessionConfig {
 // OutageBound returns the longest etcd unavailability that a session with
 // this configuration (defaults applied) survives whenever it starts:
 //
-//	TTL - SafetyMargin - min(SafetyMargin/4, 100ms) - RenewInterval - RenewRetryInterval
+//	TTL - SafetyMargin - min(SafetyMargin/4, 100ms) - RenewInterval - R
 //
-// with TTL rounded up to whole seconds, as etcd grants it (see
-// SessionConfig). It is 0 for a configuration that Validate refuses, or
-// whose renewal leaves no room for an outage. Session.OutageBound gives the
-// bound of a running session, with the TTL etcd granted.
+// with TTL rounded up to whole seconds, as etcd grants it, and R = 100ms
+// the retry interval (see SessionConfig). It is 0 for a configuration that
+// Validate refuses, or whose renewal leaves no room for an outage. A
+// running session logs its bound, with the TTL etcd granted, when it opens
+// (outage_bound).
 func (c SessionConfig) OutageBound() time.Duration {
 	if c.Validate() != nil {
 		return 0

@@ -7,7 +7,9 @@ import (
 
 // Status is a snapshot of an Election, as Election.Status returns it.
 type Status struct {
-	// Name is the election's name and Candidate this candidate's ID.
+	// Name is the election's name and Candidate this candidate's ID:
+	// ElectionConfig.ID, or the session's lease in hexadecimal ("" for an
+	// election without a session or ID).
 	Name, Candidate string
 	// Leader reports whether this candidate holds a term that stands: one
 	// that Campaign handed out (its fencers advanced) and that has not

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/leaderkey"
 	"github.com/tenure-go/tenure/internal/retry"
 	"github.com/tenure-go/tenure/internal/watchstream"
 
@@ -70,7 +71,7 @@ func newTerm(e *Election, epoch, rev int64) *Term {
 }
 
 // Token returns the term's fencing token: Scope "leader/<name>", Epoch the
-// leader key's create revision.
+// leader key's create revision (the term's epoch).
 func (t *Term) Token() fence.Token { return t.token }
 
 // Signature returns the signature of the term's token by
@@ -79,15 +80,12 @@ func (t *Term) Token() fence.Token { return t.token }
 // httpfence.Transport to send downstream.
 func (t *Term) Signature() fence.Signature { return t.sig }
 
-// Epoch returns the term's epoch, the leader key's create revision.
-func (t *Term) Epoch() int64 { return t.token.Epoch }
-
 // Key returns the leader key.
 func (t *Term) Key() string { return t.key }
 
 // Context returns a context that is cancelled when the term ends. Its cause
 // (context.Cause) is the session's error if the session ended, otherwise
-// ErrResigned or ErrKeyDeleted.
+// ErrResigned or ErrKeyDeleted (both wrapping ErrNotLeader).
 func (t *Term) Context() context.Context { return t.ctx }
 
 // Done returns a channel that is closed when the term ends.
@@ -137,7 +135,7 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if err := t.Err(); err != nil {
 		return fmt.Errorf("election %q: proclaim epoch %d: %w", e.cfg.Name, t.token.Epoch, err)
 	}
-	put := clientv3.OpPut(t.key, encodeCandidate(e.id, value), clientv3.WithLease(e.session.Lease()))
+	put := clientv3.OpPut(t.key, leaderkey.Encode(e.id, value), clientv3.WithLease(e.session.Lease()))
 	resp, err := e.kv.Txn(ctx).If(t.Cmp()).Then(put).Commit()
 	if err != nil {
 		if etcderr.LeaseNotFound(err) {
@@ -146,7 +144,7 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 		return fmt.Errorf("election %q: proclaim epoch %d: %w", e.cfg.Name, t.token.Epoch, err)
 	}
 	if !resp.Succeeded {
-		err := fmt.Errorf("%w: election %q epoch %d: the leader key is no longer this term's at revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, resp.Header.Revision)
+		err := fmt.Errorf("%w: election %q epoch %d: the leader key is no longer this term's at revision %d", errLeaderKeyDeleted, e.cfg.Name, t.token.Epoch, resp.Header.Revision)
 		t.end(err)
 		return fmt.Errorf("election %q: proclaim: %w", e.cfg.Name, err)
 	}
@@ -208,7 +206,7 @@ func (t *Term) watch() {
 		// Election until Resign has deleted the key, unless the key is
 		// already gone. Release before closing watchDone, so that Resign
 		// sees it.
-		deleted := errors.Is(context.Cause(t.ctx), ErrKeyDeleted)
+		deleted := errors.Is(context.Cause(t.ctx), errLeaderKeyDeleted)
 		if deleted {
 			t.e.probeLease()
 		}
@@ -233,7 +231,7 @@ func (t *Term) watch() {
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != t.token.Epoch {
-					t.end(fmt.Errorf("%w: election %q epoch %d at revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, ev.Kv.ModRevision))
+					t.end(fmt.Errorf("%w: election %q epoch %d at revision %d", errLeaderKeyDeleted, e.cfg.Name, t.token.Epoch, ev.Kv.ModRevision))
 					return true, nil
 				}
 			}
@@ -248,7 +246,7 @@ func (t *Term) watch() {
 			return false, err
 		}
 		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != t.token.Epoch {
-			t.end(fmt.Errorf("%w: election %q epoch %d by revision %d", ErrKeyDeleted, e.cfg.Name, t.token.Epoch, resp.Header.Revision))
+			t.end(fmt.Errorf("%w: election %q epoch %d by revision %d", errLeaderKeyDeleted, e.cfg.Name, t.token.Epoch, resp.Header.Revision))
 			return true, nil
 		}
 		rev = resp.Header.Revision + 1

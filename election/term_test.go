@@ -47,12 +47,12 @@ func TestConcurrentResign(t *testing.T) {
 		assert.NoError(t, err)
 	}
 	require.NotNil(t, next)
-	assert.Greater(t, next.Epoch(), term.Epoch())
+	assert.Greater(t, next.Token().Epoch, term.Token().Epoch)
 	assert.ErrorIs(t, term.Err(), election.ErrResigned)
 	require.NoError(t, next.Err(), "a late resign of the old term must not end the new one")
 	got, err := cli.Get(ctx, e.Prefix(), clientv3.WithPrefix())
 	require.NoError(t, err)
 	require.Len(t, got.Kvs, 1)
-	assert.Equal(t, next.Epoch(), got.Kvs[0].CreateRevision)
+	assert.Equal(t, next.Token().Epoch, got.Kvs[0].CreateRevision)
 	require.NoError(t, next.Resign(ctx))
 }

@@ -13,9 +13,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/leaderkey"
 	"github.com/tenure-go/tenure/ring"
 )
 
@@ -116,7 +116,7 @@ func (o *Operator) newRecord(a Action, action, target string) (AuditRecord, stri
 // transaction guarded by the claim's epoch (a.Epoch, or the one read first
 // if zero), so that it never releases a newer holder. The holder sees the
 // delete, ends its tenure (its partition context is cancelled, OnReleased
-// fires with ReasonLost), and the ring's owner claims p again at a higher
+// fires with ErrLost), and the ring's owner claims p again at a higher
 // epoch, advancing its fencers past the old holder's token.
 //
 // Errors wrap ErrNoActor, ErrNoReason, ErrInvalidPartition, ErrNotHeld
@@ -151,8 +151,8 @@ func (o *Operator) ForceRelease(ctx context.Context, p int, a Action) (AuditReco
 // <prefix>leader/<name>/) and records the action, in one transaction
 // guarded by the leader's epoch (a.Epoch, or the one read first if zero).
 // The leader's term ends; the next term has a higher epoch and advances the
-// election's fencers past the old one. It reads the leader through
-// election.Candidates.
+// election's fencers past the old one. It reads the leader from the
+// candidates' keys (the first created leads).
 //
 // Errors wrap ErrNoActor, ErrNoReason, ErrInvalidConfig (empty name),
 // ErrNotHeld (no candidate), ErrEpochChanged or the etcd error.
@@ -164,7 +164,7 @@ func (o *Operator) ForceReleaseLeader(ctx context.Context, name string, a Action
 		return AuditRecord{}, fmt.Errorf("%w: election name %q", ErrInvalidConfig, name)
 	}
 	target := fence.LeaderScope(name)
-	byName, err := election.Candidates(ctx, o.kv, o.layout.Leaders())
+	byName, err := leaderkey.ReadAll(ctx, o.kv, o.layout.Leaders())
 	if err != nil {
 		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w", target, err)
 	}
@@ -289,14 +289,14 @@ func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecor
 // Audit reads the audit records of the actions taken at or after since
 // (the zero time: all), in the order etcd committed them. It fills each
 // force release's NewEpoch from the claim or leader key that holds its
-// target now (leaders read through election.Candidates just before the
+// target now (leaders read from the candidates' keys just before the
 // records), if that was created after the release. A record that cannot
 // be decoded is returned with only ID, Revision and Reason (saying so) set.
 // A pin or unpin record whose Node is empty keeps the pin's node in Holder;
 // Audit returns it as Node, with Holder empty (unknown). The result is
 // never nil.
 func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, error) {
-	leaders, err := election.Candidates(ctx, o.kv, o.layout.Leaders())
+	leaders, err := leaderkey.ReadAll(ctx, o.kv, o.layout.Leaders())
 	if err != nil {
 		return nil, fmt.Errorf("fleet: read the audit records: %w", err)
 	}

@@ -41,7 +41,7 @@
 // drained: an operator's drain mark drained/<id> takes a node out of every
 // node's and client's ring while it stays a member, alive and serving
 // nothing, and its partitions hand off as planned moves. Force release
-// deletes a claim (or a leader key, read through election.Candidates)
+// deletes a claim (or a leader key: the first created of its election)
 // under If(CreateRevision == epoch), so it never releases a newer holder;
 // the holder's tenure ends as for a lost claim, and the next claim's
 // higher epoch fences the old holder out. Every operator action writes an

@@ -88,7 +88,7 @@ func ReadSpec(ctx context.Context, kv clientv3.KV, prefix string) (ring.Spec, er
 	if len(resp.Kvs) == 0 {
 		return ring.Spec{}, fmt.Errorf("%w at %s", ErrNoSpec, k)
 	}
-	return ring.DecodeSpec(resp.Kvs[0].Value)
+	return fleetview.DecodeSpec(resp.Kvs[0].Value)
 }
 
 // DefaultPrefix returns the key prefix of cluster when no Prefix is

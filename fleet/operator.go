@@ -13,10 +13,10 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/leaderkey"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ring"
 )
@@ -169,7 +169,7 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 	if len(kvs(0)) == 0 {
 		return nil, fmt.Errorf("%w at %s", ErrNoSpec, o.layout.Spec())
 	}
-	spec, err := ring.DecodeSpec(kvs(0)[0].Value)
+	spec, err := fleetview.DecodeSpec(kvs(0)[0].Value)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (v *view) partition(p int) PartitionStatus {
 	f := v.fleet
 	s := PartitionStatus{Partition: p}
 	s.Next, _ = f.Ring.Owner(p)
-	if f.Ring.Placed(p) {
+	if ringOwner, _ := f.Ring.RingOwner(p); s.Next != ringOwner { // a placement chose the owner
 		s.Placed = f.Placements[p].Origin
 	}
 	if c := f.Claims[p]; c.Epoch != 0 {
@@ -257,7 +257,7 @@ func (o *Operator) OwnerOf(ctx context.Context, key string) (PartitionStatus, er
 	if err != nil {
 		return PartitionStatus{}, err
 	}
-	return v.partition(v.fleet.Ring.PartitionOf(key)), nil
+	return v.partition(ring.PartitionOf(key, v.fleet.Ring.Partitions())), nil
 }
 
 // LeaderStatus is one election as an Operator sees it.
@@ -278,13 +278,13 @@ type LeaderStatus struct {
 }
 
 // Leaders reads the elections under prefix ("" means the fleet's own,
-// <prefix>leader/) through election.Candidates and returns each one's
+// <prefix>leader/) from their candidates' keys and returns each one's
 // leader, sorted by election name.
 func (o *Operator) Leaders(ctx context.Context, prefix string) ([]LeaderStatus, error) {
 	if prefix == "" {
 		prefix = o.layout.Leaders()
 	}
-	byName, err := election.Candidates(ctx, o.kv, prefix)
+	byName, err := leaderkey.ReadAll(ctx, o.kv, prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func TestOperatorDrain(t *testing.T) {
 		select {
 		case ev := <-evB:
 			if ev.Kind == ownership.EventReleased {
-				require.Equal(t, ownership.ReasonMoved, ev.Reason, "a drain hands off as a planned move")
+				require.Equal(t, ownership.ErrMoved, ev.Reason, "a drain hands off as a planned move")
 				moved++
 			}
 		case <-ctx.Done():
@@ -364,12 +364,12 @@ func TestOperatorForceReleaseElection(t *testing.T) {
 
 	next, err := e.Campaign(ctx)
 	require.NoError(t, err)
-	assert.Greater(t, next.Epoch(), old.Epoch)
+	assert.Greater(t, next.Token().Epoch, old.Epoch)
 	_, err = store.Put(ctx, old, "s", []byte("zombie"))
 	require.ErrorIs(t, err, fence.ErrStale)
 	recs, err := op.Audit(ctx, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	assert.Equal(t, next.Epoch(), recs[0].NewEpoch)
+	assert.Equal(t, next.Token().Epoch, recs[0].NewEpoch)
 	require.NoError(t, next.Resign(ctx))
 }

@@ -109,7 +109,7 @@ func (o *Operator) Placement(ctx context.Context) (PlacementReport, error) {
 	rep := PlacementReport{Revision: v.rev, Algorithm: f.Ring.Algorithm(), Members: []MemberPlacement{}, Placements: []PlacementStatus{}, Balancer: bal}
 	var sum, top, loadSum, loadTop float64
 	for _, id := range f.All {
-		m := MemberPlacement{ID: id, Drained: f.Drained[id], Weight: f.Ring.Weight(id), Partitions: f.Ring.Load(id), Capacity: f.Ring.Capacity(id), Load: loads[id]}
+		m := MemberPlacement{ID: id, Drained: f.Drained[id], Weight: f.Ring.Weight(id), Partitions: len(f.Ring.Owned(id)), Capacity: f.Ring.Capacity(id), Load: loads[id]}
 		if lr, ok := reports[id]; ok {
 			m.LoadWindow = seconds(lr.Window)
 		}
@@ -133,7 +133,9 @@ func (o *Operator) Placement(ctx context.Context) (PlacementReport, error) {
 	}
 	for _, p := range slices.Sorted(maps.Keys(f.Placements)) {
 		pl := f.Placements[p]
-		st := PlacementStatus{Partition: p, Node: pl.Node, Origin: pl.Origin, By: pl.By, Reason: pl.Reason, Rev: pl.Rev, Applied: f.Ring.Placed(p)}
+		owner, _ := f.Ring.Owner(p)
+		ringOwner, _ := f.Ring.RingOwner(p)
+		st := PlacementStatus{Partition: p, Node: pl.Node, Origin: pl.Origin, By: pl.By, Reason: pl.Reason, Rev: pl.Rev, Applied: owner != ringOwner}
 		if pl.Time > 0 {
 			st.Moved = time.UnixMilli(pl.Time).UTC()
 		}

@@ -10,43 +10,44 @@ import (
 	"github.com/tenure-go/tenure/fence"
 )
 
-// Reason says why a tenure ended.
-type Reason int
+// reason says why a tenure ended. Users are told it as its cause, the
+// error the partition's context is cancelled with (ErrMoved, ErrLost or
+// ErrClosed: Event.Reason, Ended); metrics and logs as its label (String).
+type reason int
 
 const (
-	// ReasonMoved: the ring moved the partition to another node and this
-	// node handed it off (drained, then deleted its claim).
-	ReasonMoved Reason = iota + 1
-	// ReasonLost: the tenure ended without a handoff. The Session ended or
-	// its safe deadline passed, or the claim disappeared from etcd. The
-	// next owner may already be serving the partition.
-	ReasonLost
-	// ReasonClosed: the Node was closed and handed the partition off.
-	ReasonClosed
+	// reasonMoved: the ring moved the partition to another node and this
+	// node handed it off (drained, then deleted its claim). ErrMoved.
+	reasonMoved reason = iota + 1
+	// reasonLost: the tenure ended without a handoff. ErrLost.
+	reasonLost
+	// reasonClosed: the Node was closed and handed the partition off.
+	// ErrClosed.
+	reasonClosed
 )
 
-// String returns "moved", "lost" or "closed".
-func (r Reason) String() string {
+// String returns "moved", "lost" or "closed", the label of r.
+func (r reason) String() string {
 	switch r {
-	case ReasonMoved:
+	case reasonMoved:
 		return "moved"
-	case ReasonLost:
+	case reasonLost:
 		return "lost"
-	case ReasonClosed:
+	case reasonClosed:
 		return "closed"
 	}
-	return "Reason(" + strconv.Itoa(int(r)) + ")"
+	return "reason(" + strconv.Itoa(int(r)) + ")"
 }
 
-// causes holds the context cause of a tenure that ended for each Reason,
+// causes holds the context cause of a tenure that ended for each reason,
 // in the order Ended tries them.
 var causes = [...]struct {
-	r   Reason
+	r   reason
 	err error
-}{{ReasonLost, ErrLost}, {ReasonMoved, ErrMoved}, {ReasonClosed, ErrClosed}}
+}{{reasonLost, ErrLost}, {reasonMoved, ErrMoved}, {reasonClosed, ErrClosed}}
 
 // cause returns the context cause of a tenure that ended for r.
-func (r Reason) cause() error {
+func (r reason) cause() error {
 	for _, c := range causes {
 		if c.r == r {
 			return c.err
@@ -55,8 +56,8 @@ func (r Reason) cause() error {
 	return ErrLost
 }
 
-// reasonOf returns the Reason whose cause err is or wraps.
-func reasonOf(err error) (Reason, bool) {
+// reasonOf returns the reason whose cause err is or wraps.
+func reasonOf(err error) (reason, bool) {
 	for _, c := range causes {
 		if errors.Is(err, c.err) {
 			return c.r, true
@@ -68,7 +69,9 @@ func reasonOf(err error) (Reason, bool) {
 // Ended is tenure's one answer to "did the tenure end, so that the work
 // must be routed again?". It reports whether err, the error of work
 // admitted by Hold and run under ctx (the partition's context, or one
-// derived from it), says that the work's tenure ended, and why:
+// derived from it), says that the work's tenure ended, and why, as the
+// cause the tenure ended with (ErrMoved, ErrLost or ErrClosed itself,
+// unwrapped, so that it compares with ==):
 //
 //   - err is or wraps ErrLost (a *WrongOwnerError whose SessionLost is
 //     set included), ErrMoved or ErrClosed;
@@ -78,34 +81,34 @@ func reasonOf(err error) (Reason, bool) {
 //     ctx has ended with the end of its tenure as its cause (ErrMoved,
 //     ErrLost or ErrClosed).
 //
-// The Reason is ctx's when ctx ended with the end of its tenure, else that
-// which err names (ReasonMoved for a stale write). Any other error, nil
-// included, is no end of a tenure: false. A nil ctx is one that has not
+// The cause is ctx's when ctx ended with the end of its tenure, else that
+// which err names (ErrMoved for a stale write). Any other error, nil
+// included, is no end of a tenure: nil, false. A nil ctx is one that has not
 // ended. The work was not done where a stale write was refused; whether
 // work cut short did anything is the work's to say: retries carry an
 // idempotency key.
-func Ended(ctx context.Context, err error) (Reason, bool) {
+func Ended(ctx context.Context, err error) (cause error, ended bool) {
 	if err == nil {
-		return 0, false
+		return nil, false
 	}
 	r, named := reasonOf(err)
 	stale := errors.Is(err, fence.ErrStale)
 	cut := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 	if !named && !stale && !cut {
-		return 0, false
+		return nil, false
 	}
 	if ctx != nil && ctx.Err() != nil {
 		if cr, ok := reasonOf(context.Cause(ctx)); ok {
-			return cr, true
+			return cr.cause(), true
 		}
 	}
 	switch {
 	case named:
-		return r, true
+		return r.cause(), true
 	case stale:
-		return ReasonMoved, true
+		return ErrMoved, true
 	}
-	return 0, false
+	return nil, false
 }
 
 // Callbacks are told when this node's tenures begin and end. A Node calls
@@ -149,8 +152,8 @@ type Callbacks struct {
 	// since its snapshot, under e.Token, instead of loading everything.
 	OnAcquired func(e Event)
 	// OnReleased is called with an EventReleased when the tenure under
-	// e.Token ended, for e.Reason. For a handoff (ReasonMoved,
-	// ReasonClosed) it is called once in-flight work has drained (or the
+	// e.Token ended, for e.Reason. For a handoff (ErrMoved, ErrClosed) it
+	// is called once in-flight work has drained (or the
 	// drain timed out) and the partition's context has been cancelled,
 	// and, unless it takes longer than what remains of the drain timeout,
 	// it returns before the claim is deleted and the next owner can take
@@ -223,8 +226,17 @@ type Event struct {
 	// EventAcquired, cancelled when the tenure ends; the preparation's for
 	// EventPrepare, cancelled when it is over. Nil for EventReleased.
 	Context context.Context
-	// Reason says why the tenure ended (EventReleased only).
-	Reason Reason
+	// Reason says why the tenure ended (EventReleased only; nil
+	// otherwise): the cause the partition's context was cancelled with,
+	// itself, so that it compares with ==:
+	//
+	//   - ErrMoved: the ring moved the partition to another node and this
+	//     node handed it off (drained, then deleted its claim);
+	//   - ErrLost: the tenure ended without a handoff. The Session ended or
+	//     its safe deadline passed, or the claim disappeared from etcd. The
+	//     next owner may already be serving the partition;
+	//   - ErrClosed: the Node was closed and handed the partition off.
+	Reason error
 	// Holder is the node that holds the partition while this one
 	// prepares it (EventPrepare only).
 	Holder string
@@ -291,7 +303,7 @@ func (n *Node) fireReleased(t *tenure) <-chan struct{} {
 		return nil
 	}
 	ack := make(chan struct{})
-	e := Event{Kind: EventReleased, Partition: t.p, Token: t.token, Reason: t.reason}
+	e := Event{Kind: EventReleased, Partition: t.p, Token: t.token, Reason: t.reason.cause()}
 	n.disp.enqueue(func() {
 		defer close(ack)
 		f(e)

@@ -44,9 +44,9 @@ const (
 	// than a bounded outage.
 	defaultAcquiredTimeout = 10 * time.Second
 
-	// DefaultMaxTxnOps is etcd's default limit of operations per transaction
+	// defaultMaxTxnOps is etcd's default limit of operations per transaction
 	// (its --max-txn-ops flag), used when Config.MaxTxnOps is zero.
-	DefaultMaxTxnOps = 128
+	defaultMaxTxnOps = 128
 
 	// maxAddrLen bounds Config.Addr.
 	maxAddrLen = 1024
@@ -167,7 +167,7 @@ type Config struct {
 	AcquiredTimeout time.Duration
 	// MaxTxnOps is the etcd server's limit of operations per transaction.
 	// Claims and releases are batched into transactions within this limit.
-	// Zero means DefaultMaxTxnOps (128, etcd's default); otherwise it must be
+	// Zero means 128, etcd's default; otherwise it must be
 	// at least 2.
 	MaxTxnOps int
 	// Logger receives the node's diagnostics. Nil discards them.
@@ -220,7 +220,7 @@ func DefaultConfig() Config {
 		Session:      election.SessionConfig{}, // zero fields: the session's defaults
 		DrainTimeout: defaultDrainTimeout,
 		WarmTimeout:  defaultWarmTimeout,
-		MaxTxnOps:    DefaultMaxTxnOps,
+		MaxTxnOps:    defaultMaxTxnOps,
 
 		AcquiredTimeout: defaultAcquiredTimeout,
 	}
@@ -263,7 +263,7 @@ func (c Config) Validate() error {
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("%w: drain timeout %v must not be negative", ErrInvalidConfig, c.DrainTimeout)
 	case c.MaxTxnOps < 0 || c.MaxTxnOps == 1:
-		return fmt.Errorf("%w: max txn ops %d must be 0 (default %d) or at least 2", ErrInvalidConfig, c.MaxTxnOps, DefaultMaxTxnOps)
+		return fmt.Errorf("%w: max txn ops %d must be 0 (default %d) or at least 2", ErrInvalidConfig, c.MaxTxnOps, defaultMaxTxnOps)
 	}
 	fences := keys.For(c.Cluster, c.Prefix).Fences()
 	for i, f := range c.Fencers {
@@ -310,7 +310,7 @@ func (c Config) withDefaults() Config {
 		c.LoadBudget = defaultLoadBudget
 	}
 	if c.MaxTxnOps == 0 {
-		c.MaxTxnOps = DefaultMaxTxnOps
+		c.MaxTxnOps = defaultMaxTxnOps
 	}
 	if c.WarmTimeout == 0 {
 		c.WarmTimeout = defaultWarmTimeout

@@ -68,7 +68,7 @@
 //	      safe deadline passed, or someone else deleted                    or not the
 //	      the claim: context cancelled at once (ErrLost),                  owner
 //	      no more work admitted; OnReleased called
-//	      (ReasonLost) if OnAcquired was, after it; the
+//	      (ErrLost) if OnAcquired was, after it; the
 //	      claim goes with the lease (if no one deleted it)
 //
 // Callbacks run one at a time, in this order: OnAcquired always precedes
@@ -112,7 +112,7 @@
 //
 // A loss is not a handoff. When the Session ends (the lease is lost, or its
 // safe deadline passes without an acknowledged renewal), every partition
-// context is cancelled at once (ErrLost), OnReleased fires with ReasonLost,
+// context is cancelled at once (ErrLost), OnReleased fires with ErrLost,
 // and the node rejoins with a new Session, hence new claims and new epochs.
 // The old claims go with the old lease. A claim deleted by someone else
 // (an operator's force release) ends that tenure the same way. Until the
@@ -275,9 +275,9 @@
 //
 // Node.Status is a snapshot for dashboards (session statistics, the lease,
 // the served partitions with their epochs and acquire times, the ring
-// version, the member count); Node.Live (the session is valid) and
-// Node.Ready (live, and serving every partition the ring gives the node)
-// back Node.HealthHandler, which answers /livez and /readyz probes with
+// version, the member count); its Live (the session is valid) and Ready
+// (live, and serving every partition the ring gives the node) back
+// Node.HealthHandler, which answers /livez and /readyz probes with
 // 200 or 503 and a short JSON body; after a session loss, its reason names
 // the loss's cause ("no live session: lost (expired)"), as NodeStatus's
 // SessionEnd does.

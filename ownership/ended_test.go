@@ -15,7 +15,7 @@ import (
 // Ended, the one test of "the tenure ended, route the work again": the
 // tenure's own causes, a stale write, and a context error whose context
 // ended with the tenure; the context's cause names the reason when it has
-// one. Reason.cause is its inverse.
+// one. reason.cause is its inverse.
 func TestEnded(t *testing.T) {
 	ended := func(cause error) context.Context {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -27,32 +27,32 @@ func TestEnded(t *testing.T) {
 		name string
 		ctx  context.Context
 		err  error
-		want Reason
+		want error
 		ok   bool
 	}{
-		{"nil", live, nil, 0, false},
-		{"other", live, errors.New("disk full"), 0, false},
-		{"moved", live, fmt.Errorf("work: %w", ErrMoved), ReasonMoved, true},
-		{"lost", live, ErrLost, ReasonLost, true},
-		{"closed", live, ErrClosed, ReasonClosed, true},
-		{"session lost hint", live, &WrongOwnerError{SessionLost: true}, ReasonLost, true},
-		{"not owner", live, &WrongOwnerError{Route: fleet.Route{Owner: "b", Addr: "h:1"}}, 0, false},
-		{"stale", live, fence.NewStaleError(fence.Token{Scope: "p/1", Epoch: 2}, 3), ReasonMoved, true},
-		{"stale, lost", ended(ErrLost), fence.ErrStale, ReasonLost, true},
-		{"cut short, moved", ended(ErrMoved), context.Canceled, ReasonMoved, true},
-		{"cut short, closed", ended(ErrClosed), fmt.Errorf("store: %w", context.Canceled), ReasonClosed, true},
-		{"caller's cancel", ended(context.Canceled), context.Canceled, 0, false},
-		{"live context", live, context.DeadlineExceeded, 0, false},
-		{"moved, context lost", ended(ErrLost), ErrMoved, ReasonLost, true},
-		{"nil context", nil, ErrMoved, ReasonMoved, true},
+		{"nil", live, nil, nil, false},
+		{"other", live, errors.New("disk full"), nil, false},
+		{"moved", live, fmt.Errorf("work: %w", ErrMoved), ErrMoved, true},
+		{"lost", live, ErrLost, ErrLost, true},
+		{"closed", live, ErrClosed, ErrClosed, true},
+		{"session lost hint", live, &WrongOwnerError{SessionLost: true}, ErrLost, true},
+		{"not owner", live, &WrongOwnerError{Route: fleet.Route{Owner: "b", Addr: "h:1"}}, nil, false},
+		{"stale", live, fence.NewStaleError(fence.Token{Scope: "p/1", Epoch: 2}, 3), ErrMoved, true},
+		{"stale, lost", ended(ErrLost), fence.ErrStale, ErrLost, true},
+		{"cut short, moved", ended(ErrMoved), context.Canceled, ErrMoved, true},
+		{"cut short, closed", ended(ErrClosed), fmt.Errorf("store: %w", context.Canceled), ErrClosed, true},
+		{"caller's cancel", ended(context.Canceled), context.Canceled, nil, false},
+		{"live context", live, context.DeadlineExceeded, nil, false},
+		{"moved, context lost", ended(ErrLost), ErrMoved, ErrLost, true},
+		{"nil context", nil, ErrMoved, ErrMoved, true},
 	} {
 		r, ok := Ended(tt.ctx, tt.err)
 		assert.Equal(t, tt.ok, ok, tt.name)
 		assert.Equal(t, tt.want, r, tt.name)
 	}
-	for _, r := range []Reason{ReasonMoved, ReasonLost, ReasonClosed} {
+	for _, r := range []reason{reasonMoved, reasonLost, reasonClosed} {
 		got, ok := Ended(ended(r.cause()), context.Canceled)
 		assert.True(t, ok, r.String())
-		assert.Equal(t, r, got, "a context that ended with the cause of %v", r)
+		assert.Equal(t, r.cause(), got, "a context that ended with the cause of %v", r)
 	}
 }

@@ -42,7 +42,7 @@ func ExampleJoin() {
 	// once it serves them all.
 	for {
 		changed := node.Changed()
-		if node.Ready() {
+		if node.Status().Ready {
 			break
 		}
 		<-changed
@@ -83,7 +83,7 @@ func ExampleChanCallbacks() {
 	// The node calls the callbacks; here, by hand.
 	tok := fence.Token{Scope: fence.PartitionScope(7), Epoch: 42}
 	cb.OnAcquired(ownership.Event{Kind: ownership.EventAcquired, Partition: 7, Token: tok, Context: context.Background()})
-	cb.OnReleased(ownership.Event{Kind: ownership.EventReleased, Partition: 7, Token: tok, Reason: ownership.ReasonMoved})
+	cb.OnReleased(ownership.Event{Kind: ownership.EventReleased, Partition: 7, Token: tok, Reason: ownership.ErrMoved})
 	for range 2 {
 		switch e := <-events; e.Kind {
 		case ownership.EventAcquired:
@@ -95,6 +95,6 @@ func ExampleChanCallbacks() {
 	fmt.Println("dropped:", dropped())
 	// Output:
 	// acquired 7 p/7@42
-	// released 7 p/7@42 moved
+	// released 7 p/7@42 ownership: partition moved
 	// dropped: 0
 }

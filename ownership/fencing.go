@@ -169,7 +169,7 @@ func (l *loop) fenced(t *tenure, err error) {
 	switch {
 	case rec.phase == phaseAborting || t.ctx.Err() != nil:
 		if rec.phase == phaseFencing {
-			l.transition(t.p, idle, ReasonLost) // the generation ended under it
+			l.transition(t.p, idle, reasonLost) // the generation ended under it
 		}
 		if l.holds(t.p, t) {
 			l.startDelete(t.p, t.token.Epoch, nil)

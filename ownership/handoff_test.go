@@ -128,7 +128,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 	for {
 		e := <-evA
 		if e.Kind == EventReleased && e.Partition == p {
-			require.Equal(t, ReasonMoved, e.Reason)
+			require.Equal(t, ErrMoved, e.Reason)
 			require.Equal(t, oldEpoch, e.Token.Epoch)
 			break
 		}
@@ -283,7 +283,7 @@ func TestSessionLoss(t *testing.T) {
 	for len(lost) < len(owned) {
 		e := <-evA
 		if e.Kind == EventReleased && e.Token.Epoch == epochs[e.Partition] {
-			require.Equal(t, ReasonLost, e.Reason, "%+v", e)
+			require.Equal(t, ErrLost, e.Reason, "%+v", e)
 			lost[e.Partition] = true
 		}
 	}
@@ -348,7 +348,7 @@ func TestClaimDeletedExternally(t *testing.T) {
 	<-h.Context.Done()
 	require.ErrorIs(t, context.Cause(h.Context), ErrLost)
 	e := <-ev
-	require.Equal(t, Event{Kind: EventReleased, Partition: 3, Token: h.Token, Reason: ReasonLost}, e)
+	require.Equal(t, Event{Kind: EventReleased, Partition: 3, Token: h.Token, Reason: ErrLost}, e)
 	e = <-ev
 	require.Equal(t, EventAcquired, e.Kind)
 	require.Equal(t, 3, e.Partition)
@@ -361,7 +361,7 @@ func TestClaimDeletedExternally(t *testing.T) {
 	for range parts {
 		e := <-ev
 		require.Equal(t, EventReleased, e.Kind, "%+v", e)
-		require.Equal(t, ReasonLost, e.Reason)
+		require.Equal(t, ErrLost, e.Reason)
 	}
 	waitStable(t, 30*time.Second, a)
 	require.Equal(t, []string{"a"}, etcdMembers(t, op, name))
@@ -381,12 +381,12 @@ func TestChanCallbacksDropPolicy(t *testing.T) {
 	cb, ch, dropped := ChanCallbacks(2)
 	tok := fence.Token{Scope: "p/1", Epoch: 5}
 	cb.OnAcquired(Event{Kind: EventAcquired, Partition: 1, Token: tok, Context: context.Background()})
-	cb.OnReleased(Event{Kind: EventReleased, Partition: 1, Token: tok, Reason: ReasonMoved})
+	cb.OnReleased(Event{Kind: EventReleased, Partition: 1, Token: tok, Reason: ErrMoved})
 	cb.OnAcquired(Event{Kind: EventAcquired, Partition: 1, Token: fence.Token{Scope: "p/1", Epoch: 9}, Context: context.Background()}) // dropped
 	require.Equal(t, uint64(1), dropped())
 	require.Equal(t, EventAcquired, (<-ch).Kind)
 	e := <-ch
-	require.Equal(t, Event{Kind: EventReleased, Partition: 1, Token: tok, Reason: ReasonMoved}, e)
+	require.Equal(t, Event{Kind: EventReleased, Partition: 1, Token: tok, Reason: ErrMoved}, e)
 	select {
 	case e := <-ch:
 		t.Fatalf("unexpected %+v", e)
@@ -395,10 +395,10 @@ func TestChanCallbacksDropPolicy(t *testing.T) {
 	_, ch0, _ := ChanCallbacks(-3) // clamped to 1, no panic
 	require.Equal(t, 1, cap(ch0))
 
-	require.Equal(t, "moved", ReasonMoved.String())
-	require.Equal(t, "lost", ReasonLost.String())
-	require.Equal(t, "closed", ReasonClosed.String())
-	require.Equal(t, "Reason(9)", Reason(9).String())
+	require.Equal(t, "moved", reasonMoved.String())
+	require.Equal(t, "lost", reasonLost.String())
+	require.Equal(t, "closed", reasonClosed.String())
+	require.Equal(t, "reason(9)", reason(9).String())
 	require.Equal(t, "acquired", EventAcquired.String())
 	require.Equal(t, "released", EventReleased.String())
 }

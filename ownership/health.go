@@ -15,8 +15,16 @@ import (
 type NodeStatus struct {
 	// ID is the node's ID.
 	ID string `json:"id"`
-	// Live and Ready are what Node.Live and Node.Ready report.
-	Live  bool `json:"live"`
+	// Live reports whether the node has a valid session: it is not closed
+	// and its current session has not ended. It is false between the loss
+	// of a session and the next one's start.
+	Live bool `json:"live"`
+	// Ready reports whether the node is live and serves every partition
+	// the ring gives it: false while it acquires partitions (after Join, a
+	// loss or a ring change; until it admits work for them, once their
+	// OnAcquired has returned) and while a move to it is in progress. A
+	// drained node, to which the ring gives nothing, is ready as long as
+	// it is live.
 	Ready bool `json:"ready"`
 	// Closed reports that the node has stopped (Close, or its etcd client
 	// closed under it).
@@ -82,22 +90,6 @@ func (n *Node) Status() NodeStatus {
 	return st
 }
 
-// Live reports whether the node has a valid session: it is not closed and
-// its current session has not ended. It is false between the loss of a
-// session and the next one's start.
-func (n *Node) Live() bool { return n.live(n.snap.Load()) }
-
-// Ready reports whether the node is live and serves every partition the
-// ring gives it: false while it acquires partitions (after Join, a loss or
-// a ring change; until it admits work for them, once their OnAcquired has
-// returned) and while a move to it is in progress. A drained node,
-// to which the ring gives nothing, is ready as long as it is live.
-func (n *Node) Ready() bool {
-	s := n.snap.Load()
-	_, ok := n.assigned(s)
-	return ok && n.live(s)
-}
-
 func (n *Node) live(s *snapshot) bool {
 	return !s.closed && s.gen.sess.Err() == nil
 }
@@ -115,19 +107,20 @@ func (n *Node) assigned(s *snapshot) (count int, all bool) {
 	return count, all
 }
 
-// HealthHandler returns the node's HealthHandler.
-func (n *Node) HealthHandler() *HealthHandler { return &HealthHandler{n} }
+// HealthHandler returns an http.Handler that answers the node's health
+// probes in the style of Kubernetes' /livez and /readyz: a request whose
+// path ends in "/livez" is answered from NodeStatus.Live, one ending in
+// "/readyz" from NodeStatus.Ready, with 200 and a JSON body
+// {"check":"readyz","ok":true,...} when the check passes and 503 when it
+// fails; any other path gets 404. Mount it at the prefix you like
+// (mux.Handle("/healthz/", n.HealthHandler())). The body carries the node
+// ID, the ring version and the counts of partitions assigned and served;
+// add "?verbose=1" to get the whole NodeStatus. It is safe for concurrent
+// use.
+func (n *Node) HealthHandler() http.Handler { return healthHandler{n} }
 
-// HealthHandler is an http.Handler that answers a Node's health probes in
-// the style of Kubernetes' /livez and /readyz: a request whose path ends in
-// "/livez" is answered from Live, one ending in "/readyz" from Ready, with
-// 200 and a JSON body {"check":"readyz","ok":true,...} when the check
-// passes and 503 when it fails; any other path gets 404. Mount it at the
-// prefix you like (mux.Handle("/healthz/", n.HealthHandler())). The body
-// carries the node ID, the ring version and the counts of partitions
-// assigned and served; add "?verbose=1" to get the whole NodeStatus. It is
-// safe for concurrent use.
-type HealthHandler struct{ n *Node }
+// healthHandler is the Node's HealthHandler.
+type healthHandler struct{ n *Node }
 
 // healthAnswer is the body of a health probe's answer.
 type healthAnswer struct {
@@ -142,7 +135,7 @@ type healthAnswer struct {
 }
 
 // ServeHTTP answers a /livez or /readyz probe.
-func (h *HealthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h healthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var check string
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/livez"):

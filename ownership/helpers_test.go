@@ -14,6 +14,7 @@ import (
 	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ring"
 )
 
 // testConfig returns a fast configuration for tests: TTL 2s (etcd's
@@ -115,4 +116,19 @@ func observerAgrees(o *fleet.Observer, n *Node, parts int) error {
 func waitObserver(t *testing.T, o *fleet.Observer, cond func() error, nodes ...*Node) {
 	t.Helper()
 	fleettest.WaitObserver(t, o, cond, nodes...)
+}
+
+// placed reports whether a placement gives partition p of r another owner
+// than the ring's own.
+func placed(r *ring.Ring, p int) bool {
+	owner, _ := r.Owner(p)
+	ringOwner, _ := r.RingOwner(p)
+	return owner != ringOwner
+}
+
+// label returns the label of the cause a tenure ended with ("moved",
+// "lost" or "closed"), as metrics and logs name it.
+func label(cause error) string {
+	r, _ := reasonOf(cause)
+	return r.String()
 }

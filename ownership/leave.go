@@ -65,11 +65,11 @@ func (l *loop) finishClose() error {
 }
 
 // abort stops at once (Close's context ended): every tenure ends with
-// ReasonClosed, and the lease is left to expire (or revoked if etcd answers
+// reasonClosed, and the lease is left to expire (or revoked if etcd answers
 // at once).
 func (l *loop) abort() {
 	l.unwatch()
-	ended := l.endAll(ReasonClosed)
+	ended := l.endAll(reasonClosed)
 	l.gen.end(ErrClosed)
 	l.publishClosed()
 	l.fireAcquired()

@@ -16,7 +16,6 @@ type loop struct {
 	gen *generation
 
 	fleet *fleetview.State
-	me    int // index of this node in fleet.ring, -1 if absent
 
 	updates   chan fleetview.Update // from the generation's fleetview.Reader.follow
 	stopWatch context.CancelFunc
@@ -62,7 +61,6 @@ func newLoop(n *Node) *loop {
 	l := &loop{
 		n:     n,
 		fleet: fleetview.NewState(n.cfg.Ring, n.log),
-		me:    -1,
 		batch: n.cfg.MaxTxnOps - 1,
 
 		ready:       map[readyKey]int64{},
@@ -127,7 +125,6 @@ func (l *loop) apply(u fleetview.Update) {
 	}
 	l.n.report.fleetChanging(l, u)
 	l.fleet.Apply(u)
-	l.me = l.fleet.Ring.MemberIndex(l.n.id)
 	if me, ok := l.fleet.Members[l.n.id]; !l.closing && (!ok || me.Lease != l.gen.lease) {
 		l.memberGone = true
 	}

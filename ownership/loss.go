@@ -26,7 +26,7 @@ const checkAttemptTimeout = time.Second
 //     lease etcd no longer has ends the session (expired or revoked) and
 //     the keys went with it; a lease that lives means someone else deleted
 //     them, a forced release for each claim and, for the member key, the
-//     end of the session with election.ErrKeyRemoved.
+//     end of the session with election.ErrKeyDeleted.
 //
 // Until the check answers, the tenures concerned have already ended (their
 // contexts were cancelled when their claims vanished); only the account of
@@ -71,7 +71,7 @@ func (l *loop) checked(err error) {
 	l.n.report.forcedReleases(l.gen, l.vanished)
 	l.vanished = nil
 	if l.memberGone {
-		l.gen.sess.EndKeyRemoved(l.n.layout.Member(l.n.id))
+		l.gen.sess.EndKeyDeleted(l.n.layout.Member(l.n.id))
 		l.lost = l.gen.sess.Err()
 	}
 }
@@ -88,26 +88,26 @@ func (l *loop) checkTenure(p int) {
 	}
 	switch rec.phase {
 	case phaseFencing:
-		l.transition(p, &record{phase: phaseAborting, t: t}, ReasonLost)
+		l.transition(p, &record{phase: phaseAborting, t: t}, reasonLost)
 	case phaseFenceWait:
-		l.transition(p, idle, ReasonLost)
+		l.transition(p, idle, reasonLost)
 	case phaseStarting, phaseServing, phaseDraining:
 		// A loss, even in the middle of a handoff: the work in flight is
 		// cancelled at once, the next owner may be serving already. What
 		// deleted the claim is told once classify knows.
-		l.transition(p, idle, ReasonLost)
+		l.transition(p, idle, reasonLost)
 		l.vanished = append(l.vanished, t)
 	}
 }
 
 // loseAll ends the generation, whose session ended with err: every tenure
-// ends at once with ReasonLost, and the loss is logged in one line with
+// ends at once with reasonLost, and the loss is logged in one line with
 // every tenure it ended (those whose claims vanished first included). The
 // claims go with the lease.
 func (l *loop) loseAll(err error) {
 	l.unwatch()
 	l.gen.end(ErrLost)
-	ended := l.endAll(ReasonLost)
+	ended := l.endAll(reasonLost)
 	l.claimsInFlight = 0
 	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
 	l.pendingReady, l.pendingUnready = nil, nil
@@ -121,7 +121,7 @@ func (l *loop) loseAll(err error) {
 // endAll ends every tenure of this node for reason r at once (a tenure
 // already handed off keeps its reason), makes every partition idle and
 // returns the served tenures that ended, whose OnReleased is queued.
-func (l *loop) endAll(r Reason) []*tenure {
+func (l *loop) endAll(r reason) []*tenure {
 	var ended []*tenure
 	for p := range l.n.slots {
 		rec := l.rec(p)

@@ -15,8 +15,8 @@ import (
 const labelNode = "node"
 
 // The values of the reason label of tenure_partition_releases_total: the
-// strings of ReasonMoved, ReasonLost and ReasonClosed.
-var releaseReasons = []Reason{ReasonMoved, ReasonLost, ReasonClosed}
+// labels of reasonMoved, reasonLost and reasonClosed.
+var releaseReasons = []reason{reasonMoved, reasonLost, reasonClosed}
 
 // handoffBuckets is the bucket layout, in seconds, of handoffs and of the
 // time partitions stay unowned: a planned move takes milliseconds, a

@@ -139,7 +139,7 @@ func TestNodeMetrics(t *testing.T) {
 	waitMetric(t, reg, P, "tenure_partitions_owned", "a")
 	assert.Equal(t, 0.0, metricOf(t, reg, "tenure_drains_total", "a"))
 	assert.True(t, b.Status().Drained)
-	assert.True(t, b.Ready(), "a drained node that is live is ready")
+	assert.True(t, b.Status().Ready, "a drained node that is live is ready")
 
 	// Close unregisters; the same node ID registers again when it rejoins.
 	closeNode(t, b)
@@ -375,8 +375,8 @@ func TestNodeHealth(t *testing.T) {
 		require.NoError(t, json.Unmarshal(body, &a), string(body))
 		return resp.StatusCode, a
 	}
-	assert.True(t, a.Live())
-	assert.True(t, a.Ready())
+	assert.True(t, a.Status().Live)
+	assert.True(t, a.Status().Ready)
 	code, ans := get("/livez")
 	assert.Equal(t, http.StatusOK, code)
 	assert.True(t, ans.OK)
@@ -395,12 +395,12 @@ func TestNodeHealth(t *testing.T) {
 
 	fp.Blackhole()
 	require.NoError(t, waitFor(20*time.Second, func() error {
-		if a.Live() {
+		if a.Status().Live {
 			return errors.New("still live")
 		}
 		return nil
 	}, a))
-	assert.False(t, a.Ready())
+	assert.False(t, a.Status().Ready)
 	code, ans = get("/livez")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.False(t, ans.OK)
@@ -422,7 +422,7 @@ func TestNodeHealth(t *testing.T) {
 
 	fp.Heal()
 	require.NoError(t, waitFor(30*time.Second, func() error {
-		if !a.Ready() {
+		if !a.Status().Ready {
 			return errors.New("not ready")
 		}
 		return nil
@@ -490,14 +490,14 @@ func TestNodeMetricsClaimConflict(t *testing.T) {
 	a := join(t, &conflictingClient{Client: raw, claimKey: claimKey}, cfg)
 	waitMetric(t, reg, 1, "tenure_partition_claim_conflicts_total", "a")
 	waitMetric(t, reg, P-1, "tenure_partition_acquisitions_total", "a")
-	assert.False(t, a.Ready(), "partition 0 is held by another")
+	assert.False(t, a.Status().Ready, "partition 0 is held by another")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := raw.Delete(ctx, claimKey)
 	require.NoError(t, err)
 	waitMetric(t, reg, P, "tenure_partition_acquisitions_total", "a")
 	require.NoError(t, waitFor(10*time.Second, func() error {
-		if !a.Ready() {
+		if !a.Status().Ready {
 			return errors.New("not ready")
 		}
 		return nil

@@ -178,7 +178,7 @@ func (n *Node) ID() string { return n.id }
 // not allocate.
 func (n *Node) Lookup(key string) fleet.Route {
 	s := n.snap.Load()
-	return s.route(s.ring.PartitionOf(key))
+	return s.route(ring.PartitionOf(key, s.ring.Partitions()))
 }
 
 // LookupPartition returns the route of partition p. For p outside [0, P)
@@ -210,7 +210,7 @@ func (n *Node) LookupPartition(p int) fleet.Route {
 //     names it when known.
 func (n *Node) Hold(key string) (Held, error) {
 	s := n.snap.Load()
-	return n.hold(s, s.ring.PartitionOf(key))
+	return n.hold(s, ring.PartitionOf(key, s.ring.Partitions()))
 }
 
 // HoldPartition is Hold for partition p. A p outside [0, P) yields an error
@@ -311,7 +311,7 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 // partition off as in a move (serve on while the next owners prepare, all
 // in parallel, within Config.WarmTimeout; then stop admitting, let the work in flight finish
 // within Config.DrainTimeout, then cancel the partition's context, call
-// OnReleased with ReasonClosed and delete the claim), then revokes the
+// OnReleased with ErrClosed and delete the claim), then revokes the
 // lease. If ctx ends
 // first, Close stops waiting: it cancels what remains, lets the lease go and
 // returns an error wrapping ctx's error; the remaining partitions become

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkNodeLookup(b *testing.B) {
 	for i := range keys {
 		keys[i] = "tenant-" + strconv.Itoa(i*7919) + "/order"
 	}
-	ring := n.Ring()
+	rg := n.Ring()
 	b.Run("node", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
@@ -41,7 +42,7 @@ func BenchmarkNodeLookup(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, ok := ring.OwnerOfKey(keys[i&(lookupKeys-1)]); !ok {
+			if _, ok := rg.Owner(ring.PartitionOf(keys[i&(lookupKeys-1)], rg.Partitions())); !ok {
 				b.Fatal("no owner")
 			}
 			i++

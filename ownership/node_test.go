@@ -144,15 +144,15 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 	// etcd agrees with the nodes.
 	claims := etcdClaims(t, c.NewClient(t), "serve")
 	require.Len(t, claims, parts)
-	ring := n0.Ring()
+	rg := n0.Ring()
 	for p, cl := range claims {
-		owner, _ := ring.Owner(p)
+		owner, _ := rg.Owner(p)
 		assert.Equal(t, owner, cl.Owner, "partition %d", p)
 	}
 
 	for _, n := range nodes {
 		owned := n.Owned()
-		require.Equal(t, ring.Owned(n.ID()), owned)
+		require.Equal(t, rg.Owned(n.ID()), owned)
 		// Per partition, tenures alternate OnAcquired, OnReleased(moved)
 		// with increasing epochs; the partitions owned now end with an
 		// OnAcquired carrying the current epoch.
@@ -172,7 +172,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 					require.Equal(t, e.Token, tok)
 				case EventReleased:
 					require.True(t, seen && prev.Kind == EventAcquired && prev.Token == e.Token, "%s: %+v after %+v", n.ID(), e, prev)
-					require.Equal(t, ReasonMoved, e.Reason)
+					require.Equal(t, ErrMoved, e.Reason)
 					require.ErrorIs(t, context.Cause(prev.Context), ErrMoved)
 				}
 				last[e.Partition] = e
@@ -198,7 +198,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 	// keys get a wrong-owner error with a hint.
 	for i := range 50 {
 		key := fmt.Sprintf("key-%d", i)
-		p := n0.Ring().PartitionOf(key)
+		p := ring.PartitionOf(key, n0.Ring().Partitions())
 		r := n0.Lookup(key)
 		require.Equal(t, p, r.Partition)
 		h, err := n0.Hold(key)
@@ -221,7 +221,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
 	_, err = n0.HoldPartition(-1)
 	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
-	require.Equal(t, fleet.Route{Partition: -1, RingVersion: ring.Version()}, n0.LookupPartition(-1))
+	require.Equal(t, fleet.Route{Partition: -1, RingVersion: rg.Version()}, n0.LookupPartition(-1))
 }
 
 func TestCloseHandsOff(t *testing.T) {
@@ -249,13 +249,13 @@ func TestCloseHandsOff(t *testing.T) {
 	default:
 		t.Fatal("Done not closed after Close")
 	}
-	// Every tenure ended with ReasonClosed, its context cancelled with
+	// Every tenure ended with ErrClosed, its context cancelled with
 	// ErrClosed.
 	released := map[int]bool{}
 	for range owned {
 		e := <-ch
 		require.Equal(t, EventReleased, e.Kind)
-		require.Equal(t, ReasonClosed, e.Reason)
+		require.Equal(t, ErrClosed, e.Reason)
 		released[e.Partition] = true
 		require.ErrorIs(t, context.Cause(ctxs[e.Partition]), ErrClosed)
 	}
@@ -383,7 +383,7 @@ func TestClientClosedStopsNode(t *testing.T) {
 	}
 	for _, p := range ownedBefore {
 		assert.Equal(t, EventReleased, last[p].Kind, "partition %d", p)
-		assert.Equal(t, ReasonLost, last[p].Reason, "partition %d", p)
+		assert.Equal(t, ErrLost, last[p].Reason, "partition %d", p)
 	}
 	waitStable(t, 20*time.Second, b)
 	assert.Len(t, b.Owned(), parts)

@@ -55,7 +55,7 @@ func TestOperability(t *testing.T) {
 	ready := func(nodes ...*ownership.Node) {
 		t.Helper()
 		for _, n := range nodes {
-			for !n.Ready() {
+			for !n.Status().Ready {
 				select {
 				case <-n.Changed():
 				case <-ctx.Done():

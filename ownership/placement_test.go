@@ -89,7 +89,7 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 		return nil
 	}, nodes...))
 	assert.Greater(t, b.LookupPartition(pinned).Epoch, before, "the pinned partition moved at a new epoch")
-	assert.True(t, a.Ring().Placed(pinned))
+	assert.True(t, placed(a.Ring(), pinned))
 
 	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: name, Ring: cfgOf("x", 1).Ring})
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 		}
 		return nil
 	}, nodes...))
-	assert.False(t, a.Ring().Placed(toDrain))
+	assert.False(t, placed(a.Ring(), toDrain))
 	agree(rest...)
 
 	// Unpinned, the partition goes back to the ring's owner.
@@ -142,7 +142,7 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 		if err := stableErr(rest); err != nil {
 			return err
 		}
-		if a.Ring().Placed(pinned) {
+		if placed(a.Ring(), pinned) {
 			return fmt.Errorf("partition %d still placed", pinned)
 		}
 		return nil

@@ -94,7 +94,7 @@ func (tl *timeline) callbacks(node string, prepare func(e Event) error) Callback
 			tl.mu.Unlock()
 			tl.add("%s acquired %d prepared=%v", node, e.Partition, !e.Prepared.IsZero())
 		},
-		OnReleased: func(e Event) { tl.add("%s released %d %v", node, e.Partition, e.Reason) },
+		OnReleased: func(e Event) { tl.add("%s released %d %v", node, e.Partition, label(e.Reason)) },
 		OnPrepare: func(e Event) error {
 			tl.add("%s prepare %d from %s", node, e.Partition, e.Holder)
 			context.AfterFunc(e.Context, func() {

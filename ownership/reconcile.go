@@ -4,7 +4,8 @@ import "time"
 
 // mine reports whether this node should hold partition p now.
 func (l *loop) mine(p int) bool {
-	return !l.closing && l.me >= 0 && l.fleet.Ring.OwnerIndex(p) == l.me
+	owner, ok := l.fleet.Ring.Owner(p)
+	return !l.closing && ok && owner == l.n.id
 }
 
 // reconcile moves every partition towards what the ring and the claims
@@ -40,11 +41,11 @@ func (l *loop) reconcile() {
 			}
 		case phaseFencing:
 			if !l.mine(p) {
-				l.transition(p, &record{phase: phaseAborting, t: rec.t}, ReasonMoved)
+				l.transition(p, &record{phase: phaseAborting, t: rec.t}, reasonMoved)
 			}
 		case phaseFenceWait:
 			if !l.mine(p) {
-				l.transition(p, idle, ReasonMoved)
+				l.transition(p, idle, reasonMoved)
 				l.startDelete(p, rec.t.token.Epoch, nil)
 			}
 		case phaseStarting:

@@ -46,7 +46,7 @@ type record struct {
 	t        *tenure      // fencing to releasing: the tenure; nil otherwise
 	epoch    int64        // deleting, deleteWait: the epoch of the claim to delete
 	attempts int          // failed fencing or deletion attempts in a row
-	handoff  *handoff     // serving with a move, draining to deleteWait: the batch of a planned release (and its Reason); nil otherwise
+	handoff  *handoff     // serving with a move, draining to deleteWait: the batch of a planned release (and its reason); nil otherwise
 	prep     *preparation // preparing, ready: this node's preparation
 	move     *move        // serving: the planned move away that waits for the successor's preparation; nil otherwise
 }
@@ -122,7 +122,7 @@ func (l *loop) rec(p int) *record { return l.n.slots[p].load() }
 //     returned (nil if there is none, or no served tenure ended);
 //   - out of a handoff batch: the batch loses the partition, and is logged
 //     once its last partition has left.
-func (l *loop) transition(p int, to *record, end Reason) (released <-chan struct{}) {
+func (l *loop) transition(p int, to *record, end reason) (released <-chan struct{}) {
 	from := l.rec(p)
 	l.n.slots[p].cur.Store(to)
 	l.dirty = true

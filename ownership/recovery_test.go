@@ -44,7 +44,7 @@ func TestRecoveryAfterEtcdOutage(t *testing.T) {
 			require.NoError(t, waitFor(5*time.Second, func() error {
 				var errs []error
 				for _, n := range nodes {
-					if !n.Ready() {
+					if !n.Status().Ready {
 						errs = append(errs, fmt.Errorf("%s is not ready", n.ID()))
 					}
 				}
@@ -128,7 +128,7 @@ func etcdOutage(t *testing.T, ctx context.Context, c *cluster.Cluster, outage ti
 	require.NoError(t, c.KillMember(0))
 	require.NoError(t, waitFor(30*time.Second, func() error {
 		for _, n := range nodes {
-			if n.Live() {
+			if n.Status().Live {
 				return fmt.Errorf("%s is still live", n.ID())
 			}
 		}

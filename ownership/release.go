@@ -17,7 +17,7 @@ import "time"
 // last one has left, the batch is logged in one line. Only the event loop
 // touches it.
 type handoff struct {
-	reason  Reason            // why its tenures end: ReasonMoved or ReasonClosed
+	reason  reason            // why its tenures end: reasonMoved or reasonClosed
 	stopped map[int]time.Time // by partition: when it stopped admitting work
 	pending int               // partitions still in the batch
 	done    []int             // partitions whose claims were deleted
@@ -57,9 +57,9 @@ func (l *loop) release(p int, m *move, ready bool) {
 // newHandoff returns a new handoff batch, for the reason of a planned
 // release now.
 func (l *loop) newHandoff() *handoff {
-	r := ReasonMoved
+	r := reasonMoved
 	if l.closing {
-		r = ReasonClosed
+		r = reasonClosed
 	}
 	return &handoff{reason: r, stopped: map[int]time.Time{}}
 }

@@ -196,7 +196,7 @@ func (o *report) sessionLost(gen *generation, ts []*tenure, err error) {
 	for i, t := range ts {
 		ps[i] = t.p
 	}
-	o.n.log.Warn("session lost: released "+partitionCount(len(ps)), "reason", ReasonLost.String(),
+	o.n.log.Warn("session lost: released "+partitionCount(len(ps)), "reason", reasonLost.String(),
 		"cause", election.LossCause(gen.sess.Err()), "count", len(ps), "partitions", partitionRanges(ps),
 		"lease", leaseString(gen), "error", err)
 }
@@ -214,7 +214,7 @@ func (o *report) forcedReleases(gen *generation, ts []*tenure) {
 		o.m.forcedRelease()
 	}
 	o.n.log.Warn("forced release observed: claims deleted by someone else while the session lived",
-		"reason", ReasonLost.String(), "count", len(ps), "partitions", partitionRanges(ps), "epochs", epochRange(epochs),
+		"reason", reasonLost.String(), "count", len(ps), "partitions", partitionRanges(ps), "epochs", epochRange(epochs),
 		"lease", leaseString(gen))
 }
 
@@ -228,7 +228,7 @@ func (o *report) closeAborted(gen *generation, ts []*tenure) {
 	for i, t := range ts {
 		ps[i] = t.p
 	}
-	o.n.log.Info("released "+partitionCount(len(ps))+" without a handoff: Close's context ended", "reason", ReasonClosed.String(),
+	o.n.log.Info("released "+partitionCount(len(ps))+" without a handoff: Close's context ended", "reason", reasonClosed.String(),
 		"count", len(ps), "partitions", partitionRanges(ps), "lease", leaseString(gen))
 }
 
@@ -311,7 +311,7 @@ func (m *nodeMetrics) failedOver(f failover) {
 	}
 }
 
-func (m *nodeMetrics) released(r Reason) {
+func (m *nodeMetrics) released(r reason) {
 	if m != nil {
 		m.releases.WithLabelValues(r.String()).Inc()
 	}

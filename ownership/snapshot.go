@@ -98,14 +98,10 @@ func (l *loop) build(closed bool) *snapshot {
 		closed:  closed,
 		changed: make(chan struct{}),
 	}
-	addrs := make([]string, len(f.IDs))
-	for i, id := range f.IDs {
-		addrs[i] = f.Addr(id)
-	}
 	for p := range s.routes {
 		e := &s.routes[p]
-		if i := f.Ring.OwnerIndex(p); i >= 0 {
-			e.next, e.nextAddr = f.IDs[i], addrs[i]
+		if id, ok := f.Ring.Owner(p); ok {
+			e.next, e.nextAddr = id, f.Addr(id)
 		}
 		e.route = fleet.Route(f.Route(p))
 		e.rec = l.rec(p)

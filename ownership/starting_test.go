@@ -91,7 +91,7 @@ func blockingAcquired(tl *timeline, node string, gate <-chan struct{}, block fun
 			returned.Store(true)
 			tl.add("%s returned %d@%d %v", node, e.Partition, e.Token.Epoch, context.Cause(e.Context))
 		},
-		OnReleased: func(e Event) { tl.add("%s released %d@%d %v", node, e.Partition, e.Token.Epoch, e.Reason) },
+		OnReleased: func(e Event) { tl.add("%s released %d@%d %v", node, e.Partition, e.Token.Epoch, label(e.Reason)) },
 	}
 }
 
@@ -122,7 +122,7 @@ func TestStartingAdmitsAfterOnAcquired(t *testing.T) {
 	r := a.LookupPartition(0)
 	assert.False(t, r.Local)
 	assert.Empty(t, r.Owner, "a node names itself only for what it serves")
-	assert.False(t, a.Ready())
+	assert.False(t, a.Status().Ready)
 	assert.Empty(t, a.Owned())
 	assert.Empty(t, a.Status().Partitions)
 
@@ -139,7 +139,7 @@ func TestStartingAdmitsAfterOnAcquired(t *testing.T) {
 	assert.False(t, early.Load(), "work admitted before OnAcquired returned")
 	inOrder(t, tl, "a returned 0@"+e+" <nil>", "a admitted 0@"+e)
 	waitStable(t, 20*time.Second, a)
-	assert.True(t, a.Ready())
+	assert.True(t, a.Status().Ready)
 	assert.Equal(t, 0.0, metricOf(t, reg, "tenure_partition_acquired_timeouts_total", "a"))
 }
 
@@ -210,7 +210,7 @@ func TestStartingTimeout(t *testing.T) {
 	require.NotNil(t, line, buf.String())
 	assert.NotNil(t, line["timeout"])
 	assert.True(t, a.LookupPartition(0).Local)
-	assert.True(t, a.Ready())
+	assert.True(t, a.Status().Ready)
 
 	// Its late return changes nothing.
 	close(gate)
@@ -236,7 +236,7 @@ func TestStartingOptOut(t *testing.T) {
 	epochOf(t, tl, "a", 0)
 	require.False(t, returned.Load())
 	assert.True(t, a.LookupPartition(0).Local)
-	assert.True(t, a.Ready())
+	assert.True(t, a.Status().Ready)
 	h, err := a.HoldPartition(0)
 	require.NoError(t, err, "admitted while OnAcquired runs")
 	h.Release()

@@ -27,7 +27,7 @@ type tenure struct {
 	cancel context.CancelCauseFunc
 	slot   *slot       // the partition's record
 	gen    *generation // the generation (session) the claim is bound to
-	reason Reason      // why the tenure ended; written once, by the event loop, before ctx is cancelled
+	reason reason      // why the tenure ended; written once, by the event loop, before ctx is cancelled
 	// prepared is when this node's OnPrepare for the partition returned
 	// nil before the claim (zero if it did not): OnAcquired's Prepared.
 	prepared time.Time
@@ -98,7 +98,7 @@ func (t *tenure) stop() {
 // (see loop.transition): it records r, unless a reason was recorded before, and cancels
 // the tenure's context with r's cause. Work still admitted keeps running
 // until it calls Release; drained is closed when it has.
-func (t *tenure) finish(r Reason) {
+func (t *tenure) finish(r reason) {
 	if t.reason == 0 {
 		t.reason = r
 	}

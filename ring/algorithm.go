@@ -12,7 +12,7 @@ import (
 //
 // Its text form (String, MarshalText, and so its JSON in reports) is its
 // name: "bounded" or "weighted". A fleet's stored spec records it as its
-// number (see EncodeSpec), which every build of tenure reads.
+// number (see Spec), which every build of tenure reads.
 type Algorithm int
 
 // The ring's assignment algorithms. Their numbers are the ones stored

@@ -17,25 +17,26 @@ func ExampleNew() {
 	fmt.Println("members:", r.Members())
 
 	// key -> partition -> owner: lock-free and allocation-free.
-	p := r.PartitionOf("order:42")
+	p := ring.PartitionOf("order:42", r.Partitions())
 	owner, _ := r.Owner(p)
 	fmt.Printf("order:42 is in partition %d, owned by %s\n", p, owner)
 
 	// No member owns more than ceil(1.25*1024/3)+1 partitions.
 	for _, id := range r.Members() {
-		fmt.Printf("%s owns %d partitions (at most %d)\n", id, r.Load(id), r.MaxLoad())
+		fmt.Printf("%s owns %d partitions (at most %d)\n", id, len(r.Owned(id)), r.Capacity(id))
 	}
 
 	// A fourth node joins: only the partitions it takes over move.
 	bigger, _ := ring.New([]string{"node-a", "node-b", "node-c", "node-d"}, cfg)
 	moved := 0
-	before, after := r.Assignment(), bigger.Assignment()
-	for p := range before {
-		if before[p] != after[p] {
+	for p := range r.Partitions() {
+		before, _ := r.Owner(p)
+		after, _ := bigger.Owner(p)
+		if before != after {
 			moved++
 		}
 	}
-	fmt.Printf("node-d gains %d partitions; %d partitions move in all\n", bigger.Load("node-d"), moved)
+	fmt.Printf("node-d gains %d partitions; %d partitions move in all\n", len(bigger.Owned("node-d")), moved)
 
 	_, err = ring.New([]string{"node-a", "node-a"}, cfg)
 	fmt.Println(errors.Is(err, ring.ErrDuplicateNodeID), err)

@@ -29,7 +29,7 @@ func (r *Ring) Place(placements []Placement) *Ring {
 	}
 	applied := make(map[int]int32)
 	for _, pl := range placements {
-		m := r.MemberIndex(pl.Node)
+		m := r.memberIndex(pl.Node)
 		if m < 0 || uint(pl.Partition) >= uint(len(r.owner)) {
 			continue
 		}
@@ -41,7 +41,6 @@ func (r *Ring) Place(placements []Placement) *Ring {
 	out := *r
 	out.owner = slices.Clone(r.ringOwner)
 	out.loads = make([]int, len(r.members))
-	out.placed = len(applied)
 	parts := make([]int, 0, len(applied))
 	for p, m := range applied {
 		out.owner[p] = m
@@ -61,19 +60,14 @@ func (r *Ring) Place(placements []Placement) *Ring {
 }
 
 // RingOwner returns the ID of the member the ring alone gives partition p,
-// whatever a placement says. ok is false if p is out of range or nobody
-// owns it.
+// whatever a placement says; a placement gives p another owner where it
+// differs from Owner(p). ok is false if p is out of range or nobody owns
+// it.
 func (r *Ring) RingOwner(p int) (id string, ok bool) {
 	if r == nil || uint(p) >= uint(len(r.ringOwner)) || r.ringOwner[p] < 0 {
 		return "", false
 	}
 	return r.members[r.ringOwner[p]], true
-}
-
-// Placed reports whether a placement gives partition p another owner than
-// the ring's own.
-func (r *Ring) Placed(p int) bool {
-	return r != nil && r.placed > 0 && uint(p) < uint(len(r.owner)) && r.owner[p] != r.ringOwner[p]
 }
 
 // Algorithm returns the ring's algorithm, AlgorithmWeighted or
@@ -89,7 +83,7 @@ func (r *Ring) Algorithm() Algorithm {
 // published weight under AlgorithmWeighted, 1 under AlgorithmBounded, 0 if
 // id is not a member.
 func (r *Ring) Weight(id string) int {
-	m := r.MemberIndex(id)
+	m := r.memberIndex(id)
 	if m < 0 {
 		return 0
 	}
@@ -98,8 +92,14 @@ func (r *Ring) Weight(id string) int {
 
 // Capacity returns the most partitions the ring itself gives member id (0
 // if id is not a member). Placements may give a member more.
+//
+// Under AlgorithmWeighted it is ceil(LoadFactor*P*weight/total weight)+1,
+// at most P. Under AlgorithmBounded every member has the same capacity:
+// consistent's ceil(floor(P/N)*LoadFactor) where that leaves room for all
+// P partitions, and ceil(LoadFactor*P/N) otherwise; it is never more than
+// ceil(LoadFactor*P/N) or P, and never less than ceil(P/N).
 func (r *Ring) Capacity(id string) int {
-	m := r.MemberIndex(id)
+	m := r.memberIndex(id)
 	if m < 0 {
 		return 0
 	}

@@ -25,7 +25,7 @@ import (
 // with xxhash64: each member has replicationFactor points on a hash ring;
 // partition p starts at the first point at or after xxhash64(p as 8
 // little-endian bytes) and goes clockwise to the first member that owns
-// fewer than MaxLoad partitions. Wherever consistent itself can build the
+// fewer than its Capacity. Wherever consistent itself can build the
 // ring, the assignment is identical to the one consistent.New computes
 // (with the ID plus a NUL byte as member name), and tests hold the two to
 // that. tenure runs the placement itself, for three reasons:
@@ -46,21 +46,19 @@ import (
 //
 // # Concurrency
 //
-// Lookups (PartitionOf, OwnerIndex, Owner, OwnerOfKey) read a plain slice,
-// take no lock and allocate nothing. A Ring is safe for concurrent use by
+// Lookups (PartitionOf, Owner) read a plain slice, take no lock and
+// allocate nothing. A Ring is safe for concurrent use by
 // multiple goroutines; publish a new one with atomic.Pointer to change
 // membership. A nil *Ring behaves as a ring with no partitions and no members.
 type Ring struct {
 	partitions uint64
 	load       float64
 	algorithm  Algorithm
-	maxLoad    int
 	members    []string // sorted
 	weights    []int    // weights[i] is the weight the ring gave members[i]
 	caps       []int    // caps[i] is the most partitions the ring gives members[i]
 	owner      []int32  // owner[p] indexes members; -1 if none
 	ringOwner  []int32  // the ring's own choice, before placements
-	placed     int      // partitions whose owner a placement chose
 	loads      []int    // loads[i] = partitions owned by members[i]
 	version    uint64
 }
@@ -71,7 +69,7 @@ type Ring struct {
 // owns anything.
 //
 // Every partition gets exactly one owner when there is at least one member,
-// and no member owns more than MaxLoad partitions. With more members than
+// and no member owns more than its Capacity. With more members than
 // partitions some members own nothing.
 func New(members []string, cfg Config) (*Ring, error) {
 	ms := make([]Member, len(members))
@@ -141,13 +139,12 @@ func NewWeighted(members []Member, cfg Config) (*Ring, error) {
 	if r.algorithm == AlgorithmWeighted {
 		weightedCapacities(r.weights, p, cfg.LoadFactor, r.caps)
 		stableMatch(seeds(r.members, r.weights), r.caps, p, r.owner)
-		r.maxLoad = slices.Max(r.caps)
 	} else {
-		r.maxLoad = capacity(p, n, cfg.LoadFactor)
+		c := capacity(p, n, cfg.LoadFactor)
 		for i := range r.caps {
-			r.caps[i] = r.maxLoad
+			r.caps[i] = c
 		}
-		walk(ringPoints(r.members), p, n, r.maxLoad, r.owner)
+		walk(ringPoints(r.members), p, n, c, r.owner)
 	}
 	for _, o := range r.owner {
 		if o >= 0 { // always true, see walk and stableMatch
@@ -173,19 +170,6 @@ func (r *Ring) LoadFactor() float64 {
 	return r.load
 }
 
-// MaxLoad returns the most partitions any one member may own. Under
-// AlgorithmWeighted it is the largest member's Capacity. Under
-// AlgorithmBounded it is consistent's capacity ceil(floor(P/N)*LoadFactor) where that leaves room for
-// all P partitions, and ceil(LoadFactor*P/N) otherwise; it is never more than
-// ceil(LoadFactor*P/N) or P, and never less than ceil(P/N). It is 0 when there
-// are no members.
-func (r *Ring) MaxLoad() int {
-	if r == nil {
-		return 0
-	}
-	return r.maxLoad
-}
-
 // Members returns a sorted copy of the member IDs.
 func (r *Ring) Members() []string {
 	if r == nil {
@@ -194,10 +178,9 @@ func (r *Ring) Members() []string {
 	return slices.Clone(r.members)
 }
 
-// MemberIndex returns the index of id in Members, or -1 if id is not a
-// member. Compare it with OwnerIndex to ask "do I own this partition?"
-// without comparing strings.
-func (r *Ring) MemberIndex(id string) int {
+// memberIndex returns the index of id in members, or -1 if id is not a
+// member.
+func (r *Ring) memberIndex(id string) int {
 	if r == nil {
 		return -1
 	}
@@ -208,19 +191,10 @@ func (r *Ring) MemberIndex(id string) int {
 	return i
 }
 
-// PartitionOf returns the partition of key, xxhash64(key) mod Partitions. It
-// does not allocate. It returns -1 for a nil ring.
-func (r *Ring) PartitionOf(key string) int {
-	if r == nil {
-		return -1
-	}
-	return partitionOf(key, r.partitions)
-}
-
 // PartitionOf returns the partition of key in a fleet of the given number of
-// partitions, as every Ring of the fleet computes it: xxhash64(key) mod
-// partitions. It returns -1 if partitions is not positive. It does not
-// allocate.
+// partitions (a Ring's Partitions), as every node and client of the fleet
+// computes it: xxhash64(key) mod partitions. It returns -1 if partitions is
+// not positive (a nil Ring has none). It does not allocate.
 func PartitionOf(key string, partitions int) int {
 	if partitions <= 0 {
 		return -1
@@ -230,35 +204,21 @@ func PartitionOf(key string, partitions int) int {
 
 func partitionOf(key string, partitions uint64) int { return int(xxhash.Sum64String(key) % partitions) }
 
-// OwnerIndex returns the index in Members of the owner of partition p, or -1
-// if p is out of range or nobody owns it. It does not allocate.
-func (r *Ring) OwnerIndex(p int) int {
-	if r == nil || uint(p) >= uint(len(r.owner)) {
-		return -1
-	}
-	return int(r.owner[p])
-}
-
-// Owner returns the ID of the owner of partition p. ok is false if p is out
-// of range or nobody owns it.
+// Owner returns the ID of the owner of partition p, with placements
+// applied: the one answer to "who owns this partition" (and, with
+// PartitionOf, "who owns this key"). ok is false if p is out of range or
+// nobody owns it. It does not allocate.
 func (r *Ring) Owner(p int) (id string, ok bool) {
-	i := r.OwnerIndex(p)
-	if i < 0 {
+	if r == nil || uint(p) >= uint(len(r.owner)) || r.owner[p] < 0 {
 		return "", false
 	}
-	return r.members[i], true
-}
-
-// OwnerOfKey returns the ID of the owner of key's partition. ok is false if
-// nobody owns it.
-func (r *Ring) OwnerOfKey(key string) (id string, ok bool) {
-	return r.Owner(r.PartitionOf(key))
+	return r.members[r.owner[p]], true
 }
 
 // Owned returns the partitions owned by id in ascending order, or nil if it
-// owns none.
+// owns none (or is not a member); len(Owned(id)) is its load.
 func (r *Ring) Owned(id string) []int {
-	m := r.MemberIndex(id)
+	m := r.memberIndex(id)
 	if m < 0 || r.loads[m] == 0 {
 		return nil
 	}
@@ -269,16 +229,6 @@ func (r *Ring) Owned(id string) []int {
 		}
 	}
 	return owned
-}
-
-// Load returns the number of partitions owned by id (0 if it is not a
-// member).
-func (r *Ring) Load(id string) int {
-	m := r.MemberIndex(id)
-	if m < 0 {
-		return 0
-	}
-	return r.loads[m]
 }
 
 // Version returns a checksum of the ring's inputs (sorted member IDs,
@@ -292,19 +242,4 @@ func (r *Ring) Version() uint64 {
 		return 0
 	}
 	return r.version
-}
-
-// Assignment returns a copy of the owner of every partition, indexed by
-// partition; "" marks a partition nobody owns.
-func (r *Ring) Assignment() []string {
-	if r == nil {
-		return nil
-	}
-	out := make([]string, len(r.owner))
-	for p, o := range r.owner {
-		if o >= 0 {
-			out[p] = r.members[o]
-		}
-	}
-	return out
 }

@@ -40,7 +40,7 @@ func newLookupFixture(b *testing.B) *lookupFixture {
 	for i := range fx.keys {
 		fx.keys[i] = "tenant-" + strconv.Itoa(i*7919) + "/order"
 		fx.bkeys[i] = []byte(fx.keys[i])
-		id, _ := r.OwnerOfKey(fx.keys[i])
+		id, _ := ownerOfKey(r, fx.keys[i])
 		if got := c.LocateKey(fx.bkeys[i]).String(); got != id+"\x00" {
 			b.Fatalf("key %q: consistent says %q, ring says %q", fx.keys[i], got, id)
 		}
@@ -57,7 +57,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			r.OwnerOfKey(keys[i&(lookupKeys-1)])
+			ownerOfKey(r, keys[i&(lookupKeys-1)])
 			i++
 		}
 	})
@@ -65,7 +65,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			r.OwnerIndex(r.PartitionOf(keys[i&(lookupKeys-1)]))
+			ownerIndex(r, PartitionOf(keys[i&(lookupKeys-1)], r.Partitions()))
 			i++
 		}
 	})
@@ -90,7 +90,7 @@ func BenchmarkLookupParallel(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i, n := 0, 0
 			for pb.Next() {
-				if _, ok := r.OwnerOfKey(keys[i&(lookupKeys-1)]); ok {
+				if _, ok := ownerOfKey(r, keys[i&(lookupKeys-1)]); ok {
 					n++
 				}
 				i++

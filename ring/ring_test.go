@@ -74,12 +74,12 @@ func checkRing(t testing.TB, r *Ring, members []string, cfg Config) {
 	require.Equal(t, p, r.Partitions())
 	require.Equal(t, cfg.LoadFactor, r.LoadFactor())
 	require.True(t, slices.Equal(sorted, r.Members()), "members not sorted copy")
-	require.Len(t, r.Assignment(), p)
+	require.Len(t, assignment(r), p)
 
 	if n == 0 {
-		require.Zero(t, r.MaxLoad())
+		require.Zero(t, maxCapacity(r))
 		for part := range p {
-			require.Equal(t, -1, r.OwnerIndex(part))
+			require.Equal(t, -1, ownerIndex(r, part))
 			_, ok := r.Owner(part)
 			require.False(t, ok)
 		}
@@ -99,32 +99,32 @@ func checkRing(t testing.TB, r *Ring, members []string, cfg Config) {
 			checkStable(t, r)
 		}
 	}
-	require.LessOrEqual(t, r.MaxLoad(), bound, "P=%d N=%d load=%v", p, n, cfg.LoadFactor)
-	require.GreaterOrEqual(t, r.MaxLoad(), (p+n-1)/n)
+	require.LessOrEqual(t, maxCapacity(r), bound, "P=%d N=%d load=%v", p, n, cfg.LoadFactor)
+	require.GreaterOrEqual(t, maxCapacity(r), (p+n-1)/n)
 
 	loads := make([]int, n)
-	assignment := r.Assignment()
+	owners := assignment(r)
 	for part := range p {
-		i := r.OwnerIndex(part)
+		i := ownerIndex(r, part)
 		if i < 0 || i >= n {
 			t.Fatalf("partition %d has owner index %d (N=%d)", part, i, n)
 		}
-		if id, ok := r.Owner(part); !ok || id != sorted[i] || id != assignment[part] {
-			t.Fatalf("partition %d: Owner = %q, %v; OwnerIndex %d = %q; Assignment %q", part, id, ok, i, sorted[i], assignment[part])
+		if id, ok := r.Owner(part); !ok || id != sorted[i] || id != owners[part] {
+			t.Fatalf("partition %d: Owner = %q, %v; OwnerIndex %d = %q; Assignment %q", part, id, ok, i, sorted[i], owners[part])
 		}
 		loads[i]++
 	}
 	total := 0
 	for i, id := range sorted {
-		require.Equal(t, i, r.MemberIndex(id))
-		require.Equal(t, loads[i], r.Load(id))
-		require.LessOrEqual(t, loads[i], r.MaxLoad(), "member %q", id)
+		require.Equal(t, i, r.memberIndex(id))
+		require.Equal(t, loads[i], loadOf(r, id))
+		require.LessOrEqual(t, loads[i], maxCapacity(r), "member %q", id)
 		total += loads[i]
 	}
 	require.Equal(t, p, total)
 	for _, id := range sorted[:min(n, 8)] {
 		owned := r.Owned(id)
-		require.Len(t, owned, loads[r.MemberIndex(id)])
+		require.Len(t, owned, loads[r.memberIndex(id)])
 		require.True(t, slices.IsSorted(owned))
 		for _, part := range owned {
 			got, _ := r.Owner(part)
@@ -296,13 +296,13 @@ func TestRingEmpty(t *testing.T) {
 		require.NoError(t, err)
 		checkRing(t, r, members, DefaultConfig())
 		require.Empty(t, r.Members())
-		require.Equal(t, -1, r.OwnerIndex(r.PartitionOf("k")))
-		_, ok := r.OwnerOfKey("k")
+		require.Equal(t, -1, ownerIndex(r, PartitionOf("k", r.Partitions())))
+		_, ok := ownerOfKey(r, "k")
 		require.False(t, ok)
 		require.Nil(t, r.Owned("a"))
-		require.Zero(t, r.Load("a"))
-		require.Equal(t, -1, r.MemberIndex("a"))
-		for _, o := range r.Assignment() {
+		require.Zero(t, loadOf(r, "a"))
+		require.Equal(t, -1, r.memberIndex("a"))
+		for _, o := range assignment(r) {
 			require.Empty(t, o)
 		}
 	}
@@ -315,19 +315,19 @@ func TestRingNil(t *testing.T) {
 	var r *Ring
 	require.Zero(t, r.Partitions())
 	require.Zero(t, r.LoadFactor())
-	require.Zero(t, r.MaxLoad())
+	require.Zero(t, maxCapacity(r))
 	require.Nil(t, r.Members())
-	require.Equal(t, -1, r.MemberIndex("a"))
-	require.Equal(t, -1, r.PartitionOf("k"))
-	require.Equal(t, -1, r.OwnerIndex(0))
+	require.Equal(t, -1, r.memberIndex("a"))
+	require.Equal(t, -1, PartitionOf("k", r.Partitions()))
+	require.Equal(t, -1, ownerIndex(r, 0))
 	_, ok := r.Owner(0)
 	require.False(t, ok)
-	_, ok = r.OwnerOfKey("k")
+	_, ok = ownerOfKey(r, "k")
 	require.False(t, ok)
 	require.Nil(t, r.Owned("a"))
-	require.Zero(t, r.Load("a"))
+	require.Zero(t, loadOf(r, "a"))
 	require.Zero(t, r.Version())
-	require.Nil(t, r.Assignment())
+	require.Nil(t, assignment(r))
 }
 
 func TestRingLookup(t *testing.T) {
@@ -337,23 +337,23 @@ func TestRingLookup(t *testing.T) {
 	checkRing(t, r, members, DefaultConfig())
 
 	for _, p := range []int{-1, math.MinInt, r.Partitions(), r.Partitions() + 1, math.MaxInt} {
-		require.Equal(t, -1, r.OwnerIndex(p), "partition %d", p)
+		require.Equal(t, -1, ownerIndex(r, p), "partition %d", p)
 		_, ok := r.Owner(p)
 		require.False(t, ok)
 	}
 	for i := range 1000 {
 		key := "user:" + strconv.Itoa(i)
-		p := r.PartitionOf(key)
+		p := PartitionOf(key, r.Partitions())
 		require.Equal(t, int(xxhash.Sum64String(key)%uint64(r.Partitions())), p)
 		want, _ := r.Owner(p)
-		got, ok := r.OwnerOfKey(key)
+		got, ok := ownerOfKey(r, key)
 		require.True(t, ok)
 		require.Equal(t, want, got)
-		require.Equal(t, r.MemberIndex(got), r.OwnerIndex(p))
+		require.Equal(t, r.memberIndex(got), ownerIndex(r, p))
 	}
-	require.Equal(t, -1, r.MemberIndex("node-4"))
+	require.Equal(t, -1, r.memberIndex("node-4"))
 	require.Nil(t, r.Owned("node-4"))
-	require.Zero(t, r.Load("node-4"))
+	require.Zero(t, loadOf(r, "node-4"))
 }
 
 func TestRingLookupDoesNotAllocate(t *testing.T) {
@@ -367,8 +367,8 @@ func TestRingLookupDoesNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() {
 		k := keys[i%len(keys)]
 		i++
-		_ = r.OwnerIndex(r.PartitionOf(k))
-		_, _ = r.OwnerOfKey(k)
+		_ = ownerIndex(r, PartitionOf(k, r.Partitions()))
+		_, _ = ownerOfKey(r, k)
 		_, _ = r.Owner(i % 1024)
 	})
 	require.Zero(t, allocs)
@@ -377,14 +377,14 @@ func TestRingLookupDoesNotAllocate(t *testing.T) {
 func TestRingConcurrentReads(t *testing.T) {
 	r, err := New([]string{"a", "b", "c"}, DefaultConfig())
 	require.NoError(t, err)
-	want := r.Assignment()
+	want := assignment(r)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 2000 {
 				key := strconv.Itoa(g*10000 + i)
-				id, ok := r.OwnerOfKey(key)
-				if !ok || id != want[r.PartitionOf(key)] {
+				id, ok := ownerOfKey(r, key)
+				if !ok || id != want[PartitionOf(key, r.Partitions())] {
 					t.Errorf("key %q: got %q, %v", key, id, ok)
 					return
 				}
@@ -525,7 +525,7 @@ func TestRingMatchesConsistent(t *testing.T) {
 		for part := range cfg.Partitions {
 			id, _ := r.Owner(part)
 			require.Equal(t, id+"\x00", c.GetPartitionOwner(part).String(), "partition %d", part)
-			require.Equal(t, c.FindPartitionID([]byte(strconv.Itoa(part))), r.PartitionOf(strconv.Itoa(part)))
+			require.Equal(t, c.FindPartitionID([]byte(strconv.Itoa(part))), PartitionOf(strconv.Itoa(part), r.Partitions()))
 		}
 		compared++
 	}
@@ -591,11 +591,11 @@ func TestRingPrefixIDs(t *testing.T) {
 			r2, err := New(reversed, cfg)
 			require.NoError(t, err)
 			checkRing(t, r1, ids, cfg)
-			require.Equal(t, r1.Assignment(), r2.Assignment())
+			require.Equal(t, assignment(r1), assignment(r2))
 			require.Equal(t, r1.Version(), r2.Version())
 			fair := cfg.Partitions / len(ids)
 			for _, id := range ids {
-				require.GreaterOrEqual(t, r1.Load(id), fair/2, "%q owns %d partitions, fair share %d", id, r1.Load(id), fair)
+				require.GreaterOrEqual(t, loadOf(r1, id), fair/2, "%q owns %d partitions, fair share %d", id, loadOf(r1, id), fair)
 			}
 		})
 	}
@@ -675,7 +675,7 @@ func edgeCase(t *testing.T, members []string, cfg Config) {
 	if cfg.Algorithm == AlgorithmBounded && len(members) > cfg.Partitions && ceilBound(cfg, len(members)) == 1 {
 		owners := 0
 		for _, id := range members {
-			if r.Load(id) > 0 {
+			if loadOf(r, id) > 0 {
 				owners++
 			}
 		}
@@ -730,7 +730,7 @@ func TestRingProperties(t *testing.T) {
 		again, err := New(shuffled(rng, members), cfg)
 		require.NoError(t, err)
 		require.Equal(t, r.Version(), again.Version(), "iteration %d", iter)
-		require.Equal(t, r.Assignment(), again.Assignment(), "iteration %d: assignment depends on member order", iter)
+		require.Equal(t, assignment(r), assignment(again), "iteration %d: assignment depends on member order", iter)
 	}
 }
 
@@ -740,7 +740,7 @@ func TestPartitionOf(t *testing.T) {
 	require.NoError(t, err)
 	for i := range 1000 {
 		key := fmt.Sprintf("key-%d", i)
-		require.Equal(t, r.PartitionOf(key), PartitionOf(key, 97), key)
+		require.Equal(t, PartitionOf(key, r.Partitions()), PartitionOf(key, 97), key)
 	}
 	require.Equal(t, -1, PartitionOf("k", 0))
 	require.Equal(t, -1, PartitionOf("k", -5))

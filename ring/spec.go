@@ -1,7 +1,6 @@
 package ring
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 )
@@ -14,8 +13,10 @@ import (
 // *SpecMismatchError (see Spec.CompareConfig), and outside clients read it
 // instead of being told.
 //
-// Its stored form is EncodeSpec's, which records the algorithm as its
-// number; its JSON encoding, for reports, names the algorithm ("weighted").
+// etcd stores it as JSON with the algorithm as its number
+// ({"partitions":1024,"load_factor":1.25,"ring_algorithm":2}), the form
+// every build of tenure reads and writes; its own JSON encoding, for
+// reports, names the algorithm ("weighted").
 type Spec struct {
 	// Partitions is the fleet's partition count P.
 	Partitions int `json:"partitions"`
@@ -24,14 +25,6 @@ type Spec struct {
 	// RingAlgorithm is the ring algorithm: AlgorithmWeighted or
 	// AlgorithmBounded.
 	RingAlgorithm Algorithm `json:"ring_algorithm"`
-}
-
-// storedSpec is a Spec as etcd stores it: the algorithm as its number.
-// Every build of tenure reads and writes this form.
-type storedSpec struct {
-	Partitions    int     `json:"partitions"`
-	LoadFactor    float64 `json:"load_factor"`
-	RingAlgorithm int     `json:"ring_algorithm"`
 }
 
 // Spec returns the fleet spec that c creates in a fleet that has none: an
@@ -43,46 +36,6 @@ func (c Config) Spec() Spec {
 // Config returns the ring configuration of s, its algorithm set.
 func (s Spec) Config() Config {
 	return Config{Partitions: s.Partitions, LoadFactor: s.LoadFactor, Algorithm: s.RingAlgorithm}
-}
-
-// validate reports whether s can be used by this build: a valid ring
-// configuration and a ring algorithm this build computes. Errors wrap
-// ErrInvalidSpec.
-func (s Spec) validate() error {
-	if err := s.Config().Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-	}
-	if !s.RingAlgorithm.valid() {
-		return fmt.Errorf("%w: ring algorithm %d (this build computes %d, %v, and %d, %v)", ErrInvalidSpec,
-			int(s.RingAlgorithm), int(AlgorithmBounded), AlgorithmBounded, int(AlgorithmWeighted), AlgorithmWeighted)
-	}
-	return nil
-}
-
-// EncodeSpec returns the stored form of s: its JSON encoding with the
-// algorithm as its number ({"partitions":1024,"load_factor":1.25,
-// "ring_algorithm":2}). A spec this build cannot use is an error wrapping
-// ErrInvalidSpec, so that none is stored.
-func EncodeSpec(s Spec) ([]byte, error) {
-	if err := s.validate(); err != nil {
-		return nil, err
-	}
-	return json.Marshal(storedSpec{Partitions: s.Partitions, LoadFactor: s.LoadFactor, RingAlgorithm: int(s.RingAlgorithm)})
-}
-
-// DecodeSpec parses a stored spec (see EncodeSpec) and checks that this
-// build can use it: a valid ring configuration and a ring algorithm this
-// build computes. Errors wrap ErrInvalidSpec.
-func DecodeSpec(b []byte) (Spec, error) {
-	var st storedSpec
-	if err := json.Unmarshal(b, &st); err != nil {
-		return Spec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-	}
-	s := Spec{Partitions: st.Partitions, LoadFactor: st.LoadFactor, RingAlgorithm: Algorithm(st.RingAlgorithm)}
-	if err := s.validate(); err != nil {
-		return Spec{}, err
-	}
-	return s, nil
 }
 
 // SpecMismatchError reports a configuration that contradicts the fleet's
@@ -114,9 +67,9 @@ func (e *SpecMismatchError) Error() string {
 // Is reports whether target is ErrSpecMismatch.
 func (e *SpecMismatchError) Is(target error) bool { return target == ErrSpecMismatch }
 
-// Compare returns a *SpecMismatchError if local differs from s, the fleet's
+// compare returns a *SpecMismatchError if local differs from s, the fleet's
 // spec; nil if they are equal.
-func (s Spec) Compare(local Spec) error {
+func (s Spec) compare(local Spec) error {
 	field := ""
 	switch {
 	case s.Partitions != local.Partitions:
@@ -140,5 +93,5 @@ func (s Spec) CompareConfig(c Config) error {
 	if local.RingAlgorithm == 0 {
 		local.RingAlgorithm = s.RingAlgorithm
 	}
-	return s.Compare(local)
+	return s.compare(local)
 }

@@ -98,7 +98,7 @@ func TestClientTracksFleet(t *testing.T) {
 	f.waitStable()
 	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "track"})
 	waitClientAgrees(t, c, f)
-	assert.Equal(t, f.list()[0].node.Ring().PartitionOf("x"), c.PartitionOf("x"))
+	assert.Equal(t, ring.PartitionOf("x", f.list()[0].node.Ring().Partitions()), c.PartitionOf("x"))
 
 	f.start("d")
 	f.waitStable()

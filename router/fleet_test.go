@@ -19,6 +19,7 @@ import (
 	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -254,7 +255,7 @@ func waitUntil(tb testing.TB, timeout time.Duration, what string, check func() (
 
 // partitionOf returns key's partition.
 func (f *testFleet) partitionOf(key string) int {
-	return f.list()[0].node.Ring().PartitionOf(key)
+	return ring.PartitionOf(key, f.list()[0].node.Ring().Partitions())
 }
 
 // owner returns the member owning key.

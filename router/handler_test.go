@@ -20,6 +20,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -184,10 +185,10 @@ func ghost(t *testing.T, f *testFleet, id, addr string) string {
 	t.Helper()
 	f.putMember(t, id, memberValue(t, id, addr))
 	f.waitStable(id)
-	ring := f.list()[0].node.Ring()
+	rg := f.list()[0].node.Ring()
 	for i := range 100000 {
 		k := "ghost-" + strconv.Itoa(i)
-		if o, _ := ring.OwnerOfKey(k); o == id {
+		if o, _ := rg.Owner(ring.PartitionOf(k, rg.Partitions())); o == id {
 			return k
 		}
 	}

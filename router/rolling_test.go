@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -134,7 +135,7 @@ func (s *counterStore) handler(m *member) http.Handler {
 		}
 		tok, ok := fence.FromContext(r.Context())
 		if !ok || r.Header.Get(httpfence.Header) != tok.String() ||
-			tok.Scope != fence.PartitionScope(m.node.Ring().PartitionOf(key)) {
+			tok.Scope != fence.PartitionScope(ring.PartitionOf(key, m.node.Ring().Partitions())) {
 			s.tokenMismatches.Add(1)
 			http.Error(w, "bad token", http.StatusInternalServerError)
 			return

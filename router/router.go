@@ -211,11 +211,11 @@ func (r *Router) elsewhere(we *ownership.WrongOwnerError) bool { return admit.El
 // *ownership.WrongOwnerError as it is (wrapped with ctx's error if the wait
 // for a handoff ended with ctx), or, when the node's answer says that its
 // tenures ended because it closed (ownership.Ended of the answer alone
-// names ReasonClosed), ErrClosed wrapping the node's
+// is ownership.ErrClosed), ErrClosed wrapping the node's
 // answer and the hint of the next owner when it names another node.
 func (r *Router) holdError(ctx context.Context, err error, hint *ownership.WrongOwnerError) error {
 	_, named := errors.AsType[*ownership.WrongOwnerError](err)
-	if reason, ended := ownership.Ended(context.Background(), err); ended && reason == ownership.ReasonClosed {
+	if reason, ended := ownership.Ended(context.Background(), err); ended && reason == ownership.ErrClosed {
 		if !named && r.elsewhere(hint) {
 			return fmt.Errorf("%w: %w: %w", ErrClosed, err, hint)
 		}

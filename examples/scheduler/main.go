@@ -98,8 +98,8 @@ func (c config) validate() error {
 		}
 		seen[t] = true
 	}
-	if err := election.ValidateName(c.job); err != nil {
-		return fmt.Errorf("--job: %w", err)
+	if err := (election.ElectionConfig{Cluster: c.Cluster, Name: c.job}).Validate(); err != nil {
+		return fmt.Errorf("--job %q (election name), --cluster %q: %w", c.job, c.Cluster, err)
 	}
 	return nil
 }

@@ -173,7 +173,7 @@ func TestTenurectlBalance(t *testing.T) {
 	require.NotNil(t, rep.Balancer.LastPass)
 	lp := rep.Balancer.LastPass
 	assert.Equal(t, pl.Rev, lp.Snapshot)
-	assert.Equal(t, term.Epoch(), lp.Term)
+	assert.Equal(t, term.Token().Epoch, lp.Term)
 	require.Len(t, lp.Moves, len(pl.Moves))
 	for i, m := range pl.Moves {
 		assert.Equal(t, fleet.BalancerMove(m), lp.Moves[i])

@@ -100,7 +100,7 @@ func decideServed(work context.Context, waits bool, err error) refusal.Kind {
 		return refusal.KindOf(err)
 	case errors.Is(err, fence.ErrStale):
 		return refusal.Stale
-	case reason == ownership.ReasonLost:
+	case errors.Is(reason, ownership.ErrLost):
 		return refusal.SessionLost
 	}
 	return refusal.Handoff

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
 )
@@ -29,7 +30,7 @@ func NewHandmade(tb testing.TB, cli *clientv3.Client, cluster string) Handmade {
 // Spec writes the fleet's spec, as the first node to join would.
 func (h Handmade) Spec(partitions int) {
 	h.tb.Helper()
-	v, err := ring.EncodeSpec(ring.Config{Partitions: partitions, LoadFactor: 1.25}.Spec())
+	v, err := fleetview.EncodeSpec(ring.Config{Partitions: partitions, LoadFactor: 1.25}.Spec())
 	require.NoError(h.tb, err)
 	_, err = h.cli.Put(context.Background(), h.layout.Spec(), string(v))
 	require.NoError(h.tb, err)

@@ -3,6 +3,7 @@
 // etcd, kept out of both public APIs: the Reader of members, drain marks
 // and claims (a listing at one revision, then watches, a new listing after
 // a failed watch, and one set of decoding rules), the State those fold
-// into, the one rule that names a partition's Route, and the creation of
-// the fleet's spec in etcd (EnsureSpec; fleet.ReadSpec reads it).
+// into, the one rule that names a partition's Route, and the fleet's spec
+// in etcd (its stored form, EncodeSpec and DecodeSpec; EnsureSpec creates
+// it, fleet.ReadSpec reads it).
 package fleetview

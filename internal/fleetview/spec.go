@@ -2,6 +2,7 @@ package fleetview
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -9,6 +10,54 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
 )
+
+// storedSpec is a ring.Spec as etcd stores it: the algorithm as its
+// number. Every build of tenure reads and writes this form.
+type storedSpec struct {
+	Partitions    int     `json:"partitions"`
+	LoadFactor    float64 `json:"load_factor"`
+	RingAlgorithm int     `json:"ring_algorithm"`
+}
+
+// checkSpec reports whether s can be used by this build: a valid ring
+// configuration and a ring algorithm this build computes. Errors wrap
+// ring.ErrInvalidSpec.
+func checkSpec(s ring.Spec) error {
+	if err := s.Config().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ring.ErrInvalidSpec, err)
+	}
+	if s.RingAlgorithm == 0 {
+		return fmt.Errorf("%w: no ring algorithm (this build computes %d, %v, and %d, %v)", ring.ErrInvalidSpec,
+			int(ring.AlgorithmBounded), ring.AlgorithmBounded, int(ring.AlgorithmWeighted), ring.AlgorithmWeighted)
+	}
+	return nil
+}
+
+// EncodeSpec returns the stored form of s: its JSON encoding with the
+// algorithm as its number ({"partitions":1024,"load_factor":1.25,
+// "ring_algorithm":2}). A spec this build cannot use is an error wrapping
+// ring.ErrInvalidSpec, so that none is stored.
+func EncodeSpec(s ring.Spec) ([]byte, error) {
+	if err := checkSpec(s); err != nil {
+		return nil, err
+	}
+	return json.Marshal(storedSpec{Partitions: s.Partitions, LoadFactor: s.LoadFactor, RingAlgorithm: int(s.RingAlgorithm)})
+}
+
+// DecodeSpec parses a stored spec (see EncodeSpec) and checks that this
+// build can use it: a valid ring configuration and a ring algorithm this
+// build computes. Errors wrap ring.ErrInvalidSpec.
+func DecodeSpec(b []byte) (ring.Spec, error) {
+	var st storedSpec
+	if err := json.Unmarshal(b, &st); err != nil {
+		return ring.Spec{}, fmt.Errorf("%w: %w", ring.ErrInvalidSpec, err)
+	}
+	s := ring.Spec{Partitions: st.Partitions, LoadFactor: st.LoadFactor, RingAlgorithm: ring.Algorithm(st.RingAlgorithm)}
+	if err := checkSpec(s); err != nil {
+		return ring.Spec{}, err
+	}
+	return s, nil
+}
 
 // EnsureSpec creates the fleet's spec as local.Spec() (an unset algorithm
 // is ring.AlgorithmWeighted) if it does not exist, and returns the spec the
@@ -19,7 +68,7 @@ import (
 // all see the one that won.
 func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local ring.Config, adopt bool) (ring.Spec, error) {
 	created := local.Spec()
-	val, err := ring.EncodeSpec(created)
+	val, err := EncodeSpec(created)
 	if err != nil {
 		return ring.Spec{}, fmt.Errorf("fleet: encode spec: %w", err)
 	}
@@ -41,7 +90,7 @@ func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local r
 			stored = rr.Kvs[0].Value
 		}
 	}
-	fleet, err := ring.DecodeSpec(stored)
+	fleet, err := DecodeSpec(stored)
 	if err != nil {
 		return ring.Spec{}, err
 	}

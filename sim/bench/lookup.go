@@ -108,7 +108,7 @@ func runLookup(ctx context.Context, e *env) ([]Section, error) {
 	for i := range keys {
 		keys[i] = "tenant-" + strconv.Itoa(i*7919) + "/order"
 		bkeys[i] = []byte(keys[i])
-		id, _ := rg.OwnerOfKey(keys[i])
+		id, _ := rg.Owner(ring.PartitionOf(keys[i], rg.Partitions()))
 		if got := cons.LocateKey(bkeys[i]).String(); got != id+"\x00" {
 			return nil, fmt.Errorf("key %q: consistent says %q, ring says %q", keys[i], got, id)
 		}
@@ -136,7 +136,10 @@ func runLookup(ctx context.Context, e *env) ([]Section, error) {
 		name string
 		op   func(i int) int
 	}{
-		{"tenure `Ring` (PartitionOf + owner table)", func(i int) int { return rg.OwnerIndex(rg.PartitionOf(keys[i&(lookupKeys-1)])) }},
+		{"tenure `Ring` (PartitionOf + owner table)", func(i int) int {
+			id, _ := rg.Owner(ring.PartitionOf(keys[i&(lookupKeys-1)], rc.Partitions))
+			return len(id)
+		}},
 		{"tenure `Node.Lookup` (route: owner, address, epoch)", func(i int) int { return node.Lookup(keys[i&(lookupKeys-1)]).Partition }},
 		{"buraksezer/consistent `LocateKey`", func(i int) int { return len(cons.LocateKey(bkeys[i&(lookupKeys-1)]).String()) }},
 		{"groupcache-style ring (50 virtual nodes per member)", func(i int) int { return len(gc.get(keys[i&(lookupKeys-1)])) }},
@@ -200,7 +203,7 @@ func waitServing(ctx context.Context, parts int, nodes ...*ownership.Node) error
 		ready := true
 		for _, nd := range nodes {
 			n += len(nd.Owned())
-			ready = ready && nd.Ready()
+			ready = ready && nd.Status().Ready
 		}
 		if n == parts && ready {
 			return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/workload"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/router"
 )
 
@@ -150,7 +151,7 @@ func runRouted(ctx context.Context, e *env) ([]Section, error) {
 		return func(w, i int) error {
 			key := keyset[i%len(keyset)]
 			return ownerOf(key).Do(ctx, key, func(ctx context.Context, t fence.Token) error {
-				claim := layout.Claim(fleet[0].node.Ring().PartitionOf(key))
+				claim := layout.Claim(ring.PartitionOf(key, fleet[0].node.Ring().Partitions()))
 				_, err := etcdfence.ClaimGuarded(ctx, cli, claim, t, clientv3.OpPut("/bench/"+name+"/routed/"+key, strconv.Itoa(i)))
 				return err
 			})

@@ -30,7 +30,7 @@ type fleet struct {
 	workers []*worker
 	writes  map[string]check.WriteID // worker's write ID -> recorder's
 	reasons map[tenureID]string      // how each ended tenure ended
-	losses  []loss                   // sessions lost (ReasonLost releases), per worker and time
+	losses  []loss                   // sessions lost (releases for ownership.ErrLost), per worker and time
 	counts  counts
 	exits   []string          // workers that exited on their own
 	faults  []faultRecord     // injected so far

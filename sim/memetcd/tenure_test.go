@@ -121,7 +121,7 @@ func TestElectionFailoverOnVirtualTime(t *testing.T) {
 	virtual, real := wonAt.Sub(startVirtual), time.Since(startReal)
 	t.Logf("failover after %v of virtual time, %v of real time", virtual, real.Round(time.Millisecond))
 
-	assert.Greater(t, termB.Epoch(), termA.Epoch(), "epochs increase across terms")
+	assert.Greater(t, termB.Token().Epoch, termA.Token().Epoch, "epochs increase across terms")
 	ended := aEnded.Load()
 	require.NotNil(t, ended, "a's term ended before b won")
 	assert.True(t, ended.Before(wonAt), "a stopped at %v, b won at %v", ended, wonAt)

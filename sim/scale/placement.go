@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/balance"
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ring"
 	"github.com/tenure-go/tenure/sim/memetcd"
@@ -221,7 +222,7 @@ func balancerPass(ctx context.Context, cfg Config, rc ring.Config, ms []ring.Mem
 	defer cli.Close()
 	const cluster = "scale"
 	l := keys.New(cluster)
-	spec, err := ring.EncodeSpec(rc.Spec())
+	spec, err := fleetview.EncodeSpec(rc.Spec())
 	if err != nil {
 		return err
 	}

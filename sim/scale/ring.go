@@ -140,7 +140,7 @@ func ruleFigures(rc ring.Config, ms []ring.Member, joins, leaves [][]ring.Member
 	}
 	err = sample(&rf.Leave, leaves, func(next *ring.Ring, _ int) string {
 		for _, m := range ms {
-			if next.MemberIndex(m.ID) < 0 {
+			if !slices.Contains(next.Members(), m.ID) {
 				return m.ID
 			}
 		}

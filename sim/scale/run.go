@@ -224,7 +224,7 @@ func (f *fleet) park(ctx context.Context) (clientv3.LeaseID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("scale: park claims: %w", err)
 	}
-	const batch = ownership.DefaultMaxTxnOps
+	batch := ownership.DefaultConfig().MaxTxnOps
 	for lo := 0; lo < f.cfg.Partitions; lo += batch {
 		var ops []clientv3.Op
 		for p := lo; p < min(lo+batch, f.cfg.Partitions); p++ {

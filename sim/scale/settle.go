@@ -56,7 +56,10 @@ func (f *fleet) settle(ctx context.Context) (settled, error) {
 // unstable returns why the fleet is not stable on ring want, or "".
 func (f *fleet) unstable(want *ring.Ring) string {
 	version := want.Version()
-	owners := want.Assignment()
+	owners := make([]string, want.Partitions()) // "": nobody
+	for p := range owners {
+		owners[p], _ = want.Owner(p)
+	}
 	for _, id := range f.ids {
 		m := f.members[id]
 		switch {

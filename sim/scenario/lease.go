@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/tenure-go/tenure/election"
 )
 
 // expiryWithoutFencing: A takes the lock and reads, stalls past its lease
@@ -66,7 +68,7 @@ func expiryWithoutFencing(protected bool) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	e.rec.BeginTenure(ta.Token().Scope, ta.Epoch(), "A", e.now())
+	e.rec.BeginTenure(ta.Token().Scope, ta.Token().Epoch, "A", e.now())
 	readA, err := e.fencedRead(a.store, ta.Token(), "k")
 	if err != nil {
 		return out, err
@@ -77,8 +79,8 @@ func expiryWithoutFencing(protected bool) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	e.rec.EndTenure(ta.Token().Scope, ta.Epoch(), "A", e.now()) // A's term is over by now (its session's deadline passed)
-	e.rec.BeginTenure(tb.Token().Scope, tb.Epoch(), "B", e.now())
+	e.rec.EndTenure(ta.Token().Scope, ta.Token().Epoch, "A", e.now()) // A's term is over by now (its session's deadline passed)
+	e.rec.BeginTenure(tb.Token().Scope, tb.Token().Epoch, "B", e.now())
 	readB, err := e.fencedRead(b.store, tb.Token(), "k")
 	if err != nil {
 		return out, err
@@ -91,7 +93,7 @@ func expiryWithoutFencing(protected bool) (Outcome, error) {
 	if err := e.fencedIncr(a.id, a.store, ta.Token(), "k", readA); err != nil {
 		return out, err
 	}
-	out.Notes = append(out.Notes, fmt.Sprintf("A's write under epoch %d refused after B's epoch %d", ta.Epoch(), tb.Epoch()))
+	out.Notes = append(out.Notes, fmt.Sprintf("A's write under epoch %d refused after B's epoch %d", ta.Token().Epoch, tb.Token().Epoch))
 	out.Report, err = e.report(e.finalFenced("k"))
 	return out, err
 }
@@ -162,7 +164,7 @@ func deadLeaseCampaign(protected bool) (Outcome, error) {
 		return out, err
 	}
 	type won struct {
-		t   interface{ Epoch() int64 }
+		t   *election.Term
 		err error
 	}
 	bctx, bcancel := context.WithCancel(ctx)
@@ -185,7 +187,7 @@ func deadLeaseCampaign(protected bool) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	e.rec.BeginTenure(tc.Token().Scope, tc.Epoch(), "C", e.now())
+	e.rec.BeginTenure(tc.Token().Scope, tc.Token().Epoch, "C", e.now())
 	rc, err := e.fencedRead(cs[2].store, tc.Token(), "k")
 	if err != nil {
 		return out, err
@@ -196,8 +198,8 @@ func deadLeaseCampaign(protected bool) (Outcome, error) {
 	e.sleep(ttl)
 	bcancel()
 	if w := <-bWon; w.err == nil && w.t != nil {
-		out.Notes = append(out.Notes, fmt.Sprintf("B was handed a term (epoch %d)", w.t.Epoch()))
-		e.rec.BeginTenure(tc.Token().Scope, w.t.Epoch(), "B", e.now())
+		out.Notes = append(out.Notes, fmt.Sprintf("B was handed a term (epoch %d)", w.t.Token().Epoch))
+		e.rec.BeginTenure(tc.Token().Scope, w.t.Token().Epoch, "B", e.now())
 	} else {
 		out.Notes = append(out.Notes, fmt.Sprintf("B's campaign ended without a term: %v", w.err))
 	}

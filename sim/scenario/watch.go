@@ -82,7 +82,7 @@ func watchAfterCompaction(protected bool) (Outcome, error) {
 		if err != nil {
 			return out, err
 		}
-		keyA, epochA = ta.Key(), ta.Epoch()
+		keyA, epochA = ta.Key(), ta.Token().Epoch
 		believes.Store(true)
 		go func() {
 			<-ta.Done()

@@ -151,7 +151,7 @@ func serve(ctx context.Context, f flags, out *reporter) error {
 			out.emit(wire.Event{Kind: wire.Acquired, P: e.Partition, Epoch: e.Token.Epoch})
 		},
 		OnReleased: func(e ownership.Event) {
-			out.emit(wire.Event{Kind: wire.Released, P: e.Partition, Epoch: e.Token.Epoch, Reason: e.Reason.String()})
+			out.emit(wire.Event{Kind: wire.Released, P: e.Partition, Epoch: e.Token.Epoch, Reason: reasonLabel(e.Reason)})
 		},
 	}
 	node, err := join(ctx, cli, cfg, logger)
@@ -368,4 +368,18 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	_ = httpfence.WriteRefusal(w, &httpfence.Refusal{Kind: httpfence.RefusalUnavailable, Message: err.Error()})
+}
+
+// reasonLabel names why a tenure ended, as the wire and the metrics' reason
+// label do: "moved", "lost" or "closed".
+func reasonLabel(cause error) string {
+	switch cause {
+	case ownership.ErrMoved:
+		return "moved"
+	case ownership.ErrLost:
+		return "lost"
+	case ownership.ErrClosed:
+		return "closed"
+	}
+	return fmt.Sprint(cause)
 }
