@@ -37,7 +37,7 @@ func TestEnded(t *testing.T) {
 		{"closed", live, ErrClosed, ReasonClosed, true},
 		{"session lost hint", live, &WrongOwnerError{SessionLost: true}, ReasonLost, true},
 		{"not owner", live, &WrongOwnerError{Route: fleet.Route{Owner: "b", Addr: "h:1"}}, 0, false},
-		{"stale", live, fence.NewStaleError(fence.Token{Scope: "p/1", Epoch: 2}, 3), ReasonMoved, true},
+		{"stale", live, &fence.StaleError{Scope: "p/1", Presented: 2, Current: 3}, ReasonMoved, true},
 		{"stale, lost", ended(ErrLost), fence.ErrStale, ReasonLost, true},
 		{"cut short, moved", ended(ErrMoved), context.Canceled, ReasonMoved, true},
 		{"cut short, closed", ended(ErrClosed), fmt.Errorf("store: %w", context.Canceled), ReasonClosed, true},

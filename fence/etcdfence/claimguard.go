@@ -40,7 +40,7 @@ func ClaimStaleError(t fence.Token, claim *mvccpb.KeyValue) *fence.StaleError {
 	if claim != nil {
 		cur = claim.CreateRevision
 	}
-	return fence.NewStaleError(t, cur)
+	return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur}
 }
 
 // ClaimGuarded runs ops in one transaction that lands only while the claim

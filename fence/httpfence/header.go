@@ -22,8 +22,7 @@ func SetHeader(h http.Header, t fence.Token) error {
 
 // FromHeader reads the token from h. It reports whether the header is
 // present; a present header that does not hold exactly one valid token
-// gives an error wrapping fence.ErrMalformedToken (and so
-// fence.ErrInvalidToken).
+// gives an error wrapping fence.ErrInvalidToken.
 func FromHeader(h http.Header) (fence.Token, bool, error) {
 	vs := h.Values(Header)
 	switch len(vs) {
@@ -31,7 +30,7 @@ func FromHeader(h http.Header) (fence.Token, bool, error) {
 		return fence.Token{}, false, nil
 	case 1:
 	default:
-		return fence.Token{}, true, fmt.Errorf("%w: %d %s headers", fence.ErrMalformedToken, len(vs), Header)
+		return fence.Token{}, true, fmt.Errorf("%w: %d %s headers", fence.ErrInvalidToken, len(vs), Header)
 	}
 	t, err := fence.ParseToken(vs[0])
 	if err != nil {

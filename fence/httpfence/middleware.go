@@ -24,7 +24,7 @@ type Config struct {
 	// Fencer advances to each verified token, or refuses it: nil, a
 	// *fence.StaleError (errors.Is fence.ErrStale), an error wrapping
 	// fence.ErrInvalidToken, or any other failure. etcdfence.Store and
-	// sqlfence.Fencer are Fencers; fence.Gate.Fencer adapts a Gate.
+	// sqlfence.Fencer and *fence.Gate are Fencers.
 	Fencer fence.Fencer
 	// Optional lets requests without the header through, unfenced: their
 	// context carries no token. By default they are refused with

@@ -108,10 +108,10 @@ func TestRefusalOf(t *testing.T) {
 		err  error
 		want *httpfence.Refusal
 	}{
-		{fence.NewStaleError(fence.Token{Scope: "p/1", Epoch: 2}, 3), &httpfence.Refusal{Kind: httpfence.RefusalStale,
+		{&fence.StaleError{Scope: "p/1", Presented: 2, Current: 3}, &httpfence.Refusal{Kind: httpfence.RefusalStale,
 			Message: `fence: stale token for scope "p/1": epoch 2 < current epoch 3`, Scope: "p/1", Presented: 2, Current: 3}},
 		{fence.ErrStale, &httpfence.Refusal{Kind: httpfence.RefusalStale, Message: fence.ErrStale.Error()}},
-		{fence.ErrMalformedToken, &httpfence.Refusal{Kind: httpfence.RefusalInvalidToken, Message: fence.ErrMalformedToken.Error()}},
+		{fence.ErrInvalidToken, &httpfence.Refusal{Kind: httpfence.RefusalInvalidToken, Message: fence.ErrInvalidToken.Error()}},
 		{fence.ErrNoToken, &httpfence.Refusal{Kind: httpfence.RefusalNoToken, Message: fence.ErrNoToken.Error()}},
 		{fence.ErrBadSignature, &httpfence.Refusal{Kind: httpfence.RefusalUnverified, Message: fence.ErrBadSignature.Error()}},
 		{fence.ErrUnknownEpoch, &httpfence.Refusal{Kind: httpfence.RefusalUnverified, Message: fence.ErrUnknownEpoch.Error()}},

@@ -157,7 +157,7 @@ func (f *Fences) advanceValid(ctx context.Context, tx Queryer, t fence.Token) er
 		return fmt.Errorf("sqlfence: advance %s refused; reading the current epoch: %w", t, err)
 	}
 	f.metrics.Rejected(t.Scope)
-	return fence.NewStaleError(t, cur)
+	return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur}
 }
 
 // Floor returns the epoch recorded for scope, or 0 if none.
