@@ -41,7 +41,7 @@ func (f *staleOnce) Advance(_ context.Context, t fence.Token) error {
 	defer f.mu.Unlock()
 	if t.Scope == fence.PartitionScope(f.p) && !f.done {
 		f.done = true
-		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: t.Epoch+1000}
+		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: t.Epoch + 1000}
 	}
 	return nil
 }

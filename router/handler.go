@@ -119,9 +119,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		ctx := admit.WorkContext(req.Context(), held, routedKey{}, &routed{r: r, key: key, caller: req.Context()})
 		defer ctx.Release()
 		req = req.WithContext(ctx)
-		req.Header.Set(httpfence.Header, held.Token.String())
 		sig, _ := fence.SignatureFromContext(ctx)
-		httpfence.SetSignatureHeader(req.Header, sig)
+		_ = httpfence.SetHeader(req.Header, held.Token, sig) // a held token is valid
 		r.served.Add(1)
 		h.Local.ServeHTTP(w, req)
 		return

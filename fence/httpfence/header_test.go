@@ -19,7 +19,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 		{Scope: "ключ", Epoch: 7},
 	} {
 		h := http.Header{}
-		require.NoError(t, httpfence.SetHeader(h, tok))
+		require.NoError(t, httpfence.SetHeader(h, tok, fence.Signature{}))
 		got, ok, err := httpfence.FromHeader(h)
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -49,7 +49,7 @@ func TestHeaderRejects(t *testing.T) {
 
 	for _, tok := range []fence.Token{{}, {Scope: "p/1"}, {Scope: "p/1", Epoch: -1}, {Epoch: 3}} {
 		h := http.Header{}
-		require.ErrorIs(t, httpfence.SetHeader(h, tok), fence.ErrInvalidToken)
+		require.ErrorIs(t, httpfence.SetHeader(h, tok, fence.Signature{}), fence.ErrInvalidToken)
 		require.Empty(t, h)
 	}
 }
@@ -71,7 +71,7 @@ func FuzzFromHeader(f *testing.F) {
 			return
 		}
 		h2 := http.Header{}
-		if err := httpfence.SetHeader(h2, tok); err != nil {
+		if err := httpfence.SetHeader(h2, tok, fence.Signature{}); err != nil {
 			t.Fatalf("accepted %q but cannot write it back: %v", v, err)
 		}
 		if h2.Get(httpfence.Header) != v {

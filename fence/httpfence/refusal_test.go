@@ -64,7 +64,7 @@ func TestRefusalRoundTrip(t *testing.T) {
 		t.Run(string(tt.r.Kind), func(t *testing.T) {
 			resp := roundTrip(t, &tt.r)
 			require.Equal(t, tt.status, resp.StatusCode)
-			require.Equal(t, tt.status, tt.r.Status())
+			require.Equal(t, tt.status, httpfence.Status(&tt.r))
 			require.Equal(t, string(tt.r.Kind), resp.Header.Get(httpfence.RefusalHeader))
 			require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 			require.Equal(t, tt.after, resp.Header.Get("Retry-After") != "", "Retry-After")
@@ -73,7 +73,8 @@ func TestRefusalRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.r, *got)
 			require.Equal(t, tt.retry, got.Retryable())
-			require.ErrorIs(t, got, httpfence.ErrRefused)
+			var ref *httpfence.Refusal
+			require.ErrorAs(t, error(got), &ref)
 			if tt.is != nil {
 				require.ErrorIs(t, got, tt.is)
 			}

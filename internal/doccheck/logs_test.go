@@ -142,7 +142,7 @@ func TestLogsDocumented(t *testing.T) {
 	cfgA := nodeConfig(fleetName, "a", parts, logger)
 	cfgA.Fencers = []fence.Fencer{fence.FencerFunc(func(_ context.Context, tok fence.Token) error {
 		if tok.Scope == fence.PartitionScope(3) && refused.CompareAndSwap(false, true) {
-			return &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch, Current: tok.Epoch+1000}
+			return &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch, Current: tok.Epoch + 1000}
 		}
 		return nil
 	})}
