@@ -13,7 +13,6 @@ import (
 
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/follow"
-	"github.com/tenure-go/tenure/ring"
 )
 
 // BalancerName is the name of the load-balancing policy that sends each
@@ -223,7 +222,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // connection to the hint's address is ready. A hint never holds a call
 // back: without a ready connection to it, the view decides.
 func (p *picker) choose(rt *route) fleet.Route {
-	r := p.view.obs.Route(ring.PartitionOf(rt.key, p.view.partitions))
+	r := p.view.obs.Lookup(rt.key)
 	h := rt.hint
 	if p.ready[h.Addr] == nil {
 		h = fleet.Route{}

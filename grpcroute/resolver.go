@@ -165,7 +165,7 @@ func stateOf(v *view) resolver.State {
 	seen := map[string]bool{}
 	var eps []resolver.Endpoint
 	for p := range v.partitions {
-		if addr := v.obs.Route(p).Addr; addr != "" && !seen[addr] {
+		if addr := v.obs.LookupPartition(p).Addr; addr != "" && !seen[addr] {
 			seen[addr] = true
 			eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr, ServerName: addr}}})
 		}

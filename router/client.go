@@ -132,10 +132,6 @@ func (c *Client) Close() {
 	}
 }
 
-// Done returns a channel closed when the Client has stopped watching, after
-// Close.
-func (c *Client) Done() <-chan struct{} { return c.obs.Done() }
-
 // Changed returns a channel that is closed the next time the Client's view
 // of the fleet changes.
 func (c *Client) Changed() <-chan struct{} { return c.obs.Changed() }
@@ -150,12 +146,12 @@ func (c *Client) PartitionOf(key string) int { return ring.PartitionOf(key, c.cf
 // Lookup returns where requests for key go: the holder of its partition's
 // claim, or while nobody holds one, the ring's choice of the next owner.
 // It takes no lock and does not allocate.
-func (c *Client) Lookup(key string) fleet.Route { return c.obs.Route(c.PartitionOf(key)) }
+func (c *Client) Lookup(key string) fleet.Route { return c.obs.Lookup(key) }
 
 // LookupPartition returns the route of partition p as the Client currently
 // sees it, or the zero Route with Partition p if p is outside
 // [0, Partitions). Like Lookup, it takes no lock and does not allocate.
-func (c *Client) LookupPartition(p int) fleet.Route { return c.obs.Route(p) }
+func (c *Client) LookupPartition(p int) fleet.Route { return c.obs.LookupPartition(p) }
 
 // ClientStats counts a Client's work since it was created.
 type ClientStats struct {

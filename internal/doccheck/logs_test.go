@@ -159,7 +159,7 @@ func TestLogsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	act := fleet.Action{Actor: "doccheck", Reason: "the README's log lines"}
-	if _, err := op.ForceRelease(ctx, a.Owned()[0], act); err != nil {
+	if _, err := op.ForceRelease(ctx, fence.PartitionScope(a.Owned()[0]), act); err != nil {
 		t.Fatal(err)
 	}
 	waitLogged(t, buf, "a", "forced release observed")
