@@ -281,7 +281,7 @@ func (a *aimedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.URL.Host = to.addr
 	if to.forwarded {
-		req.Header.Set(router.HeaderForwarded, "misdirected")
+		req.Header.Set("Tenure-Forwarded", "misdirected") // as a router forwards it
 	}
 	resp, err := a.base.RoundTrip(req)
 	if err == nil {
