@@ -69,7 +69,7 @@ func parseFlags(args []string) (config, error) {
 	c.Register(fs, "counter", "this node's ID in the fleet (unique per live process)", "fleet name: etcd key prefix /tenure/<cluster>/")
 	fs.StringVar(&c.db, "db", "sqlite:counter.db", "database: sqlite:PATH, or PostgreSQL: postgres://... or a key=value DSN (host=... dbname=...)")
 	fs.IntVar(&c.partitions, "partitions", 0, "partition count of the fleet, refused if the fleet's spec says otherwise (0: the fleet's count, or 1024 if this node creates the fleet; decided atomically with the spec's creation)")
-	fs.DurationVar(&c.ttl, "ttl", ownership.DefaultConfig().Session.TTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
+	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
 	fs.IntVar(&c.maxBatch, "max-batch", 256, "most increments per group commit")
 	fs.DurationVar(&c.hold, "hold", 0, "demonstration knob: one increment at a time, after it was admitted, waits this long before its commit, with no transaction of the process in flight, so that a pause (SIGSTOP) is likely to fall there and hold no database lock")
@@ -211,7 +211,8 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		rt.Close()
 		com.close()
 	}()
+	// The node's own "joined" line says how many partitions the fleet has.
 	log.Info("serving HTTP", "addr", ln.Addr().String(), "advertise", addr, "pid", os.Getpid(), "db", dialect,
-		"partitions", node.Ring().Partitions(), "ttl", cfg.ttl, "group_commit", cfg.groupCommit)
+		"ttl", cfg.ttl, "group_commit", cfg.groupCommit)
 	return app.Wait(ctx, log, node, "HTTP", served)
 }
