@@ -124,7 +124,7 @@ type Planned struct {
 	Rev int64 `json:"revision"`
 	// Suspended is the operator's suspension that stood at the snapshot,
 	// nil if none: Apply then writes nothing.
-	Suspended *fleet.Suspension `json:"suspended,omitempty"`
+	Suspended *fleet.Mark `json:"suspended,omitempty"`
 	// Loads is each member's load at the snapshot (members not drained):
 	// the sum of the loads of the partitions the fleet's rule gives it.
 	Loads map[string]float64 `json:"loads"`
@@ -182,7 +182,7 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 		}
 	}
 	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		sus := fleet.Suspension(keys.DecodeBalanceSuspend(kvs[0].Value))
+		sus := fleet.Mark(keys.DecodeBalanceSuspend(kvs[0].Value))
 		pl.Suspended = &sus
 	}
 	cfg := b.cfg

@@ -71,14 +71,15 @@ func TestBalancerSuspended(t *testing.T) {
 	pl, err = b.Plan(ctx)
 	require.NoError(t, err)
 	require.NoError(t, b.Apply(ctx, term, pl))
-	st, err := op.Balancer(ctx)
+	rep, err := op.Placement(ctx)
 	require.NoError(t, err)
+	st := rep.Balancer
 	require.NotNil(t, st.LastPass)
 	assert.Equal(t, pl.Rev, st.LastPass.Snapshot)
 	assert.Equal(t, term.Token().Epoch, st.LastPass.Term)
 	require.Len(t, st.LastPass.Moves, len(pl.Moves))
 	assert.Equal(t, fleet.BalancerMove(pl.Moves[0]), st.LastPass.Moves[0])
-	assert.Equal(t, DefaultConfig().Cooldown, st.LastPass.Cooldown)
+	assert.Equal(t, DefaultConfig().Cooldown, time.Duration(st.LastPass.Cooldown))
 	assert.Equal(t, DefaultConfig().Upper, st.LastPass.Upper)
 	assert.InDelta(t, pl.Before, st.LastPass.Before, 1e-9)
 
@@ -244,8 +245,9 @@ func TestSuspensionSurvivesFailover(t *testing.T) {
 		}
 	}
 	assert.NotEmpty(t, placements(t, ctx, cli, name))
-	st, err := op.Balancer(ctx)
+	rep, err := op.Placement(ctx)
 	require.NoError(t, err)
+	st := rep.Balancer
 	require.NotNil(t, st.LastPass, "the pass recorded itself")
 	assert.NotEmpty(t, st.LastPass.Moves)
 }

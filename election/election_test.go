@@ -185,7 +185,7 @@ func TestPartitionFencing(t *testing.T) {
 	resp, err := cli2.Txn(ctx).If(r.term.Cmp()).Then(clientv3.OpPut("/data/x", "new")).Commit()
 	require.NoError(t, err)
 	assert.True(t, resp.Succeeded, "the new leader's guarded txn must succeed")
-	require.NoError(t, gate.Advance(r.term.Token()))
+	require.NoError(t, gate.Advance(context.Background(), r.term.Token()))
 
 	// The old leader comes back and tries to write under its old term.
 	fp.Heal()
@@ -197,7 +197,7 @@ func TestPartitionFencing(t *testing.T) {
 		return err == nil
 	}, wait, 10*time.Millisecond, "the healed client could not reach etcd")
 	assert.False(t, old.Succeeded, "the old leader's guarded txn must fail")
-	err = gate.Advance(t1.Token())
+	err = gate.Advance(context.Background(), t1.Token())
 	assert.ErrorIs(t, err, fence.ErrStale, "the old leader's token must be stale")
 	var stale *fence.StaleError
 	require.ErrorAs(t, err, &stale)

@@ -118,7 +118,7 @@ func ExampleElection_Run() {
 	var gate fence.Gate // stands in for a store that checks tokens
 	runCtx, stop := context.WithCancel(ctx)
 	err = e.Run(runCtx, func(ctx context.Context, t fence.Token) error {
-		if err := gate.Advance(t); err != nil {
+		if err := gate.Advance(ctx, t); err != nil {
 			return err
 		}
 		fmt.Println("leading; token admitted")

@@ -12,12 +12,9 @@ var (
 	ErrStale = errors.New("fence: stale token")
 
 	// ErrInvalidToken reports a token that can never be admitted: an empty or
-	// malformed scope, or an epoch that is not positive.
+	// malformed scope, or an epoch that is not positive; and a string that
+	// ParseToken cannot read.
 	ErrInvalidToken = errors.New("fence: invalid token")
-
-	// ErrMalformedToken reports a string that ParseToken cannot read.
-	// It wraps ErrInvalidToken, so errors.Is(err, ErrInvalidToken) also holds.
-	ErrMalformedToken = fmt.Errorf("%w: malformed", ErrInvalidToken)
 
 	// ErrNoToken reports that a context carries no token where one is needed.
 	ErrNoToken = errors.New("fence: no token")
@@ -53,9 +50,9 @@ func (e *StaleError) Error() string {
 // Is reports whether target is ErrStale.
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
-// NewStaleError returns a *StaleError for token t rejected because the scope's
-// current epoch is current (0 if unknown).
-func NewStaleError(t Token, current int64) *StaleError {
+// staleError returns the *StaleError of token t refused because its
+// scope's floor is current.
+func staleError(t Token, current int64) *StaleError {
 	return &StaleError{Scope: t.Scope, Presented: t.Epoch, Current: current}
 }
 

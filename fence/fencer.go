@@ -16,8 +16,7 @@ import (
 // t.Epoch. ctx is cancelled when the tenure ends, and Advance must then
 // return promptly.
 //
-// etcdfence.Store and sqlfence.Fencer are Fencers; Gate.Fencer adapts a
-// Gate.
+// etcdfence.Store, sqlfence.Fencer and *Gate are Fencers.
 type Fencer interface {
 	Advance(ctx context.Context, t Token) error
 }
@@ -31,14 +30,4 @@ func (f FencerFunc) Advance(ctx context.Context, t Token) error {
 		return fmt.Errorf("%w: nil FencerFunc", ErrNilArgument)
 	}
 	return f(ctx, t)
-}
-
-// Fencer returns g as a Fencer: its Advance calls g.Advance and ignores ctx,
-// since a Gate never blocks. On a nil *Gate it returns a nil Fencer, which
-// every constructor that takes a Fencer refuses.
-func (g *Gate) Fencer() Fencer {
-	if g == nil {
-		return nil
-	}
-	return FencerFunc(func(_ context.Context, t Token) error { return g.Advance(t) })
 }

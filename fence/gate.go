@@ -1,6 +1,10 @@
 package fence
 
-import "sync"
+import (
+	"context"
+	"fmt"
+	"sync"
+)
 
 // Gate is an in-memory fence: it admits a token for a scope iff the token's
 // epoch is at least the highest epoch admitted for that scope so far, and
@@ -18,9 +22,15 @@ type Gate struct {
 // Advance applies the fencing rule to t: it returns nil and raises the floor
 // of t's scope to t.Epoch if t.Epoch >= the scope's floor, a *StaleError
 // (errors.Is ErrStale) if it is older, or an error wrapping ErrInvalidToken
-// if t is invalid. A new owner advances before its first write; Fencer
-// adapts a Gate to the Fencer interface.
-func (g *Gate) Advance(t Token) error { return g.Do(t, nil) }
+// if t is invalid. A new owner advances before its first write. With it a
+// *Gate is a Fencer; ctx is not used, since a Gate never blocks. On a nil
+// *Gate it returns an error wrapping ErrNilArgument.
+func (g *Gate) Advance(_ context.Context, t Token) error {
+	if g == nil {
+		return fmt.Errorf("%w: nil *Gate", ErrNilArgument)
+	}
+	return g.Do(t, nil)
+}
 
 // Check reports whether t would be admitted, without recording it.
 func (g *Gate) Check(t Token) error {
@@ -31,7 +41,7 @@ func (g *Gate) Check(t Token) error {
 	cur := g.floors[t.Scope]
 	g.mu.Unlock()
 	if t.Epoch < cur {
-		return NewStaleError(t, cur)
+		return staleError(t, cur)
 	}
 	return nil
 }
@@ -56,7 +66,7 @@ func (g *Gate) Do(t Token, fn func() error) error {
 	defer g.mu.Unlock()
 	cur := g.floors[t.Scope]
 	if t.Epoch < cur {
-		return NewStaleError(t, cur)
+		return staleError(t, cur)
 	}
 	if t.Epoch > cur {
 		if g.floors == nil {

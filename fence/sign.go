@@ -11,15 +11,15 @@ import (
 	"sync/atomic"
 )
 
-// SignatureDomain separates the signatures of tokens from anything else a
+// signatureDomain separates the signatures of tokens from anything else a
 // key might sign: every signed message starts with it, then the key ID and
 // the token's text form, each followed by a NUL byte (which neither a key
 // ID nor a token's text can contain). A signature therefore stands for one
 // token under one key ID, and for nothing else.
-const SignatureDomain = "tenure-fence-token-v1"
+const signatureDomain = "tenure-fence-token-v1"
 
-// MaxKeyIDLen is the longest key ID, in bytes.
-const MaxKeyIDLen = 64
+// maxKeyIDLen is the longest key ID, in bytes.
+const maxKeyIDLen = 64
 
 // Signature is the fleet's Ed25519 signature of one token, with the ID of
 // the key that made it. The zero Signature is no signature. Signature is a
@@ -28,8 +28,10 @@ type Signature struct {
 	// KeyID names the signing key, so that verifiers can hold several
 	// public keys while keys rotate.
 	KeyID string
-	// Sig is the Ed25519 signature of the signed message (see
-	// SignatureDomain).
+	// Sig is the Ed25519 signature of the signed message: the domain
+	// "tenure-fence-token-v1", the key ID and the token's text form, each
+	// followed by a NUL byte, so that it stands for one token under one key
+	// ID and for nothing else.
 	Sig [ed25519.SignatureSize]byte
 }
 
@@ -63,10 +65,9 @@ func ParseSignature(text string) (Signature, error) {
 	return s, nil
 }
 
-// ValidateKeyID reports whether id can name a key: 1 to MaxKeyIDLen bytes
-// of ASCII letters, digits, '.', '_' and '-'. The error wraps
-// ErrInvalidKey.
-func ValidateKeyID(id string) error {
+// validateKeyID reports whether id can name a key (see NewSigner). The
+// error wraps ErrInvalidKey.
+func validateKeyID(id string) error {
 	if p := keyIDProblem(id); p != "" {
 		return fmt.Errorf("%w: %s", ErrInvalidKey, p)
 	}
@@ -75,8 +76,8 @@ func ValidateKeyID(id string) error {
 
 // keyIDProblem says what makes id an invalid key ID, "" if nothing does.
 func keyIDProblem(id string) string {
-	if id == "" || len(id) > MaxKeyIDLen {
-		return fmt.Sprintf("key ID of %d bytes (1 to %d)", len(id), MaxKeyIDLen)
+	if id == "" || len(id) > maxKeyIDLen {
+		return fmt.Sprintf("key ID of %d bytes (1 to %d)", len(id), maxKeyIDLen)
 	}
 	for _, c := range []byte(id) {
 		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '.' && c != '_' && c != '-' {
@@ -88,8 +89,8 @@ func keyIDProblem(id string) string {
 
 // signedMessage is what a signature of t under key ID kid signs.
 func signedMessage(kid string, t Token) []byte {
-	b := make([]byte, 0, len(SignatureDomain)+len(kid)+len(t.Scope)+24)
-	b = append(b, SignatureDomain...)
+	b := make([]byte, 0, len(signatureDomain)+len(kid)+len(t.Scope)+24)
+	b = append(b, signatureDomain...)
 	b = append(b, 0)
 	b = append(b, kid...)
 	b = append(b, 0)
@@ -107,12 +108,13 @@ type Signer struct {
 	key ed25519.PrivateKey
 }
 
-// NewSigner returns a Signer that signs with key under key ID keyID. It
-// returns an error wrapping ErrInvalidKey for an invalid key ID (see
-// ValidateKeyID) or a key that is not ed25519.PrivateKeySize bytes. The
+// NewSigner returns a Signer that signs with key under key ID keyID, 1 to
+// 64 bytes of ASCII letters, digits, '.', '_' and '-'. It returns an error
+// wrapping ErrInvalidKey for an invalid key ID or a key that is not
+// ed25519.PrivateKeySize bytes. The
 // key is copied.
 func NewSigner(keyID string, key ed25519.PrivateKey) (*Signer, error) {
-	if err := ValidateKeyID(keyID); err != nil {
+	if err := validateKeyID(keyID); err != nil {
 		return nil, err
 	}
 	if len(key) != ed25519.PrivateKeySize {
@@ -177,7 +179,7 @@ func NewSignatureVerifier(keys map[string]ed25519.PublicKey) (*SignatureVerifier
 	}
 	v := &SignatureVerifier{keys: maps.Clone(keys)}
 	for kid, k := range v.keys {
-		if err := ValidateKeyID(kid); err != nil {
+		if err := validateKeyID(kid); err != nil {
 			return nil, err
 		}
 		if len(k) != ed25519.PublicKeySize {

@@ -7,6 +7,9 @@ import (
 	"unicode/utf8"
 )
 
+// errMalformed is the error of a string that ParseToken cannot read.
+var errMalformed = fmt.Errorf("%w: malformed", ErrInvalidToken)
+
 // MaxScopeLen is the longest scope a token may carry, in bytes.
 const MaxScopeLen = 512
 
@@ -70,9 +73,6 @@ func scopeProblem(s string) string {
 	return ""
 }
 
-// IsZero reports whether t is the zero Token.
-func (t Token) IsZero() bool { return t == Token{} }
-
 // String returns the token's text form, "<scope>@<epoch>", which ParseToken
 // reads back. The scope may itself contain '@': the epoch follows the last one.
 func (t Token) String() string {
@@ -80,26 +80,25 @@ func (t Token) String() string {
 }
 
 // ParseToken reads the text form written by Token.String and validates the
-// result. Malformed input yields an error wrapping ErrMalformedToken (and
-// therefore ErrInvalidToken).
+// result. Malformed input yields an error wrapping ErrInvalidToken.
 func ParseToken(s string) (Token, error) {
 	i := strings.LastIndexByte(s, '@')
 	if i < 0 {
-		return Token{}, fmt.Errorf("%w: %q has no '@' before the epoch", ErrMalformedToken, s)
+		return Token{}, fmt.Errorf("%w: %q has no '@' before the epoch", errMalformed, s)
 	}
 	digits := s[i+1:]
 	// Only canonical decimal: no sign, no leading zeros, so that String and
 	// ParseToken round-trip exactly.
 	if digits == "" || digits[0] == '0' || strings.TrimLeft(digits, "0123456789") != "" {
-		return Token{}, fmt.Errorf("%w: %q: epoch %q is not a positive decimal integer", ErrMalformedToken, s, digits)
+		return Token{}, fmt.Errorf("%w: %q: epoch %q is not a positive decimal integer", errMalformed, s, digits)
 	}
 	epoch, err := strconv.ParseInt(digits, 10, 64)
 	if err != nil {
-		return Token{}, fmt.Errorf("%w: %q: epoch %q out of range", ErrMalformedToken, s, digits)
+		return Token{}, fmt.Errorf("%w: %q: epoch %q out of range", errMalformed, s, digits)
 	}
 	t := Token{Scope: s[:i], Epoch: epoch}
 	if p := t.problem(); p != "" {
-		return Token{}, fmt.Errorf("%w: %q: %s", ErrMalformedToken, s, p)
+		return Token{}, fmt.Errorf("%w: %q: %s", errMalformed, s, p)
 	}
 	return t, nil
 }
@@ -119,11 +118,6 @@ func (t Token) Compare(u Token) int {
 		return 1
 	}
 	return 0
-}
-
-// Supersedes reports whether t is a newer tenure of the same scope than u.
-func (t Token) Supersedes(u Token) bool {
-	return t.Scope == u.Scope && t.Epoch > u.Epoch
 }
 
 // PartitionScope returns the scope of partition p, "p/<p>".

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ type AuditRecord struct {
 	// operator's clock). A force release's, pin's or unpin's Target is the
 	// fence scope of what it released (fence.PartitionScope or
 	// fence.LeaderScope); a drain's or undrain's is "node/<id>"; a
-	// suspension's or resumption's is BalancerTarget.
+	// suspension's or resumption's is "balancer".
 	Actor  string    `json:"actor"`
 	Action string    `json:"action"`
 	Target string    `json:"target"`
@@ -81,9 +82,9 @@ type Action struct {
 func (a Action) check(needReason bool) error {
 	switch {
 	case strings.TrimSpace(a.Actor) == "":
-		return ErrNoActor
+		return fmt.Errorf("%w: an operator action needs an actor", ErrInvalidConfig)
 	case needReason && strings.TrimSpace(a.Reason) == "":
-		return ErrNoReason
+		return fmt.Errorf("%w: an operator action needs a reason", ErrInvalidConfig)
 	case a.Epoch < 0:
 		return fmt.Errorf("%w: negative epoch %d", ErrInvalidConfig, a.Epoch)
 	}
@@ -112,26 +113,42 @@ func (o *Operator) newRecord(a Action, action, target string) (AuditRecord, stri
 	return r, o.layout.Audit(r.ID)
 }
 
-// ForceRelease deletes partition p's claim and records the action, in one
-// transaction guarded by the claim's epoch (a.Epoch, or the one read first
-// if zero), so that it never releases a newer holder. The holder sees the
-// delete, ends its tenure (its partition context is cancelled, OnReleased
-// fires with ErrLost), and the ring's owner claims p again at a higher
-// epoch, advancing its fencers past the old holder's token.
+// ForceRelease ends the tenure that holds scope, the fence scope of a
+// partition (fence.PartitionScope) or of an election (fence.LeaderScope),
+// and records the action, in one transaction guarded by the holder's epoch
+// (a.Epoch, or the one read first if zero), so that it never releases a
+// newer holder.
 //
-// Errors wrap ErrNoActor, ErrNoReason, ErrInvalidPartition, ErrNotHeld
-// (no claim), ErrEpochChanged (the claim stands at another epoch) or the
-// etcd error.
-func (o *Operator) ForceRelease(ctx context.Context, p int, a Action) (AuditRecord, error) {
+// For a partition it deletes the partition's claim: the holder sees the
+// delete, ends its tenure (its partition context is cancelled, OnReleased
+// fires with ReasonLost), and the ring's owner claims the partition again
+// at a higher epoch, advancing its fencers past the old holder's token.
+// For an election it deletes the leader key of the election (under
+// <prefix>leader/<name>/, read through election.Candidates): the leader's
+// term ends, and the next term has a higher epoch and advances the
+// election's fencers past the old one.
+//
+// Errors wrap ErrInvalidConfig (no actor or reason, or a scope that names
+// neither), ErrInvalidPartition, ErrNotFound (nothing holds it, or a
+// holder at another epoch than a.Epoch does: the message names its epoch)
+// or the etcd error.
+func (o *Operator) ForceRelease(ctx context.Context, scope string, a Action) (AuditRecord, error) {
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
 	}
-	spec, err := o.Spec(ctx)
-	if err != nil {
-		return AuditRecord{}, err
+	if name, ok := strings.CutPrefix(scope, "leader/"); ok {
+		return o.forceReleaseLeader(ctx, name, a)
 	}
-	if p < 0 || p >= spec.Partitions {
-		return AuditRecord{}, fmt.Errorf("%w: %d not in [0, %d)", ErrInvalidPartition, p, spec.Partitions)
+	digits, ok := strings.CutPrefix(scope, "p/")
+	if !ok {
+		return AuditRecord{}, fmt.Errorf("%w: scope %q names neither a partition (fence.PartitionScope) nor an election (fence.LeaderScope)", ErrInvalidConfig, scope)
+	}
+	p, err := strconv.Atoi(digits)
+	if err != nil || fence.PartitionScope(p) != scope {
+		return AuditRecord{}, fmt.Errorf("%w: scope %q", ErrInvalidPartition, scope)
+	}
+	if err := o.checkPartition(ctx, p); err != nil {
+		return AuditRecord{}, err
 	}
 	k := o.layout.Claim(p)
 	target := fence.PartitionScope(p)
@@ -147,19 +164,9 @@ func (o *Operator) ForceRelease(ctx context.Context, p int, a Action) (AuditReco
 	return o.release(ctx, a, target, k, cur)
 }
 
-// ForceReleaseLeader deletes the leader key of the election name (under
-// <prefix>leader/<name>/) and records the action, in one transaction
-// guarded by the leader's epoch (a.Epoch, or the one read first if zero).
-// The leader's term ends; the next term has a higher epoch and advances the
-// election's fencers past the old one. It reads the leader from the
-// candidates' keys (the first created leads).
-//
-// Errors wrap ErrNoActor, ErrNoReason, ErrInvalidConfig (empty name),
-// ErrNotHeld (no candidate), ErrEpochChanged or the etcd error.
-func (o *Operator) ForceReleaseLeader(ctx context.Context, name string, a Action) (AuditRecord, error) {
-	if err := a.check(true); err != nil {
-		return AuditRecord{}, err
-	}
+// forceReleaseLeader is ForceRelease of the election name, whose action
+// a has been checked.
+func (o *Operator) forceReleaseLeader(ctx context.Context, name string, a Action) (AuditRecord, error) {
 	if name == "" || strings.ContainsRune(name, 0) {
 		return AuditRecord{}, fmt.Errorf("%w: election name %q", ErrInvalidConfig, name)
 	}
@@ -190,13 +197,13 @@ func (o *Operator) release(ctx context.Context, a Action, target, lookedUp strin
 	epoch := a.Epoch
 	switch {
 	case cur == nil && epoch == 0:
-		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w (no key at %s)", target, ErrNotHeld, lookedUp)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s: %w: nothing holds it (no key at %s)", target, ErrNotFound, lookedUp)
 	case cur == nil:
-		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w (no key at %s)", target, epoch, ErrNotHeld, lookedUp)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: nothing holds it (no key at %s)", target, epoch, ErrNotFound, lookedUp)
 	case epoch == 0:
 		epoch = cur.epoch
 	case epoch != cur.epoch:
-		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: held at epoch %d", target, epoch, ErrEpochChanged, cur.epoch)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: the tenure ended; held at epoch %d", target, epoch, ErrNotFound, cur.epoch)
 	}
 	rec, ak := o.newRecord(a, ActionForceRelease, target)
 	rec.Holder, rec.OldEpoch = cur.holder, epoch
@@ -217,9 +224,9 @@ func (o *Operator) release(ctx context.Context, a Action, target, lookedUp strin
 			}
 		}
 		if now == 0 {
-			return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w (released meanwhile)", target, epoch, ErrNotHeld)
+			return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: nothing holds it (released meanwhile)", target, epoch, ErrNotFound)
 		}
-		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: held at epoch %d", target, epoch, ErrEpochChanged, now)
+		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: the tenure ended; held at epoch %d", target, epoch, ErrNotFound, now)
 	}
 	rec.Revision = resp.Header.Revision
 	return rec, nil
@@ -231,8 +238,9 @@ func (o *Operator) release(ctx context.Context, a Action, target, lookedUp strin
 // serving nothing) until Undrain; the mark outlives the node's sessions.
 // Draining a drained node replaces its mark.
 //
-// Errors wrap ErrNoActor, ErrNoReason, ErrInvalidNodeID, ErrNotMember or
-// the etcd error.
+// Errors wrap ErrInvalidConfig (no actor or reason),
+// ring.ErrInvalidNodeID, ErrNotFound (id is not a member) or the etcd
+// error.
 func (o *Operator) Drain(ctx context.Context, id string, a Action) (AuditRecord, error) {
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
@@ -241,7 +249,7 @@ func (o *Operator) Drain(ctx context.Context, id string, a Action) (AuditRecord,
 		return AuditRecord{}, err
 	}
 	rec, ak := o.newRecord(a, ActionDrain, nodeTarget(id))
-	mark, _ := json.Marshal(DrainMark{Actor: rec.Actor, Reason: rec.Reason, Time: rec.Time}) // cannot fail
+	mark, _ := json.Marshal(Mark{Actor: rec.Actor, Reason: rec.Reason, Time: rec.Time}) // cannot fail
 	mk := o.layout.Member(id)
 	resp, err := o.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(mk), ">", 0)).
@@ -251,7 +259,7 @@ func (o *Operator) Drain(ctx context.Context, id string, a Action) (AuditRecord,
 		return AuditRecord{}, fmt.Errorf("fleet: drain %s: %w", id, err)
 	}
 	if !resp.Succeeded {
-		return AuditRecord{}, fmt.Errorf("fleet: drain %s: %w", id, ErrNotMember)
+		return AuditRecord{}, fmt.Errorf("fleet: drain %s: %w: not a member", id, ErrNotFound)
 	}
 	rec.Revision = resp.Header.Revision
 	return rec, nil
@@ -261,8 +269,8 @@ func (o *Operator) Drain(ctx context.Context, id string, a Action) (AuditRecord,
 // transaction: the ring includes the node again (if it is a member) and it
 // claims its partitions back. a.Reason is optional.
 //
-// Errors wrap ErrNoActor, ErrInvalidNodeID, ErrNotDrained or the etcd
-// error.
+// Errors wrap ErrInvalidConfig (no actor), ring.ErrInvalidNodeID,
+// ErrNotFound (the node is not drained) or the etcd error.
 func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecord, error) {
 	if err := a.check(false); err != nil {
 		return AuditRecord{}, err
@@ -280,7 +288,7 @@ func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecor
 		return AuditRecord{}, fmt.Errorf("fleet: undrain %s: %w", id, err)
 	}
 	if !resp.Succeeded {
-		return AuditRecord{}, fmt.Errorf("fleet: undrain %s: %w", id, ErrNotDrained)
+		return AuditRecord{}, fmt.Errorf("fleet: undrain %s: %w: the node is not drained", id, ErrNotFound)
 	}
 	rec.Revision = resp.Header.Revision
 	return rec, nil

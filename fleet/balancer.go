@@ -12,25 +12,17 @@ import (
 )
 
 // The balancer actions an AuditRecord records; their Target is
-// BalancerTarget.
+// "balancer".
 const (
 	ActionSuspendBalancer = "balance-suspend"
 	ActionResumeBalancer  = "balance-resume"
-	BalancerTarget        = "balancer"
 )
 
-// Suspension is an operator's suspension of the fleet's balancer: while it
-// stands, whichever node runs the balancer plans its passes and reports
-// them (metrics, logs) but writes no move.
-type Suspension struct {
-	Actor  string    `json:"actor"`
-	Reason string    `json:"reason"`
-	Time   time.Time `json:"time"`
-}
+// balancerTarget is the AuditRecord target of the balancer actions.
+const balancerTarget = "balancer"
 
 // BalancerPass is the balancer's last applied pass, as it recorded it in
-// the pass's own transaction. Its JSON gives Cooldown in seconds, as
-// cooldown_seconds.
+// the pass's own transaction.
 type BalancerPass struct {
 	// Revision is the etcd revision the pass was applied at; Snapshot the
 	// revision of the snapshot it was computed from; Term the epoch of
@@ -50,10 +42,10 @@ type BalancerPass struct {
 	After  float64 `json:"after"`
 	// Upper, Lower, Budget and Cooldown are the configuration the
 	// balancer planned it by (balance.Config).
-	Upper    float64       `json:"upper"`
-	Lower    float64       `json:"lower"`
-	Budget   float64       `json:"budget"`
-	Cooldown time.Duration `json:"-"`
+	Upper    float64 `json:"upper"`
+	Lower    float64 `json:"lower"`
+	Budget   float64 `json:"budget"`
+	Cooldown Seconds `json:"cooldown_seconds"`
 }
 
 // BalancerMove is one partition a balancer pass moved.
@@ -66,8 +58,10 @@ type BalancerMove struct {
 
 // BalancerState is the balancer's state in etcd.
 type BalancerState struct {
-	// Suspended is the suspension that stands, nil if none.
-	Suspended *Suspension `json:"suspended,omitempty"`
+	// Suspended is the operator's suspension of the balancer that stands,
+	// nil if none: while it stands, whichever node runs the balancer plans
+	// its passes and reports them (metrics, logs) but writes no move.
+	Suspended *Mark `json:"suspended,omitempty"`
 	// LastPass is the last pass a balancer applied, nil if none.
 	LastPass *BalancerPass `json:"last_pass,omitempty"`
 }
@@ -79,12 +73,12 @@ type BalancerState struct {
 // Suspending a suspended balancer replaces the suspension. Reason is
 // required.
 //
-// Errors wrap ErrNoActor, ErrNoReason or the etcd error.
+// Errors wrap ErrInvalidConfig (no actor or reason) or the etcd error.
 func (o *Operator) SuspendBalancer(ctx context.Context, a Action) (AuditRecord, error) {
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
 	}
-	rec, ak := o.newRecord(a, ActionSuspendBalancer, BalancerTarget)
+	rec, ak := o.newRecord(a, ActionSuspendBalancer, balancerTarget)
 	val := keys.EncodeJSON(keys.BalanceSuspend{Actor: rec.Actor, Reason: rec.Reason, Time: rec.Time})
 	resp, err := o.kv.Txn(ctx).Then(clientv3.OpPut(o.layout.BalanceSuspended(), val), clientv3.OpPut(ak, encodeRecord(rec))).Commit()
 	if err != nil {
@@ -98,12 +92,13 @@ func (o *Operator) SuspendBalancer(ctx context.Context, a Action) (AuditRecord, 
 // in one transaction: the balancer's next pass may move partitions again.
 // Reason is required.
 //
-// Errors wrap ErrNoActor, ErrNoReason, ErrNotSuspended or the etcd error.
+// Errors wrap ErrInvalidConfig (no actor or reason), ErrNotFound (the
+// balancer is not suspended) or the etcd error.
 func (o *Operator) ResumeBalancer(ctx context.Context, a Action) (AuditRecord, error) {
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
 	}
-	rec, ak := o.newRecord(a, ActionResumeBalancer, BalancerTarget)
+	rec, ak := o.newRecord(a, ActionResumeBalancer, balancerTarget)
 	k := o.layout.BalanceSuspended()
 	resp, err := o.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), ">", 0)).
@@ -113,16 +108,10 @@ func (o *Operator) ResumeBalancer(ctx context.Context, a Action) (AuditRecord, e
 		return AuditRecord{}, fmt.Errorf("fleet: resume the balancer: %w", err)
 	}
 	if !resp.Succeeded {
-		return AuditRecord{}, fmt.Errorf("fleet: resume the balancer: %w", ErrNotSuspended)
+		return AuditRecord{}, fmt.Errorf("fleet: resume the balancer: %w: the balancer is not suspended", ErrNotFound)
 	}
 	rec.Revision = resp.Header.Revision
 	return rec, nil
-}
-
-// Balancer reads the balancer's state: its suspension and its last pass.
-// Errors wrap the etcd error.
-func (o *Operator) Balancer(ctx context.Context) (BalancerState, error) {
-	return o.balancerAt(ctx, 0)
 }
 
 // balancerAt reads the balancer's state at revision rev (0: the latest).
@@ -142,7 +131,7 @@ func (o *Operator) balancerAt(ctx context.Context, rev int64) (BalancerState, er
 	}
 	var st BalancerState
 	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		sus := Suspension(keys.DecodeBalanceSuspend(kvs[0].Value))
+		sus := Mark(keys.DecodeBalanceSuspend(kvs[0].Value))
 		st.Suspended = &sus
 	}
 	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
@@ -156,7 +145,7 @@ func (o *Operator) balancerAt(ctx context.Context, rev int64) (BalancerState, er
 
 func passOf(r keys.BalancePassRecord, rev int64) *BalancerPass {
 	p := &BalancerPass{Revision: rev, Snapshot: r.Rev, Term: r.Term, Time: r.Time, Moves: make([]BalancerMove, len(r.Moves)), Removed: append([]int{}, r.Removed...),
-		Before: r.Before, After: r.After, Upper: r.Upper, Lower: r.Lower, Budget: r.Budget, Cooldown: r.Cooldown}
+		Before: r.Before, After: r.After, Upper: r.Upper, Lower: r.Lower, Budget: r.Budget, Cooldown: Seconds(r.Cooldown)}
 	for i, m := range r.Moves {
 		p.Moves[i] = BalancerMove(m)
 	}

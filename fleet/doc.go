@@ -24,7 +24,8 @@
 // whose ID is not a valid node ID is ignored, an undecodable member value
 // counts with an empty address, a claim value is JSON {"node", "since"} or
 // the bare node ID, a claim outside [0, P) is reported and never applied).
-// Route(p) and Lookup(key) read its immutable routing table without a lock.
+// Lookup(key) and LookupPartition(p) read its immutable routing table
+// without a lock, as on every reader of the fleet.
 // While its etcd connection is down it asks the client to reconnect every
 // 250ms, so it follows the fleet again as soon as etcd serves.
 //
@@ -40,12 +41,15 @@
 // The ring is a pure function of the spec and the members that are not
 // drained: an operator's drain mark drained/<id> takes a node out of every
 // node's and client's ring while it stays a member, alive and serving
-// nothing, and its partitions hand off as planned moves. Force release
-// deletes a claim (or a leader key: the first created of its election)
-// under If(CreateRevision == epoch), so it never releases a newer holder;
-// the holder's tenure ends as for a lost claim, and the next claim's
-// higher epoch fences the old holder out. Every operator action writes an
-// audit record audit/<id> in the same transaction. The Operator also lists
-// the spec, members, partitions and leaders, and summarizes the fleet's
-// health (Status), each read at one etcd revision.
+// nothing, and its partitions hand off as planned moves. Force release of
+// a fence scope deletes its claim (or its leader key: the first
+// created of its election) under If(CreateRevision == epoch), so it never
+// releases a newer holder; the holder's tenure ends as for a lost claim,
+// and the next claim's higher epoch fences the old holder out. Every
+// operator action writes an audit record audit/<id> in the same
+// transaction. The Operator also lists the members, partitions and
+// leaders, looks up a key's partition (Lookup), reports the placement and
+// the balancer's state (Placement), and summarizes the fleet's health and
+// spec (Status), each read at one etcd revision; ReadSpec reads the spec
+// alone.
 package fleet

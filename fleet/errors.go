@@ -4,8 +4,10 @@ import "errors"
 
 var (
 	// ErrInvalidConfig reports an ObserverConfig or OperatorConfig that
-	// cannot be used, or an operator action with an invalid argument. The
-	// message names the offending field and value.
+	// cannot be used, or an operator action with an invalid argument: no
+	// actor (every audit record says who acted), no reason where the action
+	// needs one, a negative epoch, a scope that names neither a partition
+	// nor an election. The message names the offending field and value.
 	ErrInvalidConfig = errors.New("fleet: invalid config")
 
 	// ErrNilArgument reports a nil etcd client passed to Observe or
@@ -26,37 +28,16 @@ var (
 	ErrNoSpec = errors.New("fleet: the fleet has no spec yet")
 
 	// ErrInvalidPartition reports a partition number outside [0, P), given
-	// to ownership.Node.HoldPartition or Operator.ForceRelease.
+	// to ownership.Node.HoldPartition or to an operator action.
 	ErrInvalidPartition = errors.New("fleet: invalid partition")
 )
 
-var (
-	// ErrNoReason reports an operator action that needs a reason (force
-	// release, drain) given without one.
-	ErrNoReason = errors.New("fleet: operator action needs a reason")
-
-	// ErrNoActor reports an operator action given without an actor: every
-	// audit record says who acted.
-	ErrNoActor = errors.New("fleet: operator action needs an actor")
-
-	// ErrNotHeld reports a force release of a partition or election that
-	// nobody holds.
-	ErrNotHeld = errors.New("fleet: nothing holds it")
-
-	// ErrEpochChanged reports a guarded force release that found a holder
-	// at another epoch than the one given: it released nothing.
-	ErrEpochChanged = errors.New("fleet: holder's epoch changed")
-
-	// ErrNotMember reports a drain of a node that is not a member.
-	ErrNotMember = errors.New("fleet: not a member")
-
-	// ErrNotDrained reports an undrain of a node that is not drained.
-	ErrNotDrained = errors.New("fleet: node not drained")
-)
-
-// ErrNotPinned reports an unpin of a partition that has no pin (none, or a
-// balancer's move), or whose pin changed meanwhile.
-var ErrNotPinned = errors.New("fleet: partition not pinned")
-
-// ErrNotSuspended reports a resume of a balancer that is not suspended.
-var ErrNotSuspended = errors.New("fleet: balancer not suspended")
+// ErrNotFound reports an operator action whose target is not in etcd, or
+// no longer: a force release of a tenure that has ended (nothing holds the
+// scope, or a holder at another epoch than the one given, which the
+// message names: the release released nothing), a drain or pin to a node
+// that is not a member, an undrain of a node that is not drained, an unpin
+// of a partition that has no pin (none, a balancer's move, or a pin that
+// changed meanwhile), a resume of a balancer that is not suspended. The
+// message says which.
+var ErrNotFound = errors.New("fleet: not found")

@@ -14,7 +14,8 @@ import (
 
 // Route says where the work for one partition goes, as a Node
 // (ownership.Node.Lookup) or an Observer currently sees it. Nodes and
-// Observers compute it from the fleet by one rule (see Observer.Route); it
+// Observers compute it from the fleet by one rule (see
+// Observer.LookupPartition); it
 // is the one owner hint of the library.
 type Route struct {
 	// Partition is the key's partition.

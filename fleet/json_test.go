@@ -26,7 +26,7 @@ func TestReportJSON(t *testing.T) {
 		require.NoError(t, json.Unmarshal(b, back))
 	}
 	for _, ttl := range []time.Duration{7 * time.Second, -1} {
-		st := fleet.MemberStatus{ID: "n1", TTLLeft: ttl}
+		st := fleet.MemberStatus{ID: "n1", TTLLeft: fleet.Seconds(ttl)}
 		var back fleet.MemberStatus
 		want := `"ttl_left_seconds":7`
 		if ttl < 0 {
@@ -35,11 +35,11 @@ func TestReportJSON(t *testing.T) {
 		roundTrip(st, &back, want)
 		assert.Equal(t, st, back)
 	}
-	pass := fleet.BalancerPass{Snapshot: 9, Cooldown: 90 * time.Second, Moves: []fleet.BalancerMove{}, Removed: []int{}}
+	pass := fleet.BalancerPass{Snapshot: 9, Cooldown: fleet.Seconds(90 * time.Second), Moves: []fleet.BalancerMove{}, Removed: []int{}}
 	var pback fleet.BalancerPass
 	roundTrip(pass, &pback, `"cooldown_seconds":90`, `"snapshot_revision":9`, `"removals":[]`)
 	assert.Equal(t, pass, pback)
-	m := fleet.MemberPlacement{ID: "n1", LoadWindow: time.Minute}
+	m := fleet.MemberPlacement{ID: "n1", LoadWindow: fleet.Seconds(time.Minute)}
 	var mback fleet.MemberPlacement
 	roundTrip(m, &mback, `"load_window_seconds":60`, `"drained":false`)
 	assert.Equal(t, m, mback)

@@ -54,7 +54,8 @@ func (c ObserverConfig) Validate() error {
 // read-only and without a lease, with the same reader and the same decoding
 // rules as the fleet's nodes: it reads both at one revision, watches them
 // from the next, and reads them again after a compaction or a failed watch.
-// It keeps an immutable routing table that Route reads without locking.
+// It keeps an immutable routing table that Lookup and LookupPartition
+// read without locking.
 // An Observer is safe for concurrent use by multiple goroutines.
 type Observer struct {
 	reader *fleetview.Reader
@@ -178,13 +179,13 @@ func (o *Observer) publish() {
 	o.changed.Notify()
 }
 
-// Route returns the route of partition p, computed by the rule every Node
-// of the fleet routes with: the holder of p's claim while one stands (with
-// an empty Addr if the holder published none: it alone can admit p's work
-// until its claim ends), otherwise the ring's owner of p, which is about to
-// claim it. For p outside [0, P) it returns the Route with only Partition
-// set. It takes no lock and does not allocate.
-func (o *Observer) Route(p int) Route {
+// LookupPartition returns the route of partition p, computed by the rule
+// every Node of the fleet routes with: the holder of p's claim while one
+// stands (with an empty Addr if the holder published none: it alone can
+// admit p's work until its claim ends), otherwise the ring's owner of p,
+// which is about to claim it. For p outside [0, P) it returns the Route
+// with only Partition set. It takes no lock and does not allocate.
+func (o *Observer) LookupPartition(p int) Route {
 	t := o.table.Load()
 	if uint(p) >= uint(len(t.routes)) {
 		return Route{Partition: p}
@@ -193,8 +194,8 @@ func (o *Observer) Route(p int) Route {
 }
 
 // Lookup returns the route of key's partition (ring.PartitionOf with the
-// fleet's partition count), as Route does. It takes no lock and does not
-// allocate.
+// fleet's partition count), as LookupPartition does. It takes no lock and
+// does not allocate.
 func (o *Observer) Lookup(key string) Route {
 	t := o.table.Load()
 	return t.routes[ring.PartitionOf(key, len(t.routes))]
@@ -219,7 +220,3 @@ func (o *Observer) Close() {
 	o.cancel()
 	<-o.done
 }
-
-// Done returns a channel closed when the Observer has stopped following the
-// fleet, after Close.
-func (o *Observer) Done() <-chan struct{} { return o.done }

@@ -57,8 +57,8 @@ func TestObserverFollowsTheFleet(t *testing.T) {
 	}
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = o.Lookup("some-key") }))
 	assert.Positive(t, o.Revision())
-	assert.Equal(t, fleet.Route{Partition: parts}, o.Route(parts))
-	assert.Equal(t, fleet.Route{Partition: -1}, o.Route(-1))
+	assert.Equal(t, fleet.Route{Partition: parts}, o.LookupPartition(parts))
+	assert.Equal(t, fleet.Route{Partition: -1}, o.LookupPartition(-1))
 
 	b := join(t, cli, testConfig(t, "observe", "b", parts))
 	waitStable(t, 20*time.Second, a, b)
@@ -69,11 +69,10 @@ func TestObserverFollowsTheFleet(t *testing.T) {
 	waitStable(t, 20*time.Second, a)
 	waitObserver(t, o, func() error { return observerAgrees(o, a, parts) }, a)
 	for p := range parts {
-		assert.Equal(t, "a", o.Route(p).Owner)
+		assert.Equal(t, "a", o.LookupPartition(p).Owner)
 	}
 	o.Close()
 	o.Close() // idempotent
-	<-o.Done()
 }
 
 func TestObserveErrors(t *testing.T) {

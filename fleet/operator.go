@@ -45,7 +45,7 @@ func (c OperatorConfig) Validate() error {
 // Operator lets a person or a tool outside the fleet see and steer it: list
 // the spec, members, partitions and leaders, summarize the fleet's health,
 // and take the audited actions of the operator protocol (force release,
-// drain, undrain). Every listing is read at one etcd revision and decoded
+// drain, undrain, pin, unpin, suspend and resume the balancer). Every listing is read at one etcd revision and decoded
 // by the same rules as the nodes' own reader; the ring it reports is the one
 // every node computes (members minus drained ones).
 //
@@ -83,14 +83,7 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	return o, nil
 }
 
-// Spec reads the fleet's spec. Errors wrap ErrNoSpec, ring.ErrInvalidSpec
-// or the etcd error.
-func (o *Operator) Spec(ctx context.Context) (ring.Spec, error) {
-	return ReadSpec(ctx, o.kv, o.layout.Prefix())
-}
-
-// MemberStatus is one member of the fleet as an Operator sees it. Its JSON
-// gives TTLLeft in seconds, as ttl_left_seconds (-1 if unknown).
+// MemberStatus is one member of the fleet as an Operator sees it.
 type MemberStatus struct {
 	// ID, Addr and Meta are the member's published record.
 	ID   string            `json:"id"`
@@ -98,19 +91,21 @@ type MemberStatus struct {
 	Meta map[string]string `json:"meta,omitempty"`
 	// Lease is the ID of the member's lease (its Session).
 	Lease int64 `json:"lease"`
-	// TTLLeft is the time left on the lease, -1 if unknown (the Operator's
-	// client is not a clientv3.Lease, or the lease could not be read).
-	TTLLeft time.Duration `json:"-"`
 	// Drained reports an operator's drain mark on the node; Drain is the
 	// mark (nil if not drained).
-	Drained bool       `json:"drained"`
-	Drain   *DrainMark `json:"drain,omitempty"`
+	Drained bool  `json:"drained"`
+	Drain   *Mark `json:"drain,omitempty"`
 	// Owned is the number of partitions whose claim the member holds.
 	Owned int `json:"owned"`
+	// TTLLeft is the time left on the lease, -1 if unknown (the Operator's
+	// client is not a clientv3.Lease, or the lease could not be read).
+	TTLLeft Seconds `json:"ttl_left_seconds"`
 }
 
-// DrainMark is the value of a drain key: who drained the node, why, when.
-type DrainMark struct {
+// Mark is an operator's mark in etcd: who set it, why and when. A drain
+// key holds one (MemberStatus.Drain), and so does the balancer's
+// suspension (BalancerState.Suspended).
+type Mark struct {
 	Actor  string    `json:"actor"`
 	Reason string    `json:"reason"`
 	Time   time.Time `json:"time"`
@@ -133,7 +128,7 @@ type PartitionStatus struct {
 	// settled. Empty if the ring has no members.
 	Next string `json:"next,omitempty"`
 	// Placed names the origin of the placement that chose Next
-	// (PlacementPin or PlacementMove), empty if the ring alone did.
+	// (ActionPin or PlacementMove), empty if the ring alone did.
 	Placed string `json:"placed,omitempty"`
 	// Handoff reports a claim held by a node other than Next: a move in
 	// progress (or stuck).
@@ -147,7 +142,7 @@ type view struct {
 	rev    int64
 	spec   ring.Spec
 	fleet  *fleetview.State
-	drains map[string]DrainMark
+	drains map[string]Mark
 }
 
 // view reads the fleet at one revision.
@@ -176,11 +171,11 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 	log := hclog.NewNullLogger()
 	r := &fleetview.Reader{Layout: o.layout, Partitions: spec.Partitions, Log: log}
 	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3), kvs(4))
-	v := &view{rev: lst.Rev, spec: spec, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]DrainMark)}
+	v := &view{rev: lst.Rev, spec: spec, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]Mark)}
 	v.fleet.Apply(fleetview.Update{Listing: lst})
 	for _, kv := range kvs(3) {
 		if id, ok := r.DrainedID(kv.Key); ok {
-			var d DrainMark
+			var d Mark
 			_ = json.Unmarshal(kv.Value, &d) // an undecodable mark still drains
 			v.drains[id] = d
 		}
@@ -233,7 +228,7 @@ func (o *Operator) Members(ctx context.Context) ([]MemberStatus, error) {
 		}
 		if o.lease != nil && rec.Lease != 0 {
 			if resp, err := o.lease.TimeToLive(ctx, rec.Lease); err == nil && resp.TTL >= 0 {
-				m.TTLLeft = time.Duration(resp.TTL) * time.Second
+				m.TTLLeft = Seconds(time.Duration(resp.TTL) * time.Second)
 			}
 		}
 		out = append(out, m)
@@ -250,9 +245,10 @@ func (o *Operator) Partitions(ctx context.Context) ([]PartitionStatus, error) {
 	return v.partitions(), nil
 }
 
-// OwnerOf reads the status of key's partition: the same partition, owner
-// and epoch that the nodes' Lookup reports once the fleet is settled.
-func (o *Operator) OwnerOf(ctx context.Context, key string) (PartitionStatus, error) {
+// Lookup reads the status of key's partition: the same partition, owner
+// and epoch that the Lookup of every reader of the fleet (a Node, an
+// Observer) reports once the fleet is settled.
+func (o *Operator) Lookup(ctx context.Context, key string) (PartitionStatus, error) {
 	v, err := o.view(ctx)
 	if err != nil {
 		return PartitionStatus{}, err

@@ -81,11 +81,11 @@ func TestOperatorDrain(t *testing.T) {
 
 	op := newOperator(t, cli, name)
 	_, err = op.Drain(ctx, "b", fleet.Action{Actor: "tester"})
-	require.ErrorIs(t, err, fleet.ErrNoReason)
+	require.ErrorIs(t, err, fleet.ErrInvalidConfig)
 	_, err = op.Drain(ctx, "zz", fleet.Action{Actor: "tester", Reason: "r"})
-	require.ErrorIs(t, err, fleet.ErrNotMember)
+	require.ErrorIs(t, err, fleet.ErrNotFound)
 	_, err = op.Undrain(ctx, "b", fleet.Action{Actor: "tester"})
-	require.ErrorIs(t, err, fleet.ErrNotDrained)
+	require.ErrorIs(t, err, fleet.ErrNotFound)
 
 	rec, err := op.Drain(ctx, "b", fleet.Action{Actor: "tester", Reason: "kernel upgrade"})
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestOperatorDrain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b"}, st.Drained)
 	assert.Equal(t, []string{"b"}, st.Idle)
-	assert.True(t, st.Settled(), "%+v", st)
+	assert.True(t, len(st.Unowned) == 0 && len(st.Handoffs) == 0, "%+v", st)
 	assert.Equal(t, a.Ring().Version(), st.RingVersion)
 	ms, err := op.Members(ctx)
 	require.NoError(t, err)
@@ -184,12 +184,12 @@ func TestOperatorForceRelease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fleet.PartitionStatus{Partition: p, Owner: "a", Addr: "a.test:7000", Epoch: old.Epoch, Since: since, Next: "a"}, ps[p])
 
-	_, err = op.ForceRelease(ctx, p, fleet.Action{Actor: "tester"})
-	require.ErrorIs(t, err, fleet.ErrNoReason)
-	_, err = op.ForceRelease(ctx, parts, fleet.Action{Actor: "tester", Reason: "r"})
+	_, err = op.ForceRelease(ctx, fence.PartitionScope(p), fleet.Action{Actor: "tester"})
+	require.ErrorIs(t, err, fleet.ErrInvalidConfig)
+	_, err = op.ForceRelease(ctx, fence.PartitionScope(parts), fleet.Action{Actor: "tester", Reason: "r"})
 	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
 
-	rec, err := op.ForceRelease(ctx, p, fleet.Action{Actor: "tester", Reason: "stuck consumer"})
+	rec, err := op.ForceRelease(ctx, fence.PartitionScope(p), fleet.Action{Actor: "tester", Reason: "stuck consumer"})
 	require.NoError(t, err)
 	assert.Equal(t, fleet.ActionForceRelease, rec.Action)
 	assert.Equal(t, fence.PartitionScope(p), rec.Target)
@@ -212,8 +212,8 @@ func TestOperatorForceRelease(t *testing.T) {
 	require.ErrorIs(t, err, fence.ErrStale, "the old token is fenced out")
 
 	// Guarded by the old epoch: the new holder is left alone.
-	_, err = op.ForceRelease(ctx, p, fleet.Action{Actor: "tester", Reason: "again", Epoch: old.Epoch})
-	require.ErrorIs(t, err, fleet.ErrEpochChanged)
+	_, err = op.ForceRelease(ctx, fence.PartitionScope(p), fleet.Action{Actor: "tester", Reason: "again", Epoch: old.Epoch})
+	require.ErrorIs(t, err, fleet.ErrNotFound)
 	assert.Equal(t, newEpoch, etcdClaims(t, cli, name)[p].Epoch)
 
 	recs, err := op.Audit(ctx, time.Time{})
@@ -253,14 +253,14 @@ func TestOperatorForceReleaseLeader(t *testing.T) {
 	require.Len(t, ls, 1)
 	assert.Equal(t, fleet.LeaderStatus{Election: "sched", Holder: "n1", Epoch: e1, Key: l.Leader("sched") + "1", Candidates: 2}, ls[0])
 
-	_, err = op.ForceReleaseLeader(ctx, "sched", fleet.Action{Actor: "tester", Reason: "r", Epoch: e1 + 100})
-	require.ErrorIs(t, err, fleet.ErrEpochChanged)
-	rec, err := op.ForceReleaseLeader(ctx, "sched", fleet.Action{Actor: "tester", Reason: "wedged"})
+	_, err = op.ForceRelease(ctx, fence.LeaderScope("sched"), fleet.Action{Actor: "tester", Reason: "r", Epoch: e1 + 100})
+	require.ErrorIs(t, err, fleet.ErrNotFound)
+	rec, err := op.ForceRelease(ctx, fence.LeaderScope("sched"), fleet.Action{Actor: "tester", Reason: "wedged"})
 	require.NoError(t, err)
 	assert.Equal(t, "n1", rec.Holder)
 	assert.Equal(t, e1, rec.OldEpoch)
-	_, err = op.ForceReleaseLeader(ctx, "none", fleet.Action{Actor: "tester", Reason: "r"})
-	require.ErrorIs(t, err, fleet.ErrNotHeld)
+	_, err = op.ForceRelease(ctx, fence.LeaderScope("none"), fleet.Action{Actor: "tester", Reason: "r"})
+	require.ErrorIs(t, err, fleet.ErrNotFound)
 
 	ls, err = op.Leaders(ctx, "")
 	require.NoError(t, err)
@@ -304,7 +304,7 @@ func TestClaimValueForms(t *testing.T) {
 	o, err := fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: name, Ring: ring.Config{Partitions: 4, LoadFactor: ring.DefaultConfig().LoadFactor}})
 	require.NoError(t, err)
 	defer o.Close()
-	r0, r1 := o.Route(0), o.Route(1)
+	r0, r1 := o.LookupPartition(0), o.LookupPartition(1)
 	assert.Equal(t, "old", r0.Owner)
 	assert.True(t, r0.Since.IsZero())
 	assert.Equal(t, "new", r1.Owner)
@@ -326,7 +326,7 @@ func TestOperatorConfig(t *testing.T) {
 	assert.ErrorIs(t, err, fleet.ErrNilArgument)
 	_, err = fleet.NewOperator(&clientv3.Client{}, fleet.OperatorConfig{})
 	assert.ErrorIs(t, err, fleet.ErrInvalidConfig)
-	assert.True(t, errors.Is(fleet.Action{}.Check(false), fleet.ErrNoActor))
+	assert.True(t, errors.Is(fleet.Action{}.Check(false), fleet.ErrInvalidConfig))
 }
 
 // TestOperatorForceReleaseElection: force release of a real election's
@@ -352,7 +352,7 @@ func TestOperatorForceReleaseElection(t *testing.T) {
 	require.NoError(t, err)
 
 	op := newOperator(t, cli, name)
-	rec, err := op.ForceReleaseLeader(ctx, "sched", fleet.Action{Actor: "tester", Reason: "wedged leader"})
+	rec, err := op.ForceRelease(ctx, fence.LeaderScope("sched"), fleet.Action{Actor: "tester", Reason: "wedged leader"})
 	require.NoError(t, err)
 	assert.Equal(t, "n1", rec.Holder)
 	assert.Equal(t, old.Epoch, rec.OldEpoch)

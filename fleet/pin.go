@@ -12,20 +12,18 @@ import (
 	"github.com/tenure-go/tenure/ring"
 )
 
-// The origins of a placement (PartitionStatus.Placed, Placement.Origin),
-// as placement keys in etcd record them.
-const (
-	// PlacementPin is an operator's pin (Operator.Pin).
-	PlacementPin = "pin"
-	// PlacementMove is a balancer's move.
-	PlacementMove = "balance"
-)
-
-// The placement actions an AuditRecord records.
+// The placement actions an AuditRecord records. ActionPin is also the
+// origin of a pin in a placement (PartitionStatus.Placed,
+// PlacementStatus.Origin), as placement keys in etcd record it.
 const (
 	ActionPin   = "pin"
 	ActionUnpin = "unpin"
 )
+
+// PlacementMove is the origin of a balancer's move in a placement
+// (PartitionStatus.Placed, PlacementStatus.Origin), as placement keys in
+// etcd record it.
+const PlacementMove = "balance"
 
 // Pin places partition p on node and records the action, in one
 // transaction: every node and client then names node as p's owner while it
@@ -37,8 +35,9 @@ const (
 // pin's node (Node) and the node that held p's claim when it was pinned
 // (Holder).
 //
-// Errors wrap ErrNoActor, ErrNoReason, ErrInvalidPartition,
-// ring.ErrInvalidNodeID, ErrNotMember or the etcd error.
+// Errors wrap ErrInvalidConfig (no actor or reason), ErrInvalidPartition,
+// ring.ErrInvalidNodeID, ErrNotFound (node is not a member) or the etcd
+// error.
 func (o *Operator) Pin(ctx context.Context, p int, node string, a Action) (AuditRecord, error) {
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
@@ -72,7 +71,7 @@ func (o *Operator) Pin(ctx context.Context, p int, node string, a Action) (Audit
 			return rec, nil
 		}
 		if len(resp.Responses) == 0 || len(resp.Responses[0].GetResponseRange().GetKvs()) == 0 {
-			return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w", p, node, ErrNotMember)
+			return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w: not a member", p, node, ErrNotFound)
 		}
 		// p's claim changed since it was read: read its holder again.
 	}
@@ -84,8 +83,8 @@ func (o *Operator) Pin(ctx context.Context, p int, node string, a Action) (Audit
 // required. The record names the pin's node (Node) and the node that held
 // p's claim when it was unpinned (Holder).
 //
-// Errors wrap ErrNoActor, ErrNoReason, ErrInvalidPartition, ErrNotPinned
-// (no pin on p, or it changed meanwhile) or the etcd error.
+// Errors wrap ErrInvalidConfig (no actor or reason), ErrInvalidPartition,
+// ErrNotFound (no pin on p, or it changed meanwhile) or the etcd error.
 func (o *Operator) Unpin(ctx context.Context, p int, a Action) (AuditRecord, error) {
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
@@ -99,11 +98,11 @@ func (o *Operator) Unpin(ctx context.Context, p int, a Action) (AuditRecord, err
 		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w", p, err)
 	}
 	if len(cur.Kvs) == 0 {
-		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w", p, ErrNotPinned)
+		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w: no pin", p, ErrNotFound)
 	}
 	pl, err := keys.DecodePlacement(cur.Kvs[0].Value)
 	if err == nil && pl.Origin != keys.OriginPin {
-		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w (a balancer's move to %s)", p, ErrNotPinned, pl.Node)
+		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w: no pin (a balancer's move to %s)", p, ErrNotFound, pl.Node)
 	}
 	pinned := clientv3.Compare(clientv3.ModRevision(k), "=", cur.Kvs[0].ModRevision)
 	rec, ak := o.newRecord(a, ActionUnpin, fence.PartitionScope(p))
@@ -127,7 +126,7 @@ func (o *Operator) Unpin(ctx context.Context, p int, a Action) (AuditRecord, err
 			return rec, nil
 		}
 		if len(resp.Responses) == 0 || !sameRevision(resp.Responses[0].GetResponseRange().GetKvs(), cur.Kvs[0].ModRevision) {
-			return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w (changed meanwhile)", p, ErrNotPinned)
+			return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w: no pin (it changed meanwhile)", p, ErrNotFound)
 		}
 		// p's claim changed since it was read: read its holder again.
 	}
@@ -171,7 +170,7 @@ func sameRevision(kvs []*mvccpb.KeyValue, rev int64) bool {
 // checkPartition returns an error wrapping ErrInvalidPartition if p is not
 // in [0, P) of the fleet's spec.
 func (o *Operator) checkPartition(ctx context.Context, p int) error {
-	spec, err := o.Spec(ctx)
+	spec, err := ReadSpec(ctx, o.kv, o.layout.Prefix())
 	if err != nil {
 		return err
 	}

@@ -35,8 +35,7 @@ type PlacementReport struct {
 	Balancer BalancerState `json:"balancer"`
 }
 
-// MemberPlacement is one member's share of the partitions. Its JSON gives
-// LoadWindow in seconds, as load_window_seconds.
+// MemberPlacement is one member's share of the partitions.
 type MemberPlacement struct {
 	ID string `json:"id"`
 	// Weight is the weight the ring gives the member (1 under
@@ -61,14 +60,14 @@ type MemberPlacement struct {
 	// LoadWindow is the smoothing window of the member's own load report
 	// (the time constant of its exponentially weighted moving average,
 	// its ownership.Config.LoadWindow); 0 if it has published none.
-	LoadWindow time.Duration `json:"-"`
+	LoadWindow Seconds `json:"load_window_seconds"`
 }
 
 // PlacementStatus is one pin or move.
 type PlacementStatus struct {
 	Partition int `json:"partition"`
 	// Node is where the entry places the partition; Origin is
-	// PlacementPin or PlacementMove.
+	// ActionPin or PlacementMove.
 	Node   string `json:"node"`
 	Origin string `json:"origin"`
 	// By and Reason are a pin's; Rev is the revision of the snapshot a

@@ -19,7 +19,9 @@ type Status struct {
 	// ones, sorted.
 	Members []string `json:"member_ids"`
 	Drained []string `json:"drained_ids"`
-	// Unowned lists the partitions nobody claims.
+	// Unowned lists the partitions nobody claims. The fleet is settled,
+	// every partition claimed by its ring owner, when Unowned and Handoffs
+	// are empty.
 	Unowned []int `json:"unowned"`
 	// Handoffs lists the partitions claimed by a node other than the ring's
 	// owner: moves in progress (or stuck).
@@ -29,9 +31,6 @@ type Status struct {
 	// Idle lists the members that hold no partition, sorted.
 	Idle []string `json:"idle_ids"`
 }
-
-// Settled reports whether every partition is claimed by its ring owner.
-func (s Status) Settled() bool { return len(s.Unowned) == 0 && len(s.Handoffs) == 0 }
 
 // Status reads the fleet and summarizes it.
 func (o *Operator) Status(ctx context.Context) (Status, error) {

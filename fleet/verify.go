@@ -83,9 +83,9 @@ func (o *Observer) Verify(ctx context.Context, t fence.Token, _ fence.Signature)
 	case cur != 0 && t.Epoch == cur:
 		return nil
 	case cur != 0 && t.Epoch < cur:
-		return fence.NewStaleError(t, cur)
+		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur}
 	case cur == 0 && t.Epoch <= high:
-		return fence.NewStaleError(t, high)
+		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: high}
 	}
 	return o.verifyRead(ctx, t, p, high)
 }
@@ -109,7 +109,7 @@ func (o *Observer) verifyRead(ctx context.Context, t fence.Token, p int, high in
 		case rev == t.Epoch:
 			return nil
 		case rev > t.Epoch:
-			return fence.NewStaleError(t, rev)
+			return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: rev}
 		}
 		return fmt.Errorf("%w: %s: the claim of partition %d has epoch %d", fence.ErrUnknownEpoch, t, p, resp.Kvs[0].CreateRevision)
 	}

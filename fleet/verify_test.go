@@ -60,7 +60,7 @@ func TestVerifyAgainstClaims(t *testing.T) {
 	// The claim goes: nothing is admitted for partition 1.
 	closeNode(t, a)
 	waitObserver(t, o, func() error {
-		if r := o.Route(1); r.Epoch != 0 {
+		if r := o.LookupPartition(1); r.Epoch != 0 {
 			return errString("claim still seen")
 		}
 		return nil

@@ -14,7 +14,7 @@ import (
 // TestPlacementOrigins: the public origins of a placement are the values
 // placement keys record.
 func TestPlacementOrigins(t *testing.T) {
-	assert.Equal(t, keys.OriginPin, PlacementPin)
+	assert.Equal(t, keys.OriginPin, ActionPin)
 	assert.Equal(t, keys.OriginBalance, PlacementMove)
 }
 
@@ -30,6 +30,6 @@ func TestBalancerPassRecord(t *testing.T) {
 	assert.JSONEq(t, record, keys.EncodeJSON(r))
 	want := &BalancerPass{Revision: 50, Snapshot: 41, Term: 7, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Moves: []BalancerMove{{Partition: 3, From: "a", To: "b", Load: 1.5}}, Removed: []int{4},
-		Before: 0.3, After: 0.1, Upper: 1.1, Lower: 0.9, Budget: 0.01, Cooldown: time.Minute}
+		Before: 0.3, After: 0.1, Upper: 1.1, Lower: 0.9, Budget: 0.01, Cooldown: Seconds(time.Minute)}
 	assert.Equal(t, want, passOf(r, 50))
 }

@@ -13,16 +13,15 @@ import (
 
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/follow"
-	"github.com/tenure-go/tenure/ring"
 )
 
-// BalancerName is the name of the load-balancing policy that sends each
-// call to its key's owner. A Client's DialOptions select it; it works only
+// balancerName is the name of the load-balancing policy that sends each
+// call to its key's owner. A Client's connections select it; it works only
 // with a Client's resolver, which hands it the fleet's view.
-const BalancerName = "tenure_owner"
+const balancerName = "tenure_owner"
 
 // serviceConfig selects the owner balancer.
-const serviceConfig = `{"loadBalancingConfig":[{"` + BalancerName + `":{}}]}`
+const serviceConfig = `{"loadBalancingConfig":[{"` + balancerName + `":{}}]}`
 
 // grpc-go finds load-balancing policies by name in its own registry only;
 // the builder holds no state: each connection's balancer gets its fleet's
@@ -31,7 +30,7 @@ func init() { balancer.Register(ownerBuilder{}) }
 
 type ownerBuilder struct{}
 
-func (ownerBuilder) Name() string { return BalancerName }
+func (ownerBuilder) Name() string { return balancerName }
 
 func (ownerBuilder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) balancer.Balancer {
 	return &ownerBalancer{cc: cc, conns: map[string]*subConn{}}
@@ -223,7 +222,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // connection to the hint's address is ready. A hint never holds a call
 // back: without a ready connection to it, the view decides.
 func (p *picker) choose(rt *route) fleet.Route {
-	r := p.view.obs.Route(ring.PartitionOf(rt.key, p.view.partitions))
+	r := p.view.obs.Lookup(rt.key)
 	h := rt.hint
 	if p.ready[h.Addr] == nil {
 		h = fleet.Route{}

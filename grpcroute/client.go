@@ -35,11 +35,10 @@ import (
 // call's deadline. A Client is safe for concurrent use by multiple
 // goroutines.
 type Client struct {
-	etcd    fleet.FleetClient
-	cfg     ClientConfig
-	log     hclog.Logger
-	builder *resolverBuilder
-	idem    idempotencyKeys
+	etcd fleet.FleetClient
+	cfg  ClientConfig
+	log  hclog.Logger
+	idem idempotencyKeys
 
 	attempts, retries   atomic.Int64
 	ok, retried, failed atomic.Int64
@@ -74,7 +73,6 @@ func NewClient(etcd fleet.FleetClient, cfg ClientConfig) (*Client, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Client{etcd: etcd, cfg: cfg, log: cfg.Logger, idem: idempotencyKeys{prefix: rand.Text()}}
-	c.builder = &resolverBuilder{c: c}
 	var err error
 	if c.metrics, err = registerClientMetrics(cfg.Metrics, c); err != nil {
 		return nil, err
@@ -82,13 +80,9 @@ func NewClient(etcd fleet.FleetClient, cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
-// DialOptions returns the options that make a grpc.ClientConn for a
-// target of Scheme route by key: the resolver, the owner balancer and the
-// Client's interceptors (ahead of any given later). Add the transport
-// credentials (see the package documentation for mTLS). NewConn makes
-// the same connection and can also say where a key's calls go.
-func (c *Client) DialOptions() []grpc.DialOption { return c.dialOptions(c.builder) }
-
+// dialOptions returns the options that make a grpc.ClientConn for a
+// target of the Client route by key: rb (the resolver), the owner balancer
+// and the Client's interceptors (ahead of any given later).
 func (c *Client) dialOptions(rb *resolverBuilder) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithResolvers(rb),
@@ -99,8 +93,11 @@ func (c *Client) dialOptions(rb *resolverBuilder) []grpc.DialOption {
 }
 
 // NewConn returns a connection to the fleet target names (Target or
-// TargetPrefix), made with grpc.NewClient, DialOptions and opts. Closing
-// it stops following the fleet.
+// TargetPrefix), made with grpc.NewClient and opts: its resolver follows
+// the fleet, its balancer sends each call to its key's owner, and the
+// Client's interceptors (Unary, Stream) run ahead of any given in opts.
+// Add the transport credentials (see the package documentation for mTLS).
+// Closing it stops following the fleet.
 func (c *Client) NewConn(target string, opts ...grpc.DialOption) (*Conn, error) {
 	cv := &connView{}
 	cc, err := grpc.NewClient(target, append(c.dialOptions(&resolverBuilder{c: c, conn: cv}), opts...)...)
@@ -120,7 +117,9 @@ func (c *Client) Stats() ClientStats {
 // owner's to close. Close is idempotent.
 func (c *Client) Close() { c.metrics.Unregister() }
 
-// Unary is the Client's grpc.UnaryClientInterceptor. It takes the call's
+// Unary is the Client's grpc.UnaryClientInterceptor, which NewConn
+// installs; on a connection of one's own it gives the Client's retries
+// without the owner balancer. It takes the call's
 // key (ClientConfig.Key, else WithKey, else the MetadataKey metadata: a
 // call without one fails with codes.InvalidArgument and an error wrapping
 // ErrNoKey or ErrInvalidKey), sets the MetadataKey (unless the caller set

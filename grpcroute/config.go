@@ -142,7 +142,7 @@ type ClientConfig struct {
 func DefaultClientConfig() ClientConfig { return ClientConfig{}.withDefaults() }
 
 func (c ClientConfig) withDefaults() ClientConfig {
-	c.Backoff = c.Backoff.WithDefaults()
+	c.Backoff = router.Backoff(retry.Policy(c.Backoff).WithDefaults())
 	b := c.bound().WithDefaults()
 	c.SessionTTL, c.AttemptTimeout = b.SessionTTL, b.AttemptTimeout
 	if c.Logger == nil {

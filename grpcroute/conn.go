@@ -7,7 +7,6 @@ import (
 
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/signal"
-	"github.com/tenure-go/tenure/ring"
 )
 
 // Conn is a connection to a fleet, made by Client.NewConn: a
@@ -32,7 +31,7 @@ func (c *Conn) Lookup(key string) fleet.Route {
 	if v == nil {
 		return fleet.Route{}
 	}
-	return v.obs.Route(ring.PartitionOf(key, v.partitions))
+	return v.obs.Lookup(key)
 }
 
 // Changed returns a channel that is closed the next time the

@@ -10,7 +10,7 @@
 // reads the fleet's spec and follows its members and claims in etcd
 // through a fleet.Observer (read-only, no lease; the reader the nodes
 // use), and gives the balancer every owner's address at each change. The
-// balancer (BalancerName) keeps a connection to every owner and sends each
+// balancer keeps a connection to every owner and sends each
 // call to the owner of its key; a call whose owner is unknown or not
 // reachable yet waits for it, bounded by the call's deadline, and is never
 // sent to a node that is not the owner while the owner is known (unlike

@@ -14,7 +14,7 @@ var (
 	ErrNoKey = errors.New("grpcroute: call has no key")
 
 	// ErrInvalidKey reports a routing key that cannot be used: empty, not
-	// valid UTF-8, longer than MaxKeyLen, given more than once in the
+	// valid UTF-8, longer than 4096 bytes, given more than once in the
 	// metadata, or, at a Server with a ServerConfig.Key, given in the
 	// metadata other than the request's. The call fails with
 	// codes.InvalidArgument.

@@ -88,7 +88,7 @@ func (f *testFleet) start(id string) *member {
 	cfg.Ring.Partitions = f.partitions
 	cfg.Session.TTL = 2 * time.Second
 	cfg.DrainTimeout = 5 * time.Second
-	cfg.Fencers = []fence.Fencer{f.store.gate.Fencer()}
+	cfg.Fencers = []fence.Fencer{&f.store.gate}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.node, err = ownership.Join(ctx, cli, cfg)

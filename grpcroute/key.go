@@ -16,9 +16,9 @@ const (
 	MetadataIdempotencyKey = "tenure-idempotency-key"
 )
 
-// MaxKeyLen is the length in bytes of the longest routing key a call may
+// maxKeyLen is the length in bytes of the longest routing key a call may
 // carry.
-const MaxKeyLen = 4096
+const maxKeyLen = 4096
 
 // KeyFunc returns the routing key of a call to the full method name method
 // (such as "/counter.v1.Counter/Add") whose request message is req. An
@@ -65,8 +65,8 @@ func checkKey(key string) error {
 	switch {
 	case key == "":
 		return &keyError{fmt.Errorf("%w: empty", ErrInvalidKey)}
-	case len(key) > MaxKeyLen:
-		return &keyError{fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidKey, len(key), MaxKeyLen)}
+	case len(key) > maxKeyLen:
+		return &keyError{fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidKey, len(key), maxKeyLen)}
 	case !utf8.ValidString(key):
 		return &keyError{fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)}
 	}

@@ -19,16 +19,16 @@ import (
 	"github.com/tenure-go/tenure/ring"
 )
 
-// Scheme is the URL scheme of the targets a Client resolves.
-const Scheme = "tenure"
+// scheme is the URL scheme of the targets a Client resolves.
+const scheme = "tenure"
 
 // Target returns the target of the fleet of cluster (whose keys live under
 // fleet.DefaultPrefix(cluster)): "tenure:///<cluster>".
-func Target(cluster string) string { return Scheme + ":///" + url.PathEscape(cluster) }
+func Target(cluster string) string { return scheme + ":///" + url.PathEscape(cluster) }
 
 // TargetPrefix returns the target of the fleet whose keys live under
 // prefix: "tenure:///?prefix=<prefix>".
-func TargetPrefix(prefix string) string { return Scheme + ":///?prefix=" + url.QueryEscape(prefix) }
+func TargetPrefix(prefix string) string { return scheme + ":///?prefix=" + url.QueryEscape(prefix) }
 
 // parseTarget returns the cluster or prefix a target names.
 func parseTarget(t resolver.Target) (cluster, prefix string, err error) {
@@ -52,7 +52,7 @@ type resolverBuilder struct {
 	conn *connView
 }
 
-func (b *resolverBuilder) Scheme() string { return Scheme }
+func (b *resolverBuilder) Scheme() string { return scheme }
 
 // Build starts following the fleet the target names: it reads the
 // fleet's spec (waiting for it, and retrying while etcd does not answer,
@@ -165,7 +165,7 @@ func stateOf(v *view) resolver.State {
 	seen := map[string]bool{}
 	var eps []resolver.Endpoint
 	for p := range v.partitions {
-		if addr := v.obs.Route(p).Addr; addr != "" && !seen[addr] {
+		if addr := v.obs.LookupPartition(p).Addr; addr != "" && !seen[addr] {
 			seen[addr] = true
 			eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr, ServerName: addr}}})
 		}

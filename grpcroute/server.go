@@ -68,7 +68,7 @@ func NewServer(node router.Node, cfg ServerConfig) (*Server, error) {
 // ServerOptions returns the options that install the Server's unary and
 // stream interceptors on a grpc.Server, ahead of any others given later.
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.Unary), grpc.ChainStreamInterceptor(s.Stream)}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.unary), grpc.ChainStreamInterceptor(s.stream)}
 }
 
 // Stats returns the Server's counters. It takes no lock.
@@ -98,7 +98,7 @@ func (s *Server) Close() {
 // retryable refusal, as router.WriteError answers it over HTTP; any other
 // error is returned unchanged. A call without a usable key fails with
 // codes.InvalidArgument.
-func (s *Server) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if s.cfg.Routed != nil && !s.cfg.Routed(info.FullMethod) {
 		return handler(ctx, req)
 	}
@@ -115,10 +115,10 @@ func (s *Server) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	return resp, s.result(ctx, c, key, err)
 }
 
-// Stream is the Server's grpc.StreamServerInterceptor: Unary for a
+// stream is the Server's grpc.StreamServerInterceptor: unary for a
 // streaming call, whose key is always its MetadataKey metadata. The
 // handler's stream's Context is the work's context.
-func (s *Server) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if s.cfg.Routed != nil && !s.cfg.Routed(info.FullMethod) {
 		return handler(srv, ss)
 	}

@@ -37,7 +37,7 @@ func TestEnded(t *testing.T) {
 		{"closed", live, ErrClosed, ErrClosed, true},
 		{"session lost hint", live, &WrongOwnerError{SessionLost: true}, ErrLost, true},
 		{"not owner", live, &WrongOwnerError{Route: fleet.Route{Owner: "b", Addr: "h:1"}}, nil, false},
-		{"stale", live, fence.NewStaleError(fence.Token{Scope: "p/1", Epoch: 2}, 3), ErrMoved, true},
+		{"stale", live, &fence.StaleError{Scope: "p/1", Presented: 2, Current: 3}, ErrMoved, true},
 		{"stale, lost", ended(ErrLost), fence.ErrStale, ErrLost, true},
 		{"cut short, moved", ended(ErrMoved), context.Canceled, ErrMoved, true},
 		{"cut short, closed", ended(ErrClosed), fmt.Errorf("store: %w", context.Canceled), ErrClosed, true},

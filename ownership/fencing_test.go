@@ -61,11 +61,11 @@ func TestFenceManyPartitionsSQLite(t *testing.T) {
 		}, n))
 		took := time.Since(start)
 		var floors int
-		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM "+sqlfence.DefaultTable).Scan(&floors))
+		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM "+sqlfence.DefaultConfig().Table).Scan(&floors))
 		require.Equal(t, parts, floors)
 		for _, p := range []int{0, parts / 2, parts - 1} {
 			var e int64
-			require.NoError(t, db.QueryRow("SELECT epoch FROM "+sqlfence.DefaultTable+" WHERE scope = ?", fence.PartitionScope(p)).Scan(&e))
+			require.NoError(t, db.QueryRow("SELECT epoch FROM "+sqlfence.DefaultConfig().Table+" WHERE scope = ?", fence.PartitionScope(p)).Scan(&e))
 			require.Equal(t, n.LookupPartition(p).Epoch, e)
 		}
 		closeNode(t, n)
@@ -98,7 +98,7 @@ func TestFenceAllStaleFailsOnlyItsPartition(t *testing.T) {
 	_, err := n.HoldPartition(stale)
 	require.ErrorIs(t, err, ErrNotOwner)
 
-	_, err = db.ExecContext(ctx, "DELETE FROM "+sqlfence.DefaultTable+" WHERE scope = ?", fence.PartitionScope(stale))
+	_, err = db.ExecContext(ctx, "DELETE FROM "+sqlfence.DefaultConfig().Table+" WHERE scope = ?", fence.PartitionScope(stale))
 	require.NoError(t, err)
 	servesAll(t, n, seq(parts))
 }

@@ -41,7 +41,7 @@ func (f *staleOnce) Advance(_ context.Context, t fence.Token) error {
 	defer f.mu.Unlock()
 	if t.Scope == fence.PartitionScope(f.p) && !f.done {
 		f.done = true
-		return fence.NewStaleError(t, t.Epoch+1000)
+		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: t.Epoch + 1000}
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func TestNodeMetrics(t *testing.T) {
 	victim := a.Owned()[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = op.ForceRelease(ctx, victim, fleet.Action{Actor: "tester", Reason: "test"})
+	_, err = op.ForceRelease(ctx, fence.PartitionScope(victim), fleet.Action{Actor: "tester", Reason: "test"})
 	require.NoError(t, err)
 	waitMetric(t, reg, 1, "tenure_forced_releases_total", "a")
 	waitMetric(t, reg, 1, "tenure_partition_releases_total", "a", "reason", "lost")
@@ -301,7 +301,7 @@ func TestNodeEvents(t *testing.T) {
 	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: "events"})
 	require.NoError(t, err)
 	victim := a.Owned()[0]
-	_, err = op.ForceRelease(ctx, victim, fleet.Action{Actor: "tester", Reason: "test"})
+	_, err = op.ForceRelease(ctx, fence.PartitionScope(victim), fleet.Action{Actor: "tester", Reason: "test"})
 	require.NoError(t, err)
 	// The forced release is logged once etcd has told the node that its
 	// lease lives, which may come after the node last changed.

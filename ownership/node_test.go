@@ -166,7 +166,7 @@ func TestNodesServeTheirRingPartitions(t *testing.T) {
 				switch e.Kind {
 				case EventAcquired:
 					require.True(t, !seen || prev.Kind == EventReleased, "%s: %+v after %+v", n.ID(), e, prev)
-					require.True(t, !seen || e.Token.Supersedes(prev.Token), "%s: %+v after %+v", n.ID(), e, prev)
+					require.True(t, !seen || e.Token.Compare(prev.Token) > 0, "%s: %+v after %+v", n.ID(), e, prev)
 					tok, ok := fence.FromContext(e.Context)
 					require.True(t, ok)
 					require.Equal(t, e.Token, tok)
@@ -279,7 +279,7 @@ func TestFencersRunBeforeWork(t *testing.T) {
 	const blocked = 3
 	cfg := testConfig(t, "fence", "a", parts)
 	cfg.Fencers = []fence.Fencer{
-		fence.FencerFunc(func(ctx context.Context, tok fence.Token) error { return gate.Advance(tok) }),
+		fence.FencerFunc(func(ctx context.Context, tok fence.Token) error { return gate.Advance(ctx, tok) }),
 		fence.FencerFunc(func(ctx context.Context, tok fence.Token) error {
 			if tok.Scope != fence.PartitionScope(blocked) {
 				return nil

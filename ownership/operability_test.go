@@ -85,7 +85,7 @@ func TestOperability(t *testing.T) {
 	old := a.LookupPartition(p)
 	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: "ops"})
 	require.NoError(t, err)
-	_, err = op.ForceRelease(ctx, p, fleet.Action{Actor: "test", Reason: "operability test"})
+	_, err = op.ForceRelease(ctx, fence.PartitionScope(p), fleet.Action{Actor: "test", Reason: "operability test"})
 	require.NoError(t, err)
 	for r := a.LookupPartition(p); !r.Local || r.Epoch == old.Epoch; r = a.LookupPartition(p) {
 		select {

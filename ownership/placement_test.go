@@ -62,9 +62,9 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 	require.NoError(t, err)
 	who := fleet.Action{Actor: "test", Reason: "placement test"}
 	_, err = op.Pin(ctx, pinned, "b", fleet.Action{Actor: "test"})
-	require.ErrorIs(t, err, fleet.ErrNoReason)
+	require.ErrorIs(t, err, fleet.ErrInvalidConfig)
 	_, err = op.Pin(ctx, pinned, "nobody", who)
-	require.ErrorIs(t, err, fleet.ErrNotMember)
+	require.ErrorIs(t, err, fleet.ErrNotFound)
 	_, err = op.Pin(ctx, parts, "b", who)
 	require.ErrorIs(t, err, fleet.ErrInvalidPartition)
 	rec, err := op.Pin(ctx, pinned, "b", who)
@@ -74,7 +74,7 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 	_, err = cli.Put(ctx, keys.New(name).Placement(moved), keys.EncodePlacement(keys.Placement{Node: "a", Origin: keys.OriginBalance, Rev: rec.Revision}))
 	require.NoError(t, err)
 	_, err = op.Unpin(ctx, moved, who)
-	require.ErrorIs(t, err, fleet.ErrNotPinned, "a balancer's move is no pin")
+	require.ErrorIs(t, err, fleet.ErrNotFound, "a balancer's move is no pin")
 
 	placedOn := map[int]string{pinned: "b", moved: "a", toDrain: "c"}
 	require.NoError(t, waitFor(20*time.Second, func() error {
@@ -116,7 +116,7 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 	agree(nodes...)
 	ps, err := op.Partitions(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, fleet.PlacementPin, ps[pinned].Placed)
+	assert.Equal(t, fleet.ActionPin, ps[pinned].Placed)
 	assert.Equal(t, fleet.PlacementMove, ps[moved].Placed)
 
 	// Drain c: its pin falls back to the ring, for every reader alike.

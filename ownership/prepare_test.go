@@ -145,7 +145,7 @@ func TestPrepareWarmHandoff(t *testing.T) {
 	const name, parts = "warm", 16
 	tl := newTimeline()
 	var gate fence.Gate
-	fencers := []fence.Fencer{gate.Fencer()}
+	fencers := []fence.Fencer{&gate}
 
 	cfgA := testConfig(t, name, "a", parts)
 	cfgA.Fencers = fencers

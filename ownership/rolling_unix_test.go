@@ -61,7 +61,7 @@ func (f *rollingFleet) servedBy(o *fleet.Observer, cfg ring.Config, ids ...strin
 	defer f.mu.Unlock()
 	for p := range cfg.Partitions {
 		owner, _ := r.Owner(p)
-		got := o.Route(p)
+		got := o.LookupPartition(p)
 		if got.Owner != owner || got.Epoch == 0 || got.Addr != f.children[owner].address() {
 			return fmt.Errorf("partition %d: route %+v, ring owner %s", p, got, owner)
 		}

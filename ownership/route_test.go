@@ -75,7 +75,7 @@ func TestNodeAndObserverRouteAlike(t *testing.T) {
 		assert.Empty(t, r.Addr)
 	}
 	for _, p := range b.Owned() {
-		r := o.Route(p)
+		r := o.LookupPartition(p)
 		assert.Equal(t, "b", r.Owner)
 		assert.Empty(t, r.Addr)
 		assert.Equal(t, b.LookupPartition(p).Epoch, r.Epoch)

@@ -131,7 +131,7 @@ func TestSpecAlgorithmOfARunningFleet(t *testing.T) {
 	require.NoError(t, err)
 	defer o.Close()
 	for p := range 16 {
-		assert.Equal(t, a.LookupPartition(p).Owner, o.Route(p).Owner, "partition %d", p)
+		assert.Equal(t, a.LookupPartition(p).Owner, o.LookupPartition(p).Owner, "partition %d", p)
 	}
 
 	weighted := testConfig(t, "old", "w", 16)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/testlog"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -266,7 +267,7 @@ func TestStartingEnds(t *testing.T) {
 		c.waiting(t)
 		op, err := fleet.NewOperator(etcd.NewClient(t), fleet.OperatorConfig{Cluster: "starting-lost"})
 		require.NoError(t, err)
-		_, err = op.ForceRelease(ctx, 0, fleet.Action{Actor: "test", Reason: "lost while starting"})
+		_, err = op.ForceRelease(ctx, fence.PartitionScope(0), fleet.Action{Actor: "test", Reason: "lost while starting"})
 		require.NoError(t, err)
 		require.NoError(t, <-c.done)
 		e2 := fmt.Sprint(c.held.Load().Token.Epoch)

@@ -37,8 +37,8 @@ type Backoff struct {
 // spends about 3.3s in delays.
 func DefaultBackoff() Backoff { return Backoff(retry.Request()) }
 
-// WithDefaults returns b with its zero fields set to their defaults.
-func (b Backoff) WithDefaults() Backoff { return Backoff(b.policy().WithDefaults()) }
+// withDefaults returns b with its zero fields set to their defaults.
+func (b Backoff) withDefaults() Backoff { return Backoff(b.policy().WithDefaults()) }
 
 // Validate reports whether b, with its defaults applied, is usable.
 // Errors wrap ErrInvalidBackoff and name the field and its value.

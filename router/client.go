@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/tenure-go/tenure/internal/follow"
@@ -20,7 +19,6 @@ import (
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
-	"github.com/tenure-go/tenure/ring"
 )
 
 // Client sends requests for keys straight to their owners, for callers
@@ -132,30 +130,21 @@ func (c *Client) Close() {
 	}
 }
 
-// Done returns a channel closed when the Client has stopped watching, after
-// Close.
-func (c *Client) Done() <-chan struct{} { return c.obs.Done() }
-
 // Changed returns a channel that is closed the next time the Client's view
 // of the fleet changes.
 func (c *Client) Changed() <-chan struct{} { return c.obs.Changed() }
 
-// Revision returns the etcd revision of the Client's view of the fleet.
-func (c *Client) Revision() int64 { return c.obs.Revision() }
-
-// PartitionOf returns key's partition, xxhash64(key) mod Partitions, as the
-// fleet computes it.
-func (c *Client) PartitionOf(key string) int { return ring.PartitionOf(key, c.cfg.Partitions) }
-
-// Lookup returns where requests for key go: the holder of its partition's
-// claim, or while nobody holds one, the ring's choice of the next owner.
-// It takes no lock and does not allocate.
-func (c *Client) Lookup(key string) fleet.Route { return c.obs.Route(c.PartitionOf(key)) }
+// Lookup returns where requests for key go: the route of key's partition
+// (xxhash64(key) mod the fleet's partition count: Route.Partition), whose
+// owner is the holder of the partition's claim, or while nobody holds
+// one, the ring's choice of the next owner. It takes no lock and does not
+// allocate.
+func (c *Client) Lookup(key string) fleet.Route { return c.obs.Lookup(key) }
 
 // LookupPartition returns the route of partition p as the Client currently
 // sees it, or the zero Route with Partition p if p is outside
 // [0, Partitions). Like Lookup, it takes no lock and does not allocate.
-func (c *Client) LookupPartition(p int) fleet.Route { return c.obs.Route(p) }
+func (c *Client) LookupPartition(p int) fleet.Route { return c.obs.LookupPartition(p) }
 
 // ClientStats counts a Client's work since it was created.
 type ClientStats struct {
@@ -182,7 +171,9 @@ func (c *Client) Stats() ClientStats {
 
 // Do sends req to the owner of key and returns its response, which the
 // caller must close. The request's URL scheme and host are replaced by the
-// owner's; the path, query, headers and body are kept. Every attempt
+// owner's (a placeholder host will do: http.NewRequestWithContext(ctx,
+// "GET", "http://tenure/users/42", nil)); the path, query, headers and body
+// are kept. Every attempt
 // carries the same HeaderIdempotencyKey: the request's own, or a random one
 // Do sets.
 //
@@ -334,44 +325,4 @@ func readRefusal(resp *http.Response) (*httpfence.Refusal, error) {
 		}{io.MultiReader(&seen, body), body}
 	}
 	return ref, err
-}
-
-// Post sends a POST of body with the given content type to path (which may
-// carry a query) on the owner of key, as Do describes.
-func (c *Client) Post(ctx context.Context, key, path, contentType string, body []byte) (*http.Response, error) {
-	req, err := c.newRequest(ctx, http.MethodPost, path, body)
-	if err != nil {
-		return nil, err
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	return c.Do(ctx, key, req)
-}
-
-// Get sends a GET for path (which may carry a query) to the owner of key, as
-// Do describes.
-func (c *Client) Get(ctx context.Context, key, path string) (*http.Response, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return nil, err
-	}
-	return c.Do(ctx, key, req)
-}
-
-// newRequest builds a request for path on a placeholder host that Do
-// replaces.
-func (c *Client) newRequest(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
-	if !strings.HasPrefix(path, "/") {
-		return nil, fmt.Errorf("router: path %q must start with '/'", path)
-	}
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.cfg.Scheme+"://tenure"+path, r)
-	if err != nil {
-		return nil, fmt.Errorf("router: %w", err)
-	}
-	return req, nil
 }

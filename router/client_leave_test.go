@@ -64,7 +64,7 @@ func TestClientReachesLeavingHolder(t *testing.T) {
 	gone := resp.Header.Revision
 	waitUntil(t, 10*time.Second, "the client sees a's member key deleted", func() (string, <-chan struct{}) {
 		ch := c.Changed()
-		if c.Revision() < gone {
+		if router.Revision(c) < gone {
 			return "not yet", ch
 		}
 		return "", nil
@@ -75,7 +75,7 @@ func TestClientReachesLeavingHolder(t *testing.T) {
 	assert.Equal(t, a.addr, r.Addr, "the client still reaches the leaving holder")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := c.Get(ctx, key, "/k/"+key)
+	got, err := getVia(ctx, c, key, "/k/"+key)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(got.Body)
 	got.Body.Close()

@@ -98,7 +98,7 @@ func TestClientTracksFleet(t *testing.T) {
 	f.waitStable()
 	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "track"})
 	waitClientAgrees(t, c, f)
-	assert.Equal(t, ring.PartitionOf("x", f.list()[0].node.Ring().Partitions()), c.PartitionOf("x"))
+	assert.Equal(t, ring.PartitionOf("x", f.list()[0].node.Ring().Partitions()), c.Lookup("x").Partition)
 
 	f.start("d")
 	f.waitStable()
@@ -111,14 +111,14 @@ func TestClientTracksFleet(t *testing.T) {
 	// Requests go straight to the owner: no hop.
 	for i := range 20 {
 		key := "direct-" + strconv.Itoa(i)
-		resp, err := c.Get(context.Background(), key, "/k/"+key)
+		resp, err := getVia(context.Background(), c, key, "/k/"+key)
 		require.NoError(t, err)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		assert.Equal(t, "ok", string(body))
 	}
 	assert.Zero(t, c.Stats().Retries)
-	rev := c.Revision()
+	rev := router.Revision(c)
 	assert.Positive(t, rev)
 }
 
@@ -171,10 +171,10 @@ func TestClientConfig(t *testing.T) {
 	require.NoError(t, err)
 	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 64})
 	require.NoError(t, err)
-	assert.Equal(t, ring.PartitionOf("k", 64), c.PartitionOf("k"))
+	assert.Equal(t, ring.PartitionOf("k", 64), c.Lookup("k").Partition)
 	c.Close()
 	c.Close() // Close is idempotent
-	_, err = c.Get(ctx, "k", "/")
+	_, err = getVia(ctx, c, "k", "/")
 	assert.ErrorIs(t, err, router.ErrClosed)
 }
 
@@ -251,7 +251,7 @@ func TestClientRetries(t *testing.T) {
 		fleettest.WaitRoute(t, c, key, wrongAddr)
 
 		before := c.Stats()
-		resp, err := c.Post(ctx, key, "/k/"+key, "text/plain", []byte("payload"))
+		resp, err := postVia(ctx, c, key, "/k/"+key, "text/plain", []byte("payload"))
 		require.NoError(t, err)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -290,7 +290,7 @@ func TestClientRetries(t *testing.T) {
 		fleettest.WaitRoute(t, c, key, deadAddr)
 
 		// Bounded attempts.
-		_, err := c.Get(ctx, key, "/k/"+key)
+		_, err := getVia(ctx, c, key, "/k/"+key)
 		require.ErrorIs(t, err, router.ErrRetriesExhausted)
 		for range 4 {
 			<-accepted
@@ -302,7 +302,7 @@ func TestClientRetries(t *testing.T) {
 		fleettest.WaitRoute(t, patient, key, deadAddr)
 		done := make(chan error, 1)
 		go func() {
-			resp, err := patient.Get(ctx, key, "/k/"+key)
+			resp, err := getVia(ctx, patient, key, "/k/"+key)
 			if err == nil {
 				resp.Body.Close()
 			}
@@ -323,7 +323,7 @@ func TestClientRetries(t *testing.T) {
 		ff.Claim(2, "app")
 		fleettest.WaitRoute(t, c, key, appAddr)
 		before := c.Stats().Attempts
-		resp, err := c.Get(ctx, key, "/k/"+key)
+		resp, err := getVia(ctx, c, key, "/k/"+key)
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
@@ -342,7 +342,7 @@ func TestClientRetries(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
-			_, err := slow.Get(cctx, key, "/k/"+key)
+			_, err := getVia(cctx, slow, key, "/k/"+key)
 			done <- err
 		}()
 		<-accepted
@@ -355,10 +355,10 @@ func TestClientRetries(t *testing.T) {
 		fleettest.NewHandmade(t, cli, "empty").Spec(P)
 		empty := newClient(t, cli, router.ClientConfig{Cluster: "empty",
 			Backoff: router.Backoff{MaxAttempts: 3, Initial: time.Millisecond, Max: time.Millisecond}})
-		_, err := empty.Get(ctx, "k", "/k/k")
+		_, err := getVia(ctx, empty, "k", "/k/k")
 		assert.ErrorIs(t, err, router.ErrRetriesExhausted)
 		assert.ErrorIs(t, err, ownership.ErrNoOwner)
-		_, err = empty.Get(ctx, "k", "relative")
+		_, err = getVia(ctx, empty, "k", "relative")
 		assert.Error(t, err)
 		_, err = empty.Do(ctx, "k", nil)
 		assert.ErrorIs(t, err, router.ErrNilArgument)
@@ -369,7 +369,7 @@ func TestClientRetries(t *testing.T) {
 func keyInPartition(c *router.Client, p int) string {
 	for i := 0; ; i++ {
 		k := "p" + strconv.Itoa(p) + "-" + strconv.Itoa(i)
-		if c.PartitionOf(k) == p {
+		if c.Lookup(k).Partition == p {
 			return k
 		}
 	}

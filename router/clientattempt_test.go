@@ -35,7 +35,7 @@ func TestClientAttemptTimeoutError(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Get(context.Background(), key, "/k/"+key)
+		_, err := getVia(context.Background(), c, key, "/k/"+key)
 		done <- err
 	}()
 	<-hits

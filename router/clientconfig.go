@@ -40,7 +40,7 @@ type ClientConfig struct {
 	// Scheme is the URL scheme of requests to the nodes. Empty means "http".
 	Scheme string
 	// HTTPClient sends the requests. Nil means a client with a pooled
-	// transport (DefaultMaxIdleConnsPerHost idle connections per node) whose
+	// transport (256 idle connections per node) whose
 	// idle connections Close closes. Its Timeout, if any, applies to each
 	// attempt as well as AttemptTimeout.
 	HTTPClient *http.Client
@@ -89,7 +89,7 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	if c.Scheme == "" {
 		c.Scheme = "http"
 	}
-	c.Backoff = c.Backoff.WithDefaults()
+	c.Backoff = c.Backoff.withDefaults()
 	b := c.bound().WithDefaults()
 	c.SessionTTL, c.AttemptTimeout = b.SessionTTL, b.AttemptTimeout
 	if c.Logger == nil {

@@ -124,7 +124,7 @@ func TestClientStatsCountSentAttempts(t *testing.T) {
 	fleettest.NewHandmade(t, cli, "unsent").Spec(8)
 	c := newClient(t, cli, router.ClientConfig{Cluster: "unsent",
 		Backoff: router.Backoff{MaxAttempts: 4, Initial: time.Millisecond, Max: time.Millisecond}})
-	_, err := c.Get(context.Background(), "k", "/k/k")
+	_, err := getVia(context.Background(), c, "k", "/k/k")
 	require.ErrorIs(t, err, router.ErrRetriesExhausted)
 	assert.Equal(t, router.ClientStats{Failed: 1}, c.Stats())
 }
@@ -153,7 +153,7 @@ func TestClientNoSessionAnywhereIsUnavailable(t *testing.T) {
 		}
 		return "", nil
 	})
-	_, err := c.Get(context.Background(), key, "/k/"+key)
+	_, err := getVia(context.Background(), c, key, "/k/"+key)
 	require.Error(t, err)
 	t.Log(err)
 	assert.ErrorIs(t, err, router.ErrRetriesExhausted)
@@ -182,7 +182,7 @@ func TestClientSessionLostRefusalWording(t *testing.T) {
 	key := keyInPartition(c, 0)
 	ff.Claim(0, "n")
 	fleettest.WaitRoute(t, c, key, addr)
-	_, err := c.Get(context.Background(), key, "/k/"+key)
+	_, err := getVia(context.Background(), c, key, "/k/"+key)
 	require.ErrorIs(t, err, router.ErrRetriesExhausted)
 	t.Log(err)
 	assert.Contains(t, err.Error(), "session-lost")

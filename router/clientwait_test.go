@@ -45,7 +45,7 @@ func TestClientRetriesAtOnceOnNews(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		before := c.Stats()
-		resp, err := c.Get(ctx, key, "/k/"+key)
+		resp, err := getVia(ctx, c, key, "/k/"+key)
 		require.NoError(t, err, "the retry waited a backoff delay")
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
@@ -101,7 +101,7 @@ func TestClientRetriesAtOnceOnNews(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			resp, err := c.Get(ctx, key, "/k/"+key)
+			resp, err := getVia(ctx, c, key, "/k/"+key)
 			if err == nil {
 				resp.Body.Close()
 			}

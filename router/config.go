@@ -22,12 +22,11 @@ const (
 	// is gone.
 	DefaultHandoffWait = 2 * time.Second
 
-	// DefaultMaxIdleConnsPerHost is the idle connection limit per node of
-	// the transport the Router builds when Config.Transport is nil. Every
-	// node forwards to a handful of peers at high concurrency, so the
-	// standard library's default of 2 would close and redial connections
-	// under load.
-	DefaultMaxIdleConnsPerHost = 256
+	// maxIdleConnsPerHost is the idle connection limit per node of the
+	// transport the Router builds when Config.Transport is nil. Every node
+	// forwards to a handful of peers at high concurrency, so the standard
+	// library's default of 2 would close and redial connections under load.
+	maxIdleConnsPerHost = 256
 )
 
 // Config holds the tunables of a Router. The zero value of each field
@@ -45,8 +44,8 @@ type Config struct {
 	Scheme string
 
 	// Transport forwards requests to other nodes. Nil means a clone of
-	// http.DefaultTransport with MaxIdleConnsPerHost set to
-	// DefaultMaxIdleConnsPerHost, whose idle connections Close closes.
+	// http.DefaultTransport that keeps up to 256 idle connections per node,
+	// whose idle connections Close closes.
 	Transport http.RoundTripper
 
 	// FlushInterval is httputil.ReverseProxy's flush interval for forwarded
@@ -60,8 +59,8 @@ type Config struct {
 	// the owner, and X-Forwarded-For, -Host and -Proto are set), to add
 	// what the fleet's nodes ask of each other: an identity, a credential,
 	// a tracing header. What the Router sets stays the Router's: after the
-	// hook it sets the URL's scheme and host, HeaderForwarded and
-	// HeaderRingVersion again and removes httpfence.Header and
+	// hook it sets the URL's scheme and host, the Tenure-Forwarded and
+	// Tenure-Ring-Version headers again and removes httpfence.Header and
 	// httpfence.SignatureHeader, so that no hook sends a request elsewhere or
 	// passes a token on. It is called from many goroutines at once and
 	// must not block. Nil adds nothing.
@@ -104,7 +103,7 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = clock.Real()
 	}
-	c.Backoff = c.Backoff.WithDefaults()
+	c.Backoff = c.Backoff.withDefaults()
 	return c
 }
 
@@ -129,7 +128,7 @@ func (c Config) Validate() error {
 // newTransport returns the pooled transport used when none is configured.
 func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	t.MaxIdleConnsPerHost = maxIdleConnsPerHost
 	t.MaxIdleConns = 0 // no global limit; the per-host limit bounds it
 	return t
 }

@@ -92,7 +92,12 @@ func Example() {
 		return
 	}
 	defer c.Close()
-	resp, err := c.Get(ctx, "user-42", "/users/user-42")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://tenure/users/user-42", nil) // Do sets the owner's host
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp, err := c.Do(ctx, "user-42", req)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -25,3 +25,13 @@ func WithHint(ref *httpfence.Refusal, route fleet.Route) *httpfence.Refusal {
 	ref.Hint, _ = json.Marshal(hintOf(ref.Kind, "", &ownership.WrongOwnerError{Route: route}))
 	return ref
 }
+
+// The headers of a forwarded request, for the tests.
+const (
+	HeaderForwarded   = headerForwarded
+	HeaderRingVersion = headerRingVersion
+)
+
+// Revision returns the etcd revision of c's view of the fleet, for the
+// tests.
+func Revision(c *Client) int64 { return c.obs.Revision() }

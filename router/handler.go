@@ -56,8 +56,9 @@ func KeyFromHeader(name string) KeyFunc {
 //     write refused because the tenure ended is retried at the new owner.
 //   - If another node owns it (or is about to, when this node is handing
 //     the partition off) and the request has not been forwarded, the
-//     request is forwarded to the owner once, with HeaderForwarded set to
-//     this node's ID and HeaderRingVersion to this node's ring version
+//     request is forwarded to the owner once, with the Tenure-Forwarded
+//     header set to this node's ID and Tenure-Ring-Version to this node's
+//     ring version
 //     (and what Config.Rewrite adds, such as an identity).
 //     Bodies stream both ways; the client's cancellation or timeout ends the
 //     forwarded request.
@@ -119,14 +120,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		ctx := admit.WorkContext(req.Context(), held, routedKey{}, &routed{r: r, key: key, caller: req.Context()})
 		defer ctx.Release()
 		req = req.WithContext(ctx)
-		req.Header.Set(httpfence.Header, held.Token.String())
 		sig, _ := fence.SignatureFromContext(ctx)
-		httpfence.SetSignatureHeader(req.Header, sig)
+		_ = httpfence.SetHeader(req.Header, held.Token, sig) // a held token is valid
 		r.served.Add(1)
 		h.Local.ServeHTTP(w, req)
 		return
 	}
-	fwd, ref := r.route(req.Context(), hint, err, len(req.Header.Values(HeaderForwarded)) > 0)
+	fwd, ref := r.route(req.Context(), hint, err, len(req.Header.Values(headerForwarded)) > 0)
 	if ref != nil {
 		r.refuse(w, ref)
 		return
@@ -189,8 +189,8 @@ func (r *Router) target(pr *httputil.ProxyRequest, we *ownership.WrongOwnerError
 	pr.Out.URL.Host = we.Addr
 	pr.Out.Header.Del(httpfence.Header)
 	pr.Out.Header.Del(httpfence.SignatureHeader)
-	pr.Out.Header.Set(HeaderForwarded, r.id) // a request that carries it is never forwarded: this is its one hop
-	pr.Out.Header.Set(HeaderRingVersion, strconv.FormatUint(we.RingVersion, 10))
+	pr.Out.Header.Set(headerForwarded, r.id) // a request that carries it is never forwarded: this is its one hop
+	pr.Out.Header.Set(headerRingVersion, strconv.FormatUint(we.RingVersion, 10))
 }
 
 // forwardError answers a request whose forwarding failed: the owner could

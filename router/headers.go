@@ -9,15 +9,15 @@ package router
 // wire format (httpfence.RefusalHeader and a JSON body, see
 // httpfence.WriteRefusal), not in headers of the router's own.
 const (
-	// HeaderForwarded marks a request forwarded by a router; its value is the
-	// forwarding node's ID. A request that carries it is never forwarded
-	// again.
-	HeaderForwarded = "Tenure-Forwarded"
+	// headerForwarded marks a request forwarded by a router; its value is
+	// the forwarding node's ID. A request that carries it is never
+	// forwarded again.
+	headerForwarded = "Tenure-Forwarded"
 
-	// HeaderRingVersion carries the ring version (decimal) of the node that
+	// headerRingVersion carries the ring version (decimal) of the node that
 	// forwarded a request, so that the owner can tell whether both route
 	// with the same view. (A refusal carries its ring version in its body.)
-	HeaderRingVersion = "Tenure-Ring-Version"
+	headerRingVersion = "Tenure-Ring-Version"
 
 	// HeaderIdempotencyKey identifies one logical request across the
 	// attempts Client makes. Client sets it on every attempt (generating a

@@ -40,13 +40,13 @@ func TestRouterAndClientMetrics(t *testing.T) {
 	const n = 10
 	for i := range n {
 		key := "m-" + strconv.Itoa(i)
-		resp, err := c.Get(context.Background(), key, "/k/"+key)
+		resp, err := getVia(context.Background(), c, key, "/k/"+key)
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := c.Get(ctx, "m-0", "/k/m-0")
+	_, err := getVia(ctx, c, "m-0", "/k/m-0")
 	require.Error(t, err)
 	client := func(result string) float64 {
 		return metricstest.MustValue(t, creg, "tenure_client_requests_total", map[string]string{"result": result})
@@ -130,7 +130,7 @@ func TestClientMetricsRetried(t *testing.T) {
 	key := keyInPartition(c, 0)
 	ff.Claim(0, "n")
 	fleettest.WaitRoute(t, c, key, addr)
-	resp, err := c.Get(context.Background(), key, "/k/"+key)
+	resp, err := getVia(context.Background(), c, key, "/k/"+key)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 1.0, metricstest.MustValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "retried"}))

@@ -159,7 +159,7 @@ func TestClientRetriesRefusedLocalWrite(t *testing.T) {
 	c := newClient(t, etcd.NewClient(t), router.ClientConfig{Cluster: "refused"})
 	waitClientAgrees(t, c, f)
 
-	resp, err := c.Post(context.Background(), "k1", "/k/k1", "text/plain", []byte("x"))
+	resp, err := postVia(context.Background(), c, "k1", "/k/k1", "text/plain", []byte("x"))
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -154,7 +154,7 @@ func TestClientPausedOwner(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			resp, err := c.Get(ctx, key, "/k/"+key)
+			resp, err := getVia(ctx, c, key, "/k/"+key)
 			if err != nil {
 				out <- "error: " + err.Error()
 				return

@@ -79,7 +79,7 @@ func TestSignedTokensReachTheWork(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			g := <-reqs
 			require.NoError(t, v.Verify(ctx, g.tok, g.sig))
-			hsig, err := httpfence.SignatureFromHeader(http.Header{httpfence.SignatureHeader: {g.header}})
+			hsig, err := fence.ParseSignature(g.header)
 			require.NoError(t, err)
 			require.Equal(t, g.sig, hsig)
 			// The outside Client verifies the same token against the claims.

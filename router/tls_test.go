@@ -77,7 +77,7 @@ func TestHTTPS(t *testing.T) {
 		served := map[string]int{}
 		for i := range 30 {
 			key := fmt.Sprintf("k%d", i)
-			resp, err := c.Get(ctx, key, "/k/"+key)
+			resp, err := getVia(ctx, c, key, "/k/"+key)
 			require.NoError(t, err)
 			body, err := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()

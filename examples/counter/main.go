@@ -211,7 +211,8 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		rt.Close()
 		com.close()
 	}()
-	log.Info("serving HTTP", "addr", ln.Addr().String(), "advertise", addr, "pid", os.Getpid(), "db", dialect.String(),
-		"partitions", node.Ring().Partitions(), "ttl", cfg.ttl, "group_commit", cfg.groupCommit)
+	// The node's own "joined" line says how many partitions the fleet has.
+	log.Info("serving HTTP", "addr", ln.Addr().String(), "advertise", addr, "pid", os.Getpid(), "db", dialect,
+		"ttl", cfg.ttl, "group_commit", cfg.groupCommit)
 	return app.Wait(ctx, log, node, "HTTP", served)
 }

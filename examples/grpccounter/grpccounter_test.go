@@ -175,7 +175,7 @@ func waitServed(t *testing.T, obs *fleet.Observer, ids []string) {
 		var owners []string
 		all := true
 		for p := range testPartitions {
-			r := obs.Route(p)
+			r := obs.LookupPartition(p)
 			all = all && r.Epoch != 0 && r.Addr != ""
 			if !slices.Contains(owners, r.Owner) {
 				owners = append(owners, r.Owner)

@@ -116,13 +116,13 @@ func balancePlan(g *globals, args []string, out io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	return do(g, out, func(s *session) (dryRun, error) {
-		st, err := s.op.Balancer(s.ctx)
+		rep, err := s.op.Placement(s.ctx) // the last pass, and the window of the loads
 		if err != nil {
 			return dryRun{}, err
 		}
 		cfg := planConfig{Upper: d.Upper, Lower: d.Lower, Budget: d.Budget, Cooldown: d.Cooldown, From: "defaults"}
-		if lp := st.LastPass; lp != nil {
-			cfg = planConfig{Upper: lp.Upper, Lower: lp.Lower, Budget: lp.Budget, Cooldown: lp.Cooldown, From: "last pass"}
+		if lp := rep.Balancer.LastPass; lp != nil {
+			cfg = planConfig{Upper: lp.Upper, Lower: lp.Lower, Budget: lp.Budget, Cooldown: time.Duration(lp.Cooldown), From: "last pass"}
 		}
 		if set["upper"] {
 			cfg.Upper = flags.Upper
@@ -148,10 +148,6 @@ func balancePlan(g *globals, args []string, out io.Writer) error {
 			return dryRun{}, err
 		}
 		pl, err := b.Plan(s.ctx)
-		if err != nil {
-			return dryRun{}, err
-		}
-		rep, err := s.op.Placement(s.ctx) // for the window of the loads
 		if err != nil {
 			return dryRun{}, err
 		}

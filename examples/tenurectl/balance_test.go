@@ -112,7 +112,7 @@ func TestTenurectlBalance(t *testing.T) {
 		Rev       int64              `json:"revision"`
 		Moves     []balance.Move     `json:"moves"`
 		Before    float64            `json:"before"`
-		Suspended *fleet.Suspension  `json:"suspended"`
+		Suspended *fleet.Mark        `json:"suspended"`
 		Loads     map[string]float64 `json:"loads"`
 		Config    planConfig         `json:"config"`
 	}
@@ -214,5 +214,5 @@ func TestTenurectlBalance(t *testing.T) {
 	require.Len(t, recs, 2)
 	assert.Equal(t, fleet.ActionSuspendBalancer, recs[0].Action)
 	assert.Equal(t, fleet.ActionResumeBalancer, recs[1].Action)
-	assert.Equal(t, fleet.BalancerTarget, recs[1].Target)
+	assert.Equal(t, "balancer", recs[1].Target)
 }

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/ring"
 )
@@ -104,7 +105,10 @@ func cmdSpec(g *globals, args []string, out io.Writer) error {
 	if err := noArgs("spec", g, args); err != nil {
 		return err
 	}
-	return do(g, out, func(s *session) (ring.Spec, error) { return s.op.Spec(s.ctx) },
+	return do(g, out, func(s *session) (ring.Spec, error) {
+		st, err := s.op.Status(s.ctx)
+		return st.Spec, err
+	},
 		func(w io.Writer, sp ring.Spec) {
 			fmt.Fprintf(w, "partitions:\t%d\nload factor:\t%v\nring algorithm:\t%v\n", sp.Partitions, sp.LoadFactor, sp.RingAlgorithm)
 		})
@@ -120,7 +124,7 @@ func cmdMembers(g *globals, args []string, out io.Writer) error {
 			for _, m := range ms {
 				ttl := "-"
 				if m.TTLLeft >= 0 {
-					ttl = m.TTLLeft.String()
+					ttl = time.Duration(m.TTLLeft).String()
 				}
 				drained := "no"
 				if m.Drain != nil {
@@ -182,7 +186,7 @@ func cmdOwnerOf(g *globals, args []string, out io.Writer) error {
 		return usagef("owner-of takes one KEY")
 	}
 	return do(g, out, func(s *session) (ownerOf, error) {
-		p, err := s.op.OwnerOf(s.ctx, pos[0])
+		p, err := s.op.Lookup(s.ctx, pos[0])
 		return ownerOf{Key: pos[0], PartitionStatus: p}, err
 	}, func(w io.Writer, o ownerOf) {
 		fmt.Fprintf(w, "key:\t%s\npartition:\t%d\nowner:\t%s\naddr:\t%s\nepoch:\t%s\nsince:\t%s\nring owner:\t%s\n",
@@ -219,7 +223,7 @@ func cmdStatus(g *globals, args []string, out io.Writer) error {
 	return do(g, out, func(s *session) (fleet.Status, error) { return s.op.Status(s.ctx) },
 		func(w io.Writer, st fleet.Status) {
 			settled := "no"
-			if st.Settled() {
+			if len(st.Unowned) == 0 && len(st.Handoffs) == 0 {
 				settled = "yes"
 			}
 			fmt.Fprintf(w, "revision:\t%d\npartitions:\t%d\nring version:\t%d\nsettled:\t%s\n", st.Revision, st.Spec.Partitions, st.RingVersion, settled)
@@ -263,9 +267,9 @@ func actionFlags(fs *flag.FlagSet, withEpoch bool) *fleet.Action {
 func refuse(a *fleet.Action, needReason bool) error {
 	switch {
 	case strings.TrimSpace(a.Actor) == "":
-		return usageError{"--actor is empty: " + fleet.ErrNoActor.Error()}
+		return usageError{"--actor is empty: every audit record says who acted"}
 	case needReason && strings.TrimSpace(a.Reason) == "":
-		return usageError{"--reason is required: " + fleet.ErrNoReason.Error()}
+		return usageError{"--reason is required: the audit record says why"}
 	}
 	return nil
 }
@@ -297,19 +301,15 @@ func cmdForceRelease(g *globals, args []string, out io.Writer) error {
 	if err := refuse(a, true); err != nil {
 		return err
 	}
-	kind, target := pos[0], pos[1]
-	var p int
-	if kind == "partition" {
-		if p, err = strconv.Atoi(target); err != nil {
-			return usagef("partition %q is not a number", target)
+	scope := fence.LeaderScope(pos[1])
+	if pos[0] == "partition" {
+		p, err := strconv.Atoi(pos[1])
+		if err != nil {
+			return usagef("partition %q is not a number", pos[1])
 		}
+		scope = fence.PartitionScope(p)
 	}
-	return do(g, out, func(s *session) (fleet.AuditRecord, error) {
-		if kind == "partition" {
-			return s.op.ForceRelease(s.ctx, p, *a)
-		}
-		return s.op.ForceReleaseLeader(s.ctx, target, *a)
-	}, printRecord)
+	return do(g, out, func(s *session) (fleet.AuditRecord, error) { return s.op.ForceRelease(s.ctx, scope, *a) }, printRecord)
 }
 
 func cmdDrain(g *globals, args []string, out io.Writer) error {

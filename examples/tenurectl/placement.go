@@ -81,7 +81,7 @@ func cmdPlacement(g *globals, args []string, out io.Writer) error {
 func loadHeader(ms []fleet.MemberPlacement) string {
 	var lo, hi time.Duration
 	for _, m := range ms {
-		if w := m.LoadWindow; w > 0 {
+		if w := time.Duration(m.LoadWindow); w > 0 {
 			if lo == 0 || w < lo {
 				lo = w
 			}

@@ -10,7 +10,7 @@ import (
 )
 
 // This file holds the group-commit machinery's contract and its callers'
-// side: the Batcher, its queue of requests, Do and the write methods, and
+// side: the Batcher, its queue of requests, do and the write methods, and
 // Close. batcher_loop.go holds the committers that form and commit the
 // batches, batcher_config.go the BatcherConfig. A batch reaches etcd
 // through Store.commitEntries (commit.go), as Store.Commit's writes do.
@@ -158,11 +158,11 @@ func NewBatcher(s *Store, cfg BatcherConfig) (*Batcher, error) {
 // errBatcherNotNew is the error of a Batcher not made by NewBatcher.
 var errBatcherNotNew = fmt.Errorf("%w: Batcher not created by NewBatcher", ErrNilArgument)
 
-// Do submits w and waits for its result. Invalid writes are refused at once.
-// If ctx ends first, Do returns ctx's error in Result.Err; a write already
-// taken into a batch may still be applied. After Close, Do returns
+// do submits w and waits for its result. Invalid writes are refused at once.
+// If ctx ends first, do returns ctx's error in Result.Err; a write already
+// taken into a batch may still be applied. After Close, do returns
 // ErrClosed.
-func (b *Batcher) Do(ctx context.Context, w Write) Result {
+func (b *Batcher) do(ctx context.Context, w Write) Result {
 	if b.done == nil {
 		return Result{Err: errBatcherNotNew}
 	}
@@ -212,27 +212,30 @@ func (b *Batcher) Do(ctx context.Context, w Write) Result {
 	return res
 }
 
-// Put submits PutWrite(t, key, value) and waits for its result, as Do
-// does. It returns the etcd revision of the write, or a *fence.StaleError
-// if t is older than its scope's floor.
+// Put writes value at key under t, as Store.Put does, in a batch: it waits
+// for the write's result. It returns the etcd revision of the write, or a
+// *fence.StaleError if t is older than its scope's floor. Invalid writes
+// are refused at once. If ctx ends first, Put returns ctx's error; a write
+// already taken into a batch may still be applied. After Close, it returns
+// ErrClosed.
 func (b *Batcher) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
-	r := b.Do(ctx, PutWrite(t, key, value))
+	r := b.do(ctx, Write{Kind: KindPut, Token: t, Key: key, Value: value})
 	return r.Revision, r.Err
 }
 
-// Delete submits DeleteWrite(t, key), as Do does. It reports whether the
-// key existed.
+// Delete deletes key under t in a batch, as Put writes. It reports whether
+// the key existed.
 func (b *Batcher) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
-	r := b.Do(ctx, DeleteWrite(t, key))
+	r := b.do(ctx, Write{Kind: KindDelete, Token: t, Key: key})
 	return r.Deleted, r.Err
 }
 
-// CompareAndSwap submits CompareAndSwapWrite(t, key, version, value), as
-// Do does. It returns the revision of the write, a *fence.StaleError if t
-// is stale, or a *VersionError (errors.Is ErrVersionMismatch) if the
-// version differs.
+// CompareAndSwap writes value at key under t iff the key's version is
+// version (0: the key must not exist), in a batch, as Put writes. It
+// returns the revision of the write, a *fence.StaleError if t is stale, or
+// a *VersionError (errors.Is ErrVersionMismatch) if the version differs.
 func (b *Batcher) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
-	r := b.Do(ctx, CompareAndSwapWrite(t, key, version, value))
+	r := b.do(ctx, Write{Kind: KindCompareAndSwap, Token: t, Key: key, Version: version, Value: value})
 	return r.Revision, r.Err
 }
 

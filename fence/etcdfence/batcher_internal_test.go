@@ -53,15 +53,15 @@ func testBatchForming(t *testing.T, noCoalesce bool) {
 		require.NoError(t, s.Advance(ctx, cur))
 	}
 	writes := []Write{
-		0: PutWrite(cur, "hot", []byte("v0")),
-		1: PutWrite(cur, "hot", []byte("v1")), // coalesced into 0's group
-		2: PutWrite(old, "a", []byte("stale")),
-		3: PutWrite(cur, "hot", []byte("v3")), // coalesced: hot's writes so far are Puts under cur
-		4: DeleteWrite(cur, "hot"),            // next transaction
-		5: PutWrite(cur, "hot", []byte("v5")), // the one after
-		6: PutWrite(cur, "b", []byte("vb")),
-		7: PutWrite(old, "hot2", []byte("x")),
-		8: PutWrite(old, "hot2", []byte("y")), // a stale coalesced group
+		0: {Kind: KindPut, Token: cur, Key: "hot", Value: []byte("v0")},
+		1: {Kind: KindPut, Token: cur, Key: "hot", Value: []byte("v1")}, // coalesced into 0's group
+		2: {Kind: KindPut, Token: old, Key: "a", Value: []byte("stale")},
+		3: {Kind: KindPut, Token: cur, Key: "hot", Value: []byte("v3")}, // coalesced: hot's writes so far are Puts under cur
+		4: {Kind: KindDelete, Token: cur, Key: "hot"},                   // next transaction
+		5: {Kind: KindPut, Token: cur, Key: "hot", Value: []byte("v5")}, // the one after
+		6: {Kind: KindPut, Token: cur, Key: "b", Value: []byte("vb")},
+		7: {Kind: KindPut, Token: old, Key: "hot2", Value: []byte("x")},
+		8: {Kind: KindPut, Token: old, Key: "hot2", Value: []byte("y")}, // a stale coalesced group
 	}
 
 	want := make([]Result, len(writes))
@@ -80,7 +80,7 @@ func testBatchForming(t *testing.T, noCoalesce bool) {
 	done := make(chan int, len(writes))
 	for i, w := range writes {
 		go func() {
-			got[i] = b.Do(ctx, w)
+			got[i] = b.do(ctx, w)
 			done <- i
 		}()
 		require.Eventually(t, func() bool {
@@ -176,7 +176,7 @@ func TestHandoffSkipsAbandonedWrites(t *testing.T) {
 		if key == "a" {
 			wctx = ctxA
 		}
-		go func() { results <- b.Do(wctx, PutWrite(tok, key, []byte(key))) }()
+		go func() { results <- b.do(wctx, Write{Kind: KindPut, Token: tok, Key: key, Value: []byte(key)}) }()
 		require.Eventually(t, func() bool {
 			b.mu.Lock()
 			defer b.mu.Unlock()

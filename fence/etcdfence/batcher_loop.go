@@ -146,7 +146,7 @@ func (b *Batcher) linger(t *time.Timer) *time.Timer {
 	return b.waitQueued(t, b.cfg.MaxBatch, b.cfg.Linger)
 }
 
-// waitQueued waits, parked, until n writes are queued (Do wakes it through
+// waitQueued waits, parked, until n writes are queued (do wakes it through
 // b.waitFor), d has passed or the Batcher closes. It reuses the timer t,
 // nil at first, and returns it.
 func (b *Batcher) waitQueued(t *time.Timer, n int, d time.Duration) *time.Timer {

@@ -34,7 +34,7 @@ func TestBatcherLinger(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Len(t, dump(t, cli, s.Config().Prefix), 80)
+	require.Len(t, dump(t, cli, etcdfence.DataPrefix(s)), 80)
 	st := b.Stats()
 	require.Equal(t, uint64(80), st.Writes)
 	require.GreaterOrEqual(t, st.Commits, uint64(20), "MaxBatch 4 bounds every commit")
@@ -173,7 +173,7 @@ func TestBatcherHotKey(t *testing.T) {
 	// values in its order.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := cli.Watch(wctx, s.Config().Prefix+"hot", clientv3.WithRev(start.Header.Revision+1))
+	wch := cli.Watch(wctx, etcdfence.DataPrefix(s)+"hot", clientv3.WithRev(start.Header.Revision+1))
 	next := make([]int, writers) // the least index writer w may show next
 	for seen := 0; seen < len(distinct); {
 		wr, ok := <-wch

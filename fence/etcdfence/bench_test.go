@@ -59,7 +59,7 @@ func benchPut(b *testing.B, cli *clientv3.Client) {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
 	value := []byte("a value of some thirty-two bytes")
-	prefix := s.Config().Prefix
+	prefix := etcdfence.DataPrefix(s)
 	b.Run("plain", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -154,7 +154,7 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 	b.Run("unfenced-txn16", func(b *testing.B) {
 		b.ReportAllocs()
 		ops := make([]clientv3.Op, writers)
-		prefix := s.Config().Prefix
+		prefix := etcdfence.DataPrefix(s)
 		for i := 0; i < b.N; i += writers {
 			for w := range ops {
 				ops[w] = clientv3.OpPut(fmt.Sprintf("%sw%d/k%d", prefix, w, (i/writers)%256), string(value))
@@ -169,7 +169,7 @@ func benchWriters16(b *testing.B, cli *clientv3.Client) {
 		writes := make([]etcdfence.Write, writers)
 		for i := 0; i < b.N; i += writers {
 			for w := range writes {
-				writes[w] = etcdfence.PutWrite(ownScope(w), ownKeys(w, i/writers), value)
+				writes[w] = etcdfence.Write{Kind: etcdfence.KindPut, Token: ownScope(w), Key: ownKeys(w, i/writers), Value: value}
 			}
 			if _, err := s.Commit(ctx, writes[:min(writers, b.N-i)]); err != nil {
 				b.Fatal(err)
@@ -215,7 +215,7 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 	}
 	defer bt.Close()
 	value := []byte("a value of some thirty-two bytes")
-	prefix := s.Config().Prefix
+	prefix := etcdfence.DataPrefix(s)
 	token := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
 	us := newStore(b, cli, "bench-ceiling-unfenced")
 	for w := range writers {
@@ -242,7 +242,7 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 		}},
 		{Name: "commit16", Workers: 1, Per: writers, Op: func(_, i int) error {
 			for w := range writes {
-				writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
+				writes[w] = etcdfence.Write{Kind: etcdfence.KindPut, Token: token(w), Key: key(w, i), Value: value}
 			}
 			_, err := s.Commit(ctx, writes)
 			return err
@@ -298,7 +298,7 @@ func benchFloorChecks(b *testing.B, cli *clientv3.Client) {
 			b.Fatal(err)
 		}
 	}
-	fp, prefix := s.FencePrefix(), s.Config().Prefix
+	fp, prefix := s.FencePrefix(), etcdfence.DataPrefix(s)
 	value := "a value of some thirty-two bytes"
 	puts := func(i int) []clientv3.Op {
 		ops := make([]clientv3.Op, scopes)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
@@ -15,8 +14,10 @@ import (
 // key claimKey still stands as the one that issued t: its CreateRevision
 // equals t.Epoch. Put it in the If of your own transaction; the transaction's
 // Then branch then runs only while the writer still holds its claim, however
-// long it was paused before sending. Add clientv3.OpGet(claimKey) to the Else
-// branch and pass what it returns to ClaimStaleError to report a refusal.
+// long it was paused before sending. To report a refusal as ClaimGuarded
+// does, add clientv3.OpGet(claimKey) to the Else branch and return a
+// *fence.StaleError for t whose Current is the CreateRevision of the claim
+// it reads (0 if none).
 //
 // It returns an error wrapping fence.ErrInvalidToken for an invalid token,
 // or ErrInvalidKey for an empty key.
@@ -30,19 +31,6 @@ func ClaimGuard(claimKey string, t fence.Token) (clientv3.Cmp, error) {
 	return clientv3.Compare(clientv3.CreateRevision(claimKey), "=", t.Epoch), nil
 }
 
-// ClaimStaleError returns the error for t refused by a ClaimGuard, given the
-// claim key as read in the same transaction (nil if it no longer exists).
-// The error's Current is the epoch of the claim that stands now: its
-// CreateRevision, or 0 when no claim stands. errors.Is(err, fence.ErrStale)
-// holds.
-func ClaimStaleError(t fence.Token, claim *mvccpb.KeyValue) *fence.StaleError {
-	var cur int64
-	if claim != nil {
-		cur = claim.CreateRevision
-	}
-	return fence.NewStaleError(t, cur)
-}
-
 // ClaimGuarded runs ops in one transaction that lands only while the claim
 // (or leadership key) claimKey still stands as the one that issued t:
 //
@@ -53,8 +41,7 @@ func ClaimStaleError(t fence.Token, claim *mvccpb.KeyValue) *fence.StaleError {
 // the claim that stands now (0 if none) if it did not. Bad input gets
 // ClaimGuard's errors, or ErrNilArgument for a nil kv; a failed request
 // gets etcd's error, and then ops may or may not have been applied. Use
-// ClaimGuard and ClaimStaleError instead to put the guard in a transaction
-// of your own.
+// ClaimGuard instead to put the guard in a transaction of your own.
 func ClaimGuarded(ctx context.Context, kv clientv3.KV, claimKey string, t fence.Token, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	guard, err := ClaimGuard(claimKey, t)
 	if err != nil {
@@ -68,11 +55,11 @@ func ClaimGuarded(ctx context.Context, kv clientv3.KV, claimKey string, t fence.
 		return nil, fmt.Errorf("etcdfence: write guarded by claim %q: %w", claimKey, err)
 	}
 	if !resp.Succeeded {
-		var cur *mvccpb.KeyValue
+		var cur int64 // the epoch of the claim that stands now, 0 if none
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			cur = kvs[0]
+			cur = kvs[0].CreateRevision
 		}
-		return nil, ClaimStaleError(t, cur)
+		return nil, &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur}
 	}
 	return resp, nil
 }

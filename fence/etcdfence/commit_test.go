@@ -33,15 +33,15 @@ func TestCommitStaleNeighbours(t *testing.T) {
 	require.NoError(t, err)
 
 	res, err := s.Commit(ctx, []etcdfence.Write{
-		etcdfence.PutWrite(cur, "a", []byte("cur")),
-		etcdfence.PutWrite(old, "b", []byte("stale")),
-		etcdfence.PutWrite(other, "c", []byte("other scope")),
-		etcdfence.CompareAndSwapWrite(cur, "cas", 1, []byte("v2")),
-		etcdfence.CompareAndSwapWrite(next, "cas2", 3, []byte("wrong version")),
-		etcdfence.DeleteWrite(old, "gone"),
-		etcdfence.DeleteWrite(cur, "missing"),
-		etcdfence.PutWrite(fence.Token{Scope: "p/1"}, "invalid", nil),
-		etcdfence.PutWrite(next, "d", []byte("next")),
+		{Kind: etcdfence.KindPut, Token: cur, Key: "a", Value: []byte("cur")},
+		{Kind: etcdfence.KindPut, Token: old, Key: "b", Value: []byte("stale")},
+		{Kind: etcdfence.KindPut, Token: other, Key: "c", Value: []byte("other scope")},
+		{Kind: etcdfence.KindCompareAndSwap, Token: cur, Key: "cas", Version: 1, Value: []byte("v2")},
+		{Kind: etcdfence.KindCompareAndSwap, Token: next, Key: "cas2", Version: 3, Value: []byte("wrong version")},
+		{Kind: etcdfence.KindDelete, Token: old, Key: "gone"},
+		{Kind: etcdfence.KindDelete, Token: cur, Key: "missing"},
+		{Kind: etcdfence.KindPut, Token: fence.Token{Scope: "p/1"}, Key: "invalid"},
+		{Kind: etcdfence.KindPut, Token: next, Key: "d", Value: []byte("next")},
 	})
 	require.NoError(t, err)
 	require.Len(t, res, 9)
@@ -60,7 +60,7 @@ func TestCommitStaleNeighbours(t *testing.T) {
 	require.False(t, res[6].Deleted)
 	require.ErrorIs(t, res[7].Err, fence.ErrInvalidToken)
 
-	got := dump(t, cli, s.Config().Prefix)
+	got := dump(t, cli, etcdfence.DataPrefix(s))
 	require.Equal(t, map[string]string{
 		"a": "cur#v1", "c": "other scope#v1", "cas": "v2#v2", "d": "next#v1", "gone": "x#v1",
 	}, got)
@@ -70,7 +70,7 @@ func TestCommitStaleNeighbours(t *testing.T) {
 
 	// A batch in which every write of a scope is stale leaves its floor.
 	res, err = s.Commit(ctx, []etcdfence.Write{
-		etcdfence.PutWrite(old, "x", nil), etcdfence.PutWrite(cur, "y", nil), etcdfence.PutWrite(other, "z", nil),
+		{Kind: etcdfence.KindPut, Token: old, Key: "x"}, {Kind: etcdfence.KindPut, Token: cur, Key: "y"}, {Kind: etcdfence.KindPut, Token: other, Key: "z"},
 	})
 	require.NoError(t, err)
 	fencetest.RequireStale(t, res[0].Err, "p/1", 5, 11)
@@ -95,9 +95,9 @@ func TestStaleCache(t *testing.T) {
 	require.Zero(t, f)
 	require.NoError(t, s2.Advance(ctx, fence.Token{Scope: "p/1", Epoch: 5}))
 	res, err := s1.Commit(ctx, []etcdfence.Write{
-		etcdfence.PutWrite(fence.Token{Scope: "p/1", Epoch: 5}, "k1", []byte("a")),
-		etcdfence.PutWrite(fence.Token{Scope: "p/1", Epoch: 4}, "k2", []byte("b")),
-		etcdfence.PutWrite(fence.Token{Scope: "p/2", Epoch: 1}, "k3", []byte("c")),
+		{Kind: etcdfence.KindPut, Token: fence.Token{Scope: "p/1", Epoch: 5}, Key: "k1", Value: []byte("a")},
+		{Kind: etcdfence.KindPut, Token: fence.Token{Scope: "p/1", Epoch: 4}, Key: "k2", Value: []byte("b")},
+		{Kind: etcdfence.KindPut, Token: fence.Token{Scope: "p/2", Epoch: 1}, Key: "k3", Value: []byte("c")},
 	})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
@@ -117,11 +117,11 @@ func TestStaleCache(t *testing.T) {
 
 	// The floor key is deleted behind s1's back (never do this): s1 finds
 	// out and writes again, recreating it.
-	_, err = c.NewClient(t).Delete(ctx, s1.FloorKey("p/1"))
+	_, err = c.NewClient(t).Delete(ctx, etcdfence.FloorKey(s1, "p/1"))
 	require.NoError(t, err)
 	res, err = s1.Commit(ctx, []etcdfence.Write{
-		etcdfence.PutWrite(fence.Token{Scope: "p/1", Epoch: 7}, "k4", nil),
-		etcdfence.PutWrite(fence.Token{Scope: "p/1", Epoch: 8}, "k5", nil),
+		{Kind: etcdfence.KindPut, Token: fence.Token{Scope: "p/1", Epoch: 7}, Key: "k4"},
+		{Kind: etcdfence.KindPut, Token: fence.Token{Scope: "p/1", Epoch: 8}, Key: "k5"},
 	})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
@@ -129,7 +129,7 @@ func TestStaleCache(t *testing.T) {
 	f, err = s2.Floor(ctx, "p/1")
 	require.NoError(t, err)
 	require.Equal(t, int64(8), f)
-	got := dump(t, c.NewClient(t), s1.Config().Prefix)
+	got := dump(t, c.NewClient(t), etcdfence.DataPrefix(s1))
 	require.Equal(t, map[string]string{"k1": "new#v2", "k3": "c#v1", "k4": "#v1", "k5": "#v1"}, got)
 }
 
@@ -155,10 +155,10 @@ func TestCommitLimits(t *testing.T) {
 				key := fmt.Sprintf("k%d", i%250) // keys 0..49 written twice
 				switch {
 				case i%5 == 0:
-					writes = append(writes, etcdfence.CompareAndSwapWrite(tok, fmt.Sprintf("cas%d", i), 0, []byte("c")))
+					writes = append(writes, etcdfence.Write{Kind: etcdfence.KindCompareAndSwap, Token: tok, Key: fmt.Sprintf("cas%d", i), Version: 0, Value: []byte("c")})
 					want[fmt.Sprintf("cas%d", i)] = "c#v1"
 				default:
-					writes = append(writes, etcdfence.PutWrite(tok, key, []byte(fmt.Sprint(i))))
+					writes = append(writes, etcdfence.Write{Kind: etcdfence.KindPut, Token: tok, Key: key, Value: []byte(fmt.Sprint(i))})
 					v := 1
 					if i >= 250 {
 						v = 2
@@ -197,9 +197,9 @@ func TestCommitExactLimit(t *testing.T) {
 			for i := range n {
 				key := fmt.Sprintf("%s-%d/%d", c.kind, n, i)
 				if c.kind == etcdfence.KindPut {
-					writes = append(writes, etcdfence.PutWrite(tok, key, []byte("v")))
+					writes = append(writes, etcdfence.Write{Kind: etcdfence.KindPut, Token: tok, Key: key, Value: []byte("v")})
 				} else {
-					writes = append(writes, etcdfence.CompareAndSwapWrite(tok, key, 0, []byte("v")))
+					writes = append(writes, etcdfence.Write{Kind: etcdfence.KindCompareAndSwap, Token: tok, Key: key, Version: 0, Value: []byte("v")})
 				}
 			}
 			res, err := s.Commit(ctx, writes)
@@ -276,7 +276,7 @@ func TestGroupCommitMatchesSingles(t *testing.T) {
 			require.Positive(t, conflicts)
 			require.Positive(t, hot)
 			hot2 := hotKey(t, cli, grouped)
-			require.Equal(t, dump(t, cli, single.Config().Prefix), dump(t, cli, grouped.Config().Prefix))
+			require.Equal(t, dump(t, cli, etcdfence.DataPrefix(single)), dump(t, cli, etcdfence.DataPrefix(grouped)))
 			require.Equal(t, floors(t, cli, single), floors(t, cli, grouped))
 			require.Equal(t, int64(hot), hot1.Version, "every admitted Put to the hot key counts alone")
 			require.LessOrEqual(t, hot2.Version, hot1.Version)
@@ -308,13 +308,13 @@ func hotKey(t *testing.T, cli *clientv3.Client, s *etcdfence.Store) etcdfence.It
 	it, err := s.Get(ctx, fence.Token{Scope: hotScopes[0], Epoch: 10}, "hot")
 	require.NoError(t, err)
 	require.True(t, it.Exists())
-	_, err = cli.Delete(ctx, s.Config().Prefix+"hot")
+	_, err = cli.Delete(ctx, etcdfence.DataPrefix(s)+"hot")
 	require.NoError(t, err)
 	return it
 }
 
 type step struct {
-	kind    etcdfence.WriteKind // 0: Advance
+	kind    etcdfence.WriteKind // "": Advance
 	scope   string              // "": the writer's own
 	epoch   int64
 	key     string
@@ -378,7 +378,7 @@ func runScripts(ctx context.Context, s *etcdfence.Store, w writer, scripts [][]s
 				var err error
 				var o outcome
 				switch st.kind {
-				case 0:
+				case "":
 					err = s.Advance(ctx, tok)
 				case etcdfence.KindPut:
 					_, err = w.Put(ctx, tok, st.key, val)
@@ -418,9 +418,9 @@ func TestCommitRepeatedKey(t *testing.T) {
 			tok := fence.Token{Scope: "p/1", Epoch: 1}
 			var writes []etcdfence.Write
 			for i := range n - 1 {
-				writes = append(writes, etcdfence.PutWrite(tok, fmt.Sprintf("r%d/k%d", n, i), []byte("first")))
+				writes = append(writes, etcdfence.Write{Kind: etcdfence.KindPut, Token: tok, Key: fmt.Sprintf("r%d/k%d", n, i), Value: []byte("first")})
 			}
-			writes = append(writes, etcdfence.PutWrite(tok, fmt.Sprintf("r%d/k0", n), []byte("last")))
+			writes = append(writes, etcdfence.Write{Kind: etcdfence.KindPut, Token: tok, Key: fmt.Sprintf("r%d/k0", n), Value: []byte("last")})
 			res, err := s.Commit(ctx, writes)
 			require.NoError(t, err)
 			for i, r := range res {
@@ -428,7 +428,7 @@ func TestCommitRepeatedKey(t *testing.T) {
 			}
 			require.Equal(t, res[0].Revision, res[n-2].Revision, "the distinct writes share a transaction")
 			require.Greater(t, res[n-1].Revision, res[0].Revision, "the repeat goes in a later one")
-			got := dump(t, cli, s.Config().Prefix)
+			got := dump(t, cli, etcdfence.DataPrefix(s))
 			require.Equal(t, "last#v2", got[fmt.Sprintf("r%d/k0", n)])
 		})
 	}

@@ -24,19 +24,14 @@ var (
 	// wrapped as well.
 	ErrMetrics = errors.New("etcdfence: cannot register metrics")
 
-	// ErrInvalidKey reports a data key the store cannot accept: empty, too
-	// long, or inside the fence prefix where the floors live.
+	// ErrInvalidKey reports a data key the store cannot accept: empty,
+	// longer than Config.MaxKeyLen once the store's prefix is added, or
+	// inside the fence prefix where the floors live.
 	ErrInvalidKey = errors.New("etcdfence: invalid key")
 
-	// ErrKeyTooLong reports a key longer than Config.MaxKeyLen once the
-	// store's prefix is added. It wraps ErrInvalidKey.
-	ErrKeyTooLong = fmt.Errorf("%w: too long", ErrInvalidKey)
-
-	// ErrValueTooLarge reports a value longer than Config.MaxValueLen.
-	ErrValueTooLarge = errors.New("etcdfence: value too large")
-
-	// ErrInvalidWrite reports a Write whose Kind is unknown or whose fields
-	// do not fit its kind.
+	// ErrInvalidWrite reports a write the store cannot accept: a value
+	// longer than Config.MaxValueLen, or a Write whose Kind is unknown or
+	// whose fields do not fit its kind.
 	ErrInvalidWrite = errors.New("etcdfence: invalid write")
 
 	// ErrVersionMismatch reports a compare-and-swap whose key did not have

@@ -98,10 +98,11 @@ func ExampleClaimGuard() {
 			return err
 		}
 		if !r.Succeeded {
+			stale := &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch}
 			if kvs := r.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				return etcdfence.ClaimStaleError(tok, kvs[0])
+				stale.Current = kvs[0].CreateRevision // the claim that stands now
 			}
-			return etcdfence.ClaimStaleError(tok, nil)
+			return stale
 		}
 		return nil
 	}

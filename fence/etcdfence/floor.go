@@ -128,13 +128,13 @@ func (s *Store) staleFrom(t fence.Token, r *pb.ResponseOp) error {
 	if rr == nil || len(rr.Kvs) == 0 {
 		// The floor vanished between compare and read: impossible inside
 		// one transaction, but report staleness without a current epoch.
-		return fence.NewStaleError(t, 0)
+		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch}
 	}
 	cur, err := s.floorOf(t.Scope, rr.Kvs)
 	if err != nil {
 		return err
 	}
-	return fence.NewStaleError(t, cur)
+	return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur}
 }
 
 // floorOf decodes the floor of scope from kvs, the result of reading its
@@ -167,7 +167,7 @@ func (s *Store) cachedStale(t fence.Token) error {
 func (s *Store) belowFloor(t fence.Token, floor int64) error {
 	if t.Epoch < floor {
 		s.metrics.Rejected(t.Scope)
-		return fence.NewStaleError(t, floor)
+		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: floor}
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func commitRound(ctx context.Context, t *testing.T, s *etcdfence.Store, round in
 	t.Helper()
 	writes := make([]etcdfence.Write, foreignScopes)
 	for i := range writes {
-		writes[i] = etcdfence.PutWrite(foreignToken(i), fmt.Sprintf("k%d", i), []byte(fmt.Sprintf("r%d", round)))
+		writes[i] = etcdfence.Write{Kind: etcdfence.KindPut, Token: foreignToken(i), Key: fmt.Sprintf("k%d", i), Value: []byte(fmt.Sprintf("r%d", round))}
 	}
 	res, err := s.Commit(ctx, writes)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func requireRefusedAfterForeignRaise(t *testing.T, cli *clientv3.Client, s *etcd
 		}
 		require.NoError(t, r.Err, "scope %d", i)
 	}
-	got, err := cli.Get(fencetest.Context(t), s.Config().Prefix+"k3")
+	got, err := cli.Get(fencetest.Context(t), etcdfence.DataPrefix(s)+"k3")
 	require.NoError(t, err)
 	require.Len(t, got.Kvs, 1)
 	require.Equal(t, before, string(got.Kvs[0].Value), "the refused write must not land")
@@ -82,7 +82,7 @@ func requireRefusedAfterForeignRaise(t *testing.T, cli *clientv3.Client, s *etcd
 func TestForeignFloorCommit(t *testing.T) {
 	ctx, cli, s := setup(t, "foreign-commit")
 	warmCommits(ctx, t, s)
-	_, err := cli.Put(ctx, s.FloorKey("p/3"), foreignFloor)
+	_, err := cli.Put(ctx, etcdfence.FloorKey(s, "p/3"), foreignFloor)
 	require.NoError(t, err)
 	requireRefusedAfterForeignRaise(t, cli, s, commitRound(ctx, t, s, 20), "r19")
 }
@@ -92,14 +92,14 @@ func TestForeignFloorCommit(t *testing.T) {
 func TestForeignFloorCompareAndSwap(t *testing.T) {
 	ctx, cli, s := setup(t, "foreign-cas")
 	warmCommits(ctx, t, s)
-	_, err := cli.Put(ctx, s.FloorKey("p/3"), foreignFloor)
+	_, err := cli.Put(ctx, etcdfence.FloorKey(s, "p/3"), foreignFloor)
 	require.NoError(t, err)
 	writes := make([]etcdfence.Write, foreignScopes)
 	for i := range writes {
-		writes[i] = etcdfence.PutWrite(foreignToken(i), fmt.Sprintf("k%d", i), []byte("r20"))
+		writes[i] = etcdfence.Write{Kind: etcdfence.KindPut, Token: foreignToken(i), Key: fmt.Sprintf("k%d", i), Value: []byte("r20")}
 	}
-	writes[3] = etcdfence.CompareAndSwapWrite(foreignToken(3), "k3", 20, []byte("r20"))
-	writes = append(writes, etcdfence.DeleteWrite(foreignToken(3), "k3"))
+	writes[3] = etcdfence.Write{Kind: etcdfence.KindCompareAndSwap, Token: foreignToken(3), Key: "k3", Version: 20, Value: []byte("r20")}
+	writes = append(writes, etcdfence.Write{Kind: etcdfence.KindDelete, Token: foreignToken(3), Key: "k3"})
 	res, err := s.Commit(ctx, writes)
 	require.NoError(t, err)
 	fencetest.RequireStale(t, res[foreignScopes].Err, "p/3", foreignEpoch, 15)
@@ -110,13 +110,13 @@ func TestForeignFloorCompareAndSwap(t *testing.T) {
 func TestForeignFloorPut(t *testing.T) {
 	ctx, cli, s := setup(t, "foreign-put")
 	warmCommits(ctx, t, s)
-	_, err := cli.Put(ctx, s.FloorKey("p/3"), foreignFloor)
+	_, err := cli.Put(ctx, etcdfence.FloorKey(s, "p/3"), foreignFloor)
 	require.NoError(t, err)
 	_, err = s.Put(ctx, foreignToken(3), "k3", []byte("r20"))
 	fencetest.RequireStale(t, err, "p/3", foreignEpoch, 15)
 	_, err = s.Delete(ctx, foreignToken(3), "k3")
 	fencetest.RequireStale(t, err, "p/3", foreignEpoch, 15)
-	got, err := cli.Get(ctx, s.Config().Prefix+"k3")
+	got, err := cli.Get(ctx, etcdfence.DataPrefix(s)+"k3")
 	require.NoError(t, err)
 	require.Equal(t, "r19", string(got.Kvs[0].Value))
 }
@@ -148,7 +148,7 @@ func TestForeignFloorBatcher(t *testing.T) {
 			require.NoError(t, err, "round %d, scope %d", round, i)
 		}
 	}
-	_, err = cli.Put(ctx, s.FloorKey("p/3"), foreignFloor)
+	_, err = cli.Put(ctx, etcdfence.FloorKey(s, "p/3"), foreignFloor)
 	require.NoError(t, err)
 	res := make([]etcdfence.Result, foreignScopes)
 	for i, err := range batcherRound(ctx, bt, 20) {
@@ -164,11 +164,11 @@ func TestForeignFloorBatcher(t *testing.T) {
 func TestForeignFloorOlderBuild(t *testing.T) {
 	ctx, cli, s := setup(t, "foreign-build")
 	warmCommits(ctx, t, s)
-	floor := s.FloorKey("p/3")
+	floor := etcdfence.FloorKey(s, "p/3")
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(floor), ">", foreignFloor)).
 		Then(clientv3.OpGet(floor)).
-		Else(clientv3.OpPut(floor, foreignFloor), clientv3.OpPut(s.Config().Prefix+"k3", "other build")).
+		Else(clientv3.OpPut(floor, foreignFloor), clientv3.OpPut(etcdfence.DataPrefix(s)+"k3", "other build")).
 		Commit()
 	require.NoError(t, err)
 	require.False(t, resp.Succeeded, "the other build's write is admitted")

@@ -55,7 +55,7 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	// A Commit: the stale write is refused by the cached floor (partition
 	// 3, counted once), its neighbour admitted (4).
-	res, err := s.Commit(ctx, []etcdfence.Write{etcdfence.PutWrite(old, "k", []byte("c")), etcdfence.PutWrite(cur, "k2", []byte("d"))})
+	res, err := s.Commit(ctx, []etcdfence.Write{{Kind: etcdfence.KindPut, Token: old, Key: "k", Value: []byte("c")}, {Kind: etcdfence.KindPut, Token: cur, Key: "k2", Value: []byte("d")}})
 	require.NoError(t, err)
 	require.ErrorIs(t, res[0].Err, fence.ErrStale)
 	require.NoError(t, res[1].Err)

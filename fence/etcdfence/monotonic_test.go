@@ -61,7 +61,7 @@ func TestMonotonic(t *testing.T) {
 func monotonic(t *testing.T, cli *clientv3.Client, s *etcdfence.Store, ws []writer) {
 	const scopes = 4
 	ctx := fencetest.Context(t)
-	prefix := s.Config().Prefix
+	prefix := etcdfence.DataPrefix(s)
 	start, err := cli.Get(ctx, "/")
 	require.NoError(t, err)
 	startRev := start.Header.Revision

@@ -85,17 +85,14 @@ func (s *Store) usable() error {
 	return nil
 }
 
-// Config returns the store's configuration with defaults applied.
-func (s *Store) Config() Config { return s.cfg }
-
 // FencePrefix returns where the Store's floors live: the fence prefix of
 // its fleet's key layout, "<fleet prefix>fence/" ("/tenure/<Cluster>/fence/"
 // by default). The floor of scope s is the key FencePrefix()+s. A node
 // compares it with its own fleet's at Join.
 func (s *Store) FencePrefix() string { return s.fences }
 
-// FloorKey returns the etcd key that holds scope's floor.
-func (s *Store) FloorKey(scope string) string { return s.fences + scope }
+// floorKey returns the etcd key that holds scope's floor.
+func (s *Store) floorKey(scope string) string { return s.fences + scope }
 
 // dataKey validates key and returns it with the prefix.
 func (s *Store) dataKey(key string) (string, error) {
@@ -104,7 +101,7 @@ func (s *Store) dataKey(key string) (string, error) {
 	}
 	full := s.cfg.Prefix + key
 	if len(full) > s.cfg.MaxKeyLen {
-		return "", fmt.Errorf("%w: key of %d bytes (with prefix) exceeds %d", ErrKeyTooLong, len(full), s.cfg.MaxKeyLen)
+		return "", fmt.Errorf("%w: key of %d bytes (with prefix) exceeds %d", ErrInvalidKey, len(full), s.cfg.MaxKeyLen)
 	}
 	if strings.HasPrefix(full, s.fences) {
 		return "", fmt.Errorf("%w: key %q falls under the fence prefix %q", ErrInvalidKey, full, s.fences)
@@ -114,7 +111,7 @@ func (s *Store) dataKey(key string) (string, error) {
 
 func (s *Store) checkValue(value []byte) error {
 	if len(value) > s.cfg.MaxValueLen {
-		return fmt.Errorf("%w: value of %d bytes exceeds %d", ErrValueTooLarge, len(value), s.cfg.MaxValueLen)
+		return fmt.Errorf("%w: value of %d bytes exceeds %d", ErrInvalidWrite, len(value), s.cfg.MaxValueLen)
 	}
 	return nil
 }
@@ -142,7 +139,7 @@ func (s *Store) Get(ctx context.Context, t fence.Token, key string) (Item, error
 	if err := s.cachedStale(t); err != nil {
 		return Item{}, err
 	}
-	resp, stale, err := s.guarded(ctx, t, s.FloorKey(t.Scope), clientv3.OpGet(full))
+	resp, stale, err := s.guarded(ctx, t, s.floorKey(t.Scope), clientv3.OpGet(full))
 	if err != nil {
 		return Item{}, fmt.Errorf("etcdfence: get %q: %w", key, err)
 	}
@@ -163,14 +160,14 @@ func (s *Store) Get(ctx context.Context, t fence.Token, key string) (Item, error
 // one transaction. It returns the etcd revision of the write, or a
 // *fence.StaleError if t is older than the floor.
 func (s *Store) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
-	r := s.apply(ctx, PutWrite(t, key, value))
+	r := s.apply(ctx, Write{Kind: KindPut, Token: t, Key: key, Value: value})
 	return r.Revision, r.Err
 }
 
 // Delete deletes key under t, fenced as Put is. It reports whether the key
 // existed.
 func (s *Store) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
-	r := s.apply(ctx, DeleteWrite(t, key))
+	r := s.apply(ctx, Write{Kind: KindDelete, Token: t, Key: key})
 	return r.Deleted, r.Err
 }
 
@@ -180,7 +177,7 @@ func (s *Store) Delete(ctx context.Context, t fence.Token, key string) (bool, er
 // *VersionError (errors.Is ErrVersionMismatch) if the version differs, in
 // which case nothing is written and the token is not recorded.
 func (s *Store) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
-	r := s.apply(ctx, CompareAndSwapWrite(t, key, version, value))
+	r := s.apply(ctx, Write{Kind: KindCompareAndSwap, Token: t, Key: key, Version: version, Value: value})
 	return r.Revision, r.Err
 }
 
@@ -213,7 +210,7 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	floor := s.FloorKey(t.Scope)
+	floor := s.floorKey(t.Scope)
 	_, stale, err := s.guarded(ctx, t, floor, clientv3.OpPut(floor, encodeEpoch(t.Epoch)))
 	if err != nil {
 		return fmt.Errorf("etcdfence: advance %s: %w", t, err)
@@ -234,7 +231,7 @@ func (s *Store) Floor(ctx context.Context, scope string) (int64, error) {
 	if err := fence.ValidateScope(scope); err != nil {
 		return 0, err
 	}
-	resp, err := s.kv.Get(ctx, s.FloorKey(scope))
+	resp, err := s.kv.Get(ctx, s.floorKey(scope))
 	if err != nil {
 		return 0, fmt.Errorf("etcdfence: floor of %q: %w", scope, err)
 	}

@@ -2,7 +2,6 @@ package etcdfence_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -41,7 +40,7 @@ func TestStoreOperations(t *testing.T) {
 	raw, err := cli.Get(ctx, "/test/ops/data/k")
 	require.NoError(t, err)
 	require.Len(t, raw.Kvs, 1)
-	raw, err = cli.Get(ctx, s.FloorKey("p/1"))
+	raw, err = cli.Get(ctx, etcdfence.FloorKey(s, "p/1"))
 	require.NoError(t, err)
 	require.Equal(t, "0000000000000000010", string(raw.Kvs[0].Value), "fixed-width floor")
 
@@ -91,7 +90,7 @@ func TestStoreOperations(t *testing.T) {
 
 func TestCorruptFloor(t *testing.T) {
 	ctx, cli, s := setup(t, "corrupt")
-	_, err := cli.Put(ctx, s.FloorKey("p/1"), "zzz")
+	_, err := cli.Put(ctx, etcdfence.FloorKey(s, "p/1"), "zzz")
 	require.NoError(t, err)
 	_, err = s.Put(ctx, fence.Token{Scope: "p/1", Epoch: 5}, "k", nil)
 	require.ErrorIs(t, err, etcdfence.ErrCorruptFloor)
@@ -147,23 +146,23 @@ func TestBadInput(t *testing.T) {
 		w    etcdfence.Write
 		want error
 	}{
-		{"empty scope", etcdfence.PutWrite(fence.Token{Epoch: 1}, "k", nil), fence.ErrInvalidToken},
-		{"zero epoch", etcdfence.PutWrite(fence.Token{Scope: "p/1"}, "k", nil), fence.ErrInvalidToken},
-		{"negative epoch", etcdfence.DeleteWrite(fence.Token{Scope: "p/1", Epoch: -4}, "k"), fence.ErrInvalidToken},
-		{"scope with space", etcdfence.PutWrite(fence.Token{Scope: "p 1", Epoch: 1}, "k", nil), fence.ErrInvalidToken},
-		{"empty key", etcdfence.PutWrite(ok, "", nil), etcdfence.ErrInvalidKey},
-		{"oversize key", etcdfence.PutWrite(ok, longKey, nil), etcdfence.ErrKeyTooLong},
-		{"key inside fence prefix", etcdfence.PutWrite(ok, "../fence/p/1", nil), nil}, // not a path: allowed
-		{"oversize value", etcdfence.PutWrite(ok, "k", bigValue), etcdfence.ErrValueTooLarge},
+		{"empty scope", etcdfence.Write{Kind: etcdfence.KindPut, Token: fence.Token{Epoch: 1}, Key: "k"}, fence.ErrInvalidToken},
+		{"zero epoch", etcdfence.Write{Kind: etcdfence.KindPut, Token: fence.Token{Scope: "p/1"}, Key: "k"}, fence.ErrInvalidToken},
+		{"negative epoch", etcdfence.Write{Kind: etcdfence.KindDelete, Token: fence.Token{Scope: "p/1", Epoch: -4}, Key: "k"}, fence.ErrInvalidToken},
+		{"scope with space", etcdfence.Write{Kind: etcdfence.KindPut, Token: fence.Token{Scope: "p 1", Epoch: 1}, Key: "k"}, fence.ErrInvalidToken},
+		{"empty key", etcdfence.Write{Kind: etcdfence.KindPut, Token: ok, Key: ""}, etcdfence.ErrInvalidKey},
+		{"oversize key", etcdfence.Write{Kind: etcdfence.KindPut, Token: ok, Key: longKey}, etcdfence.ErrInvalidKey},
+		{"key inside fence prefix", etcdfence.Write{Kind: etcdfence.KindPut, Token: ok, Key: "../fence/p/1"}, nil}, // not a path: allowed
+		{"oversize value", etcdfence.Write{Kind: etcdfence.KindPut, Token: ok, Key: "k", Value: bigValue}, etcdfence.ErrInvalidWrite},
 		{"unknown kind", etcdfence.Write{Token: ok, Key: "k"}, etcdfence.ErrInvalidWrite},
-		{"negative version", etcdfence.CompareAndSwapWrite(ok, "k", -1, nil), etcdfence.ErrInvalidWrite},
+		{"negative version", etcdfence.Write{Kind: etcdfence.KindCompareAndSwap, Token: ok, Key: "k", Version: -1}, etcdfence.ErrInvalidWrite},
 		{"delete with value", etcdfence.Write{Kind: etcdfence.KindDelete, Token: ok, Key: "k", Value: []byte("x")}, etcdfence.ErrInvalidWrite},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			res, err := s.Commit(ctx, []etcdfence.Write{c.w})
 			require.NoError(t, err)
-			r := b.Do(ctx, c.w)
+			r := etcdfence.BatcherDo(ctx, b, c.w)
 			if c.want == nil {
 				require.NoError(t, res[0].Err)
 				require.NoError(t, r.Err)
@@ -178,14 +177,13 @@ func TestBadInput(t *testing.T) {
 	_, err = s.Put(ctx, fence.Token{}, "k", nil)
 	require.ErrorIs(t, err, fence.ErrInvalidToken)
 	_, err = s.Put(ctx, ok, longKey, nil)
-	require.ErrorIs(t, err, etcdfence.ErrKeyTooLong)
 	require.ErrorIs(t, err, etcdfence.ErrInvalidKey)
 	_, err = s.Get(ctx, ok, "")
 	require.ErrorIs(t, err, etcdfence.ErrInvalidKey)
 	_, err = s.Delete(ctx, fence.Token{Scope: "p/1", Epoch: 0}, "k")
 	require.ErrorIs(t, err, fence.ErrInvalidToken)
 	_, err = s.CompareAndSwap(ctx, ok, "k", 0, bigValue)
-	require.ErrorIs(t, err, etcdfence.ErrValueTooLarge)
+	require.ErrorIs(t, err, etcdfence.ErrInvalidWrite)
 	require.ErrorIs(t, s.Advance(ctx, fence.Token{Scope: "", Epoch: 3}), fence.ErrInvalidToken)
 	_, err = s.Floor(ctx, "")
 	require.ErrorIs(t, err, fence.ErrInvalidToken)
@@ -244,11 +242,10 @@ func TestConfigValidate(t *testing.T) {
 	} {
 		require.ErrorIs(t, c.Validate(), etcdfence.ErrInvalidConfig, name)
 	}
-	require.True(t, errors.Is(etcdfence.ErrKeyTooLong, etcdfence.ErrInvalidKey))
 	s, err := etcdfence.New(&clientv3.Client{KV: clientv3.NewKVFromKVClient(nil, nil)}, etcdfence.Config{Cluster: "prod"})
 	require.NoError(t, err)
 	require.Equal(t, "/tenure/prod/fence/", s.FencePrefix())
-	require.Equal(t, "/tenure/prod/fence/p/1", s.FloorKey("p/1"))
+	require.Equal(t, "/tenure/prod/fence/p/1", etcdfence.FloorKey(s, "p/1"))
 	s, err = etcdfence.New(&clientv3.Client{KV: clientv3.NewKVFromKVClient(nil, nil)}, etcdfence.Config{Cluster: "prod", ClusterPrefix: "/x"})
 	require.NoError(t, err)
 	require.Equal(t, "/x/fence/", s.FencePrefix())
@@ -280,11 +277,13 @@ func TestNilArguments(t *testing.T) {
 		"zero Store Advance":      func() error { return zero.Advance(ctx, tok) },
 		"zero Store Floor":        func() error { _, err := zero.Floor(ctx, "p/1"); return err },
 		"zero Store Commit": func() error {
-			rs, _ := zero.Commit(ctx, []etcdfence.Write{etcdfence.PutWrite(tok, "k", nil)})
+			rs, _ := zero.Commit(ctx, []etcdfence.Write{{Kind: etcdfence.KindPut, Token: tok, Key: "k"}})
 			return rs[0].Err
 		},
 		"zero Batcher Put": func() error { _, err := zeroBatcher.Put(ctx, tok, "k", nil); return err },
-		"zero Batcher Do":  func() error { return zeroBatcher.Do(ctx, etcdfence.PutWrite(tok, "k", nil)).Err },
+		"zero Batcher Do": func() error {
+			return etcdfence.BatcherDo(ctx, &zeroBatcher, etcdfence.Write{Kind: etcdfence.KindPut, Token: tok, Key: "k"}).Err
+		},
 	} {
 		var err error
 		require.NotPanics(t, func() { err = call() }, name)

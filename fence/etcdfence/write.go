@@ -13,35 +13,21 @@ import (
 // a validated Write with its etcd keys, which turns itself into etcd
 // operations and reads its outcome back from etcd's responses.
 
-// WriteKind says what a Write does.
-type WriteKind uint8
+// WriteKind says what a Write does: its value is the operation's name.
+type WriteKind string
 
 // The kinds of Write.
 const (
-	// KindPut writes Value at Key.
-	KindPut WriteKind = iota + 1
-	// KindDelete deletes Key.
-	KindDelete
+	// KindPut writes Value at Key, as Store.Put.
+	KindPut WriteKind = "put"
+	// KindDelete deletes Key, as Store.Delete.
+	KindDelete WriteKind = "delete"
 	// KindCompareAndSwap writes Value at Key iff Key's version is Version
-	// (0: Key must not exist).
-	KindCompareAndSwap
+	// (0: Key must not exist), as Store.CompareAndSwap.
+	KindCompareAndSwap WriteKind = "compare-and-swap"
 )
 
-// String returns the kind's name.
-func (k WriteKind) String() string {
-	switch k {
-	case KindPut:
-		return "put"
-	case KindDelete:
-		return "delete"
-	case KindCompareAndSwap:
-		return "compare-and-swap"
-	}
-	return fmt.Sprintf("WriteKind(%d)", uint8(k))
-}
-
-// Write is one fenced write for Store.Commit or a Batcher. Build it with
-// PutWrite, DeleteWrite or CompareAndSwapWrite.
+// Write is one fenced write for Store.Commit.
 type Write struct {
 	// Kind says what the write does.
 	Kind WriteKind
@@ -55,22 +41,6 @@ type Write struct {
 	Version int64
 }
 
-// PutWrite returns the Write that puts value at key under t.
-func PutWrite(t fence.Token, key string, value []byte) Write {
-	return Write{Kind: KindPut, Token: t, Key: key, Value: value}
-}
-
-// DeleteWrite returns the Write that deletes key under t.
-func DeleteWrite(t fence.Token, key string) Write {
-	return Write{Kind: KindDelete, Token: t, Key: key}
-}
-
-// CompareAndSwapWrite returns the Write that puts value at key under t iff
-// key's version is version (0: key must not exist).
-func CompareAndSwapWrite(t fence.Token, key string, version int64, value []byte) Write {
-	return Write{Kind: KindCompareAndSwap, Token: t, Key: key, Version: version, Value: value}
-}
-
 // Result is the outcome of one Write.
 type Result struct {
 	// Revision is the etcd revision at which the write committed; 0 if it
@@ -81,7 +51,7 @@ type Result struct {
 	// Err is nil if the write committed. Otherwise it is a
 	// *fence.StaleError (errors.Is fence.ErrStale), a *VersionError, a
 	// validation error (fence.ErrInvalidToken, ErrInvalidKey,
-	// ErrValueTooLarge, ErrInvalidWrite), or the etcd or context error of a
+	// ErrInvalidWrite), or the etcd or context error of a
 	// transaction that failed as a whole, in which case the write may or
 	// may not have been applied.
 	Err error
@@ -119,13 +89,13 @@ func (s *Store) entry(w Write, idx int) (entry, error) {
 			return entry{}, fmt.Errorf("%w: delete of %q carries a value", ErrInvalidWrite, w.Key)
 		}
 	default:
-		return entry{}, fmt.Errorf("%w: unknown kind %d", ErrInvalidWrite, uint8(w.Kind))
+		return entry{}, fmt.Errorf("%w: unknown kind %q", ErrInvalidWrite, string(w.Kind))
 	}
 	full, err := s.dataKey(w.Key)
 	if err != nil {
 		return entry{}, err
 	}
-	return entry{Write: w, idx: idx, full: full, floor: s.FloorKey(w.Token.Scope)}, nil
+	return entry{Write: w, idx: idx, full: full, floor: s.floorKey(w.Token.Scope)}, nil
 }
 
 // singleOps are the Else operations of the single-write form: record the

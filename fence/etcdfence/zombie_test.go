@@ -24,7 +24,7 @@ type writer interface {
 type commitWriter struct{ s *etcdfence.Store }
 
 func (c commitWriter) do(ctx context.Context, w etcdfence.Write) etcdfence.Result {
-	res, err := c.s.Commit(ctx, []etcdfence.Write{w, etcdfence.PutWrite(fence.Token{Scope: "bystander", Epoch: 1}, "bystander", []byte("x"))})
+	res, err := c.s.Commit(ctx, []etcdfence.Write{w, {Kind: etcdfence.KindPut, Token: fence.Token{Scope: "bystander", Epoch: 1}, Key: "bystander", Value: []byte("x")}})
 	if err != nil {
 		return etcdfence.Result{Err: err}
 	}
@@ -32,17 +32,17 @@ func (c commitWriter) do(ctx context.Context, w etcdfence.Write) etcdfence.Resul
 }
 
 func (c commitWriter) Put(ctx context.Context, t fence.Token, key string, value []byte) (int64, error) {
-	r := c.do(ctx, etcdfence.PutWrite(t, key, value))
+	r := c.do(ctx, etcdfence.Write{Kind: etcdfence.KindPut, Token: t, Key: key, Value: value})
 	return r.Revision, r.Err
 }
 
 func (c commitWriter) Delete(ctx context.Context, t fence.Token, key string) (bool, error) {
-	r := c.do(ctx, etcdfence.DeleteWrite(t, key))
+	r := c.do(ctx, etcdfence.Write{Kind: etcdfence.KindDelete, Token: t, Key: key})
 	return r.Deleted, r.Err
 }
 
 func (c commitWriter) CompareAndSwap(ctx context.Context, t fence.Token, key string, version int64, value []byte) (int64, error) {
-	r := c.do(ctx, etcdfence.CompareAndSwapWrite(t, key, version, value))
+	r := c.do(ctx, etcdfence.Write{Kind: etcdfence.KindCompareAndSwap, Token: t, Key: key, Version: version, Value: value})
 	return r.Revision, r.Err
 }
 

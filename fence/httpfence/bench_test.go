@@ -53,8 +53,7 @@ func BenchmarkAdmission(b *testing.B) {
 	admitAll := fence.FencerFunc(func(context.Context, fence.Token) error { return nil })
 	request := func(t fence.Token, s fence.Signature) *http.Request {
 		req := httptest.NewRequest(http.MethodPost, "/orders", nil)
-		require.NoError(b, httpfence.SetHeader(req.Header, t))
-		httpfence.SetSignatureHeader(req.Header, s)
+		require.NoError(b, httpfence.SetHeader(req.Header, t, s))
 		return req
 	}
 	owner, other := request(held.Token, sig), request(next, nextSig)

@@ -10,7 +10,7 @@
 // context (fence.NewContext, fence.NewSignedContext; a node's partition
 // contexts carry both). On the server side, a Handler (New) reads the headers,
 // asks a Verifier whether the fleet issued the token, advances a
-// fence.Fencer (a store, or a fence.Gate through Gate.Fencer) to it, and
+// fence.Fencer (a store, or a *fence.Gate) to it, and
 // either refuses the request or passes it on with the token and signature
 // in its context (fence.FromContext, fence.SignatureFromContext).
 //

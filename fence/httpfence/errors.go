@@ -13,10 +13,6 @@ var (
 	// error also wraps the registry's.
 	ErrMetrics = errors.New("httpfence: cannot register metrics")
 
-	// ErrRefused matches every *Refusal: errors.Is(err, ErrRefused) tells a
-	// refusal by tenure from a transport error or an application's answer.
-	ErrRefused = errors.New("httpfence: refused")
-
 	// ErrInvalidRefusal reports a response that names a refusal in its
 	// RefusalHeader but whose refusal cannot be read (a body that is not
 	// the refusal's JSON, a kind that does not match, a negative epoch),

@@ -37,7 +37,7 @@ func Example() {
 	h, err := httpfence.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := fence.FromContext(r.Context())
 		fmt.Fprintf(w, "accepted %s", tok)
-	}), httpfence.Config{Verifier: verifier, Fencer: gate.Fencer()})
+	}), httpfence.Config{Verifier: verifier, Fencer: &gate})
 	if err != nil {
 		log.Fatal(err)
 	}

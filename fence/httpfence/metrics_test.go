@@ -17,7 +17,7 @@ import (
 func TestHandlerMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	var g fence.Gate
-	cfg := httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Metrics: reg}
+	cfg := httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: &g, Metrics: reg}
 	h, err := httpfence.New(echo, cfg)
 	require.NoError(t, err)
 
@@ -64,7 +64,7 @@ func TestHandlerMetrics(t *testing.T) {
 	require.NoError(t, clash.Register(prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tenure_fence_verify_refusals_total", Help: "not the Handler's", ConstLabels: prometheus.Labels{"store": "http"},
 	})))
-	_, err = httpfence.New(echo, httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Metrics: clash})
+	_, err = httpfence.New(echo, httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: &g, Metrics: clash})
 	assert.ErrorIs(t, err, httpfence.ErrMetrics)
 	assert.Contains(t, err.Error(), "tenure_fence_verify_refusals_total", "the registry's error says which")
 }

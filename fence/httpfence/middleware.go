@@ -24,7 +24,7 @@ type Config struct {
 	// Fencer advances to each verified token, or refuses it: nil, a
 	// *fence.StaleError (errors.Is fence.ErrStale), an error wrapping
 	// fence.ErrInvalidToken, or any other failure. etcdfence.Store and
-	// sqlfence.Fencer are Fencers; fence.Gate.Fencer adapts a Gate.
+	// sqlfence.Fencer and *fence.Gate are Fencers.
 	Fencer fence.Fencer
 	// Optional lets requests without the header through, unfenced: their
 	// context carries no token. By default they are refused with
@@ -101,7 +101,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = WriteRefusal(w, &Refusal{Kind: RefusalUnavailable, Message: "httpfence: the handler was not made by New"})
 		return
 	}
-	tok, present, err := FromHeader(r.Header)
+	tok, present, err := fromHeader(r.Header)
 	switch {
 	case err != nil:
 		h.metrics.rejected("")
@@ -115,7 +115,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: the %s header is required", fence.ErrNoToken, Header))
 		return
 	}
-	sig, err := SignatureFromHeader(r.Header)
+	sig, err := signatureFromHeader(r.Header)
 	if err == nil {
 		err = h.cfg.Verifier.Verify(r.Context(), tok, sig)
 	}

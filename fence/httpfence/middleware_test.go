@@ -60,7 +60,7 @@ func middleware(t *testing.T, f fence.Fencer, next http.Handler) *httpfence.Hand
 
 func TestHandler(t *testing.T) {
 	var g fence.Gate
-	h := middleware(t, g.Fencer(), echo)
+	h := middleware(t, &g, echo)
 
 	w := serve(h, "p/1@5")
 	require.Equal(t, http.StatusOK, w.Code)
@@ -86,7 +86,7 @@ func TestHandler(t *testing.T) {
 	require.Equal(t, http.StatusPreconditionRequired, w.Code)
 	require.Equal(t, string(httpfence.RefusalNoToken), w.Header().Get(httpfence.RefusalHeader))
 
-	opt, err := httpfence.New(echo, httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: g.Fencer(), Optional: true})
+	opt, err := httpfence.New(echo, httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: &g, Optional: true})
 	require.NoError(t, err)
 	w = serve(opt)
 	require.Equal(t, http.StatusOK, w.Code)
@@ -113,7 +113,7 @@ func TestHandler(t *testing.T) {
 
 func TestTransportAndResponseError(t *testing.T) {
 	var g fence.Gate
-	srv := httptest.NewServer(middleware(t, g.Fencer(), echo))
+	srv := httptest.NewServer(middleware(t, &g, echo))
 	defer srv.Close()
 	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 
@@ -192,29 +192,29 @@ func TestNilArguments(t *testing.T) {
 			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: fence.FencerFunc(nil)})
 			return err
 		},
-		"New(nil *Gate .Fencer())": func() error {
-			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: (*fence.Gate)(nil).Fencer()})
+		"New(nil *Gate)": func() error {
+			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: (*fence.Gate)(nil)})
 			return err
 		},
 		"New(cfg, nil)": func() error {
-			_, err := httpfence.New(nil, httpfence.Config{Verifier: trust, Fencer: g.Fencer()})
+			_, err := httpfence.New(nil, httpfence.Config{Verifier: trust, Fencer: &g})
 			return err
 		},
 		"New(cfg, nil HandlerFunc)": func() error {
-			_, err := httpfence.New(http.HandlerFunc(nil), httpfence.Config{Verifier: trust, Fencer: g.Fencer()})
+			_, err := httpfence.New(http.HandlerFunc(nil), httpfence.Config{Verifier: trust, Fencer: &g})
 			return err
 		},
 		"New(cfg, nil *Handler)": func() error {
-			_, err := httpfence.New((*httpfence.Handler)(nil), httpfence.Config{Verifier: trust, Fencer: g.Fencer()})
+			_, err := httpfence.New((*httpfence.Handler)(nil), httpfence.Config{Verifier: trust, Fencer: &g})
 			return err
 		},
-		"New(no verifier)": func() error { _, err := httpfence.New(echo, httpfence.Config{Fencer: g.Fencer()}); return err },
+		"New(no verifier)": func() error { _, err := httpfence.New(echo, httpfence.Config{Fencer: &g}); return err },
 		"New(nil *SignatureVerifier)": func() error {
-			_, err := httpfence.New(echo, httpfence.Config{Verifier: (*fence.SignatureVerifier)(nil), Fencer: g.Fencer()})
+			_, err := httpfence.New(echo, httpfence.Config{Verifier: (*fence.SignatureVerifier)(nil), Fencer: &g})
 			return err
 		},
 		"New(typed-nil registerer)": func() error {
-			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: g.Fencer(), Metrics: (*prometheus.Registry)(nil)})
+			_, err := httpfence.New(echo, httpfence.Config{Verifier: trust, Fencer: &g, Metrics: (*prometheus.Registry)(nil)})
 			return err
 		},
 		"WriteRefusal(nil, r)": func() error {

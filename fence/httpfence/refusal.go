@@ -80,8 +80,9 @@ const maxRefusalBody = 64 << 10
 // where the request goes next is the Hint's, which the router writes and
 // reads (package router) and httpfence carries as it is.
 //
-// A *Refusal is an error: errors.Is(err, ErrRefused) holds for every one,
-// errors.Is(err, fence.ErrStale) for RefusalStale (and errors.As finds a
+// A *Refusal is an error: errors.As finds it, telling a refusal by tenure
+// from a transport error or an application's answer, and
+// errors.Is(err, fence.ErrStale) holds for RefusalStale (and errors.As finds a
 // *fence.StaleError when Scope and Presented are set), fence.ErrInvalidToken
 // for RefusalInvalidToken, fence.ErrNoToken for RefusalNoToken and
 // fence.ErrUnverified for RefusalUnverified.
@@ -115,9 +116,6 @@ func (r *Refusal) Error() string {
 	}
 	return "httpfence: refused: " + string(r.Kind)
 }
-
-// Is reports whether target is ErrRefused.
-func (r *Refusal) Is(target error) bool { return target == ErrRefused }
 
 // Unwrap returns the fencing error the refusal stands for: a
 // *fence.StaleError (or fence.ErrStale when the token is not described)
@@ -154,9 +152,9 @@ func (r *Refusal) Retryable() bool {
 	return row.Retryable
 }
 
-// Status returns the HTTP status WriteRefusal answers r with, the refusal
+// status returns the HTTP status WriteRefusal answers r with, the refusal
 // table's for r's kind: 500 for a kind this version does not know.
-func (r *Refusal) Status() int {
+func (r *Refusal) status() int {
 	if row, ok := refusal.Lookup(refusal.Kind(r.Kind)); ok {
 		return row.Status
 	}
@@ -190,7 +188,8 @@ func (r *Refusal) validate() error {
 	return nil
 }
 
-// WriteRefusal answers a request with r: the status of r.Kind (Status),
+// WriteRefusal answers a request with r: the status of r.Kind (the
+// refusal table's; 500 for a kind this version does not know),
 // the RefusalHeader, Retry-After on a 503, and r as a JSON body. It returns
 // ErrNilArgument, writing nothing, if w is nil. A nil or invalid r is
 // answered as RefusalUnavailable, never as success, and the error wraps
@@ -212,7 +211,7 @@ func WriteRefusal(w http.ResponseWriter, r *Refusal) error {
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set(RefusalHeader, string(r.Kind))
-	status := r.Status()
+	status := r.status()
 	if status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", retryAfter)
 	}

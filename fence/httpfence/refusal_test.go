@@ -64,7 +64,7 @@ func TestRefusalRoundTrip(t *testing.T) {
 		t.Run(string(tt.r.Kind), func(t *testing.T) {
 			resp := roundTrip(t, &tt.r)
 			require.Equal(t, tt.status, resp.StatusCode)
-			require.Equal(t, tt.status, tt.r.Status())
+			require.Equal(t, tt.status, httpfence.Status(&tt.r))
 			require.Equal(t, string(tt.r.Kind), resp.Header.Get(httpfence.RefusalHeader))
 			require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 			require.Equal(t, tt.after, resp.Header.Get("Retry-After") != "", "Retry-After")
@@ -73,7 +73,8 @@ func TestRefusalRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.r, *got)
 			require.Equal(t, tt.retry, got.Retryable())
-			require.ErrorIs(t, got, httpfence.ErrRefused)
+			var ref *httpfence.Refusal
+			require.ErrorAs(t, error(got), &ref)
 			if tt.is != nil {
 				require.ErrorIs(t, got, tt.is)
 			}
@@ -108,10 +109,10 @@ func TestRefusalOf(t *testing.T) {
 		err  error
 		want *httpfence.Refusal
 	}{
-		{fence.NewStaleError(fence.Token{Scope: "p/1", Epoch: 2}, 3), &httpfence.Refusal{Kind: httpfence.RefusalStale,
+		{&fence.StaleError{Scope: "p/1", Presented: 2, Current: 3}, &httpfence.Refusal{Kind: httpfence.RefusalStale,
 			Message: `fence: stale token for scope "p/1": epoch 2 < current epoch 3`, Scope: "p/1", Presented: 2, Current: 3}},
 		{fence.ErrStale, &httpfence.Refusal{Kind: httpfence.RefusalStale, Message: fence.ErrStale.Error()}},
-		{fence.ErrMalformedToken, &httpfence.Refusal{Kind: httpfence.RefusalInvalidToken, Message: fence.ErrMalformedToken.Error()}},
+		{fence.ErrInvalidToken, &httpfence.Refusal{Kind: httpfence.RefusalInvalidToken, Message: fence.ErrInvalidToken.Error()}},
 		{fence.ErrNoToken, &httpfence.Refusal{Kind: httpfence.RefusalNoToken, Message: fence.ErrNoToken.Error()}},
 		{fence.ErrBadSignature, &httpfence.Refusal{Kind: httpfence.RefusalUnverified, Message: fence.ErrBadSignature.Error()}},
 		{fence.ErrUnknownEpoch, &httpfence.Refusal{Kind: httpfence.RefusalUnverified, Message: fence.ErrUnknownEpoch.Error()}},

@@ -36,7 +36,9 @@ type gateBackend struct {
 	seq  int64
 }
 
-func (b *gateBackend) Advance(_ context.Context, t fence.Token) error { return b.gate.Advance(t) }
+func (b *gateBackend) Advance(ctx context.Context, t fence.Token) error {
+	return b.gate.Advance(ctx, t)
+}
 
 func (b *gateBackend) write(_ context.Context, t fence.Token, key, value string) (int64, error) {
 	var seq int64

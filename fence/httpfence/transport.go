@@ -48,9 +48,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("httpfence: %s %s: %w", req.Method, req.URL, err)
 	}
 	r := req.Clone(req.Context())
-	r.Header.Set(Header, tok.String())
 	sig, _ := fence.SignatureFromContext(req.Context())
-	SetSignatureHeader(r.Header, sig)
+	_ = SetHeader(r.Header, tok, sig) // tok is valid
 	return base.RoundTrip(r)
 }
 

@@ -43,21 +43,11 @@ type InsecureNoVerify struct{}
 // Verify returns nil.
 func (InsecureNoVerify) Verify(context.Context, fence.Token, fence.Signature) error { return nil }
 
-// SetSignatureHeader sets h's signature header to sig; a zero sig removes
-// it.
-func SetSignatureHeader(h http.Header, sig fence.Signature) {
-	if sig.IsZero() {
-		h.Del(SignatureHeader)
-		return
-	}
-	h.Set(SignatureHeader, sig.String())
-}
-
-// SignatureFromHeader reads the signature from h: the zero fence.Signature
+// signatureFromHeader reads the signature from h: the zero fence.Signature
 // if the header is absent, and an error wrapping fence.ErrBadSignature (and
 // so fence.ErrUnverified) if it is present but does not hold exactly one
 // well-formed signature.
-func SignatureFromHeader(h http.Header) (fence.Signature, error) {
+func signatureFromHeader(h http.Header) (fence.Signature, error) {
 	vs := h.Values(SignatureHeader)
 	switch len(vs) {
 	case 0:

@@ -90,7 +90,7 @@ func (f *testFleet) hold(t testing.TB, p int) ownership.Held {
 	for {
 		nch, och := f.node.Changed(), f.observer.Changed()
 		if h, err := f.node.HoldPartition(p); err == nil {
-			if f.observer.Route(p).Epoch == h.Token.Epoch {
+			if f.observer.LookupPartition(p).Epoch == h.Token.Epoch {
 				t.Cleanup(h.Release)
 				return h
 			}

@@ -165,7 +165,7 @@ func (f *Fences) advanceAll(ctx context.Context, tx Queryer, ts []fence.Token) e
 			current[se.Scope] = se.Current
 		}
 		for _, t := range shadowed {
-			stale = append(stale, fence.NewStaleError(t, current[t.Scope]))
+			stale = append(stale, &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: current[t.Scope]})
 		}
 	}
 	m := f.metrics
@@ -212,7 +212,7 @@ func (f *Fences) advanceChunk(ctx context.Context, tx Queryer, chunk []fence.Tok
 	var stale []*fence.StaleError
 	for _, t := range chunk {
 		if cur := got[t.Scope]; cur > t.Epoch {
-			stale = append(stale, fence.NewStaleError(t, cur))
+			stale = append(stale, &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur})
 		}
 	}
 	return stale, nil

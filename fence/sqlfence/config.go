@@ -11,8 +11,8 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
-// DefaultTable is the default name of the fences table.
-const DefaultTable = "tenure_fences"
+// defaultTable is the default name of the fences table.
+const defaultTable = "tenure_fences"
 
 // Config configures Fences.
 type Config struct {
@@ -20,7 +20,7 @@ type Config struct {
 	Dialect Dialect
 	// Table names the fences table, optionally qualified by a schema
 	// ("fencing.tenure_fences"). Each part is an unquoted identifier of
-	// letters, digits and underscores. Empty means DefaultTable.
+	// letters, digits and underscores. Empty means "tenure_fences".
 	Table string
 	// Metrics, if not nil, is the registry New registers the fence
 	// metrics with (see metrics.go): tenure_fence_admitted_total and
@@ -31,7 +31,7 @@ type Config struct {
 
 // DefaultConfig returns the configuration for PostgreSQL with the default
 // table.
-func DefaultConfig() Config { return Config{Dialect: Postgres, Table: DefaultTable} }
+func DefaultConfig() Config { return Config{Dialect: Postgres, Table: defaultTable} }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 

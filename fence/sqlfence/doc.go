@@ -51,8 +51,6 @@
 //
 // Two dialects are supported: PostgreSQL (with any database/sql driver, such
 // as pgx's stdlib) and SQLite 3.24 or later (such as modernc.org/sqlite).
-// Drivers outside database/sql, such as pgx's native interface, can run
-// AdvanceStatement themselves.
 //
 // On PostgreSQL the default READ COMMITTED isolation suits: the advancing
 // statement waits for a concurrent transaction that holds the scope's row

@@ -45,7 +45,7 @@ func New(cfg Config) (*Fences, error) {
 		return nil, err
 	}
 	if cfg.Table == "" {
-		cfg.Table = DefaultTable
+		cfg.Table = defaultTable
 	}
 	d, t := cfg.Dialect, cfg.Table
 	return &Fences{
@@ -67,14 +67,6 @@ func upsertPrefix(table string) string {
 }
 
 const upsertSuffix = " ON CONFLICT (scope) DO UPDATE SET epoch = excluded.epoch WHERE f.epoch <= excluded.epoch"
-
-// Config returns the configuration with defaults applied.
-func (f *Fences) Config() Config {
-	if f == nil {
-		return Config{}
-	}
-	return f.cfg
-}
 
 // check refuses a nil *Fences, a nil ctx and a nil (or typed nil) Queryer.
 func (f *Fences) check(ctx context.Context, q Queryer) error {
@@ -98,26 +90,6 @@ func (f *Fences) CreateTable(ctx context.Context, db Queryer) error {
 		return fmt.Errorf("sqlfence: create table %s: %w", f.cfg.Table, err)
 	}
 	return nil
-}
-
-// AdvanceStatement returns the statement that advances a scope's floor,
-// for drivers outside database/sql: run it in your transaction with the
-// arguments (scope, epoch); one row affected admits the token, none means
-// it is stale (read the current epoch with FloorStatement).
-func (f *Fences) AdvanceStatement() string {
-	if f == nil {
-		return ""
-	}
-	return f.advance
-}
-
-// FloorStatement returns the statement that reads a scope's epoch, with
-// the argument (scope).
-func (f *Fences) FloorStatement() string {
-	if f == nil {
-		return ""
-	}
-	return f.floor
 }
 
 // Advance checks t against its scope's floor inside the transaction tx and
@@ -157,7 +129,7 @@ func (f *Fences) advanceValid(ctx context.Context, tx Queryer, t fence.Token) er
 		return fmt.Errorf("sqlfence: advance %s refused; reading the current epoch: %w", t, err)
 	}
 	f.metrics.Rejected(t.Scope)
-	return fence.NewStaleError(t, cur)
+	return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur}
 }
 
 // Floor returns the epoch recorded for scope, or 0 if none.

@@ -149,7 +149,7 @@ func (f *Fences) ExecGuarded(ctx context.Context, tx Queryer, t fence.Token, que
 	}
 	if cur > t.Epoch {
 		f.metrics.Rejected(t.Scope)
-		return nil, fence.NewStaleError(t, cur)
+		return nil, &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur}
 	}
 	f.admittedGuarded()
 	return res, nil

@@ -75,10 +75,6 @@ func TestNilArguments(t *testing.T) {
 	require.ErrorIs(t, err, pgtest.ErrNilArgument)
 	var nilPG *pgtest.DB
 	require.ErrorIs(t, nilPG.Close(), pgtest.ErrNilArgument)
-
-	require.Empty(t, nilFences.AdvanceStatement())
-	require.Empty(t, nilFences.FloorStatement())
-	require.Zero(t, nilFences.Config())
 }
 
 // TestErrorPrefixOnce: errors that pass through several layers of the

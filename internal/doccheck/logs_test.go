@@ -142,7 +142,7 @@ func TestLogsDocumented(t *testing.T) {
 	cfgA := nodeConfig(fleetName, "a", parts, logger)
 	cfgA.Fencers = []fence.Fencer{fence.FencerFunc(func(_ context.Context, tok fence.Token) error {
 		if tok.Scope == fence.PartitionScope(3) && refused.CompareAndSwap(false, true) {
-			return fence.NewStaleError(tok, tok.Epoch+1000)
+			return &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch, Current: tok.Epoch + 1000}
 		}
 		return nil
 	})}
@@ -159,7 +159,7 @@ func TestLogsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	act := fleet.Action{Actor: "doccheck", Reason: "the README's log lines"}
-	if _, err := op.ForceRelease(ctx, a.Owned()[0], act); err != nil {
+	if _, err := op.ForceRelease(ctx, fence.PartitionScope(a.Owned()[0]), act); err != nil {
 		t.Fatal(err)
 	}
 	waitLogged(t, buf, "a", "forced release observed")

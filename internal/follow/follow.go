@@ -69,8 +69,8 @@ func (g *Progress) News(tried, hint fleet.Route) bool {
 
 // View is a client's view of the fleet: a *fleet.Observer.
 type View interface {
-	// Route returns the route of partition p.
-	Route(p int) fleet.Route
+	// LookupPartition returns the route of partition p.
+	LookupPartition(p int) fleet.Route
 	// Changed returns a channel closed at the view's next change.
 	Changed() <-chan struct{}
 }
@@ -78,7 +78,7 @@ type View interface {
 // moved reports whether v's route of tried's partition names another node,
 // address or claim than tried, and has an address to go to.
 func moved(v View, tried fleet.Route) bool {
-	r := v.Route(tried.Partition)
+	r := v.LookupPartition(tried.Partition)
 	return r.Addr != "" && (r.Owner != tried.Owner || r.Addr != tried.Addr || r.Epoch != tried.Epoch)
 }
 

@@ -2,7 +2,7 @@
 //
 //	<prefix>spec                 JSON fleet spec (partitions, load factor, ring algorithm)
 //	<prefix>members/<nodeID>     JSON Member, lease = node Session
-//	<prefix>drained/<nodeID>     JSON ownership.DrainMark: an operator's mark; the ring excludes the node
+//	<prefix>drained/<nodeID>     JSON fleet.Mark: an operator's drain mark; the ring excludes the node
 //	<prefix>claims/<partition>   JSON Claim {node, since} (or the bare node
 //	                             ID, Since unknown), lease = owner's Session;
 //	                             epoch = CreateRevision

@@ -88,8 +88,8 @@ func TestKindOf(t *testing.T) {
 	for err, want := range map[error]refusal.Kind{
 		nil:                     "",
 		errors.New("disk full"): "",
-		fence.NewStaleError(fence.Token{Scope: "p/1", Epoch: 2}, 3): refusal.Stale,
-		fence.ErrMalformedToken:               refusal.InvalidToken,
+		&fence.StaleError{Scope: "p/1", Presented: 2, Current: 3}: refusal.Stale,
+		fence.ErrInvalidToken:                 refusal.InvalidToken,
 		fmt.Errorf("x: %w", fence.ErrNoToken): refusal.NoToken,
 		fence.ErrBadSignature:                 refusal.Unverified,
 		fence.ErrUnknownEpoch:                 refusal.Unverified,
@@ -129,10 +129,10 @@ func TestNew(t *testing.T) {
 		assert.Equal(t, tt.msg, r.Message)
 	}
 	r := refusal.New("p", refusal.Stale, "a", nil, "stale")
-	r.SetToken(fmt.Errorf("put: %w", fence.NewStaleError(fence.Token{Scope: "p/3", Epoch: 7}, 9)))
+	r.SetToken(fmt.Errorf("put: %w", &fence.StaleError{Scope: "p/3", Presented: 7, Current: 9}))
 	assert.Equal(t, refusal.Refusal{Kind: refusal.Stale, Message: "p: stale", Scope: "p/3", Presented: 7, Current: 9}, r)
 	r = refusal.New("p", refusal.Handoff, "a", nil, "moved")
-	r.SetToken(fence.NewStaleError(fence.Token{Scope: "p/3", Epoch: 7}, 9))
+	r.SetToken(&fence.StaleError{Scope: "p/3", Presented: 7, Current: 9})
 	assert.Empty(t, r.Scope, "only a stale refusal describes its token")
 }
 

@@ -97,7 +97,7 @@ func newWorld(t *testing.T) *world {
 	require.NoError(t, err)
 	var floors fence.Gate
 	svc, err := httpfence.New(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(rw, "ok") }),
-		httpfence.Config{Verifier: verifier, Fencer: floors.Fencer()})
+		httpfence.Config{Verifier: verifier, Fencer: &floors})
 	require.NoError(t, err)
 	w.svc = w.serveHTTP(t, svc)
 
@@ -228,7 +228,7 @@ func staleWrite(ctx context.Context) error {
 		return errors.New("no token in the work's context")
 	}
 	var store fence.Gate
-	if err := store.Advance(fence.Token{Scope: tok.Scope, Epoch: tok.Epoch + 1}); err != nil {
+	if err := store.Advance(ctx, fence.Token{Scope: tok.Scope, Epoch: tok.Epoch + 1}); err != nil {
 		return err
 	}
 	return store.Do(tok, func() error { return nil })
@@ -281,7 +281,7 @@ func (a *aimedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.URL.Host = to.addr
 	if to.forwarded {
-		req.Header.Set(router.HeaderForwarded, "misdirected")
+		req.Header.Set("Tenure-Forwarded", "misdirected") // as a router forwards it
 	}
 	resp, err := a.base.RoundTrip(req)
 	if err == nil {

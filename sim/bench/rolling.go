@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -161,7 +162,9 @@ func runRolling(ctx context.Context, e *env) ([]Section, error) {
 				key := "key-" + strconv.Itoa(rng.IntN(nkeys))
 				ph := phase.Load()
 				start := time.Now()
-				resp, err := c.Post(ctx, key, "/k/"+key, "text/plain", value)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://tenure/k/"+key, bytes.NewReader(value)) // a valid URL
+				req.Header.Set("Content-Type", "text/plain")
+				resp, err := c.Do(ctx, key, req)
 				took := time.Since(start)
 				failed := err != nil
 				if err == nil {

@@ -15,13 +15,15 @@ import (
 // value is the value of every write: 32 bytes.
 var value = []byte("a value of some thirty-two bytes")
 
-// newStore returns an etcdfence.Store under a fresh prefix.
-func newStore(e *env, cli *clientv3.Client, stem string) (*etcdfence.Store, error) {
+// newStore returns an etcdfence.Store under a fresh prefix, and the
+// prefix of its data keys.
+func newStore(e *env, cli *clientv3.Client, stem string) (*etcdfence.Store, string, error) {
 	name := e.name(stem)
 	cfg := etcdfence.DefaultConfig()
 	cfg.Prefix = "/bench/" + name + "/data/"
 	cfg.ClusterPrefix = "/bench/" + name + "/"
-	return etcdfence.New(cli, cfg)
+	s, err := etcdfence.New(cli, cfg)
+	return s, cfg.Prefix, err
 }
 
 func runPut(ctx context.Context, e *env) ([]Section, error) {
@@ -45,7 +47,7 @@ func putSection(ctx context.Context, e *env, members int) (Section, error) {
 		return Section{}, err
 	}
 	defer cli.Close()
-	s, err := newStore(e, cli, "put")
+	s, prefix, err := newStore(e, cli, "put")
 	if err != nil {
 		return Section{}, err
 	}
@@ -57,7 +59,6 @@ func putSection(ctx context.Context, e *env, members int) (Section, error) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
-	prefix := s.Config().Prefix
 	n := cfg.scaled(150, 60)
 	rounds := cfg.rounds() * cfg.scaled(3, 1) // short rounds: bursts of load hit every implementation
 	timed := func(op func(i int) error) func(context.Context) (float64, error) {
@@ -134,7 +135,7 @@ func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 		return Section{}, err
 	}
 	defer cli.Close()
-	s, err := newStore(e, cli, "group")
+	s, prefix, err := newStore(e, cli, "group")
 	if err != nil {
 		return Section{}, err
 	}
@@ -143,7 +144,6 @@ func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 		return Section{}, err
 	}
 	defer bt.Close()
-	prefix := s.Config().Prefix
 	token := func(w int) fence.Token { return fence.Token{Scope: fence.PartitionScope(w), Epoch: 1} }
 	key := func(w, i int) string { return fmt.Sprintf("w%d/k%d", w, i%256) }
 	// timed runs op on workers goroutines for a round and returns the
@@ -171,7 +171,7 @@ func groupSection(ctx context.Context, e *env, members int) (Section, error) {
 		})},
 		{"tenure `Store.Commit` of 16 fenced writes (one goroutine)", timed(1, writers, func(_, i int) error {
 			for w := range writes {
-				writes[w] = etcdfence.PutWrite(token(w), key(w, i), value)
+				writes[w] = etcdfence.Write{Kind: etcdfence.KindPut, Token: token(w), Key: key(w, i), Value: value}
 			}
 			_, err := s.Commit(ctx, writes)
 			return err

@@ -71,7 +71,7 @@ func TestUnfencedStoreFails(t *testing.T) {
 func TestBadRefusalFails(t *testing.T) {
 	r := &recorder{TB: t}
 	fencetest.Interleave(r, fencetest.Config{Goroutines: 1, PerWriter: 1, Scopes: 1}, func(_, _ int, tok fence.Token, _ string) (int64, error) {
-		return 0, fence.NewStaleError(tok, tok.Epoch)
+		return 0, &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch, Current: tok.Epoch}
 	})
 	assert.NotEmpty(t, r.errors)
 }
