@@ -121,10 +121,10 @@ func (o *Operator) newRecord(a Action, action, target string) (AuditRecord, stri
 //
 // For a partition it deletes the partition's claim: the holder sees the
 // delete, ends its tenure (its partition context is cancelled, OnReleased
-// fires with ReasonLost), and the ring's owner claims the partition again
+// fires with ErrLost), and the ring's owner claims the partition again
 // at a higher epoch, advancing its fencers past the old holder's token.
 // For an election it deletes the leader key of the election (under
-// <prefix>leader/<name>/, read through election.Candidates): the leader's
+// <prefix>leader/<name>/, the first created of its candidates): the leader's
 // term ends, and the next term has a higher epoch and advances the
 // election's fencers past the old one.
 //

@@ -1,6 +1,6 @@
 // Package leaderkey is the candidate keys of tenure's elections, as the
 // election package writes them and the fleet package's Operator reads them
-// (its Leaders, Audit and ForceReleaseLeader): an election named n keeps
+// (its Leaders, Audit and ForceRelease of a leader scope): an election named n keeps
 // its candidates' keys under "<fleet prefix>leader/n/", each bound to its
 // candidate's lease, with a JSON value {"id": ..., "value": ...}; the
 // candidate whose key has the lowest create revision leads, and that
