@@ -16,23 +16,23 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/internal/metrics/metricstest"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // value returns the value of the counter or gauge name with labels.
 func value(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
-	m := metricstest.Sample(t, reg, name, labels)
+	m := testsupport.MetricSample(t, reg, name, labels)
 	require.NotNil(t, m, "no %s%v", name, labels)
 	require.Nil(t, m.Histogram, "%s is a histogram", name)
-	return metricstest.Value(m)
+	return testsupport.MetricValue(m)
 }
 
 // histogram returns the sample count and sum of the histogram name.
 func histogram(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (uint64, float64) {
 	t.Helper()
-	m := metricstest.Sample(t, reg, name, labels)
+	m := testsupport.MetricSample(t, reg, name, labels)
 	require.NotNil(t, m, "no %s%v", name, labels)
 	require.NotNil(t, m.Histogram, name)
 	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
@@ -166,7 +166,7 @@ func TestMetrics(t *testing.T) {
 	require.True(t, errors.As(err, new(prometheus.AlreadyRegisteredError)))
 	require.NoError(t, e1.Close(ctx))
 	require.NoError(t, e1.Close(ctx), "Close is idempotent")
-	assert.Nil(t, metricstest.Sample(t, reg, "tenure_election_is_leader", l1), "Close unregisters")
+	assert.Nil(t, testsupport.MetricSample(t, reg, "tenure_election_is_leader", l1), "Close unregisters")
 	_, err = e1.Campaign(ctx)
 	require.ErrorIs(t, err, election.ErrElectionClosed)
 	e1b, err := election.NewElection(s, cli, cli, cfg)
@@ -181,7 +181,7 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, e1b.Close(ctx))
 	for _, name := range []string{"tenure_election_is_leader", "tenure_election_terms_total"} {
 		for _, l := range []map[string]string{l1, l2, l3} {
-			assert.Nil(t, metricstest.Sample(t, reg, name, l))
+			assert.Nil(t, testsupport.MetricSample(t, reg, name, l))
 		}
 	}
 

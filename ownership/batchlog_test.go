@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -67,7 +67,7 @@ func TestAcquiredLinePerClaimBatch(t *testing.T) {
 	cli := c.NewClient(t)
 	const P, name = 48, "batchlines"
 	store := fleetStore(t, cli, name)
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
 	cfg := func(id string) Config {
 		cfg := testConfig(t, name, id, P)

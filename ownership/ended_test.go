@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ownership/fleet"
 )
 
 // Ended, the one test of "the tenure ended, route the work again": the

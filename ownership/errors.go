@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ownership/fleet"
 )
 
 var (

@@ -22,7 +22,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
-	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -95,7 +95,7 @@ func TestAlertsOnAPause(t *testing.T) {
 	require.NoError(t, err)
 	storeSrv := httptest.NewServer(promhttp.HandlerFor(storeReg, promhttp.HandlerOpts{}))
 	defer storeSrv.Close()
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
 	cfg := func(id string) Config {
 		cfg := testConfig(t, name, id, P)

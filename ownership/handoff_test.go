@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/internal/testlog"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -147,7 +147,7 @@ func TestDrainTimeout(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	cfgA := testConfig(t, name, "a", parts)
 	cfgA.DrainTimeout = timeout
-	var logs testlog.Buffer
+	var logs testsupport.Buffer
 	cfgA.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
 	a := join(t, c.NewClient(t), cfgA)
 	waitStable(t, 30*time.Second, a)

@@ -10,11 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/fleettest"
-	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // testConfig returns a fast configuration for tests: TTL 2s (etcd's
@@ -84,7 +83,7 @@ func waitFor(timeout time.Duration, cond func() error, nodes ...*Node) error {
 }
 
 // etcdClaims returns the owner and epoch of every claim in etcd.
-func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]fleetview.Claim {
+func etcdClaims(t testing.TB, cli *clientv3.Client, cluster string) map[int]fleettest.Claim {
 	return fleettest.EtcdClaims(t, cli, cluster)
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
-	"github.com/tenure-go/tenure/internal/metrics/metricstest"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -35,7 +35,7 @@ func TestEtcdLeaderFailure(t *testing.T) {
 		sum := 0.0
 		for _, r := range []string{"moved", "lost", "closed"} {
 			for i := range 3 {
-				sum += metricstest.MustValue(t, reg, "tenure_partition_releases_total",
+				sum += testsupport.MustMetric(t, reg, "tenure_partition_releases_total",
 					map[string]string{"node": fmt.Sprintf("n%d", i), "reason": r})
 			}
 		}

@@ -4,12 +4,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" { // this test binary runs as a node's process (see child_test.go)
 		os.Exit(runChild())
 	}
-	leakcheck.VerifyTestMain(m)
+	testsupport.VerifyTestMain(m)
 }

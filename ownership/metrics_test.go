@@ -20,10 +20,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/internal/metrics/metricstest"
-	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -52,7 +51,7 @@ func metricOf(t testing.TB, g prometheus.Gatherer, name, node string, kv ...stri
 	for i := 0; i+1 < len(kv); i += 2 {
 		labels[kv[i]] = kv[i+1]
 	}
-	v, ok := metricstest.Lookup(t, g, name, labels)
+	v, ok := testsupport.LookupMetric(t, g, name, labels)
 	require.True(t, ok, "%s%v not found", name, labels)
 	return v
 }
@@ -143,9 +142,9 @@ func TestNodeMetrics(t *testing.T) {
 
 	// Close unregisters; the same node ID registers again when it rejoins.
 	closeNode(t, b)
-	_, ok := metricstest.Lookup(t, reg, "tenure_partition_acquisitions_total", map[string]string{labelNode: "b"})
+	_, ok := testsupport.LookupMetric(t, reg, "tenure_partition_acquisitions_total", map[string]string{labelNode: "b"})
 	assert.False(t, ok, "b's metrics unregistered by Close")
-	_, ok = metricstest.Lookup(t, reg, "tenure_session_opened_total", map[string]string{labelNode: "b"})
+	_, ok = testsupport.LookupMetric(t, reg, "tenure_session_opened_total", map[string]string{labelNode: "b"})
 	assert.False(t, ok, "b's session metrics unregistered by Close")
 	_, err = op.Undrain(ctx, "b", fleet.Action{Actor: "tester"})
 	require.NoError(t, err)
@@ -186,7 +185,7 @@ func TestNodeMetricsConflict(t *testing.T) {
 }
 
 // logLines decodes hclog's JSON lines.
-func logLines(t testing.TB, buf *testlog.Buffer) []map[string]any {
+func logLines(t testing.TB, buf *testsupport.Buffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
@@ -203,7 +202,7 @@ func logLines(t testing.TB, buf *testlog.Buffer) []map[string]any {
 // waitLogged waits until cond holds for the lines of buf, checking again
 // after each write, and fails the test with cond's last error after
 // timeout.
-func waitLogged(t testing.TB, buf *testlog.Buffer, timeout time.Duration, cond func([]map[string]any) error) {
+func waitLogged(t testing.TB, buf *testsupport.Buffer, timeout time.Duration, cond func([]map[string]any) error) {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -277,7 +276,7 @@ func TestNodeEvents(t *testing.T) {
 	require.NoError(t, err)
 	defer cli.Close()
 
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: buf, JSONFormat: true})
 	const P = 8
 	cfgA := testConfig(t, "events", "a", P)
@@ -355,7 +354,7 @@ func TestNodeEvents(t *testing.T) {
 func TestNodeHealth(t *testing.T) {
 	c := cluster.New(t, 1)
 	faulty, fp := c.NewFaultyClient(t)
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	cfg := testConfig(t, "health", "a", 4)
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: buf, JSONFormat: true})
 	cfg.Metrics = prometheus.NewPedanticRegistry()

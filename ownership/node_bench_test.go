@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 

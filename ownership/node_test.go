@@ -15,8 +15,8 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/metrics/metricstest"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -99,7 +99,7 @@ func TestOperability(t *testing.T) {
 
 	na := map[string]string{"node": "a"}
 	// a's handoffs end when it sees its claims' deletions: wait for them.
-	for metricstest.MustValue(t, reg, "tenure_partition_handoff_duration_seconds", na) < float64(moved) {
+	for testsupport.MustMetric(t, reg, "tenure_partition_handoff_duration_seconds", na) < float64(moved) {
 		select {
 		case <-a.Changed():
 		case <-ctx.Done():
@@ -108,21 +108,21 @@ func TestOperability(t *testing.T) {
 	}
 	// An acquisition is counted just after the snapshot that shows it
 	// served is published: wait for the count of the re-acquisition.
-	metricstest.WaitValue(t, reg, "tenure_partition_acquisitions_total", na, float64(P+1), 20*time.Second)
-	assert.Equal(t, float64(moved), metricstest.MustValue(t, reg, "tenure_partition_acquisitions_total", map[string]string{"node": "b"}))
-	assert.Equal(t, float64(moved), metricstest.MustValue(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "moved"}))
-	assert.Equal(t, 1.0, metricstest.MustValue(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "lost"}))
+	testsupport.WaitMetric(t, reg, "tenure_partition_acquisitions_total", na, float64(P+1), 20*time.Second)
+	assert.Equal(t, float64(moved), testsupport.MustMetric(t, reg, "tenure_partition_acquisitions_total", map[string]string{"node": "b"}))
+	assert.Equal(t, float64(moved), testsupport.MustMetric(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "moved"}))
+	assert.Equal(t, 1.0, testsupport.MustMetric(t, reg, "tenure_partition_releases_total", map[string]string{"node": "a", "reason": "lost"}))
 	// Counted once etcd has said that a's lease lives.
-	metricstest.WaitValue(t, reg, "tenure_forced_releases_total", na, 1, 20*time.Second)
-	assert.Equal(t, float64(P-moved), metricstest.MustValue(t, reg, "tenure_partitions_owned", na))
-	assert.Equal(t, float64(moved), metricstest.MustValue(t, reg, "tenure_partition_handoff_duration_seconds", na), "one handoff per moved partition")
-	assert.Equal(t, float64(P+1), metricstest.MustValue(t, reg, "tenure_partition_unowned_duration_seconds", na))
-	assert.Equal(t, 1.0, metricstest.MustValue(t, reg, "tenure_router_requests_total", map[string]string{"node": "a", "result": "served"}))
-	assert.Positive(t, metricstest.MustValue(t, reg, "tenure_session_renewal_duration_seconds", na)+metricstest.MustValue(t, reg, "tenure_session_opened_total", na))
-	assert.Equal(t, 1.0, metricstest.MustValue(t, reg, "tenure_session_opened_total", na))
+	testsupport.WaitMetric(t, reg, "tenure_forced_releases_total", na, 1, 20*time.Second)
+	assert.Equal(t, float64(P-moved), testsupport.MustMetric(t, reg, "tenure_partitions_owned", na))
+	assert.Equal(t, float64(moved), testsupport.MustMetric(t, reg, "tenure_partition_handoff_duration_seconds", na), "one handoff per moved partition")
+	assert.Equal(t, float64(P+1), testsupport.MustMetric(t, reg, "tenure_partition_unowned_duration_seconds", na))
+	assert.Equal(t, 1.0, testsupport.MustMetric(t, reg, "tenure_router_requests_total", map[string]string{"node": "a", "result": "served"}))
+	assert.Positive(t, testsupport.MustMetric(t, reg, "tenure_session_renewal_duration_seconds", na)+testsupport.MustMetric(t, reg, "tenure_session_opened_total", na))
+	assert.Equal(t, 1.0, testsupport.MustMetric(t, reg, "tenure_session_opened_total", na))
 
 	// Every acquisition advanced the store's floor; the Put was admitted and
 	// the stale one refused.
-	assert.Equal(t, float64(P+1+moved+1), metricstest.MustValue(t, storeReg, "tenure_fence_admitted_total", nil))
-	assert.Equal(t, 1.0, metricstest.MustValue(t, storeReg, "tenure_fence_rejections_total", map[string]string{"scope_kind": "partition"}))
+	assert.Equal(t, float64(P+1+moved+1), testsupport.MustMetric(t, storeReg, "tenure_fence_admitted_total", nil))
+	assert.Equal(t, 1.0, testsupport.MustMetric(t, storeReg, "tenure_fence_rejections_total", map[string]string{"scope_kind": "partition"}))
 }

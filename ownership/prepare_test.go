@@ -16,8 +16,8 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/internal/testlog"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -153,7 +153,7 @@ func TestPrepareWarmHandoff(t *testing.T) {
 	cfgA.WarmTimeout = time.Minute // the move waits for b, however long
 	reg := prometheus.NewRegistry()
 	cfgA.Metrics = reg
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	cfgA.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
 	a := join(t, c.NewClient(t), cfgA)
 	waitStable(t, 30*time.Second, a)
@@ -249,7 +249,7 @@ func TestPrepareHungSuccessor(t *testing.T) {
 	cfgA := testConfig(t, name, "a", parts)
 	cfgA.WarmTimeout = warm
 	cfgA.Metrics = reg
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	cfgA.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
 	cfgA.Callbacks = tl.callbacks("a", nil)
 	a := join(t, c.NewClient(t), cfgA)

@@ -1,8 +1,8 @@
 package ownership
 
 import (
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // snapshot is an immutable routing table, published by the event loop.

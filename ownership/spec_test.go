@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/internal/testlog"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -90,7 +90,7 @@ func TestSpecInvalid(t *testing.T) {
 // cause while it waited.
 func TestJoinUnreachableEtcd(t *testing.T) {
 	cli := cluster.UnreachableClient(t)
-	var logs testlog.Buffer
+	var logs testsupport.Buffer
 	cfg := testConfig(t, "down", "a", 16)
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -9,7 +9,7 @@ package ownership
 // (starting -> serving). Meanwhile Lookup does not report the partition
 // Local, Ready does not count it, and Hold answers a *WrongOwnerError with
 // Acquiring set, which router and grpcroute wait out as a handoff
-// (internal/admit) and answer once admission begins. A move away, a Close
+// (router/internal/admit) and answer once admission begins. A move away, a Close
 // or a loss during the phase ends the tenure as from serving: no work was
 // admitted, and its OnReleased follows its OnAcquired on the callback
 // queue.

@@ -15,13 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // caller is a call for partition p of a node, admitted as the router's
-// admission does (internal/admit.Hold, which this package cannot import):
+// admission does (router/internal/admit.Hold, which this package cannot import):
 // it asks Hold again at each routing change while the node answers that
 // it is acquiring or releasing the partition.
 type caller struct {
@@ -190,7 +190,7 @@ func TestStartingTimeout(t *testing.T) {
 	gate := make(chan struct{})
 	var returned atomic.Bool
 	reg := prometheus.NewPedanticRegistry()
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	cfg := testConfig(t, "starting-timeout", "a", 1)
 	cfg.AcquiredTimeout = 200 * time.Millisecond
 	cfg.Metrics = reg

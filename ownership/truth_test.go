@@ -18,16 +18,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/internal/metrics/metricstest"
-	"github.com/tenure-go/tenure/internal/testlog"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // histogramOf returns node's histogram name from g.
 func histogramOf(t *testing.T, g prometheus.Gatherer, name, node string) *dto.Histogram {
 	t.Helper()
-	m := metricstest.Sample(t, g, name, map[string]string{labelNode: node})
+	m := testsupport.MetricSample(t, g, name, map[string]string{labelNode: node})
 	require.NotNil(t, m, "%s node=%s", name, node)
 	return m.GetHistogram()
 }
@@ -55,7 +54,7 @@ func TestHandoffDurationIncludesDrain(t *testing.T) {
 	cli := c.NewClient(t)
 	const P, work = 8, 300 * time.Millisecond
 	reg := prometheus.NewPedanticRegistry()
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
 	cfgA := testConfig(t, "handoffdur", "a", P)
 	cfgA.Metrics, cfgA.Logger = reg, logger
@@ -180,7 +179,7 @@ func TestSessionLossToldOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("told%d", i)
 			reg := prometheus.NewPedanticRegistry()
-			buf := &testlog.Buffer{}
+			buf := &testsupport.Buffer{}
 			cfg := testConfig(t, name, "a", P)
 			cfg.Metrics = reg
 			cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})

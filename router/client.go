@@ -10,15 +10,15 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/metrics"
+	"github.com/tenure-go/tenure/router/internal/follow"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
 )
 
 // Client sends requests for keys straight to their owners, for callers

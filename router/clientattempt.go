@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router/internal/follow"
 )
 
 // send sends one attempt of req to the node at addr, with body (nil: req's

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // An attempt that has no answer within AttemptTimeout is cut off, and

@@ -9,11 +9,11 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/clock"
-	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
+	"github.com/tenure-go/tenure/router/internal/follow"
 )
 
 // ClientConfig configures a Client. The zero value of each field selects its

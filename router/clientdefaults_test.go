@@ -17,11 +17,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // NewClient on an etcd client that is closed, before or while it waits for

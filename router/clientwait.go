@@ -3,13 +3,13 @@ package router
 import (
 	"context"
 
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/follow"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/router/internal/follow"
 )
 
 // Between two attempts of a call, Do waits only as long as nothing new is
-// known about where the call goes (internal/follow). The refusal of a
+// known about where the call goes (router/internal/follow). The refusal of a
 // planned move names where it goes next (the hint): when that is news, the
 // next attempt goes there at once. Otherwise Do waits the backoff's delay,
 // but no longer than until the Client's view of the key's partition

@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/fleettest"
+	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // TestClientRetriesAtOnceOnNews: on a clock that never moves (every

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
 )
 
 // HintOf decodes the "hint" object of ref, for the tests: the zero hint if

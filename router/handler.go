@@ -10,9 +10,9 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/internal/admit"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router/internal/admit"
 )
 
 // KeyFunc extracts the routing key from a request. It must not consume the

@@ -4,12 +4,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childNodeEnv) != "" {
 		os.Exit(childNode(os.Getenv(childNodeEnv)))
 	}
-	leakcheck.VerifyTestMain(m)
+	testsupport.VerifyTestMain(m)
 }

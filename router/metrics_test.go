@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/fleettest"
-	"github.com/tenure-go/tenure/internal/metrics/metricstest"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // The routers of two nodes share one registry; a Client has its own. Each
@@ -31,7 +31,7 @@ func TestRouterAndClientMetrics(t *testing.T) {
 	a, b := f.start("a"), f.start("b")
 	f.waitStable()
 	routed := func(node, result string) float64 {
-		return metricstest.MustValue(t, reg, "tenure_router_requests_total", map[string]string{"node": node, "result": result})
+		return testsupport.MustMetric(t, reg, "tenure_router_requests_total", map[string]string{"node": node, "result": result})
 	}
 
 	creg := prometheus.NewPedanticRegistry()
@@ -49,12 +49,12 @@ func TestRouterAndClientMetrics(t *testing.T) {
 	_, err := getVia(ctx, c, "m-0", "/k/m-0")
 	require.Error(t, err)
 	client := func(result string) float64 {
-		return metricstest.MustValue(t, creg, "tenure_client_requests_total", map[string]string{"result": result})
+		return testsupport.MustMetric(t, creg, "tenure_client_requests_total", map[string]string{"result": result})
 	}
 	assert.Equal(t, float64(n), client("ok"))
 	assert.Equal(t, 0.0, client("retried"))
 	assert.Equal(t, 1.0, client("failed"))
-	assert.Equal(t, 0.0, metricstest.MustValue(t, creg, "tenure_client_retries_total", nil))
+	assert.Equal(t, 0.0, testsupport.MustMetric(t, creg, "tenure_client_retries_total", nil))
 	st := c.Stats()
 	assert.Equal(t, router.ClientStats{Attempts: n, OK: n, Failed: 1}, st)
 	assert.Equal(t, float64(n), routed("a", "served")+routed("b", "served"))
@@ -133,7 +133,7 @@ func TestClientMetricsRetried(t *testing.T) {
 	resp, err := getVia(context.Background(), c, key, "/k/"+key)
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Equal(t, 1.0, metricstest.MustValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "retried"}))
-	assert.Equal(t, 0.0, metricstest.MustValue(t, creg, "tenure_client_requests_total", map[string]string{"result": "ok"}))
-	assert.Equal(t, 1.0, metricstest.MustValue(t, creg, "tenure_client_retries_total", nil))
+	assert.Equal(t, 1.0, testsupport.MustMetric(t, creg, "tenure_client_requests_total", map[string]string{"result": "retried"}))
+	assert.Equal(t, 0.0, testsupport.MustMetric(t, creg, "tenure_client_requests_total", map[string]string{"result": "ok"}))
+	assert.Equal(t, 1.0, testsupport.MustMetric(t, creg, "tenure_client_retries_total", nil))
 }

@@ -6,17 +6,17 @@ import (
 	"net/http"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/admit"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/internal/refusal"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/router/internal/admit"
 )
 
 // The router answers every request it does not serve in httpfence's one
 // wire format (httpfence.WriteRefusal), and Client reads every answer with
 // httpfence.ReadRefusal. Which kind each situation gets is
-// internal/admit.Decide's, the same decision grpcroute's Server makes;
+// router/internal/admit.Decide's, the same decision grpcroute's Server makes;
 // each kind's status, retryability and hint are the refusal table's
 // (internal/refusal/table.go), and so are the rules of what a hint tells
 // and how a refusal is worded (refusal.New). The router's refusals carry,
@@ -105,7 +105,7 @@ type routed struct {
 // WriteError answers a request that a Handler's local handler served, with
 // the refusal that err stands for, and reports whether it answered. It is
 // tenure's one writer of a handler's errors: local handlers call it with
-// the error of their work. The kind is internal/admit.Decide's, as
+// the error of their work. The kind is router/internal/admit.Decide's, as
 // grpcroute's Server decides it for a gRPC handler's error:
 //
 //   - A write the store refused as stale (errors.Is(err, fence.ErrStale))

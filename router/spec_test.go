@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -66,7 +66,7 @@ func TestClientReadsSpec(t *testing.T) {
 // the spec, says so, and returns once the first node created it.
 func TestClientWaitsForSpec(t *testing.T) {
 	etcd := cluster.New(t, 1)
-	logs := &testlog.Buffer{}
+	logs := &testsupport.Buffer{}
 	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	type result struct {
 		c   *router.Client
@@ -107,7 +107,7 @@ func TestClientWaitsForSpec(t *testing.T) {
 // that names the last cause.
 func TestClientEtcdDown(t *testing.T) {
 	cli := cluster.UnreachableClient(t)
-	logs := &testlog.Buffer{}
+	logs := &testsupport.Buffer{}
 	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

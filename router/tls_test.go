@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/internal/testcert"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -27,7 +27,7 @@ import (
 // to a node that does not own its key is forwarded to the owner over
 // HTTPS and served there; a caller without a certificate gets no answer.
 func TestHTTPS(t *testing.T) {
-	ca := testcert.NewCA(t, "fleet CA")
+	ca := testsupport.NewCA(t, "fleet CA")
 	hosts := map[string]string{"a": "127.0.0.1", "b": "127.0.0.2", "c": "127.0.0.3"}
 	certs := map[string]tls.Certificate{}
 	for _, host := range hosts {
@@ -45,7 +45,7 @@ func TestHTTPS(t *testing.T) {
 	etcd := cluster.New(t, 1)
 	f := newFleet(t, etcd, "https", fleetOptions{
 		Hosts: hosts,
-		TLS: &tls.Config{GetCertificate: testcert.ByLocalHost(certs), // the nodes share this process
+		TLS: &tls.Config{GetCertificate: testsupport.ByLocalHost(certs), // the nodes share this process
 			ClientCAs: ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13},
 		Router: router.Config{Scheme: "https", Transport: forwarding},
 		Handler: func(m *member) http.Handler {

@@ -43,7 +43,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/ownership"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/router"
 )
 

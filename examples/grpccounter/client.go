@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
-	"github.com/tenure-go/tenure/grpcroute"
+	"github.com/tenure-go/tenure/router/grpcroute"
 )
 
 // dial returns a Counter client of the fleet cluster, whose nodes hold

@@ -16,8 +16,8 @@ import (
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/examples/internal/proctest"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/grpcroute"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/router/grpcroute"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 

@@ -40,8 +40,8 @@ import (
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/examples/internal/app"
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/grpcroute"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router/grpcroute"
 )
 
 // config is the command line.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/grpcroute"
+	"github.com/tenure-go/tenure/router/grpcroute"
 )
 
 // service is the Counter service of one node. grpcroute.Server runs its

@@ -16,7 +16,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/ownership"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // waitSettled waits until every partition is served by the owner that the

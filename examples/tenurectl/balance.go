@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/balance"
-	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ownership/balance"
+	"github.com/tenure-go/tenure/ownership/fleet"
 )
 
 // This file holds the balancer's commands: balance suspend, balance resume

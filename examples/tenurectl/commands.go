@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // command runs one subcommand with its arguments (after the command name).

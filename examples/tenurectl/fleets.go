@@ -9,8 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // fleetsRoot is the key prefix under which every fleet with a default

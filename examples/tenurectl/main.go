@@ -29,8 +29,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/ownership/fleet"
 )
 
 const usage = `tenurectl: see and steer a tenure fleet

@@ -19,15 +19,15 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
-	"github.com/tenure-go/tenure/fleet"
 	"github.com/tenure-go/tenure/internal/fleetview"
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testsupport.VerifyTestMain(m) }
 
 // ctl runs the tenurectl binary.
 type ctl struct {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/fleet"
+	"github.com/tenure-go/tenure/ownership/fleet"
 )
 
 // This file holds the placement commands: pin, unpin and the placement

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/internal/metrics/metricstest"
+	"github.com/tenure-go/tenure/internal/testsupport"
 )
 
 func TestHandlerMetrics(t *testing.T) {
@@ -47,16 +47,16 @@ func TestHandlerMetrics(t *testing.T) {
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	require.Len(t, mfs, 3, "three metric families")
-	assert.Equal(t, 4.0, metricstest.MustValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
+	assert.Equal(t, 4.0, testsupport.MustMetric(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
 	for kind, n := range map[string]float64{"partition": 1, "leader": 1, "other": 3} {
-		assert.Equal(t, n, metricstest.MustValue(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": kind}), kind)
+		assert.Equal(t, n, testsupport.MustMetric(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": kind}), kind)
 	}
 
 	// A second Handler on the registry shares the counts.
 	h2, err := httpfence.New(echo, cfg)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, serve(h2, "p/1@7").Result().StatusCode)
-	assert.Equal(t, 5.0, metricstest.MustValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
+	assert.Equal(t, 5.0, testsupport.MustMetric(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
 	assert.Equal(t, 12, testutil.CollectAndCount(reg), "admitted, rejections of 3 scope kinds, verify refusals of 8 reasons")
 
 	// A registry holding a different collector under one of the names.

@@ -20,9 +20,9 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/metrics/metricstest"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -246,22 +246,22 @@ func TestMadeUpTokensRefused(t *testing.T) {
 			total := 0.0
 			for reason, n := range want {
 				total += n
-				require.Equal(t, n, metricstest.MustValue(t, reg, "tenure_fence_verify_refusals_total",
+				require.Equal(t, n, testsupport.MustMetric(t, reg, "tenure_fence_verify_refusals_total",
 					map[string]string{"store": "http", "reason": reason}), reason)
 			}
 			for _, reason := range []string{"stale", "unsigned", "bad-signature", "unknown-key", "unknown-epoch", "unknown-scope", "unverified", "unavailable"} {
 				if _, ok := want[reason]; !ok {
-					require.Zero(t, metricstest.MustValue(t, reg, "tenure_fence_verify_refusals_total",
+					require.Zero(t, testsupport.MustMetric(t, reg, "tenure_fence_verify_refusals_total",
 						map[string]string{"store": "http", "reason": reason}), reason)
 				}
 			}
-			require.Equal(t, admitted, metricstest.MustValue(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
+			require.Equal(t, admitted, testsupport.MustMetric(t, reg, "tenure_fence_admitted_total", map[string]string{"store": "http"}))
 			partitionRefusals := total
 			if name == "claims" {
 				partitionRefusals -= 1 // leader/x
-				require.Equal(t, 1.0, metricstest.MustValue(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": "leader"}))
+				require.Equal(t, 1.0, testsupport.MustMetric(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": "leader"}))
 			}
-			require.Equal(t, partitionRefusals, metricstest.MustValue(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": "partition"}))
+			require.Equal(t, partitionRefusals, testsupport.MustMetric(t, reg, "tenure_fence_rejections_total", map[string]string{"store": "http", "scope_kind": "partition"}))
 
 			log := logs.String()
 			require.Equal(t, int(total), strings.Count(log, "token refused by the verifier"), log)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/fence/sqlfence/internal/pgtest"
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 )
 
 var (
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if code == 0 {
-		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
+		if err := testsupport.WaitNoLeaks(testsupport.Grace); err != nil {
 			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running after the tests ended: %v\n", err)
 			code = 1
 		}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // nodeConfig returns a fast node configuration of fleet cluster: TTL 2s

@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/fleet"
-	"github.com/tenure-go/tenure/internal/testlog"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -58,7 +58,7 @@ func logsParagraph(t *testing.T, root string) string {
 }
 
 // logLines decodes hclog's JSON lines.
-func logLines(t *testing.T, buf *testlog.Buffer) []map[string]any {
+func logLines(t *testing.T, buf *testsupport.Buffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
@@ -90,7 +90,7 @@ next:
 }
 
 // waitLogged waits until node has printed a line that starts with msg.
-func waitLogged(t *testing.T, buf *testlog.Buffer, node, msg string) map[string]any {
+func waitLogged(t *testing.T, buf *testsupport.Buffer, node, msg string) map[string]any {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -130,7 +130,7 @@ func TestLogsDocumented(t *testing.T) {
 	c := cluster.New(t, 1)
 	admin := c.NewClient(t)
 	faulty, fp := c.NewFaultyClient(t)
-	buf := &testlog.Buffer{}
+	buf := &testsupport.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
 	defer func() {
 		if t.Failed() {

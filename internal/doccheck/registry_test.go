@@ -17,14 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite"
 
-	"github.com/tenure-go/tenure/balance"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
-	"github.com/tenure-go/tenure/grpcroute"
+	"github.com/tenure-go/tenure/ownership/balance"
 	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/router/grpcroute"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 

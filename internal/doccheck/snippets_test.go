@@ -28,19 +28,19 @@ var imports = map[string]string{
 	"insecure":    "google.golang.org/grpc/credentials/insecure",
 	"prometheus":  "github.com/prometheus/client_golang/prometheus",
 	"zap":         "go.uber.org/zap",
-	"balance":     "github.com/tenure-go/tenure/balance",
+	"balance":     "github.com/tenure-go/tenure/ownership/balance",
 	"counterpb":   "github.com/tenure-go/tenure/examples/grpccounter/counterpb",
 	"election":    "github.com/tenure-go/tenure/election",
 	"etcdfence":   "github.com/tenure-go/tenure/fence/etcdfence",
 	"fence":       "github.com/tenure-go/tenure/fence",
-	"fleet":       "github.com/tenure-go/tenure/fleet",
-	"grpcroute":   "github.com/tenure-go/tenure/grpcroute",
+	"fleet":       "github.com/tenure-go/tenure/ownership/fleet",
+	"grpcroute":   "github.com/tenure-go/tenure/router/grpcroute",
 	"httpfence":   "github.com/tenure-go/tenure/fence/httpfence",
 	"ownership":   "github.com/tenure-go/tenure/ownership",
-	"ring":        "github.com/tenure-go/tenure/ring",
+	"ring":        "github.com/tenure-go/tenure/ownership/ring",
 	"router":      "github.com/tenure-go/tenure/router",
 	"sqlfence":    "github.com/tenure-go/tenure/fence/sqlfence",
-	"tenurepb":    "github.com/tenure-go/tenure/grpcroute/tenurepb",
+	"tenurepb":    "github.com/tenure-go/tenure/router/grpcroute/tenurepb",
 }
 
 // A docBlock says what the indented block of a doc.go package comment
@@ -73,11 +73,11 @@ var docBlocks = []docBlock{
 		decls: "type store struct{ db interface{ Incr(context.Context, fence.Token, string) error } }\n",
 	},
 	{
-		file: "grpcroute/doc.go", first: "c, err := grpcroute.NewClient(",
+		file: "router/grpcroute/doc.go", first: "c, err := grpcroute.NewClient(",
 		decls: "var (\n\tctx context.Context\n\tetcd *clientv3.Client\n\tkeyOfRequest grpcroute.KeyFunc\n\tcreds credentials.TransportCredentials\n)\n",
 	},
 	{
-		file: "grpcroute/doc.go", first: "// node", separate: true,
+		file: "router/grpcroute/doc.go", first: "// node", separate: true,
 		decls: "var (\n\trs *grpcroute.Server\n\tc *grpcroute.Client\n\tnodeCert, clientCert tls.Certificate\n\tcaPool *x509.CertPool\n)\n",
 	},
 }

@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // storedSpec is a ring.Spec as etcd stores it: the algorithm as its

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // State is the fleet as one consumer of a Reader knows it: the members,

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/grpcroute/tenurepb"
 	"github.com/tenure-go/tenure/internal/refusal"
+	"github.com/tenure-go/tenure/router/grpcroute/tenurepb"
 )
 
 // The README's refusal table and fence/httpfence's table of statuses show

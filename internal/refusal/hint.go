@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/grpcroute/tenurepb"
+	"github.com/tenure-go/tenure/router/grpcroute/tenurepb"
 )
 
 // Hint is the route of a refused request's partition as the refusing node
@@ -150,7 +150,7 @@ func (h *Hint) validate() error {
 // version does not know), or for advice that names no owner; h itself
 // (the zero Hint for nil) for an answer. A hint with a negative partition
 // or epoch is no route: an error. A hint is advice from the network: the
-// client still chooses where to go (internal/follow).
+// client still chooses where to go (router/internal/follow).
 func Take(k Kind, h *Hint) (*Hint, error) {
 	row, _ := Lookup(k)
 	if row.Route == NoRoute {

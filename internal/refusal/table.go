@@ -11,7 +11,7 @@
 // This package also holds the rules every refusal follows whichever wire
 // carries it (hint.go): what its hint may say, how its message is worded,
 // and what a client takes from a hint it is told. Which kind a node's
-// situation gets is decided by internal/admit's Decide, next to the
+// situation gets is decided by router/internal/admit's Decide, next to the
 // admission it refuses: it reads the node's errors (package ownership),
 // which this package does not import, so that fence/httpfence, imported
 // by services that never talk to etcd, stays light.
@@ -24,7 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/grpcroute/tenurepb"
+	"github.com/tenure-go/tenure/router/grpcroute/tenurepb"
 )
 
 // Kind names a kind of refusal. Its value is the word the HTTP wire

@@ -12,12 +12,12 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/grpcroute/tenurepb"
-	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/internal/refusal"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/router/grpcroute/tenurepb"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testsupport.VerifyTestMain(m) }
 
 // The table is consistent: one row per kind, the wire values of this
 // version (which never change), a gRPC form exactly where a kind has a

@@ -16,12 +16,12 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/grpcroute"
-	"github.com/tenure-go/tenure/grpcroute/tenurepb"
-	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/refusal"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/router/grpcroute"
+	"github.com/tenure-go/tenure/router/grpcroute/tenurepb"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // want is what a scenario expects of its refusal beyond its kind's row:

@@ -21,12 +21,12 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
-	"github.com/tenure-go/tenure/grpcroute"
-	"github.com/tenure-go/tenure/internal/fleettest"
 	"github.com/tenure-go/tenure/internal/refusal"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/router/grpcroute"
 	"github.com/tenure-go/tenure/sim/cluster"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // world is what TestEveryKindOnBothWires refuses requests with, on one

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/internal/leakcheck"
 	"github.com/tenure-go/tenure/internal/retry"
+	"github.com/tenure-go/tenure/internal/testsupport"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testsupport.VerifyTestMain(m) }
 
 // fixed is a policy without jitter, so that its delays are exact.
 var fixed = retry.Policy{MaxAttempts: retry.Unbounded, Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond, Jitter: 1e-12}

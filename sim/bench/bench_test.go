@@ -12,14 +12,14 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/bench"
 )
 
 func TestMain(m *testing.M) {
 	// leakcheck waits for the embedded members' peer connections to end on
 	// their read timeout; the options name what stays behind for good.
-	leakcheck.VerifyTestMain(m,
+	testsupport.VerifyTestMain(m,
 		// etcd's embedded server and the gRPC/zap machinery leave these
 		// behind after Close.
 		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),

@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/check"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testsupport.VerifyTestMain(m) }
 
 // ms is a time offset in milliseconds.
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

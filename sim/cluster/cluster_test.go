@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		helperMain()
 		return
 	}
-	leakcheck.VerifyTestMain(m)
+	testsupport.VerifyTestMain(m)
 }
 
 func put(ctx context.Context, cli *clientv3.Client, k, v string, timeout time.Duration) error {

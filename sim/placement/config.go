@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tenure-go/tenure/balance"
+	"github.com/tenure-go/tenure/ownership/balance"
 )
 
 // ErrInvalidConfig reports a Config that Validate refuses.

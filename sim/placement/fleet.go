@@ -8,9 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tenure-go/tenure/balance"
 	"github.com/tenure-go/tenure/internal/loadmeter"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/balance"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // epoch is the virtual clock's origin.

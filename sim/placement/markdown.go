@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/tenure-go/tenure/balance"
+	"github.com/tenure-go/tenure/ownership/balance"
 )
 
 // weights names a row's weights.

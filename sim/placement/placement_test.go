@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/balance"
+	"github.com/tenure-go/tenure/ownership/balance"
 )
 
 // smallConfig is a small run: 10-node fleets, 256 partitions, 50,000 keys

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"io"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // Command runs the scale measurement from command-line arguments (the

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // Defaults of Config.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-go/tenure/internal/ringtest"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/internal/testsupport"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // TestRingMovedShare measures how many partitions change owner when one
@@ -172,5 +172,5 @@ func checkdiffRings(t *testing.T, from, to *ring.Ring, d map[string]ringChange) 
 	}
 }
 
-// randomIDs returns n distinct random valid node IDs (ringtest.RandomIDs).
-func randomIDs(rng *rand.Rand, n int) []string { return ringtest.RandomIDs(rng, n) }
+// randomIDs returns n distinct random valid node IDs (testsupport.RandomIDs).
+func randomIDs(rng *rand.Rand, n int) []string { return testsupport.RandomIDs(rng, n) }

@@ -10,7 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/tenure-go/tenure/ownership"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/balance"
+	"github.com/tenure-go/tenure/ownership/balance"
 )
 
 // WriteMarkdown writes the report as markdown tables.

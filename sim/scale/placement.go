@@ -9,11 +9,11 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/tenure-go/tenure/balance"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/balance"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
 

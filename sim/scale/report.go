@@ -3,7 +3,7 @@ package scale
 import (
 	"time"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
 

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // RingFigures computes the ring-only figures at cfg.RingNodes x

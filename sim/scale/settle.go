@@ -6,7 +6,7 @@ import (
 	"runtime/metrics"
 	"time"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // settled is what one wait for a stable ring took.

@@ -8,7 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/check"
 )
 

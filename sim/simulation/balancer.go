@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tenure-go/tenure/balance"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership/balance"
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
 

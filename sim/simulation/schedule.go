@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // FaultKind is the kind of a Fault.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/ring"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // seedCounts is how many seeds TestSeeds runs of tenure and of each

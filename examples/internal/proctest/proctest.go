@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 )
 
 // Wait bounds every wait for an event in the process tests; reaching it
@@ -259,14 +259,14 @@ func (p *Proc) Stop(t *testing.T) {
 }
 
 // VerifyTestMain runs the tests and then fails the test binary if
-// goroutines are still running after leakcheck.Grace, as
-// leakcheck.VerifyTestMain does, waiting out the goroutines that read the
+// goroutines are still running after testsupport.Grace, as
+// testsupport.VerifyTestMain does, waiting out the goroutines that read the
 // logs of the processes the tests started.
 func VerifyTestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		if err := leakcheck.Wait(leakcheck.Grace); err != nil {
-			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", leakcheck.Grace, err)
+		if err := testsupport.WaitNoLeaks(testsupport.Grace); err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests ended: %v\n", testsupport.Grace, err)
 			code = 1
 		}
 	}

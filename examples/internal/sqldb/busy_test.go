@@ -10,10 +10,10 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/tenure-go/tenure/internal/leakcheck"
+	"github.com/tenure-go/tenure/internal/testsupport"
 )
 
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testsupport.VerifyTestMain(m) }
 
 // testWait bounds every wait of these tests on an event; reaching it
 // fails the test.

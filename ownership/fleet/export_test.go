@@ -1,0 +1,35 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/fleetview"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership/ring"
+)
+
+// FrozenObserver returns an Observer of cluster whose view is etcd's now
+// and never follows it: a view lagging every later claim.
+func FrozenObserver(t *testing.T, kv FleetClient, cluster string, rc ring.Config) *Observer {
+	t.Helper()
+	cfg := ObserverConfig{Cluster: cluster, Ring: rc, Logger: hclog.NewNullLogger()}
+	r := &fleetview.Reader{KV: kv, Watcher: kv, Layout: keys.For(cluster, ""), Partitions: rc.Partitions, Log: cfg.Logger, Clock: clock.Real()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lst, err := r.List(ctx)
+	require.NoError(t, err)
+	return newObserver(r, cfg, lst)
+}
+
+// SetReaderKV makes o read etcd through kv.
+func SetReaderKV(o *Observer, kv clientv3.KV) { o.reader.KV = kv }
+
+// Check is Action.check.
+func (a Action) Check(needReason bool) error { return a.check(needReason) }

@@ -1,0 +1,76 @@
+package fleet
+
+import (
+	"context"
+
+	"github.com/tenure-go/tenure/ownership/ring"
+)
+
+// Status summarizes a fleet's health at one etcd revision. Its lists are
+// never nil.
+type Status struct {
+	// Revision is the etcd revision the fleet was read at.
+	Revision int64 `json:"revision"`
+	// Spec is the fleet's spec.
+	Spec ring.Spec `json:"spec"`
+	// RingVersion is the Version of the ring of the members not drained.
+	RingVersion uint64 `json:"ring_version"`
+	// Members and Drained are the IDs of all members and of the drained
+	// ones, sorted.
+	Members []string `json:"member_ids"`
+	Drained []string `json:"drained_ids"`
+	// Unowned lists the partitions nobody claims. The fleet is settled,
+	// every partition claimed by its ring owner, when Unowned and Handoffs
+	// are empty.
+	Unowned []int `json:"unowned"`
+	// Handoffs lists the partitions claimed by a node other than the ring's
+	// owner: moves in progress (or stuck).
+	Handoffs []PartitionStatus `json:"handoffs"`
+	// Owned counts the partitions each member holds, zero counts included.
+	Owned map[string]int `json:"owned_by_member"`
+	// Idle lists the members that hold no partition, sorted.
+	Idle []string `json:"idle_ids"`
+}
+
+// Status reads the fleet and summarizes it.
+func (o *Operator) Status(ctx context.Context) (Status, error) {
+	v, err := o.view(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	f := v.fleet
+	s := Status{
+		Revision:    v.rev,
+		Spec:        v.spec,
+		RingVersion: f.Ring.Version(),
+		Members:     append([]string{}, f.All...),
+		Drained:     []string{},
+		Unowned:     []int{},
+		Handoffs:    []PartitionStatus{},
+		Owned:       make(map[string]int, len(f.All)),
+		Idle:        []string{},
+	}
+	for _, id := range f.All {
+		s.Owned[id] = 0
+		if f.Drained[id] {
+			s.Drained = append(s.Drained, id)
+		}
+	}
+	for _, ps := range v.partitions() {
+		switch {
+		case ps.Epoch == 0:
+			s.Unowned = append(s.Unowned, ps.Partition)
+		case ps.Handoff:
+			s.Handoffs = append(s.Handoffs, ps)
+		}
+		if ps.Epoch != 0 {
+			s.Owned[ps.Owner]++
+		}
+	}
+	for _, id := range f.All {
+		if s.Owned[id] == 0 {
+			s.Idle = append(s.Idle, id)
+		}
+	}
+	return s, nil
+}

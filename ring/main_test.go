@@ -1,9 +1,0 @@
-package ring
-
-import (
-	"testing"
-
-	"github.com/tenure-go/tenure/internal/leakcheck"
-)
-
-func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }

@@ -1,0 +1,194 @@
+package grpcroute_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/router/grpcroute"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// holdSpy is a node that tells which keys its Hold has refused: the calls
+// for them wait in the Server's interceptor.
+type holdSpy struct {
+	*ownership.Node
+	mu      sync.Mutex
+	refused map[string]bool
+	changed chan struct{} // closed at the next new key refused
+}
+
+func (s *holdSpy) Hold(key string) (ownership.Held, error) {
+	h, err := s.Node.Hold(key)
+	if err != nil {
+		s.mu.Lock()
+		if !s.refused[key] {
+			s.refused[key] = true
+			close(s.changed)
+			s.changed = make(chan struct{})
+		}
+		s.mu.Unlock()
+	}
+	return h, err
+}
+
+// waitRefused waits until Hold has refused every one of keys, and fails the
+// test if a call is served first.
+func (s *holdSpy) waitRefused(t *testing.T, served <-chan string, keys ...string) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		s.mu.Lock()
+		all, ch := true, s.changed
+		for _, k := range keys {
+			all = all && s.refused[k]
+		}
+		s.mu.Unlock()
+		if all {
+			return
+		}
+		select {
+		case <-ch:
+		case key := <-served:
+			t.Fatalf("the call of %q was served before OnAcquired returned", key)
+		case <-deadline:
+			t.Fatalf("not every call of %q reached the node", keys)
+		}
+	}
+}
+
+// gatedCounter serves counters in memory, recording each call's key and
+// whether OnAcquired had returned when it ran.
+type gatedCounter struct {
+	counterpb.UnimplementedCounterServer
+	returned *atomic.Bool
+	early    atomic.Int64
+	served   chan string
+}
+
+func (g *gatedCounter) Add(ctx context.Context, req *counterpb.AddRequest) (*counterpb.AddReply, error) {
+	if !g.returned.Load() {
+		g.early.Add(1)
+	}
+	g.served <- req.Key
+	return &counterpb.AddReply{Value: req.Delta}, nil
+}
+
+func (g *gatedCounter) AddStream(s grpc.ClientStreamingServer[counterpb.AddRequest, counterpb.AddReply]) error {
+	var (
+		key   string
+		delta int64
+	)
+	for {
+		req, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		key, delta = req.Key, delta+req.Delta
+	}
+	if !g.returned.Load() {
+		g.early.Add(1)
+	}
+	g.served <- key
+	return s.SendAndClose(&counterpb.AddReply{Value: delta})
+}
+
+// TestCallsWaitForOnAcquired is router's TestCallsWaitForOnAcquired over
+// gRPC: unary and streaming calls that reach a node while the OnAcquired
+// of their partition runs wait in the Server's interceptor and are
+// answered once OnAcquired has returned: neither refused nor served
+// before it.
+func TestCallsWaitForOnAcquired(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var returned atomic.Bool
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg := ownership.DefaultConfig()
+	cfg.Cluster = "starting"
+	cfg.NodeID = "a"
+	cfg.Addr = ln.Addr().String()
+	cfg.Ring.Partitions = 1 // every key in partition 0
+	cfg.Session.TTL = 2 * time.Second
+	cfg.AcquiredTimeout = time.Hour // only OnAcquired's return admits work here
+	cfg.Callbacks.OnAcquired = func(e ownership.Event) {
+		entered <- struct{}{}
+		select {
+		case <-gate:
+		case <-e.Context.Done():
+		}
+		returned.Store(true)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node, err := ownership.Join(ctx, etcd.NewClient(t), cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, node.Close(context.Background())) }()
+	spy := &holdSpy{Node: node, refused: map[string]bool{}, changed: make(chan struct{})}
+	rs, err := grpcroute.NewServer(spy, grpcroute.ServerConfig{HandoffWait: time.Hour}) // bounded by the calls' ctx
+	require.NoError(t, err)
+	defer rs.Close()
+	svc := &gatedCounter{returned: &returned, served: make(chan string, 2)}
+	srv := grpc.NewServer(rs.ServerOptions()...)
+	counterpb.RegisterCounterServer(srv, svc)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	defer func() {
+		srv.GracefulStop()
+		<-done
+	}()
+	<-entered
+
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := counterpb.NewCounterClient(conn)
+	unary := make(chan error, 1)
+	go func() {
+		_, err := client.Add(metadata.AppendToOutgoingContext(ctx, grpcroute.MetadataKey, "unary"),
+			&counterpb.AddRequest{Key: "unary", Delta: 1})
+		unary <- err
+	}()
+	stream := make(chan error, 1)
+	go func() {
+		s, err := client.AddStream(metadata.AppendToOutgoingContext(ctx, grpcroute.MetadataKey, "stream"))
+		if err == nil {
+			err = s.Send(&counterpb.AddRequest{Key: "stream", Delta: 2})
+		}
+		if err == nil {
+			_, err = s.CloseAndRecv()
+		}
+		stream <- err
+	}()
+
+	spy.waitRefused(t, svc.served, "unary", "stream") // both calls wait for the node
+	require.False(t, node.Lookup("unary").Local)
+	close(gate)
+
+	require.NoError(t, <-unary)
+	require.NoError(t, <-stream)
+	assert.Zero(t, svc.early.Load(), "calls served before OnAcquired returned")
+	st := rs.Stats()
+	assert.Equal(t, int64(2), st.Served)
+	assert.Zero(t, st.Refused)
+}
