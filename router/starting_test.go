@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,54 +16,20 @@ import (
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // refusalSpy is a node that tells which keys its Hold has refused: the
 // calls for them wait for the node.
 type refusalSpy struct {
 	*ownership.Node
-	mu      sync.Mutex
-	refused map[string]bool
-	changed chan struct{} // closed at the next new key refused
+	fleettest.Refusals
 }
 
 func (s *refusalSpy) Hold(key string) (ownership.Held, error) {
 	h, err := s.Node.Hold(key)
-	if err != nil {
-		s.mu.Lock()
-		if !s.refused[key] {
-			s.refused[key] = true
-			close(s.changed)
-			s.changed = make(chan struct{})
-		}
-		s.mu.Unlock()
-	}
+	s.Record(key, err)
 	return h, err
-}
-
-// waitRefused waits until Hold has refused every one of keys, and fails
-// the test if a call is served first.
-func (s *refusalSpy) waitRefused(t *testing.T, served <-chan string, keys ...string) {
-	t.Helper()
-	deadline := time.After(time.Minute)
-	for {
-		s.mu.Lock()
-		all, ch := true, s.changed
-		for _, k := range keys {
-			all = all && s.refused[k]
-		}
-		s.mu.Unlock()
-		if all {
-			return
-		}
-		select {
-		case <-ch:
-		case key := <-served:
-			t.Fatalf("the call of %q was served before OnAcquired returned", key)
-		case <-deadline:
-			t.Fatalf("not every call of %q reached the node", keys)
-		}
-	}
 }
 
 // TestCallsWaitForOnAcquired: calls that reach a node while the OnAcquired
@@ -97,7 +62,7 @@ func TestCallsWaitForOnAcquired(t *testing.T) {
 	node, err := ownership.Join(ctx, etcd.NewClient(t), cfg)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, node.Close(context.Background())) }()
-	spy := &refusalSpy{Node: node, refused: map[string]bool{}, changed: make(chan struct{})}
+	spy := &refusalSpy{Node: node}
 	rt, err := router.New(spy, router.Config{HandoffWait: time.Hour}) // bounded by the calls' ctx
 	require.NoError(t, err)
 	defer rt.Close()
@@ -157,7 +122,7 @@ func TestCallsWaitForOnAcquired(t *testing.T) {
 	}
 	plain, forwarded := get("http", ""), get("fwd", "b")
 
-	spy.waitRefused(t, served, "do", "http", "fwd") // every call waits for the node
+	spy.WaitRefused(t, served, "do", "http", "fwd") // every call waits for the node
 	require.False(t, node.Lookup("do").Local)
 	close(gate)
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,54 +19,20 @@ import (
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router/grpcroute"
 	"github.com/tenure-go/tenure/sim/cluster"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // holdSpy is a node that tells which keys its Hold has refused: the calls
 // for them wait in the Server's interceptor.
 type holdSpy struct {
 	*ownership.Node
-	mu      sync.Mutex
-	refused map[string]bool
-	changed chan struct{} // closed at the next new key refused
+	fleettest.Refusals
 }
 
 func (s *holdSpy) Hold(key string) (ownership.Held, error) {
 	h, err := s.Node.Hold(key)
-	if err != nil {
-		s.mu.Lock()
-		if !s.refused[key] {
-			s.refused[key] = true
-			close(s.changed)
-			s.changed = make(chan struct{})
-		}
-		s.mu.Unlock()
-	}
+	s.Record(key, err)
 	return h, err
-}
-
-// waitRefused waits until Hold has refused every one of keys, and fails the
-// test if a call is served first.
-func (s *holdSpy) waitRefused(t *testing.T, served <-chan string, keys ...string) {
-	t.Helper()
-	deadline := time.After(time.Minute)
-	for {
-		s.mu.Lock()
-		all, ch := true, s.changed
-		for _, k := range keys {
-			all = all && s.refused[k]
-		}
-		s.mu.Unlock()
-		if all {
-			return
-		}
-		select {
-		case <-ch:
-		case key := <-served:
-			t.Fatalf("the call of %q was served before OnAcquired returned", key)
-		case <-deadline:
-			t.Fatalf("not every call of %q reached the node", keys)
-		}
-	}
 }
 
 // gatedCounter serves counters in memory, recording each call's key and
@@ -141,7 +106,7 @@ func TestCallsWaitForOnAcquired(t *testing.T) {
 	node, err := ownership.Join(ctx, etcd.NewClient(t), cfg)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, node.Close(context.Background())) }()
-	spy := &holdSpy{Node: node, refused: map[string]bool{}, changed: make(chan struct{})}
+	spy := &holdSpy{Node: node}
 	rs, err := grpcroute.NewServer(spy, grpcroute.ServerConfig{HandoffWait: time.Hour}) // bounded by the calls' ctx
 	require.NoError(t, err)
 	defer rs.Close()
@@ -181,7 +146,7 @@ func TestCallsWaitForOnAcquired(t *testing.T) {
 		stream <- err
 	}()
 
-	spy.waitRefused(t, svc.served, "unary", "stream") // both calls wait for the node
+	spy.WaitRefused(t, svc.served, "unary", "stream") // both calls wait for the node
 	require.False(t, node.Lookup("unary").Local)
 	close(gate)
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -259,4 +260,59 @@ func WaitRoute(tb testing.TB, r Router, key, addr string) {
 		}
 		return "", nil
 	})
+}
+
+// Refusals records the keys a node's Hold has refused, for tests in which
+// calls must wait for the node: a node type of the test wraps its Hold and
+// passes each answer to Record.
+type Refusals struct {
+	mu      sync.Mutex
+	refused map[string]bool
+	changed chan struct{} // closed at the next new key refused
+}
+
+// Record records key if err is not nil.
+func (r *Refusals) Record(key string, err error) {
+	if err == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refused == nil {
+		r.refused, r.changed = map[string]bool{}, make(chan struct{})
+	}
+	if !r.refused[key] {
+		r.refused[key] = true
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
+}
+
+// WaitRefused waits until Hold has refused every one of keys, and fails tb
+// if a key arrives on served first (a call served before it should have
+// been) or if a minute passes.
+func (r *Refusals) WaitRefused(tb testing.TB, served <-chan string, keys ...string) {
+	tb.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		r.mu.Lock()
+		if r.refused == nil {
+			r.refused, r.changed = map[string]bool{}, make(chan struct{})
+		}
+		all, ch := true, r.changed
+		for _, k := range keys {
+			all = all && r.refused[k]
+		}
+		r.mu.Unlock()
+		if all {
+			return
+		}
+		select {
+		case <-ch:
+		case key := <-served:
+			tb.Fatalf("the call of %q was served before the node admitted it", key)
+		case <-deadline:
+			tb.Fatalf("not every call of %q reached the node", keys)
+		}
+	}
 }
