@@ -15,12 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/fence"
-	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
+	"github.com/tenure-go/tenure/sim/fleettest"
 )
 
 // movingPartition returns a partition that from owns among members and that
@@ -92,7 +92,7 @@ func TestDrainWaitsForInFlightWork(t *testing.T) {
 
 	// The claim is still a's, and c waits for it.
 	cl := etcdClaims(t, c.NewClient(t), name)[p]
-	require.Equal(t, fleetview.Claim{Owner: "a", Epoch: oldEpoch, Lease: cl.Lease, Since: cl.Since}, cl)
+	require.Equal(t, fleettest.Claim{Owner: "a", Epoch: oldEpoch, Lease: cl.Lease, Since: cl.Since}, cl)
 	r := c3.LookupPartition(p)
 	require.Equal(t, "a", r.Owner)
 	require.Equal(t, oldEpoch, r.Epoch)
