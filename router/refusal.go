@@ -44,12 +44,6 @@ func httpRefusal(r refusal.Refusal) *httpfence.Refusal {
 		Scope: r.Scope, Presented: r.Presented, Current: r.Current}
 }
 
-// hintOf returns the hint a refusal of kind by node self tells of we, as
-// hintRefusal writes it.
-func hintOf(kind httpfence.RefusalKind, self string, we *ownership.WrongOwnerError) *refusal.Hint {
-	return refusal.New("router", refusal.Kind(kind), self, admit.HintOf(we), "").Hint
-}
-
 // refusalHint returns the wrong-owner error a refusal's hint stands for,
 // as the refusal table says a client takes it (refusal.DecodeJSON): that
 // of every not-owner, handoff or session-lost refusal, and of a stale or
@@ -68,19 +62,6 @@ func refusalHint(ref *httpfence.Refusal) (*ownership.WrongOwnerError, error) {
 	we := wrongOwner(h)
 	we.SessionLost = ref.Kind == httpfence.RefusalSessionLost
 	return we, nil
-}
-
-// decodeHint returns the wrong-owner error of a refusal's "hint" object
-// raw, whatever the refusal's kind: the zero one if raw is empty.
-func decodeHint(raw []byte) (*ownership.WrongOwnerError, error) {
-	h, err := refusal.ParseJSON(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", httpfence.ErrInvalidRefusal, err)
-	}
-	if h == nil {
-		h = &refusal.Hint{}
-	}
-	return wrongOwner(h), nil
 }
 
 // wrongOwner returns the wrong-owner error of hint h.
