@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
@@ -165,16 +166,7 @@ func TestTenurectl(t *testing.T) {
 		cfg.Ring.Partitions = parts
 		cfg.Session.TTL = 2 * time.Second
 		cfg.Fencers = []fence.Fencer{store}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		n, err := ownership.Join(ctx, cli, cfg)
-		cancel()
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			_ = n.Close(ctx)
-		})
-		nodes = append(nodes, n)
+		nodes = append(nodes, joinNode(t, cli, cfg))
 	}
 	waitNodes(t, nodes, settled(nodes, ""))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -427,4 +419,19 @@ func TestTenurectlFleets(t *testing.T) {
 	assert.Contains(t, x.ok("fleets"), "sched")
 
 	assert.Contains(t, x.ok("status", "--cluster", "alpha"), "members:")
+}
+
+// joinNode joins a node of cfg, closed when the test ends.
+func joinNode(t *testing.T, cli *clientv3.Client, cfg ownership.Config) *ownership.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	n, err := ownership.Join(ctx, cli, cfg)
+	cancel()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+	})
+	return n
 }

@@ -256,16 +256,7 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 		cfg.Meta = map[string]string{"zone": "z" + strconv.Itoa(i)}
 		cfg.Ring.Partitions = parts
 		cfg.Session.TTL = 2 * time.Second
-		jctx, jcancel := context.WithTimeout(ctx, 20*time.Second)
-		n, err := ownership.Join(jctx, cli, cfg)
-		jcancel()
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			_ = n.Close(ctx)
-		})
-		nodes = append(nodes, n)
+		nodes = append(nodes, joinNode(t, cli, cfg))
 	}
 	// h1: a member without a lease that claims nothing, loaded.
 	l := keys.New(name)

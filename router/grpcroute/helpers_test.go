@@ -291,20 +291,25 @@ func (c *counterService) Add(ctx context.Context, req *counterpb.AddRequest) (*c
 	return &counterpb.AddReply{Value: v, Node: c.id, Epoch: tok.Epoch}, nil
 }
 
-func (c *counterService) AddStream(s grpc.ClientStreamingServer[counterpb.AddRequest, counterpb.AddReply]) error {
-	var (
-		key   string
-		delta int64
-	)
+// recvDeltas reads an AddStream call's requests until the client closes
+// it, and returns their key and the sum of their deltas.
+func recvDeltas(s grpc.ClientStreamingServer[counterpb.AddRequest, counterpb.AddReply]) (key string, delta int64, err error) {
 	for {
 		req, err := s.Recv()
 		if errors.Is(err, io.EOF) {
-			break
+			return key, delta, nil
 		}
 		if err != nil {
-			return err
+			return "", 0, err
 		}
 		key, delta = req.Key, delta+req.Delta
+	}
+}
+
+func (c *counterService) AddStream(s grpc.ClientStreamingServer[counterpb.AddRequest, counterpb.AddReply]) error {
+	key, delta, err := recvDeltas(s)
+	if err != nil {
+		return err
 	}
 	v, tok, err := c.store.add(s.Context(), key, delta, grpcroute.IdempotencyKey(s.Context()))
 	if err != nil {

@@ -2,8 +2,6 @@ package grpcroute_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -53,19 +51,9 @@ func (g *gatedCounter) Add(ctx context.Context, req *counterpb.AddRequest) (*cou
 }
 
 func (g *gatedCounter) AddStream(s grpc.ClientStreamingServer[counterpb.AddRequest, counterpb.AddReply]) error {
-	var (
-		key   string
-		delta int64
-	)
-	for {
-		req, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		key, delta = req.Key, delta+req.Delta
+	key, delta, err := recvDeltas(s)
+	if err != nil {
+		return err
 	}
 	if !g.returned.Load() {
 		g.early.Add(1)
