@@ -12,11 +12,11 @@ import (
 // ended, in one "acquired" line, and those of them that this node took
 // over after their holder lost its session in one "took over" line per
 // cause. Fencers answer each partition in its own time, so that the
-// tenures of a batch start serving one by one; the lines wait for the
+// tenures of a batch are acquired one by one; the lines wait for the
 // last.
 
 // logBatches logs the claim batches none of whose tenures is still on its
-// way to serving: fencing, waiting to fence again, or serving with its
+// way to acquisition: fencing, waiting to fence again, or acquired with its
 // acquisition not counted yet (queued).
 func (o *report) logBatches(queued []acquisition) {
 	if len(o.batches) == 0 {
@@ -64,8 +64,8 @@ func (o *report) logBatch(b *claimBatch) {
 
 // logTakeover logs the partitions of b taken over after a failover of
 // cause c, if any: their previous holders, the longest time from a
-// holder's last renewal to serving (a lower bound, where known) and the
-// longest takeover (from the claim's deletion to serving).
+// holder's last renewal to acquisition (a lower bound, where known) and the
+// longest takeover (from the claim's deletion to acquisition).
 func (o *report) logTakeover(b *claimBatch, c failoverCause) {
 	var (
 		ps                     []int

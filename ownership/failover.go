@@ -67,15 +67,15 @@ func (c failoverCause) String() string {
 }
 
 // failover is a partition this node took over after its holder lost its
-// session, as measured when this node started serving it.
+// session, as measured when this node acquired it (claimed and fenced).
 type failover struct {
 	cause  failoverCause // 0: no failover
 	holder string
 	// takeover is the time from this node seeing the holder's claim
-	// deleted (the loss as etcd records it) to this node serving.
+	// deleted (the loss as etcd records it) to this node acquiring it.
 	takeover time.Duration
 	// sinceRenewal is a lower bound on the time from the holder's last
-	// renewal of its lease to this node serving: takeover plus the
+	// renewal of its lease to this node acquiring it: takeover plus the
 	// lease's TTL, since etcd expires a lease no sooner than its TTL after
 	// its last renewal. It is 0 (unknown) unless the lease ended and its
 	// holder published its TTL. A holder that crashed or stopped served
@@ -200,7 +200,7 @@ func (fo *failovers) memberEnded(id string, end memberEnd) {
 }
 
 // takeover returns the failover of partition p, whose tenure at epoch
-// starts serving at now, and forgets p's lost claim. A partition whose
+// is acquired at now, and forgets p's lost claim. A partition whose
 // last claim deletion names no cause, or was seen after epoch, was no
 // failover (cause 0).
 func (fo *failovers) takeover(p int, epoch int64, now time.Time) failover {
