@@ -225,7 +225,13 @@
 // interval past its last renewal, so that its partitions went unserved
 // for at least that value minus one renewal interval (a holder cut off
 // from etcd serves until its safe deadline). A lease revoked by hand is
-// told the same way, though its last renewal may be more recent.
+// told the same way, though its last renewal may be more recent. A node
+// forgets the deletions it saw when it rejoins or reads the fleet again
+// after its watch failed: someone may have claimed and released the
+// partition in between, so a takeover across such a gap goes uncounted
+// rather than a planned move counted (a paused node that takes its own
+// partitions back after rejoining counts no failover; its
+// tenure_session_losses_total does).
 //
 // Each event is classified once, where it is decided, and that one account
 // feeds the OnReleased reason, the log line, the metric and the health

@@ -120,8 +120,22 @@ func newFailovers() *failovers {
 // this node's ID and lease its current lease; now is when it applies u.
 func (fo *failovers) observe(f *fleetview.State, u fleetview.Update, self string, lease clientv3.LeaseID, now time.Time) {
 	if u.Listing != nil {
-		// A listing shows no deletion; a claim it shows created after a
-		// deletion means someone claimed the partition since.
+		if !u.CatchUp {
+			// A new generation's listing, or one read after a watch
+			// failed, follows a gap in what this node saw: someone may
+			// have claimed a partition after the deletion recorded and
+			// released it again (a rejoining node's new member key makes
+			// the nodes that took its partitions over hand them back
+			// before its listing is read). A deletion recorded before the
+			// gap is forgotten: a takeover across it goes uncounted
+			// rather than a planned move counted.
+			clear(fo.lost)
+			return
+		}
+		// A catch-up listing covers the few revisions between a listing
+		// and the watches' start. It shows no deletion; a claim it shows
+		// created after a deletion means someone claimed the partition
+		// since.
 		for p, lc := range fo.lost {
 			if p < len(u.Listing.Claims) && u.Listing.Claims[p].Epoch > lc.rev {
 				delete(fo.lost, p)

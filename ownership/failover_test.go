@@ -30,15 +30,16 @@ func TestFailoverClassification(t *testing.T) {
 	claimPut := func(rev int64, owner string, lease clientv3.LeaseID) fleetview.Event {
 		return fleetview.Event{Rev: rev, P: 0, Put: true, Claim: fleetview.Claim{Owner: owner, Epoch: rev, Lease: lease}}
 	}
-	listing := func(claim fleetview.Claim) fleetview.Update {
+	listing := func(claim fleetview.Claim, catchUp bool) fleetview.Update {
 		lst := &fleetview.Listing{Rev: 50, Members: map[string]fleetview.MemberRec{}, Claims: make([]fleetview.Claim, 4)}
 		lst.Claims[0] = claim
-		return fleetview.Update{Listing: lst}
+		return fleetview.Update{Listing: lst, CatchUp: catchUp}
 	}
 	cases := []struct {
 		name    string
 		updates [][]fleetview.Event // after w joined (rev 2) and claimed 0 (rev 3)
 		list    *fleetview.Claim    // a listing after the updates
+		catchUp bool                // the listing is a catch-up listing
 		epoch   int64               // this node's claim of 0
 		want    failoverCause
 	}{
@@ -50,7 +51,11 @@ func TestFailoverClassification(t *testing.T) {
 		{name: "rejoined, claim first", updates: [][]fleetview.Event{{claimDel(12)}, {member(10, wLease2, true)}}, epoch: 13, want: causeRejoined},
 		{name: "restart after a graceful leave", updates: [][]fleetview.Event{{member(10, wLease, false)}, {claimDel(12)}, {member(14, wLease2, true)}}, epoch: 15},
 		{name: "claimed by another since", updates: [][]fleetview.Event{{claimDel(10), member(10, wLease, false)}, {claimPut(11, "x", 9)}}, epoch: 12},
-		{name: "claimed since, in a listing", updates: [][]fleetview.Event{{claimDel(10), member(10, wLease, false)}}, list: &fleetview.Claim{Owner: "x", Epoch: 11, Lease: 9}, epoch: 12},
+		{name: "claimed since, in a catch-up listing", updates: [][]fleetview.Event{{claimDel(10), member(10, wLease, false)}}, list: &fleetview.Claim{Owner: "x", Epoch: 11, Lease: 9}, catchUp: true, epoch: 12},
+		{name: "unclaimed in a catch-up listing", updates: [][]fleetview.Event{{claimDel(10), member(10, wLease, false)}}, list: &fleetview.Claim{}, catchUp: true, epoch: 51, want: causeLeaseEnded},
+		// A new generation's listing: x may have claimed 0 and handed it
+		// back in the gap before it, as after this node's own pause.
+		{name: "unclaimed in a new generation's listing", updates: [][]fleetview.Event{{claimDel(10), member(10, wLease, false)}}, list: &fleetview.Claim{}, epoch: 51},
 		{name: "own claim seen before serving", updates: [][]fleetview.Event{{claimDel(10), member(10, wLease, false)}, {claimPut(11, self, myLease)}}, epoch: 11, want: causeLeaseEnded},
 		{name: "deleted after this node's claim", updates: [][]fleetview.Event{{claimDel(12), member(12, wLease, false)}}, epoch: 11},
 	}
@@ -69,7 +74,7 @@ func TestFailoverClassification(t *testing.T) {
 				apply(fleetview.Update{Events: evs})
 			}
 			if tc.list != nil {
-				apply(listing(*tc.list))
+				apply(listing(*tc.list, tc.catchUp))
 			}
 			got := fo.takeover(0, tc.epoch, now.Add(30*time.Millisecond))
 			assert.Equal(t, tc.want, got.cause)
