@@ -49,8 +49,13 @@ type member struct {
 	index int
 	spec  memberspec.Spec
 	state MemberState
-	id    uint64 // etcd member ID, known once it first served; never changes
+	id    uint64 // etcd member ID, known once it first served; ReplaceMember makes a new one
 	run   run
+	// command, if set, is the command line this process member runs
+	// instead of the cluster's (SetMemberBinary).
+	command []string
+	// replacements counts the ReplaceMember calls on this index.
+	replacements int
 }
 
 // run is one run of a member, from launch until it ends: an embedded server
@@ -98,7 +103,13 @@ func (c *Cluster) launch(ctx context.Context, m *member) (run, error) {
 	lg := c.cfg.Logger.Named(m.spec.Name)
 	var r run
 	if c.cfg.Processes {
-		p, err := startProcess(c.command, m.spec, lg, func(p *process) { c.exited(m, p) })
+		cmd := c.command
+		c.mu.Lock()
+		if m.command != nil {
+			cmd = m.command
+		}
+		c.mu.Unlock()
+		p, err := startProcess(cmd, m.spec, lg, func(p *process) { c.exited(m, p) })
 		if err != nil {
 			return nil, fmt.Errorf("cluster: start member %s: %w", m.spec.Name, err)
 		}

@@ -35,6 +35,11 @@ type Spec struct {
 	// seconds; zero means etcd's default (5m). It matters once
 	// authentication is enabled.
 	AuthTokenTTL time.Duration
+	// Join makes the member join a running cluster that already lists it
+	// (etcd's --initial-cluster-state existing, after a MemberAdd) instead
+	// of bootstrapping a new one. It matters only on the first start, while
+	// the data directory is empty.
+	Join bool
 }
 
 // bcryptCost is the cost of the password hashes of every sim cluster:
@@ -54,6 +59,9 @@ func (s Spec) EmbedConfig(lg *zap.Logger) *embed.Config {
 	ec.InitialCluster = s.InitialCluster
 	ec.InitialClusterToken = ClusterToken
 	ec.ClusterState = embed.ClusterStateFlagNew
+	if s.Join {
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	}
 	ec.TickMs = uint(s.Tick / time.Millisecond)
 	ec.ElectionMs = uint(s.Election / time.Millisecond)
 	ec.ListenMetricsUrls = nil
@@ -88,6 +96,7 @@ func Args(s Spec, f Flags) []string {
 		"-tick=" + s.Tick.String(),
 		"-election=" + s.Election.String(),
 		"-auth-token-ttl=" + s.AuthTokenTTL.String(),
+		"-join=" + strconv.FormatBool(s.Join),
 		"-log-level=" + f.LogLevel,
 		"-exit-on-stdin-eof=" + strconv.FormatBool(f.ExitOnStdinEOF),
 	}
@@ -107,6 +116,7 @@ func Parse(args []string) (Spec, Flags, error) {
 	fs.DurationVar(&s.Tick, "tick", 50*time.Millisecond, "raft heartbeat interval")
 	fs.DurationVar(&s.Election, "election", 500*time.Millisecond, "raft election timeout")
 	fs.DurationVar(&s.AuthTokenTTL, "auth-token-ttl", 0, "lifetime of an unused simple auth token, whole seconds; 0: etcd's default")
+	fs.BoolVar(&s.Join, "join", false, "join a running cluster that lists this member (initial cluster state existing)")
 	fs.StringVar(&f.LogLevel, "log-level", "", "zap level of the logs on standard error; empty: none")
 	fs.BoolVar(&f.ExitOnStdinEOF, "exit-on-stdin-eof", false, "exit when standard input ends (the parent died)")
 	if err := fs.Parse(args); err != nil {
