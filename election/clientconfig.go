@@ -25,15 +25,17 @@ const minKeepAliveTime = 10 * time.Second
 // again. What the settings add:
 //
 //   - DialKeepAliveTime = max(10s, TTL/2) and DialKeepAliveTimeout =
-//     max(1s, OutageBound/2): the client pings a member's connection once
-//     the member has sent nothing for that long, and closes it when the
-//     ping goes unanswered,
-//     so that the watches it carries (the fleet's view of members and
-//     claims) and requests in flight on a member that stopped answering
-//     (SIGSTOP, a frozen VM, a dead host that sends no reset) move to
-//     another member, instead of waiting for an answer that never comes.
-//     10s is gRPC's floor for the interval. A defragmenting member still
-//     answers pings: its watches catch up once it is done.
+//     max(1s, OutageBound/2), to the millisecond: the client pings a
+//     member's connection once the member has sent nothing for that long,
+//     and closes it when the ping goes unanswered, so that the watches it
+//     carries (the fleet's view of members and claims) and the requests
+//     in flight on a member that stopped answering (SIGSTOP, a frozen VM,
+//     a dead host that sends no reset) move to another member instead of
+//     waiting for an answer that never comes. 10s is gRPC's floor for the
+//     interval, so until then the balancer still sends a share of new
+//     requests (one in three, of three members) to the silent member,
+//     where each waits for its own deadline. A defragmenting member still
+//     answers pings: the requests sent to it wait until it is done.
 //   - DialTimeout = TTL: how long clientv3.New waits for a first
 //     connection.
 //
@@ -50,6 +52,6 @@ func (c SessionConfig) ClientConfig(endpoints []string) clientv3.Config {
 		Endpoints:            endpoints,
 		DialTimeout:          d.TTL,
 		DialKeepAliveTime:    max(minKeepAliveTime, d.TTL/2),
-		DialKeepAliveTimeout: max(time.Second, bound/2),
+		DialKeepAliveTimeout: max(time.Second, (bound / 2).Round(time.Millisecond)),
 	}
 }

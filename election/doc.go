@@ -35,6 +35,13 @@
 // 10s: an etcd leader failure of 1s, or 5s, is ridden out. SessionConfig
 // explains how to choose a TTL.
 //
+// A member that stops answering while others still do (defragmenting,
+// paused, cut off) holds only the attempts sent to it when the etcd client
+// knows every member: SessionConfig.ClientConfig returns the client
+// settings that go with a session (every member's endpoint, and gRPC
+// keepalive derived from the TTL, so that the streams on such a member
+// move to another).
+//
 // # Election
 //
 // An Election is one candidate's handle on a named election. Candidates put
