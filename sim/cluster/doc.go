@@ -32,6 +32,18 @@
 // they reach embedded ones. State reports where each member is (stopped,
 // starting, running, frozen) and PID gives a process member's process ID.
 //
+// # Membership and etcd releases
+//
+// ReplaceMember replaces a member as an operator replaces a machine:
+// member remove and member add through the client API, and a new member
+// with an empty data directory, a new name and the old one's address,
+// started with --initial-cluster-state existing. SetMemberBinary makes a
+// process member run another etcdmember binary from its next start;
+// PreviousMemberBinary builds one against etcd's previous minor release
+// (PreviousEtcd, pinned by the separate module in internal/etcdprev), so
+// that a cluster started on it is upgraded one member at a time: StopMember,
+// SetMemberBinary with an empty path (the current release), RestartMember.
+//
 // The member binary is built once per test process with go build, from the
 // module of the current directory (where go test and go run start), into
 // the user's cache directory under its content hash; the go command's build
