@@ -2,7 +2,6 @@ package etcdops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -341,6 +340,3 @@ func (f *fleet) measure(l *load, before map[int]int64, tenures map[string]float6
 	o.failed, o.firstErr = l.failed()
 	return o
 }
-
-// errNoLeader reports that etcd has no leader to move leadership from.
-var errNoLeader = errors.New("no etcd leader")
