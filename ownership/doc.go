@@ -274,6 +274,12 @@
 // Nothing the node logs carries a credential: it never sees a DSN, and an
 // etcd client's username and password stay in the client.
 //
+// Give the node an etcd client made with its session's settings,
+// clientv3.New(cfg.Session.ClientConfig(endpoints)) with every member's
+// endpoint (see election.SessionConfig.ClientConfig): a member that is
+// defragmented, replaced, upgraded or paused then costs no session and
+// no partition, only the latency of the requests that reach it.
+//
 // The etcd client logs on its own, through zap, as JSON on standard error.
 // Silence it with one line of its configuration,
 // clientv3.Config{..., Logger: zap.NewNop()}, or keep its errors only with
