@@ -36,7 +36,7 @@ var (
 	// until an operator frees space and disarms the alarm (see the README's
 	// operating section); a node keeps serving the partitions it holds
 	// meanwhile, and an operator action or a balancer pass is refused whole.
-	ErrNoSpace = errors.New("etcd database full (NOSPACE alarm)")
+	ErrNoSpace = errors.New("fleet: etcd database full (NOSPACE alarm)")
 )
 
 // ErrNotFound reports an operator action whose target is not in etcd, or

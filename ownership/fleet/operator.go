@@ -50,7 +50,10 @@ func (c OperatorConfig) Validate() error {
 // every node computes (members minus drained ones).
 //
 // Every action is one etcd transaction that also writes its audit record
-// (see AuditRecord), so an action is never taken unrecorded. Force release
+// (see AuditRecord), so an action is never taken unrecorded. While etcd
+// refuses puts for its NOSPACE alarm, an action waits, trying again every
+// 0.5s, until the alarm is disarmed or its context ends (an error that
+// wraps ErrNoSpace). Force release
 // and drain need an actor and a reason.
 //
 // An Operator holds no lease and starts no goroutine; it needs no Close. It
@@ -76,7 +79,7 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	o := &Operator{kv: kv, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock}
+	o := &Operator{kv: waitingKV{KV: kv, clock: cfg.Clock}, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock}
 	if l, ok := kv.(clientv3.Lease); ok {
 		o.lease = l
 	}

@@ -35,6 +35,10 @@ type Spec struct {
 	// seconds; zero means etcd's default (5m). It matters once
 	// authentication is enabled.
 	AuthTokenTTL time.Duration
+	// QuotaBackendBytes is the size of the database at which etcd raises
+	// its NOSPACE alarm (--quota-backend-bytes); zero means etcd's default
+	// (2 GiB).
+	QuotaBackendBytes int64
 }
 
 // bcryptCost is the cost of the password hashes of every sim cluster:
@@ -63,6 +67,7 @@ func (s Spec) EmbedConfig(lg *zap.Logger) *embed.Config {
 	if s.AuthTokenTTL > 0 {
 		ec.AuthTokenTTL = uint(s.AuthTokenTTL / time.Second)
 	}
+	ec.QuotaBackendBytes = s.QuotaBackendBytes
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	return ec
 }
@@ -88,6 +93,7 @@ func Args(s Spec, f Flags) []string {
 		"-tick=" + s.Tick.String(),
 		"-election=" + s.Election.String(),
 		"-auth-token-ttl=" + s.AuthTokenTTL.String(),
+		"-quota-backend-bytes=" + strconv.FormatInt(s.QuotaBackendBytes, 10),
 		"-log-level=" + f.LogLevel,
 		"-exit-on-stdin-eof=" + strconv.FormatBool(f.ExitOnStdinEOF),
 	}
@@ -107,6 +113,7 @@ func Parse(args []string) (Spec, Flags, error) {
 	fs.DurationVar(&s.Tick, "tick", 50*time.Millisecond, "raft heartbeat interval")
 	fs.DurationVar(&s.Election, "election", 500*time.Millisecond, "raft election timeout")
 	fs.DurationVar(&s.AuthTokenTTL, "auth-token-ttl", 0, "lifetime of an unused simple auth token, whole seconds; 0: etcd's default")
+	fs.Int64Var(&s.QuotaBackendBytes, "quota-backend-bytes", 0, "database size at which the NOSPACE alarm is raised; 0: etcd's default")
 	fs.StringVar(&f.LogLevel, "log-level", "", "zap level of the logs on standard error; empty: none")
 	fs.BoolVar(&f.ExitOnStdinEOF, "exit-on-stdin-eof", false, "exit when standard input ends (the parent died)")
 	if err := fs.Parse(args); err != nil {
