@@ -199,6 +199,7 @@
 //	tenure_forced_releases_total                counter            claims deleted by someone else while the lease lived (checked with etcd)
 //	tenure_drains_total                         counter            times this node saw itself drained
 //	tenure_callback_queue_length                gauge              callbacks queued for the dispatcher
+//	tenure_etcd_alarm                           gauge      alarm   1 while etcd refuses this node's writes (NOSPACE), learned from its own writes; planned releases wait (nospace.go)
 //	tenure_session_*                            (see the election package's Operability section)
 //
 // A ChanCallbacks adapter counts its drops itself (its third result); the
