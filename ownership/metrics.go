@@ -126,7 +126,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	}
 	m.etcdAlarm = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Name: "etcd_alarm",
-		Help: "1 while etcd refuses this node's writes for the alarm named (NOSPACE: its database is full), as this node learned from its own writes (claims, claim deletions, its write checks before planned releases, its load reports): from a refused write to the next that succeeds; 0 otherwise. Meanwhile its planned releases wait and it keeps serving.",
+		Help: "1 while etcd refuses this node's writes for the alarm named (NOSPACE: its database is full), as this node learned from its own writes (claims, claim deletions, its write checks before planned releases, its load reports when they change): from a refused write to the next that succeeds; 0 otherwise. A node that writes nothing does not notice an alarm. Meanwhile its planned releases wait and it keeps serving.",
 	}, []string{"alarm"})
 	m.etcdAlarm.WithLabelValues(alarmNoSpace)
 	for _, r := range releaseReasons {

@@ -25,6 +25,11 @@ import (
 // and the handoff completes). A graceful leave deletes its member key
 // first, in such a transaction, and hands nothing off until it has: the
 // deletion is its write check.
+//
+// A node learns of the alarm from its own writes only (tenure_etcd_alarm):
+// it does not poll etcd's alarm list, which etcd answers through raft (one
+// proposal per call, from every node that polled), and which would change
+// nothing it does: its releases wait for its own write check.
 
 // writeCheckInterval is how often a node whose planned releases wait for
 // etcd to take puts checks again: how long, at most, after the alarm is

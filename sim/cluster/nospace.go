@@ -3,16 +3,43 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/etcderr"
 )
 
 // A cluster started with Config.QuotaBackendBytes raises etcd's NOSPACE
 // alarm once its database reaches that size: etcd then takes reads,
-// deletions and lease renewals but refuses every put. ReclaimSpace does
-// what an operator does about it, through the client API as etcdctl
-// does: compact, defragment every member, disarm the alarm.
+// deletions and lease renewals but refuses every put. Fill brings that
+// about; ReclaimSpace does what an operator does about it, through the
+// client API as etcdctl does: delete what filled it, compact, defragment
+// every member, disarm the alarm.
+
+// fillPrefix is the prefix of the keys Fill writes (and ReclaimSpace
+// deletes); fillValue the size of each.
+const (
+	fillPrefix = "/sim-cluster-fill/"
+	fillValue  = 256 << 10
+)
+
+// Fill puts 256 KiB values under its own prefix, through cli, until etcd
+// refuses one for its NOSPACE alarm, and returns how many it put. An
+// error other than NOSPACE, or ctx's end, is returned as it is.
+func Fill(ctx context.Context, cli *clientv3.Client) (int, error) {
+	junk := strings.Repeat("x", fillValue)
+	for i := 0; ; i++ {
+		_, err := cli.Put(ctx, fmt.Sprintf("%s%d", fillPrefix, i), junk)
+		switch {
+		case etcderr.NoSpace(err):
+			return i, nil
+		case err != nil:
+			return i, fmt.Errorf("cluster: fill: put %d: %w", i, err)
+		}
+	}
+}
 
 // Alarms returns the alarms that stand in the cluster (etcdctl alarm
 // list), through cli.
@@ -24,18 +51,20 @@ func Alarms(ctx context.Context, cli *clientv3.Client) ([]*pb.AlarmMember, error
 	return resp.Alarms, nil
 }
 
-// ReclaimSpace frees the space of the history before the current revision
-// and disarms the NOSPACE alarm, through cli, as an operator does with
-// etcdctl: compact at the current revision (etcdctl compact), defragment
-// every member, one at a time (etcdctl defrag --endpoints=<member>), and
-// disarm every alarm that stands (etcdctl alarm disarm).
+// ReclaimSpace frees the space Fill took and disarms the NOSPACE alarm,
+// through cli, as an operator does with etcdctl: delete Fill's keys
+// (etcdctl del --prefix; deletions pass under the alarm), compact at the
+// current revision (etcdctl compact), defragment every member, one at a
+// time (etcdctl defrag --endpoints=<member>), and disarm every alarm that
+// stands (etcdctl alarm disarm).
 func (c *Cluster) ReclaimSpace(ctx context.Context, cli *clientv3.Client) error {
-	resp, err := cli.Get(ctx, "compact-probe")
+	resp, err := cli.Delete(ctx, fillPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return fmt.Errorf("cluster: read the revision: %w", err)
+		return fmt.Errorf("cluster: delete %s: %w", fillPrefix, err)
 	}
-	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		return fmt.Errorf("cluster: compact at %d: %w", resp.Header.Revision, err)
+	rev := resp.Header.Revision
+	if _, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		return fmt.Errorf("cluster: compact at %d: %w", rev, err)
 	}
 	for i, ep := range c.Endpoints() {
 		if _, err := cli.Defragment(ctx, ep); err != nil {
