@@ -61,13 +61,16 @@ func (c OperatorConfig) Validate() error {
 type Operator struct {
 	kv     clientv3.KV
 	lease  clientv3.Lease // nil if kv is not also a clientv3.Lease
+	alarms any            // kv, which Status lists etcd's alarms through (etcderr.Alarms)
 	layout keys.Layout
 	clock  clockwork.Clock
 }
 
 // NewOperator returns an Operator of the fleet cfg names, reached through
 // kv. If kv also implements clientv3.Lease (a *clientv3.Client does),
-// Members reports the time left on each member's lease. Errors wrap
+// Members reports the time left on each member's lease; if it also
+// implements clientv3.Maintenance (a *clientv3.Client does), Status lists
+// the alarms that stand in etcd. Errors wrap
 // ErrNilArgument or ErrInvalidConfig.
 func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	if nilness.Is(kv) {
@@ -79,7 +82,7 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	o := &Operator{kv: waitingKV{KV: kv, clock: cfg.Clock}, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock}
+	o := &Operator{kv: waitingKV{KV: kv, clock: cfg.Clock}, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock, alarms: kv}
 	if l, ok := kv.(clientv3.Lease); ok {
 		o.lease = l
 	}
