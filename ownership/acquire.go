@@ -46,6 +46,7 @@ func (n *Node) runClaim(gen *generation, w claimWrite, batch []int) {
 // claimed handles the result of a claim transaction.
 func (l *loop) claimed(m claimDone) {
 	l.claimsInFlight--
+	l.wrote(m.err)
 	prepared := make([]time.Time, len(m.batch))
 	for i, p := range m.batch {
 		l.transition(p, idle, 0)

@@ -1,6 +1,9 @@
 package ownership
 
-import "github.com/tenure-go/tenure/internal/fleetview"
+import (
+	"github.com/tenure-go/tenure/internal/etcderr"
+	"github.com/tenure-go/tenure/internal/fleetview"
+)
 
 // Deleting a claim: the last stage of a handoff, and the clean-up of a
 // claim left by an earlier session of this node or by a tenure that ended
@@ -36,7 +39,7 @@ func (l *loop) flushDeletes() {
 func (n *Node) runDelete(gen *generation, batch []int, recs []*record, epochs []int64) {
 	ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
 	defer cancel()
-	rev, out, err := n.deleteTxn(ctx, batch, epochs)
+	rev, out, err := n.deleteTxn(ctx, batch, epochs, n.handoffPut(gen))
 	n.post(gen, deleteDone{batch: batch, recs: recs, rev: rev, out: out, err: err})
 }
 
@@ -44,6 +47,7 @@ func (n *Node) runDelete(gen *generation, batch []int, recs []*record, epochs []
 // record has moved on since the transaction started is left alone.
 func (l *loop) deleted(m deleteDone) {
 	l.dirty = true
+	l.wrote(m.err)
 	tooLarge := l.shrinkBatch(m.err)
 	for i, p := range m.batch {
 		rec := m.recs[i]
@@ -56,10 +60,14 @@ func (l *loop) deleted(m deleteDone) {
 		case m.err != nil:
 			wait := &record{phase: phaseDeleteWait, epoch: rec.epoch, attempts: rec.attempts + 1, handoff: rec.handoff}
 			l.transition(p, wait, 0)
-			if wait.attempts == 1 {
+			if wait.attempts == 1 && !etcderr.NoSpace(m.err) {
 				l.n.log.Warn("delete claim", "partition", p, "epoch", rec.epoch, "error", m.err)
 			}
-			l.n.after(l.gen, backoff(wait.attempts-1), deleteRetry{p: p, wait: wait})
+			retry := backoff(wait.attempts - 1)
+			if etcderr.NoSpace(m.err) {
+				retry = writeCheckInterval
+			}
+			l.n.after(l.gen, retry, deleteRetry{p: p, wait: wait})
 		default:
 			if rec.handoff != nil {
 				l.n.report.handoffDone(rec.handoff, p)

@@ -199,6 +199,7 @@
 //	tenure_forced_releases_total                counter            claims deleted by someone else while the lease lived (checked with etcd)
 //	tenure_drains_total                         counter            times this node saw itself drained
 //	tenure_callback_queue_length                gauge              callbacks queued for the dispatcher
+//	tenure_etcd_alarm                           gauge      alarm   1 while etcd refuses this node's writes (NOSPACE), learned from its own writes only (a node that writes nothing does not notice); planned releases wait (nospace.go)
 //	tenure_session_*                            (see the election package's Operability section)
 //
 // A ChanCallbacks adapter counts its drops itself (its third result); the
@@ -268,7 +269,13 @@
 // observed" (Warn, one line per batch of claims); drain and undrain
 // observed; fence rejection (a fencer's fence.ErrStale: partition, scope,
 // presented, current; Warn); claim conflict (Debug); a failed preparation
-// (Warn: partition, holder, error). The node's sessions
+// (Warn: partition, holder, error); "etcd database full (NOSPACE alarm):
+// keeping N partitions until it is disarmed" (Warn, once per wait;
+// partitions, lease) while its planned releases wait for etcd to take
+// puts, "etcd takes writes again: the planned releases that waited go on"
+// (waited) when they resume, and, for a Close whose context ended
+// meanwhile, "etcd database full (NOSPACE alarm): Close's context ended;
+// N partitions go with the lease, as in a crash" (Warn). The node's sessions
 // log with the node's logger and its node field: session opened, lost
 // (cause) or closed, renewal attempts failed (Debug) and failing (Warn).
 // Nothing the node logs carries a credential: it never sees a DSN, and an

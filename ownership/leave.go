@@ -27,15 +27,7 @@ func (l *loop) startClose() {
 func (n *Node) runUnregister(gen *generation) {
 	ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
 	defer cancel()
-	n.post(gen, memberDeleted{err: n.unregisterTxn(ctx, gen.memberRev)})
-}
-
-// memberDeleted handles the result of the deletion of the member key.
-func (l *loop) memberDeleted(err error) {
-	l.memberDeleting = false
-	if err != nil {
-		l.n.log.Warn("delete member key; revoking the lease will", "error", err)
-	}
+	n.post(gen, memberDeleted{err: n.unregisterTxn(ctx, gen.memberRev, n.handoffPut(gen))})
 }
 
 // closeDone reports whether a graceful leave has handed everything off.
@@ -66,8 +58,11 @@ func (l *loop) finishClose() error {
 
 // abort stops at once (Close's context ended): every tenure ends with
 // reasonClosed, and the lease is left to expire (or revoked if etcd answers
-// at once).
-func (l *loop) abort() {
+// at once). If etcd refused puts meanwhile (the NOSPACE alarm), the
+// returned error says that the partitions kept went with the lease.
+func (l *loop) abort() error {
+	kept := len(l.keptAway())
+	full := l.w.full
 	l.unwatch()
 	ended := l.endAll(reasonClosed)
 	l.gen.end(ErrClosed)
@@ -78,4 +73,10 @@ func (l *loop) abort() {
 	ctx, cancel := l.n.withTimeout(context.Background(), 100*time.Millisecond)
 	_ = l.gen.sess.Close(ctx)
 	cancel()
+	if full && kept > 0 {
+		l.n.log.Warn("etcd database full (NOSPACE alarm): Close's context ended; "+partitionCount(kept)+" go with the lease, as in a crash",
+			"lease", leaseString(l.gen))
+		return l.closeErrNoSpace(kept)
+	}
+	return nil
 }

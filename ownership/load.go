@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/loadmeter"
 	"github.com/tenure-go/tenure/ownership/fleet"
@@ -94,6 +95,9 @@ func (n *Node) publishLoad() {
 			ctx, cancel := context.WithTimeout(n.rootCtx, every)
 			_, err := n.cli.Put(ctx, n.layout.Load(n.id), val, clientv3.WithLease(s.gen.lease))
 			cancel()
+			if err == nil || etcderr.NoSpace(err) {
+				n.post(s.gen, loadWritten{err: err}) // for tenure_etcd_alarm (nospace.go)
+			}
 			if err != nil {
 				n.log.Debug("publish load report", "error", err)
 				continue

@@ -52,6 +52,8 @@ type loop struct {
 
 	closing        bool
 	memberDeleting bool
+	unregistered   bool   // closing: the member key is deleted
+	w              writes // whether etcd takes puts, for planned releases (nospace.go)
 
 	lost  error // set when the generation must end
 	dirty bool  // the snapshot is out of date
@@ -77,6 +79,7 @@ func (l *loop) install(gen *generation, lst *fleetview.Listing) {
 	l.lost = nil
 	l.fleet.Forget()
 	l.claimHold, l.claimAttempt, l.resyncing = false, 0, false
+	l.w.ok, l.w.used, l.w.checking = false, false, false // a check of the previous generation answers no more
 	l.apply(fleetview.Update{Listing: lst})
 	l.watch(lst.Rev)
 	clear(l.ready)
@@ -157,8 +160,7 @@ func (l *loop) serve() (closed bool, err error) {
 		}
 		select {
 		case <-n.rootCtx.Done():
-			l.abort()
-			return true, nil
+			return true, l.abort()
 		case <-closeC:
 			closeC = nil
 			l.startClose()

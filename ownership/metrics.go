@@ -49,6 +49,8 @@ type nodeMetrics struct {
 	drains         prometheus.Counter
 
 	acquiredTimeouts prometheus.Counter
+
+	etcdAlarm *prometheus.GaugeVec
 }
 
 // newNodeMetrics creates the metrics of node n and registers them with
@@ -122,6 +124,11 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 			Help: "Tenures of this node that began admitting work before their OnAcquired returned, because Config.AcquiredTimeout passed.",
 		}),
 	}
+	m.etcdAlarm = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "etcd_alarm",
+		Help: "1 while etcd refuses this node's writes for the alarm named (NOSPACE: its database is full), as this node learned from its own writes (claims, claim deletions, its write checks before planned releases, its load reports when they change): from a refused write to the next that succeeds; 0 otherwise. A node that writes nothing does not notice an alarm. Meanwhile its planned releases wait and it keeps serving.",
+	}, []string{"alarm"})
+	m.etcdAlarm.WithLabelValues(alarmNoSpace)
 	for _, r := range releaseReasons {
 		m.releases.WithLabelValues(r.String())
 	}
@@ -145,7 +152,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	}, func() float64 { return float64(n.disp.pending()) })
 
 	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.prepare, m.unowned,
-		m.failovers, m.failover, m.takeover, m.fencerFailures, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts)
+		m.failovers, m.failover, m.takeover, m.fencerFailures, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts, m.etcdAlarm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
 	}
@@ -155,6 +162,22 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	}
 	m.set = set
 	return m, nil
+}
+
+// alarmNoSpace is the alarm label of tenure_etcd_alarm for etcd's NOSPACE
+// alarm.
+const alarmNoSpace = "NOSPACE"
+
+// alarm sets tenure_etcd_alarm{alarm="NOSPACE"}.
+func (m *nodeMetrics) alarm(on bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.etcdAlarm.WithLabelValues(alarmNoSpace).Set(v)
 }
 
 // unregister unregisters every metric the node registered.

@@ -49,7 +49,7 @@ func (l *loop) reconcile() {
 				l.startDelete(p, rec.t.token.Epoch, nil)
 			}
 		case phaseStarting:
-			if !l.mine(p) {
+			if !l.mine(p) && l.mayRelease() {
 				// Moved away before its OnAcquired returned: it has admitted
 				// no work, so it is handed off at once, without a prepare
 				// phase (its OnReleased follows its OnAcquired).
@@ -67,6 +67,7 @@ func (l *loop) reconcile() {
 	if len(toClaim) > 0 {
 		l.launchClaims(toClaim)
 	}
+	l.flushWriteCheck()
 	l.flushReleases()
 	l.flushDeletes()
 	l.flushFences()

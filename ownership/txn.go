@@ -53,15 +53,17 @@ func (n *Node) claimTxn(ctx context.Context, w claimWrite, ps []int) (int64, []o
 }
 
 // deleteTxn deletes the claims of ps whose epochs are still epochs[i], in
-// one transaction.
-func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64) (int64, []outcome, error) {
-	return n.condTxn(ctx, ps, func(i int) int64 { return epochs[i] }, func(k string) clientv3.Op { return clientv3.OpDelete(k) })
+// one transaction that also makes the put put (the node's handoff key,
+// nospace.go), so that etcd refuses the deletions whenever it refuses
+// puts.
+func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64, put clientv3.Op) (int64, []outcome, error) {
+	return n.condTxn(ctx, ps, func(i int) int64 { return epochs[i] }, func(k string) clientv3.Op { return clientv3.OpDelete(k) }, put)
 }
 
 // condTxn runs, for every partition ps[i], the nested transaction
 // If(CreateRevision(claim) == rev(i)) Then(then(claim)) Else(Get(claim)),
-// all in one transaction.
-func (n *Node) condTxn(ctx context.Context, ps []int, rev func(i int) int64, then func(key string) clientv3.Op) (int64, []outcome, error) {
+// all in one transaction, followed by the operations extra.
+func (n *Node) condTxn(ctx context.Context, ps []int, rev func(i int) int64, then func(key string) clientv3.Op, extra ...clientv3.Op) (int64, []outcome, error) {
 	ops := make([]clientv3.Op, len(ps))
 	for i, p := range ps {
 		k := n.layout.Claim(p)
@@ -70,21 +72,22 @@ func (n *Node) condTxn(ctx context.Context, ps []int, rev func(i int) int64, the
 			[]clientv3.Op{then(k)},
 			[]clientv3.Op{clientv3.OpGet(k)})
 	}
-	return n.batchTxn(ctx, ops)
+	return n.batchTxn(ctx, ops, extra...)
 }
 
-// batchTxn commits the nested transactions ops in one transaction and
-// returns its revision and each one's outcome.
-func (n *Node) batchTxn(ctx context.Context, ops []clientv3.Op) (int64, []outcome, error) {
-	resp, err := n.cli.Txn(ctx).Then(ops...).Commit()
+// batchTxn commits the nested transactions ops, then the operations
+// extra, in one transaction and returns its revision and each nested
+// transaction's outcome.
+func (n *Node) batchTxn(ctx context.Context, ops []clientv3.Op, extra ...clientv3.Op) (int64, []outcome, error) {
+	resp, err := n.cli.Txn(ctx).Then(append(ops[:len(ops):len(ops)], extra...)...).Commit()
 	if err != nil {
 		return 0, nil, err
 	}
-	if len(resp.Responses) != len(ops) {
-		return 0, nil, fmt.Errorf("ownership: transaction returned %d responses for %d operations", len(resp.Responses), len(ops))
+	if len(resp.Responses) != len(ops)+len(extra) {
+		return 0, nil, fmt.Errorf("ownership: transaction returned %d responses for %d operations", len(resp.Responses), len(ops)+len(extra))
 	}
 	out := make([]outcome, len(ops))
-	for i, r := range resp.Responses {
+	for i, r := range resp.Responses[:len(ops)] {
 		tr := r.GetResponseTxn()
 		if tr == nil {
 			return 0, nil, fmt.Errorf("ownership: transaction response %d is not a transaction", i)
@@ -149,12 +152,15 @@ func (n *Node) registerTxn(ctx context.Context, lease, prev clientv3.LeaseID, va
 }
 
 // unregisterTxn deletes this node's member key if it is still the one
-// created at rev.
-func (n *Node) unregisterTxn(ctx context.Context, rev int64) error {
+// created at rev, in a transaction that also makes the put put (the
+// node's handoff key, nospace.go), so that etcd refuses the deletion
+// whenever it refuses puts.
+func (n *Node) unregisterTxn(ctx context.Context, rev int64, put clientv3.Op) error {
 	mk := n.layout.Member(n.id)
 	_, err := n.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(mk), "=", rev)).
-		Then(clientv3.OpDelete(mk)).
+		Then(clientv3.OpDelete(mk), put).
+		Else(put).
 		Commit()
 	return err
 }

@@ -29,6 +29,7 @@ type move struct {
 	since    time.Time
 	deadline time.Time
 	batch    *handoff
+	expired  bool // the warm timeout passed: its partitions go on cold
 }
 
 // readyKey names a readiness key: node is ready to take partition p over.
@@ -45,7 +46,9 @@ type readyKey struct {
 func (l *loop) moveAway(p int, rec *record) {
 	to, ok := l.fleet.Ring.Owner(p)
 	if !l.n.warmEnabled() || !ok || !l.fleet.Members[to].Member.Prepares {
-		l.release(p, rec.move, false)
+		if l.mayRelease() {
+			l.release(p, rec.move, false)
+		}
 		return
 	}
 	m := rec.move
@@ -60,8 +63,8 @@ func (l *loop) moveAway(p int, rec *record) {
 		rec = &record{phase: phaseServing, t: rec.t, move: m, handoff: m.batch}
 		l.transition(p, rec, 0)
 	}
-	if l.ready[readyKey{p: p, node: to}] == rec.t.token.Epoch {
-		l.release(p, m, true)
+	if ready := l.ready[readyKey{p: p, node: to}] == rec.t.token.Epoch; (ready || m.expired) && l.mayRelease() {
+		l.release(p, m, ready)
 	}
 }
 
@@ -71,14 +74,12 @@ func (l *loop) keepServing(p int, rec *record) {
 	l.transition(p, &record{phase: phaseServing, t: rec.t}, 0)
 }
 
-// warmExpired releases, cold, the partitions of m whose successor did not
-// get ready within the warm timeout.
+// warmExpired marks m's warm timeout passed: the next reconciliation
+// releases, cold, the partitions of m whose successor did not get ready
+// (moveAway).
 func (l *loop) warmExpired(m *move) {
-	for p := range l.n.slots {
-		if rec := l.rec(p); rec.move == m && rec.phase == phaseServing && !l.mine(p) {
-			l.release(p, m, false)
-		}
-	}
+	m.expired = true
+	l.dirty = true
 }
 
 // followReady keeps the event loop's view of the readiness keys for

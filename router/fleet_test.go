@@ -61,6 +61,8 @@ type fleetOptions struct {
 	// Hosts are the hosts the nodes listen on and advertise, by ID
 	// (default 127.0.0.1).
 	Hosts map[string]string
+	// Tune, if set, changes node id's configuration before it joins.
+	Tune func(id string, cfg *ownership.Config)
 }
 
 // member is one node of a fleet.
@@ -113,6 +115,9 @@ func (f *testFleet) nodeConfig(id, addr string) ownership.Config {
 	cfg.Callbacks = f.opts.Callbacks
 	if f.opts.WarmTimeout != 0 {
 		cfg.WarmTimeout = f.opts.WarmTimeout
+	}
+	if f.opts.Tune != nil {
+		f.opts.Tune(id, &cfg)
 	}
 	return cfg
 }

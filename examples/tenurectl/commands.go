@@ -241,7 +241,22 @@ func cmdStatus(g *globals, args []string, out io.Writer) error {
 			for _, id := range st.Members {
 				fmt.Fprintf(w, "  %s\t%d\n", id, st.Owned[id])
 			}
+			printAlarms(w, st.Alarms, "planned moves, operator actions and the balancer wait until it is disarmed")
 		})
+}
+
+// printAlarms prints the alarms that stand in etcd, and what waits for
+// them (waiting) if one does.
+func printAlarms(w io.Writer, as []fleet.EtcdAlarm, waiting string) {
+	if len(as) == 0 {
+		fmt.Fprintln(w, "etcd alarms:\t-")
+		return
+	}
+	names := make([]string, len(as))
+	for i, a := range as {
+		names[i] = a.Alarm + " (etcd member " + a.Member + ")"
+	}
+	fmt.Fprintf(w, "etcd alarms:\t%s: etcd refuses puts; %s\n", strings.Join(names, ", "), waiting)
 }
 
 func list(s []string) string {

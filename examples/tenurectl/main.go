@@ -47,7 +47,7 @@ Commands:
   leaders [--prefix P]              each election's leader, epoch and candidates; P is the
                                     elections' key prefix (default <fleet prefix>leader/), so
                                     the fleet's --prefix goes before the command here
-  status                            unowned partitions, handoffs, per-node counts, idle members
+  status                            unowned partitions, handoffs, per-node counts, idle members, etcd alarms
   force-release partition P --reason R [--actor A] [--epoch E]
   force-release leader NAME --reason R [--actor A] [--epoch E]
                                     delete the claim (or leader key) held at its current epoch

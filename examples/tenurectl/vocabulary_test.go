@@ -62,6 +62,7 @@ var vocabulary = map[string]kind{
 	// Status.
 	"revision": kInt, "ring_version": kInt, "member_ids": kStringList, "drained_ids": kStringList,
 	"idle_ids": kStringList, "unowned": kIntList, "handoffs": kObjectList, "owned_by_member": kIntMap,
+	"alarms": kObjectList, "alarm": kString, "etcd_member": kString,
 	// Audit records.
 	"action": kString, "target": kString, "node": kString, "old_epoch": kInt, "new_epoch": kInt,
 	// Placement.
@@ -77,8 +78,9 @@ var vocabulary = map[string]kind{
 }
 
 // rareKeys are vocabulary keys TestTenurectlJSONVocabulary need not see:
-// a handoff shows only while a move is in progress.
-var rareKeys = map[string]bool{"handoff": true}
+// a handoff shows only while a move is in progress, an etcd alarm only
+// while one stands (TestTenurectlAlarms sees them).
+var rareKeys = map[string]bool{"handoff": true, "alarm": true, "etcd_member": true}
 
 // TestVocabularyRules holds the vocabulary to its own rules: revisions are
 // "revision" or "<what>_revision", never "rev"; durations are numbers of

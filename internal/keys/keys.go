@@ -13,6 +13,10 @@
 //	<prefix>placement/<p>        JSON Placement: partition p placed on a node by
 //	                             an operator's pin or a balancer's move
 //	<prefix>load/<nodeID>        the node's load report, lease = node Session
+//	<prefix>handoff/<nodeID>     empty, lease = node Session: the put in every
+//	                             deletion of the node's claims or member key,
+//	                             so that etcd refuses the deletion while it
+//	                             refuses puts (NOSPACE; see Layout.Handoff)
 //	<prefix>balance/suspended    JSON BalanceSuspend: an operator suspended the balancer
 //	<prefix>balance/pass         JSON BalancePassRecord: the balancer's last applied pass
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -57,9 +58,16 @@ const (
 //   - tenure_balance_removed_total (counter): balancer moves removed
 //     because their node left or the ring agrees;
 //   - tenure_balance_passes_total{result} (counter): "applied", "idle",
-//     "suspended", "deposed", "stale", "error".
+//     "suspended", "alarm" (an etcd alarm stood: see alarm.go), "deposed",
+//     "stale", "error".
+//
+// While an etcd alarm stands (NOSPACE: its database is full, and etcd
+// refuses every put), the balancer pauses: its passes are planned and
+// reported but write nothing, and Run logs why once and says when it
+// resumes (alarm.go).
 type Balancer struct {
 	kv      clientv3.KV
+	list    any // kv, which Plan lists etcd's alarms through (etcderr.Alarms)
 	layout  keys.Layout
 	cfg     Config
 	metrics *metrics
@@ -69,7 +77,10 @@ type Balancer struct {
 }
 
 // NewBalancer returns a Balancer of the fleet cfg names, reached through
-// kv. Zero fields of cfg take DefaultConfig's values. Errors wrap
+// kv. If kv also implements clientv3.Maintenance (a *clientv3.Client
+// does), each Plan lists the alarms that stand in etcd (one raft proposal
+// a pass), and the balancer pauses while any does; otherwise it learns of
+// the NOSPACE alarm from its refused passes. Zero fields of cfg take DefaultConfig's values. Errors wrap
 // ErrNilArgument or ErrInvalidConfig.
 func NewBalancer(kv clientv3.KV, cfg Config) (*Balancer, error) {
 	if nilness.Is(kv) {
@@ -86,7 +97,7 @@ func NewBalancer(kv clientv3.KV, cfg Config) (*Balancer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Balancer{kv: kv, layout: keys.For(cfg.Cluster, cfg.Prefix), cfg: cfg, metrics: m}, nil
+	return &Balancer{kv: kv, list: kv, layout: keys.For(cfg.Cluster, cfg.Prefix), cfg: cfg, metrics: m}, nil
 }
 
 // withDefaults fills the zero fields of c.
@@ -125,6 +136,10 @@ type Planned struct {
 	// Suspended is the operator's suspension that stood at the snapshot,
 	// nil if none: Apply then writes nothing.
 	Suspended *fleet.Mark `json:"suspended,omitempty"`
+	// Alarms are the alarms that stood in etcd just after the snapshot,
+	// listed if the Balancer's client can list them (see NewBalancer):
+	// while any stands, Apply writes nothing (the balancer pauses).
+	Alarms []fleet.EtcdAlarm `json:"alarms,omitempty"`
 	// Loads is each member's load at the snapshot (members not drained):
 	// the sum of the loads of the partitions the fleet's rule gives it.
 	Loads map[string]float64 `json:"loads"`
@@ -199,6 +214,9 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	if pl.Removes == nil {
 		pl.Removes = []int{}
 	}
+	if pl.Alarms, err = b.alarms(ctx); err != nil {
+		return nil, err
+	}
 	b.observe(newSnapshot(lst, f.Ring))
 	b.metrics.snapshot(pl)
 	return pl, nil
@@ -212,7 +230,10 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 // one stood), and no member key or drain mark was written since the
 // snapshot, every move's target is still the member it was, and no
 // placement of pl's partitions was written meanwhile (ErrStaleSnapshot
-// otherwise). A pass with nothing to do writes nothing.
+// otherwise). While an etcd alarm stands (pl.Alarms, or etcd refusing the
+// pass for its NOSPACE alarm), it writes nothing (ErrAlarm, which also
+// wraps fleet.ErrNoSpace for NOSPACE). A pass with nothing to do writes
+// nothing.
 func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) error {
 	if term == nil || pl == nil {
 		return fmt.Errorf("%w: term or pass", ErrNilArgument)
@@ -220,6 +241,10 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 	if pl.Suspended != nil {
 		b.metrics.pass("suspended")
 		return fmt.Errorf("%w by %s: %s", ErrSuspended, pl.Suspended.Actor, pl.Suspended.Reason)
+	}
+	if len(pl.Alarms) > 0 {
+		b.metrics.pass("alarm")
+		return alarmErr(pl.Alarms)
 	}
 	if len(pl.Moves) == 0 && len(pl.Removes) == 0 {
 		b.metrics.pass("idle")
@@ -256,7 +281,11 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 	}
 	ops = append(ops, clientv3.OpPut(b.layout.BalancePass(), keys.EncodeJSON(rec)))
 	resp, err := b.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(term.Key()), clientv3.OpGet(sk, clientv3.WithKeysOnly())).Commit()
-	if err != nil {
+	switch {
+	case etcderr.NoSpace(err):
+		b.metrics.pass("alarm")
+		return fmt.Errorf("%w: etcd refused the pass at revision %d: %w: %w", ErrAlarm, pl.Rev, fleet.ErrNoSpace, err)
+	case err != nil:
 		b.metrics.pass("error")
 		return fmt.Errorf("balance: apply pass at revision %d: %w", pl.Rev, err)
 	}
@@ -317,6 +346,7 @@ func (b *Balancer) Run(ctx context.Context, e *election.Election) error {
 // lead runs passes while term stands.
 func (b *Balancer) lead(ctx context.Context, term *election.Term) {
 	tctx := term.Context()
+	var pause pause
 	for {
 		if !clock.Sleep(tctx, b.cfg.Clock, b.cfg.Interval) || ctx.Err() != nil {
 			return
@@ -325,9 +355,11 @@ func (b *Balancer) lead(ctx context.Context, term *election.Term) {
 		if err == nil {
 			err = b.Apply(tctx, term, pl)
 		}
+		b.paused(&pause, pl, err)
 		switch {
 		case errors.Is(err, ErrDeposed):
 			return
+		case errors.Is(err, ErrAlarm):
 		case errors.Is(err, ErrSuspended):
 			b.cfg.Logger.Debug("balance pass suspended", "error", err)
 		case err != nil && tctx.Err() == nil:

@@ -21,6 +21,11 @@
 // move records. Each applied pass writes its record (fleet.BalancerPass)
 // in its own transaction.
 //
+// While an alarm stands in etcd (NOSPACE: its database is full, and etcd
+// refuses every put), the balancer pauses: its passes are planned and
+// reported with the alarms (Planned.Alarms) but write nothing (ErrAlarm),
+// and it resumes at its first pass after the alarm is disarmed.
+//
 // Plan is the pure pass (the same code the simulator runs); Balancer reads
 // the fleet, plans (Balancer.Plan, also the dry run of tenurectl balance
 // plan) and applies.

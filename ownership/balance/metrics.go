@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		removedC: prometheus.NewCounter(prometheus.CounterOpts{Name: "tenure_balance_removed_total",
 			Help: "Balancer moves removed because their node left or the ring agrees."}),
 		passesC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tenure_balance_passes_total",
-			Help: "Balancer passes by result: applied, idle, suspended, deposed, stale, error."}, []string{"result"}),
+			Help: "Balancer passes by result: applied, idle, suspended, alarm (an etcd alarm stood, such as NOSPACE: the balancer pauses), deposed, stale, error."}, []string{"result"}),
 		members: map[string]bool{},
 	}
 	var err error

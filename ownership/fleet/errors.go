@@ -30,6 +30,13 @@ var (
 	// ErrInvalidPartition reports a partition number outside [0, P), given
 	// to ownership.Node.HoldPartition or to an operator action.
 	ErrInvalidPartition = errors.New("fleet: invalid partition")
+
+	// ErrNoSpace reports that etcd refuses puts because its database is
+	// full: the NOSPACE alarm stands. Nothing that needs a put can be done
+	// until an operator frees space and disarms the alarm (see the README's
+	// operating section); a node keeps serving the partitions it holds
+	// meanwhile, and an operator action or a balancer pass is refused whole.
+	ErrNoSpace = errors.New("fleet: etcd database full (NOSPACE alarm)")
 )
 
 // ErrNotFound reports an operator action whose target is not in etcd, or

@@ -50,7 +50,10 @@ func (c OperatorConfig) Validate() error {
 // every node computes (members minus drained ones).
 //
 // Every action is one etcd transaction that also writes its audit record
-// (see AuditRecord), so an action is never taken unrecorded. Force release
+// (see AuditRecord), so an action is never taken unrecorded. While etcd
+// refuses puts for its NOSPACE alarm, an action waits, trying again every
+// 0.5s, until the alarm is disarmed or its context ends (an error that
+// wraps ErrNoSpace). Force release
 // and drain need an actor and a reason.
 //
 // An Operator holds no lease and starts no goroutine; it needs no Close. It
@@ -58,13 +61,16 @@ func (c OperatorConfig) Validate() error {
 type Operator struct {
 	kv     clientv3.KV
 	lease  clientv3.Lease // nil if kv is not also a clientv3.Lease
+	alarms any            // kv, which Status lists etcd's alarms through (etcderr.Alarms)
 	layout keys.Layout
 	clock  clockwork.Clock
 }
 
 // NewOperator returns an Operator of the fleet cfg names, reached through
 // kv. If kv also implements clientv3.Lease (a *clientv3.Client does),
-// Members reports the time left on each member's lease. Errors wrap
+// Members reports the time left on each member's lease; if it also
+// implements clientv3.Maintenance (a *clientv3.Client does), Status lists
+// the alarms that stand in etcd. Errors wrap
 // ErrNilArgument or ErrInvalidConfig.
 func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	if nilness.Is(kv) {
@@ -76,7 +82,7 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	o := &Operator{kv: kv, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock}
+	o := &Operator{kv: waitingKV{KV: kv, clock: cfg.Clock}, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock, alarms: kv}
 	if l, ok := kv.(clientv3.Lease); ok {
 		o.lease = l
 	}

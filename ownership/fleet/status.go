@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/ownership/ring"
 )
 
@@ -30,13 +32,43 @@ type Status struct {
 	Owned map[string]int `json:"owned_by_member"`
 	// Idle lists the members that hold no partition, sorted.
 	Idle []string `json:"idle_ids"`
+	// Alarms are the alarms that stand in etcd (etcdctl alarm list), read
+	// after the fleet when the Operator's client can list them (see
+	// NewOperator); empty otherwise. While NOSPACE stands, etcd refuses
+	// puts: planned moves, operator actions and the balancer wait (see
+	// ErrNoSpace).
+	Alarms []EtcdAlarm `json:"alarms"`
 }
 
-// Status reads the fleet and summarizes it.
+// EtcdAlarm is an alarm that stands in etcd: NOSPACE (its database
+// reached --quota-backend-bytes) or CORRUPT, and the member that raised
+// it.
+type EtcdAlarm struct {
+	// Alarm is the alarm's name, as etcdctl alarm list prints it.
+	Alarm string `json:"alarm"`
+	// Member is the ID of the etcd member that raised it, in hexadecimal.
+	Member string `json:"etcd_member"`
+}
+
+// etcdAlarms converts etcderr's alarms; the result is never nil.
+func etcdAlarms(as []etcderr.Alarm) []EtcdAlarm {
+	out := make([]EtcdAlarm, len(as))
+	for i, a := range as {
+		out[i] = EtcdAlarm(a)
+	}
+	return out
+}
+
+// Status reads the fleet and summarizes it, with the alarms that stand in
+// etcd.
 func (o *Operator) Status(ctx context.Context) (Status, error) {
 	v, err := o.view(ctx)
 	if err != nil {
 		return Status{}, err
+	}
+	alarms, _, err := etcderr.Alarms(ctx, o.alarms)
+	if err != nil {
+		return Status{}, fmt.Errorf("fleet: list etcd's alarms: %w", err)
 	}
 	f := v.fleet
 	s := Status{
@@ -49,6 +81,7 @@ func (o *Operator) Status(ctx context.Context) (Status, error) {
 		Handoffs:    []PartitionStatus{},
 		Owned:       make(map[string]int, len(f.All)),
 		Idle:        []string{},
+		Alarms:      etcdAlarms(alarms),
 	}
 	for _, id := range f.All {
 		s.Owned[id] = 0

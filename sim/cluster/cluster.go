@@ -57,6 +57,10 @@ type Config struct {
 	// default, 5m. It matters only once EnableAuth has turned authentication
 	// on.
 	AuthTokenTTL time.Duration
+	// QuotaBackendBytes is the database size at which etcd raises its
+	// NOSPACE alarm: etcd's --quota-backend-bytes (see nospace.go). Zero
+	// means etcd's default, 2 GiB.
+	QuotaBackendBytes int64
 }
 
 // DefaultConfig returns a 1-member cluster with fast raft timing suitable for
@@ -82,6 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.AuthTokenTTL < 0 || c.AuthTokenTTL%time.Second != 0 {
 		return fmt.Errorf("%w: auth token TTL %v must be whole seconds", ErrInvalidConfig, c.AuthTokenTTL)
+	}
+	if c.QuotaBackendBytes < 0 {
+		return fmt.Errorf("%w: quota backend bytes %d must not be negative", ErrInvalidConfig, c.QuotaBackendBytes)
 	}
 	if c.MemberBinary != "" && !c.Processes {
 		return fmt.Errorf("%w: member binary %q needs Processes", ErrInvalidConfig, c.MemberBinary)
@@ -163,7 +170,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			Tick:      cfg.TickInterval,
 			Election:  cfg.ElectionTimeout,
 
-			AuthTokenTTL: cfg.AuthTokenTTL,
+			AuthTokenTTL:      cfg.AuthTokenTTL,
+			QuotaBackendBytes: cfg.QuotaBackendBytes,
 		}
 		s.Dir = filepath.Join(c.dir, s.Name)
 		initial = append(initial, s.Name+"="+s.PeerURL.String())

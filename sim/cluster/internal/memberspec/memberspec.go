@@ -40,6 +40,10 @@ type Spec struct {
 	// of bootstrapping a new one. It matters only on the first start, while
 	// the data directory is empty.
 	Join bool
+	// QuotaBackendBytes is the size of the database at which etcd raises
+	// its NOSPACE alarm (--quota-backend-bytes); zero means etcd's default
+	// (2 GiB).
+	QuotaBackendBytes int64
 }
 
 // bcryptCost is the cost of the password hashes of every sim cluster:
@@ -71,6 +75,7 @@ func (s Spec) EmbedConfig(lg *zap.Logger) *embed.Config {
 	if s.AuthTokenTTL > 0 {
 		ec.AuthTokenTTL = uint(s.AuthTokenTTL / time.Second)
 	}
+	ec.QuotaBackendBytes = s.QuotaBackendBytes
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	return ec
 }
@@ -97,6 +102,7 @@ func Args(s Spec, f Flags) []string {
 		"-election=" + s.Election.String(),
 		"-auth-token-ttl=" + s.AuthTokenTTL.String(),
 		"-join=" + strconv.FormatBool(s.Join),
+		"-quota-backend-bytes=" + strconv.FormatInt(s.QuotaBackendBytes, 10),
 		"-log-level=" + f.LogLevel,
 		"-exit-on-stdin-eof=" + strconv.FormatBool(f.ExitOnStdinEOF),
 	}
@@ -117,6 +123,7 @@ func Parse(args []string) (Spec, Flags, error) {
 	fs.DurationVar(&s.Election, "election", 500*time.Millisecond, "raft election timeout")
 	fs.DurationVar(&s.AuthTokenTTL, "auth-token-ttl", 0, "lifetime of an unused simple auth token, whole seconds; 0: etcd's default")
 	fs.BoolVar(&s.Join, "join", false, "join a running cluster that lists this member (initial cluster state existing)")
+	fs.Int64Var(&s.QuotaBackendBytes, "quota-backend-bytes", 0, "database size at which the NOSPACE alarm is raised; 0: etcd's default")
 	fs.StringVar(&f.LogLevel, "log-level", "", "zap level of the logs on standard error; empty: none")
 	fs.BoolVar(&f.ExitOnStdinEOF, "exit-on-stdin-eof", false, "exit when standard input ends (the parent died)")
 	if err := fs.Parse(args); err != nil {
