@@ -30,6 +30,14 @@ type Status struct {
 	Owned map[string]int `json:"owned_by_member"`
 	// Idle lists the members that hold no partition, sorted.
 	Idle []string `json:"idle_ids"`
+	// Features are the fleet's effective protocol features: those every
+	// member's build understands, sorted. Requires are the features the
+	// spec records in use, which a build must understand to join.
+	Features []string `json:"features"`
+	Requires []string `json:"requires"`
+	// Migration is the ring-algorithm migration that runs, nil if none
+	// (see Operator.MigrateAlgorithm).
+	Migration *Migration `json:"migration,omitempty"`
 }
 
 // Status reads the fleet and summarizes it.
@@ -49,6 +57,12 @@ func (o *Operator) Status(ctx context.Context) (Status, error) {
 		Handoffs:    []PartitionStatus{},
 		Owned:       make(map[string]int, len(f.All)),
 		Idle:        []string{},
+		Features:    featureList(f.Features()),
+		Requires:    featureList(v.stored.Requires),
+	}
+	if v.migration != nil {
+		m := v.migrationProgress()
+		s.Migration = &m
 	}
 	for _, id := range f.All {
 		s.Owned[id] = 0
