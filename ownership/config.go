@@ -9,8 +9,8 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/errs"
-	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/fleetview"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 
 	"github.com/hashicorp/go-hclog"
