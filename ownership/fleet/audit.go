@@ -63,7 +63,7 @@ type AuditRecord struct {
 	Node string `json:"node,omitempty"`
 	// Partitions are the partitions a step of a ring-algorithm migration
 	// placed (or an abort released); empty for the other actions.
-	Partitions []int `json:"partitions,omitempty"`
+	Partitions []int `json:"step_partitions,omitempty"`
 	// OldEpoch is the epoch released (force release only).
 	OldEpoch int64 `json:"old_epoch,omitempty"`
 	// NewEpoch is the epoch of the claim or leader key that holds the target

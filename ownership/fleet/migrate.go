@@ -57,8 +57,8 @@ type Migration struct {
 	// Moves is the number of partitions whose owner the migration still
 	// has to change; Placed the number it has placed on their owners
 	// under Target so far.
-	Moves  int `json:"moves"`
-	Placed int `json:"placed"`
+	Moves  int `json:"moves_left"`
+	Placed int `json:"moves_placed"`
 	// Steps is, for a dry run, the number of steps Moves take at Budget;
 	// otherwise the number of steps this call took.
 	Steps int `json:"steps"`
