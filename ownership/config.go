@@ -296,8 +296,8 @@ func (c Config) checkWeight(alg ring.Algorithm, source string) error {
 	}
 	return fmt.Errorf("%w: node %s has weight %d, and %s the %v (count-only) ring algorithm, which gives every node weight 1; "+
 		"weights take effect in a fleet of the %v algorithm: start a new fleet (another cluster name or prefix; a new fleet records %v), "+
-		"or move this one to %v once a fleet's algorithm can change online; or leave Weight at 1",
-		ErrWeightUnsupported, c.NodeID, c.Weight, source, ring.AlgorithmBounded, ring.AlgorithmWeighted, ring.AlgorithmWeighted, ring.AlgorithmWeighted)
+		"or migrate this one to %v (tenurectl spec algorithm %v; fleet.Operator.MigrateAlgorithm) and join it then; or leave Weight at 1",
+		ErrWeightUnsupported, c.NodeID, c.Weight, source, ring.AlgorithmBounded, ring.AlgorithmWeighted, ring.AlgorithmWeighted, ring.AlgorithmWeighted, ring.AlgorithmWeighted)
 }
 
 // buildFeatures returns the protocol features the node publishes and
