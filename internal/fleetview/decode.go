@@ -1,6 +1,7 @@
 package fleetview
 
 import (
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -133,7 +134,7 @@ const (
 	claimEvents eventKind = iota
 	memberEvents
 	drainEvents
-	placementEvents
+	placementEvents // and the spec's, on the same watch
 	specEvents
 )
 
@@ -141,8 +142,17 @@ const (
 func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
 	out := make([]Event, 0, len(evs))
 	for _, ev := range evs {
-		e := Event{Rev: ev.Kv.ModRevision, Member: kind == memberEvents, Drain: kind == drainEvents, Place: kind == placementEvents,
-			Spec: kind == specEvents, Put: ev.Type == clientv3.EventTypePut}
+		k := kind
+		if k == placementEvents { // the placements' watch covers the keys up to the spec's, the spec included
+			switch key := string(ev.Kv.Key); {
+			case key == r.Layout.Spec():
+				k = specEvents
+			case !strings.HasPrefix(key, r.Layout.Placements()):
+				continue
+			}
+		}
+		e := Event{Rev: ev.Kv.ModRevision, Member: k == memberEvents, Drain: k == drainEvents, Place: k == placementEvents,
+			Spec: k == specEvents, Put: ev.Type == clientv3.EventTypePut}
 		var ok bool
 		switch {
 		case e.Member && e.Put:

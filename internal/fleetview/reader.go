@@ -300,9 +300,12 @@ func (r *Reader) watch(ctx context.Context, rev int64, timeout time.Duration, de
 	mch := r.Watcher.Watch(wctx, r.Layout.Members(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	dch := r.Watcher.Watch(wctx, r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithCreatedNotify())
-	pch := r.Watcher.Watch(wctx, r.Layout.Placements(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	sch := r.Watcher.Watch(wctx, r.Layout.Spec(), clientv3.WithCreatedNotify())
-	floor, err := r.started(ctx, rev, timeout, deliver, mch, cch, dch, pch, sch)
+	// One watch, so one ordered stream, for the placements and the spec: a
+	// change of the ring algorithm and the deletion of placements that
+	// agree with the new ring (a migration's end) must be applied in the
+	// order they were written.
+	pch := r.Watcher.Watch(wctx, r.Layout.Placements(), clientv3.WithRange(r.Layout.Spec()+"\x00"), clientv3.WithCreatedNotify())
+	floor, err := r.started(ctx, rev, timeout, deliver, mch, cch, dch, pch)
 	if err != nil {
 		return err
 	}
@@ -321,8 +324,6 @@ func (r *Reader) watch(ctx context.Context, rev int64, timeout time.Duration, de
 			kind = drainEvents
 		case resp, ok = <-pch:
 			kind = placementEvents
-		case resp, ok = <-sch:
-			kind = specEvents
 		case <-ctx.Done():
 			return ctx.Err()
 		}

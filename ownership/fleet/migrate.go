@@ -42,7 +42,8 @@ type Migration struct {
 	// ring.AlgorithmBounded.
 	Target ring.Algorithm `json:"target"`
 	// Budget is the most partitions one step moves: 0 means 1% of the
-	// partitions (at least 1); at most 60.
+	// partitions (at least 1, at most 60); at most 60. A migration resumed
+	// takes steps of the budget of the call that resumes it.
 	Budget int `json:"budget"`
 	// DryRun reports the moves and steps the migration would take and
 	// writes nothing.
@@ -123,7 +124,7 @@ func (o *Operator) MigrateAlgorithm(ctx context.Context, m Migration, a Action) 
 		return Migration{}, err
 	}
 	if m.Budget == 0 {
-		m.Budget = max(1, v.spec.Partitions/100)
+		m.Budget = min(maxStepMoves, max(1, v.spec.Partitions/100))
 	}
 	if v.migration != nil && ring.Algorithm(v.migration.Target) != m.Target {
 		return Migration{}, fmt.Errorf("%w: a migration to %v runs (abort it first)", ErrInvalidConfig, ring.Algorithm(v.migration.Target))
@@ -246,9 +247,6 @@ func (o *Operator) runMigration(ctx context.Context, m Migration, a Action) (Mig
 // fleet changed since v is not applied; the caller plans it again.
 func (o *Operator) step(ctx context.Context, v *view, pl migrationPlan, m Migration, a Action) (bool, error) {
 	budget := m.Budget
-	if v.migration.Budget > 0 {
-		budget = min(v.migration.Budget, maxStepMoves)
-	}
 	rec, ak := o.newRecord(a, actionStep, migrationTarget)
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(o.layout.Spec()), "=", v.stored.ModRev),
