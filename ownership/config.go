@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/errs"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 
@@ -98,6 +99,11 @@ type Config struct {
 	// sets ring.DefaultConfig (1024 partitions, load factor 1.25, the
 	// algorithm unset); zero partitions or load factor are invalid.
 	Ring ring.Config
+
+	// features, if not nil, replaces the protocol features this build
+	// publishes and understands (fleetview.Features): tests set it to
+	// play a build of an older feature level.
+	features []string
 	// AdoptSpec makes Join use the fleet's Spec (its partition count, load
 	// factor and ring algorithm) in place of Ring when the fleet has one, instead of
 	// refusing a Ring that differs from it; Ring is then only the spec the
@@ -290,8 +296,17 @@ func (c Config) checkWeight(alg ring.Algorithm, source string) error {
 	}
 	return fmt.Errorf("%w: node %s has weight %d, and %s the %v (count-only) ring algorithm, which gives every node weight 1; "+
 		"weights take effect in a fleet of the %v algorithm: start a new fleet (another cluster name or prefix; a new fleet records %v), "+
-		"or move this one to %v once a fleet's algorithm can change online; or leave Weight at 1",
-		ErrWeightUnsupported, c.NodeID, c.Weight, source, ring.AlgorithmBounded, ring.AlgorithmWeighted, ring.AlgorithmWeighted, ring.AlgorithmWeighted)
+		"or migrate this one to %v (tenurectl spec algorithm %v; fleet.Operator.MigrateAlgorithm) and join it then; or leave Weight at 1",
+		ErrWeightUnsupported, c.NodeID, c.Weight, source, ring.AlgorithmBounded, ring.AlgorithmWeighted, ring.AlgorithmWeighted, ring.AlgorithmWeighted, ring.AlgorithmWeighted)
+}
+
+// buildFeatures returns the protocol features the node publishes and
+// understands.
+func (c Config) buildFeatures() []string {
+	if c.features != nil {
+		return c.features
+	}
+	return fleetview.Features()
 }
 
 // withDefaults returns a copy of c with every zero field that has a default

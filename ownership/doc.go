@@ -19,6 +19,18 @@
 // (*ring.SpecMismatchError) unless Config.AdoptSpec is set, a node that
 // leaves the algorithm unset adopts the fleet's, and a weight other than 1
 // in a fleet of ring.AlgorithmBounded is refused (ErrWeightUnsupported).
+// A node follows the spec while it runs: an operator's ring-algorithm
+// migration (fleet.Operator.MigrateAlgorithm) changes the algorithm the
+// spec records, and every node computes the ring by the new one from the
+// revision it was written at.
+//
+// Each node publishes its build and the protocol features it understands
+// in its member key; the spec records the features in use (its requires).
+// A node whose build lacks one is refused at Join, and at a rejoin, with a
+// *ring.FeatureError naming it (errors.Is ring.ErrFeatureUnsupported): it
+// reads the spec after it writes its member key, and deletes the key
+// again, while a command that records a feature checks that no member key
+// was written since it read them.
 //
 // For each partition the ring gives it and nobody claims, a node creates the
 // claim claims/<p> with If(CreateRevision == 0), bound to its lease, many

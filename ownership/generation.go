@@ -10,6 +10,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // generation is one Session of the node, with its member key. The node
@@ -32,6 +33,24 @@ type generation struct {
 func (g *generation) end(cause error) {
 	g.stop()
 	g.cancel(cause)
+}
+
+// checkFeatures returns a *ring.FeatureError if spec, read after this
+// node's member key was written at createRev, records a feature in use that
+// the node's build lacks; it deletes the member key first. A command that
+// records a feature checks in the same transaction that no member key was
+// written since it read the members (fleetview.RequireFeature), so either
+// it saw this node's key and refused, or this read sees its feature.
+func (n *Node) checkFeatures(ctx context.Context, spec fleetview.Spec, createRev int64) error {
+	lacking := fleetview.Lacking(n.cfg.buildFeatures(), spec.Requires)
+	if len(lacking) == 0 {
+		return nil
+	}
+	if err := n.unregisterTxn(ctx, createRev); err != nil {
+		n.log.Warn("delete the member key of a refused join; it expires with the lease", "error", err)
+	}
+	n.log.Error("refused: the fleet uses a protocol feature this build does not understand", "feature", lacking[0], "build", fleetview.Build())
+	return &ring.FeatureError{Feature: lacking[0]}
 }
 
 // connect starts a generation: it opens a Session, creates the member key
@@ -59,7 +78,7 @@ func (n *Node) connect(ctx context.Context, prev clientv3.LeaseID) (*generation,
 		cancel()
 	}()
 	val, err := keys.EncodeMember(keys.Member{ID: n.id, Addr: n.cfg.Addr, Meta: n.cfg.Meta, Weight: n.cfg.Weight, Prepares: n.prepares(),
-		TTLSeconds: int64(sess.TTL() / time.Second)})
+		TTLSeconds: int64(sess.TTL() / time.Second), Build: fleetview.Build(), Features: n.cfg.buildFeatures()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("ownership: encode member: %w", err)
 	}
@@ -69,6 +88,9 @@ func (n *Node) connect(ctx context.Context, prev clientv3.LeaseID) (*generation,
 	}
 	lst, err := n.reader.List(ctx)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := n.checkFeatures(ctx, lst.Spec, memberRev); err != nil {
 		return nil, nil, err
 	}
 	g := &generation{id: n.genSeq.Add(1), sess: sess, lease: sess.Lease(), memberRev: memberRev}

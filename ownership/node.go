@@ -89,7 +89,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 	cfg = cfg.withDefaults()
 	layout := keys.For(cfg.Cluster, cfg.Prefix)
 	log := cfg.Logger.With("node", cfg.NodeID)
-	var spec ring.Spec
+	var spec fleetview.Spec
 	err := etcderr.Reach(ctx, etcderr.FirstCall{What: "join " + cfg.NodeID, Log: log, Client: cli, Unavailable: ErrUnavailable}, func(ctx context.Context) (err error) {
 		spec, err = fleetview.EnsureSpec(ctx, cli, layout, cfg.Ring, cfg.AdoptSpec)
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/retry"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // run is the event loop. It returns when the node is closed.
@@ -80,6 +81,9 @@ func (l *loop) rejoin() error {
 		}
 		if cerr := n.clientErr(err); cerr != nil {
 			return cerr
+		}
+		if errors.Is(err, ring.ErrFeatureUnsupported) {
+			return err
 		}
 		delay := retry.Rejoin().Next(attempt + 1)
 		var dup *DuplicateMemberError

@@ -152,15 +152,15 @@ func (n *Node) registerTxn(ctx context.Context, lease, prev clientv3.LeaseID, va
 }
 
 // unregisterTxn deletes this node's member key if it is still the one
-// created at rev, in a transaction that also makes the put put (the
-// node's handoff key, nospace.go), so that etcd refuses the deletion
-// whenever it refuses puts.
-func (n *Node) unregisterTxn(ctx context.Context, rev int64, put clientv3.Op) error {
+// created at rev, in a transaction that also makes the puts (a node that
+// holds claims passes its handoff key, nospace.go), so that etcd refuses
+// the deletion whenever it refuses puts.
+func (n *Node) unregisterTxn(ctx context.Context, rev int64, puts ...clientv3.Op) error {
 	mk := n.layout.Member(n.id)
 	_, err := n.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(mk), "=", rev)).
-		Then(clientv3.OpDelete(mk), put).
-		Else(put).
+		Then(append([]clientv3.Op{clientv3.OpDelete(mk)}, puts...)...).
+		Else(puts...).
 		Commit()
 	return err
 }

@@ -72,7 +72,7 @@ func TestTenurectlBalance(t *testing.T) {
 	require.NoError(t, err)
 	members := []ring.Member{{ID: "n1", Weight: 1}, {ID: "n2", Weight: 1}, {ID: "n3", Weight: 1}, {ID: "n4", Weight: 2}}
 	for _, m := range members {
-		v, err := keys.EncodeMember(keys.Member{ID: m.ID, Addr: m.ID + ":1", Weight: m.Weight})
+		v, err := keys.EncodeMember(keys.Member{ID: m.ID, Addr: m.ID + ":1", Weight: m.Weight, Features: fleetview.Features()})
 		require.NoError(t, err)
 		_, err = cli.Put(ctx, l.Member(m.ID), v)
 		require.NoError(t, err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership/fleet"
-	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // command runs one subcommand with its arguments (after the command name).
@@ -101,26 +100,13 @@ func epoch(e int64) string {
 	return strconv.FormatInt(e, 10)
 }
 
-func cmdSpec(g *globals, args []string, out io.Writer) error {
-	if err := noArgs("spec", g, args); err != nil {
-		return err
-	}
-	return do(g, out, func(s *session) (ring.Spec, error) {
-		st, err := s.op.Status(s.ctx)
-		return st.Spec, err
-	},
-		func(w io.Writer, sp ring.Spec) {
-			fmt.Fprintf(w, "partitions:\t%d\nload factor:\t%v\nring algorithm:\t%v\n", sp.Partitions, sp.LoadFactor, sp.RingAlgorithm)
-		})
-}
-
 func cmdMembers(g *globals, args []string, out io.Writer) error {
 	if err := noArgs("members", g, args); err != nil {
 		return err
 	}
 	return do(g, out, func(s *session) ([]fleet.MemberStatus, error) { return s.op.Members(s.ctx) },
 		func(w io.Writer, ms []fleet.MemberStatus) {
-			fmt.Fprintln(w, "ID\tADDR\tLEASE\tTTL LEFT\tDRAINED\tOWNED")
+			fmt.Fprintln(w, "ID\tADDR\tLEASE\tTTL LEFT\tDRAINED\tOWNED\tBUILD\tFEATURES")
 			for _, m := range ms {
 				ttl := "-"
 				if m.TTLLeft >= 0 {
@@ -130,7 +116,7 @@ func cmdMembers(g *globals, args []string, out io.Writer) error {
 				if m.Drain != nil {
 					drained = fmt.Sprintf("yes (%s: %s)", m.Drain.Actor, m.Drain.Reason)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%x\t%s\t%s\t%d\n", m.ID, dash(m.Addr), m.Lease, ttl, drained, m.Owned)
+				fmt.Fprintf(w, "%s\t%s\t%x\t%s\t%s\t%d\t%s\t%s\n", m.ID, dash(m.Addr), m.Lease, ttl, drained, m.Owned, dash(m.Build), list(m.Features))
 			}
 		})
 }
@@ -228,6 +214,10 @@ func cmdStatus(g *globals, args []string, out io.Writer) error {
 			}
 			fmt.Fprintf(w, "revision:\t%d\npartitions:\t%d\nring version:\t%d\nsettled:\t%s\n", st.Revision, st.Spec.Partitions, st.RingVersion, settled)
 			fmt.Fprintf(w, "members:\t%s\ndrained:\t%s\nidle:\t%s\n", list(st.Members), list(st.Drained), list(st.Idle))
+			fmt.Fprintf(w, "algorithm:\t%v\nfeatures:\t%s\nrequires:\t%s\n", st.Spec.RingAlgorithm, list(st.Features), list(st.Requires))
+			if m := st.Migration; m != nil {
+				fmt.Fprintf(w, "migration:\t%v -> %v, %d moves left, %d placed (by %s: %s)\n", m.From, m.Target, m.Moves, m.Placed, dash(m.Actor), dash(m.Reason))
+			}
 			ints := make([]string, len(st.Unowned))
 			for i, p := range st.Unowned {
 				ints[i] = strconv.Itoa(p)

@@ -40,8 +40,20 @@ Usage:
 
 Commands:
   fleets                            the fleets under /tenure/: cluster name, partitions
-  spec                              the fleet's spec (partitions, load factor, ring algorithm)
-  members                           members: address, lease, TTL left, drained, partitions held
+  spec                              the fleet's spec (partitions, load factor, ring algorithm),
+                                    the protocol features it records in use, and the fleet's
+                                    effective features (those every member's build understands)
+  spec algorithm weighted|bounded --reason R [--actor A] [--budget B] [--dry-run]
+                                    move the fleet to another ring algorithm while it serves:
+                                    steps of at most B planned moves (default 1% of the
+                                    partitions), then the spec's algorithm changes, moving
+                                    nothing; audited; bounded by --timeout, and resumed by
+                                    running it again; --dry-run prints the moves and steps
+  spec algorithm status             the migration that runs: target, moves left, placed
+  spec algorithm abort --reason R [--actor A]
+                                    end it: the partitions it moved go back (planned moves)
+  members                           members: address, lease, TTL left, drained, partitions held,
+                                    build and protocol features
   partitions [--node N]             every partition's owner, epoch, acquire time and ring owner
   owner-of KEY                      the partition, owner and epoch of KEY
   leaders [--prefix P]              each election's leader, epoch and candidates; P is the

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/balance"
@@ -75,6 +76,10 @@ var vocabulary = map[string]kind{
 	"before": kNumber, "after": kNumber, "upper": kNumber, "lower": kNumber, "budget": kNumber,
 	"cooldown_seconds": kNumber, "from": kString, "to": kString, "loads": kNumberMap, "config": kObject,
 	"source": kString,
+	// The fleet version and ring-algorithm migrations.
+	"build": kString, "features": kStringList, "requires": kStringList, "migration": kObject,
+	"moves_left": kInt, "moves_placed": kInt, "steps": kInt, "done": kBool, "dry_run": kBool,
+	"abort": kBool, "started": kTime, "step_partitions": kIntList,
 }
 
 // rareKeys are vocabulary keys TestTenurectlJSONVocabulary need not see:
@@ -262,7 +267,7 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 	}
 	// h1: a member without a lease that claims nothing, loaded.
 	l := keys.New(name)
-	v, err := keys.EncodeMember(keys.Member{ID: "h1", Addr: "h1:1"})
+	v, err := keys.EncodeMember(keys.Member{ID: "h1", Addr: "h1:1", Features: fleetview.Features()})
 	require.NoError(t, err)
 	_, err = cli.Put(ctx, l.Member("h1"), v)
 	require.NoError(t, err)
@@ -352,6 +357,20 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 	run("placement")
 	run("undrain", "n2")
 	run("unpin", strconv.Itoa(p), "--reason", "tenant cooled")
+	run("audit")
+
+	// A ring-algorithm migration: a dry run, and one that runs (its
+	// record, as a driver stopped between two steps leaves it), reported
+	// and aborted.
+	run("spec", "algorithm", "bounded", "--dry-run")
+	_, err = cli.Put(ctx, l.Migration(), keys.EncodeJSON(keys.MigrationRecord{Target: int(ring.AlgorithmBounded), Budget: 4, Actor: "alice",
+		Reason: "count-only", Time: time.Now()}))
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, l.Placement(0), keys.EncodePlacement(keys.Placement{Node: "n1", Origin: keys.OriginMigration, By: "alice"}))
+	require.NoError(t, err)
+	run("spec", "algorithm", "status")
+	run("status")
+	run("spec", "algorithm", "abort", "--reason", "changed my mind")
 	run("audit")
 
 	want := slices.Sorted(maps.Keys(commands))

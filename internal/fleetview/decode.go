@@ -1,6 +1,7 @@
 package fleetview
 
 import (
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -41,7 +42,8 @@ func (r *Reader) member(kv *mvccpb.KeyValue) (id string, rec MemberRec, ok bool)
 	if m.TTLSeconds > 0 && m.TTLSeconds <= maxTTLSeconds {
 		ttl = time.Duration(m.TTLSeconds) * time.Second
 	}
-	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta, Weight: w, Prepares: m.Prepares}, Lease: clientv3.LeaseID(kv.Lease), TTL: ttl}, true
+	return id, MemberRec{Member: Member{ID: id, Addr: m.Addr, Meta: m.Meta, Weight: w, Prepares: m.Prepares,
+		Build: m.Build, Features: m.Features}, Lease: clientv3.LeaseID(kv.Lease), TTL: ttl}, true
 }
 
 // placement decodes a placement key-value. ok is false for a key that is
@@ -73,6 +75,17 @@ func (r *Reader) placementPartition(key []byte) (int, bool) {
 		return 0, false
 	}
 	return p, true
+}
+
+// spec decodes the spec key-value. ok is false for a spec this build
+// cannot use, which is logged and ignored: readers keep the spec they use.
+func (r *Reader) spec(kv *mvccpb.KeyValue) (Spec, bool) {
+	s, err := DecodeStored(kv.Value, kv.ModRevision)
+	if err != nil {
+		r.Log.Error("ignoring a fleet spec this build cannot use", "key", string(kv.Key), "error", err)
+		return Spec{}, false
+	}
+	return s, true
 }
 
 // DrainedID returns the node ID of a drain key. ok is false for a key
@@ -121,15 +134,25 @@ const (
 	claimEvents eventKind = iota
 	memberEvents
 	drainEvents
-	placementEvents
+	placementEvents // and the spec's, on the same watch
+	specEvents
 )
 
 // decode decodes the events of one watch response of the given kind.
 func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
 	out := make([]Event, 0, len(evs))
 	for _, ev := range evs {
-		e := Event{Rev: ev.Kv.ModRevision, Member: kind == memberEvents, Drain: kind == drainEvents, Place: kind == placementEvents,
-			Put: ev.Type == clientv3.EventTypePut}
+		k := kind
+		if k == placementEvents { // the placements' watch covers the keys up to the spec's, the spec included
+			switch key := string(ev.Kv.Key); {
+			case key == r.Layout.Spec():
+				k = specEvents
+			case !strings.HasPrefix(key, r.Layout.Placements()):
+				continue
+			}
+		}
+		e := Event{Rev: ev.Kv.ModRevision, Member: k == memberEvents, Drain: k == drainEvents, Place: k == placementEvents,
+			Spec: k == specEvents, Put: ev.Type == clientv3.EventTypePut}
 		var ok bool
 		switch {
 		case e.Member && e.Put:
@@ -146,6 +169,11 @@ func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
 			}
 		case e.Place:
 			e.P, ok = r.placementPartition(ev.Kv.Key)
+		case e.Spec:
+			ok = e.Put // a deleted spec changes nothing: nodes keep the one they use
+			if ok {
+				e.SpecRec, ok = r.spec(ev.Kv)
+			}
 		default:
 			e.P, ok = r.partition(ev.Kv.Key)
 			if ok && e.Put {

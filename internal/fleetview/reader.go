@@ -64,6 +64,11 @@ type Member struct {
 	// Prepares says that the node prepares the partitions planned moves
 	// give it, and says so in its readiness keys (a warm handoff).
 	Prepares bool
+	// Build is the node's build, "" if it published none; Features the
+	// protocol features it understands, none for a build that publishes
+	// none (the base protocol).
+	Build    string
+	Features []string
 }
 
 // MemberRec is a decoded member key: the member and the lease it is bound
@@ -98,6 +103,7 @@ type Listing struct {
 	Claims     []Claim         // by partition
 	Outside    int             // claim keys of partitions outside [0, P)
 	Placements map[int]Placement
+	Spec       Spec // the fleet's spec; ModRev 0 if not read or undecodable
 }
 
 // Event is one decoded change of a member, drain or claim key.
@@ -105,7 +111,8 @@ type Event struct {
 	Rev    int64 // the change's revision
 	Member bool  // a member key
 	Drain  bool  // a drain mark
-	Place  bool  // a placement (none of the three: a claim key)
+	Place  bool  // a placement
+	Spec   bool  // the spec (none of the four: a claim key)
 	Put    bool  // put (else delete)
 
 	ID  string    // member or drain mark: the node ID
@@ -115,6 +122,8 @@ type Event struct {
 	Claim Claim // claim put: the claim
 
 	Placement Placement // placement put: the placement
+
+	SpecRec Spec // spec put: the spec
 }
 
 // Update is one delivery of Reader.Follow: the watch ended (Stale; a
@@ -138,18 +147,23 @@ func (r *Reader) List(ctx context.Context) (*Listing, error) {
 		clientv3.OpGet(r.Layout.Claims(), clientv3.WithPrefix()),
 		clientv3.OpGet(r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		clientv3.OpGet(r.Layout.Placements(), clientv3.WithPrefix()),
+		clientv3.OpGet(r.Layout.Spec()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("fleet: read members and claims: %w", err)
 	}
-	if len(resp.Responses) != 4 {
-		return nil, fmt.Errorf("fleet: read members and claims: %d responses for 4 reads", len(resp.Responses))
+	if len(resp.Responses) != 5 {
+		return nil, fmt.Errorf("fleet: read members and claims: %d responses for 5 reads", len(resp.Responses))
 	}
-	return r.Decode(resp.Header.Revision,
+	lst := r.Decode(resp.Header.Revision,
 		resp.Responses[0].GetResponseRange().GetKvs(),
 		resp.Responses[1].GetResponseRange().GetKvs(),
 		resp.Responses[2].GetResponseRange().GetKvs(),
-		resp.Responses[3].GetResponseRange().GetKvs()), nil
+		resp.Responses[3].GetResponseRange().GetKvs())
+	if kvs := resp.Responses[4].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		lst.Spec, _ = r.spec(kvs[0])
+	}
+	return lst, nil
 }
 
 // Decode decodes the member, claim, drain and placement key-values read at
@@ -272,8 +286,8 @@ func (r *Reader) relist(ctx context.Context, timeout time.Duration) *Listing {
 // errStopped reports that the consumer stopped taking updates.
 var errStopped = errors.New("fleet: consumer stopped")
 
-// watch delivers the decoded events of the member, drain, claim and
-// placement watches after revision rev until a watch fails, ctx ends or
+// watch delivers the decoded events of the member, drain, claim,
+// placement and spec watches after revision rev until a watch fails, ctx ends or
 // deliver returns false. The watches start at etcd's current revision; each
 // says at creation the revision it watches after, and when the highest of
 // these is above rev, watch delivers a catch-up listing read after the four
@@ -286,7 +300,11 @@ func (r *Reader) watch(ctx context.Context, rev int64, timeout time.Duration, de
 	mch := r.Watcher.Watch(wctx, r.Layout.Members(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	dch := r.Watcher.Watch(wctx, r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithCreatedNotify())
-	pch := r.Watcher.Watch(wctx, r.Layout.Placements(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	// One watch, so one ordered stream, for the placements and the spec: a
+	// change of the ring algorithm and the deletion of placements that
+	// agree with the new ring (a migration's end) must be applied in the
+	// order they were written.
+	pch := r.Watcher.Watch(wctx, r.Layout.Placements(), clientv3.WithRange(r.Layout.Spec()+"\x00"), clientv3.WithCreatedNotify())
 	floor, err := r.started(ctx, rev, timeout, deliver, mch, cch, dch, pch)
 	if err != nil {
 		return err

@@ -17,6 +17,19 @@ type storedSpec struct {
 	Partitions    int     `json:"partitions"`
 	LoadFactor    float64 `json:"load_factor"`
 	RingAlgorithm int     `json:"ring_algorithm"`
+	// Requires are the protocol features in use (see Features): a build
+	// that lacks one is refused at Join. A build from before features were
+	// recorded ignores it.
+	Requires []string `json:"requires,omitempty"`
+}
+
+// Spec is the fleet's spec as etcd stores it: the ring's spec, the
+// protocol features in use, and the revision the spec key was last
+// written at (0: not read from etcd).
+type Spec struct {
+	ring.Spec
+	Requires []string
+	ModRev   int64
 }
 
 // checkSpec reports whether s can be used by this build: a valid ring
@@ -37,26 +50,46 @@ func checkSpec(s ring.Spec) error {
 // algorithm as its number ({"partitions":1024,"load_factor":1.25,
 // "ring_algorithm":2}). A spec this build cannot use is an error wrapping
 // ring.ErrInvalidSpec, so that none is stored.
-func EncodeSpec(s ring.Spec) ([]byte, error) {
-	if err := checkSpec(s); err != nil {
+func EncodeSpec(s ring.Spec) ([]byte, error) { return EncodeStored(Spec{Spec: s}) }
+
+// EncodeStored returns the stored form of s with its requires, as
+// EncodeSpec.
+func EncodeStored(s Spec) ([]byte, error) {
+	if err := checkSpec(s.Spec); err != nil {
 		return nil, err
 	}
-	return json.Marshal(storedSpec{Partitions: s.Partitions, LoadFactor: s.LoadFactor, RingAlgorithm: int(s.RingAlgorithm)})
+	return json.Marshal(storedSpec{Partitions: s.Partitions, LoadFactor: s.LoadFactor, RingAlgorithm: int(s.RingAlgorithm), Requires: s.Requires})
 }
 
 // DecodeSpec parses a stored spec (see EncodeSpec) and checks that this
 // build can use it: a valid ring configuration and a ring algorithm this
 // build computes. Errors wrap ring.ErrInvalidSpec.
 func DecodeSpec(b []byte) (ring.Spec, error) {
+	s, err := DecodeStored(b, 0)
+	return s.Spec, err
+}
+
+// DecodeStored parses a stored spec with its requires, as DecodeSpec;
+// modRev is the spec key's ModRevision.
+func DecodeStored(b []byte, modRev int64) (Spec, error) {
 	var st storedSpec
 	if err := json.Unmarshal(b, &st); err != nil {
-		return ring.Spec{}, fmt.Errorf("%w: %w", ring.ErrInvalidSpec, err)
+		return Spec{}, fmt.Errorf("%w: %w", ring.ErrInvalidSpec, err)
 	}
 	s := ring.Spec{Partitions: st.Partitions, LoadFactor: st.LoadFactor, RingAlgorithm: ring.Algorithm(st.RingAlgorithm)}
 	if err := checkSpec(s); err != nil {
-		return ring.Spec{}, err
+		return Spec{}, err
 	}
-	return s, nil
+	return Spec{Spec: s, Requires: st.Requires, ModRev: modRev}, nil
+}
+
+// requiresOf returns the features a spec of algorithm a records in use
+// from its creation: FeatureWeightedRing for the weighted ring.
+func requiresOf(a ring.Algorithm) []string {
+	if a == ring.AlgorithmWeighted {
+		return []string{FeatureWeightedRing}
+	}
+	return nil
 }
 
 // EnsureSpec creates the fleet's spec as local.Spec() (an unset algorithm
@@ -66,11 +99,12 @@ func DecodeSpec(b []byte) (ring.Spec, error) {
 // or adopt is set; otherwise a *ring.SpecMismatchError. Creating and
 // reading back are one transaction, so nodes that race to create the spec
 // all see the one that won.
-func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local ring.Config, adopt bool) (ring.Spec, error) {
-	created := local.Spec()
-	val, err := EncodeSpec(created)
+func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local ring.Config, adopt bool) (Spec, error) {
+	created := Spec{Spec: local.Spec()}
+	created.Requires = requiresOf(created.RingAlgorithm)
+	val, err := EncodeStored(created)
 	if err != nil {
-		return ring.Spec{}, fmt.Errorf("fleet: encode spec: %w", err)
+		return Spec{}, fmt.Errorf("fleet: encode spec: %w", err)
 	}
 	k := layout.Spec()
 	resp, err := kv.Txn(ctx).
@@ -79,26 +113,28 @@ func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local r
 		Else(clientv3.OpGet(k)).
 		Commit()
 	if err != nil {
-		return ring.Spec{}, fmt.Errorf("fleet: create or read the fleet's spec: %w", err)
+		return Spec{}, fmt.Errorf("fleet: create or read the fleet's spec: %w", err)
 	}
 	if resp.Succeeded {
+		created.ModRev = resp.Header.Revision
 		return created, nil
 	}
 	var stored []byte
+	var modRev int64
 	if len(resp.Responses) > 0 {
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			stored = rr.Kvs[0].Value
+			stored, modRev = rr.Kvs[0].Value, rr.Kvs[0].ModRevision
 		}
 	}
-	fleet, err := DecodeSpec(stored)
+	fleet, err := DecodeStored(stored, modRev)
 	if err != nil {
-		return ring.Spec{}, err
+		return Spec{}, err
 	}
 	if adopt {
 		return fleet, nil
 	}
 	if err := fleet.CompareConfig(local); err != nil {
-		return ring.Spec{}, err
+		return Spec{}, err
 	}
 	return fleet, nil
 }

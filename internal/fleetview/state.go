@@ -37,6 +37,9 @@ type State struct {
 	Claims  []Claim // by partition
 	lastRev []int64 // by partition: the revision of Claims[p]
 	Rev     int64   // the latest revision applied
+	// Spec is the fleet's spec as last read (ModRev 0 before any); the
+	// ring follows its algorithm (see followSpec).
+	Spec Spec
 
 	// departed are the members whose keys were deleted while claims bound
 	// to their lease stood, by ID: a graceful leave deletes its member key
@@ -110,6 +113,8 @@ func (f *State) Apply(u Update) {
 				}
 				membersChanged = true
 			}
+		case e.Spec:
+			membersChanged = f.followSpec(e.SpecRec) || membersChanged
 		case e.Place:
 			if old, ok := f.Placements[e.P]; ok != e.Put || old != e.Placement {
 				if e.Put {
@@ -142,6 +147,9 @@ func (f *State) reset(lst *Listing, catchUp bool) {
 	f.Placements = maps.Clone(lst.Placements)
 	if f.Placements == nil {
 		f.Placements = make(map[int]Placement)
+	}
+	if lst.Spec.ModRev != 0 {
+		f.followSpec(lst.Spec)
 	}
 	for p, c := range lst.Claims {
 		f.SetClaim(p, lst.Rev, c)
@@ -213,6 +221,41 @@ func (f *State) SetClaim(p int, rev int64, c Claim) {
 	if c != old && f.ClaimChanged != nil {
 		f.ClaimChanged(p)
 	}
+}
+
+// followSpec records the fleet's spec s, if it is newer than the one
+// known, and reports whether the ring's algorithm changed with it: every
+// reader of the fleet then computes the ring by the algorithm the spec
+// records at the revision it has applied. A spec of another partition
+// count or load factor is logged and its algorithm not followed: those
+// are fixed for the reader's life.
+func (f *State) followSpec(s Spec) bool {
+	if s.ModRev <= f.Spec.ModRev {
+		return false
+	}
+	f.Spec = s
+	if s.Partitions != f.ringCfg.Partitions || s.LoadFactor != f.ringCfg.LoadFactor {
+		f.log.Error("the fleet's spec changed its partition count or load factor; following neither",
+			"partitions", s.Partitions, "load_factor", s.LoadFactor)
+		return false
+	}
+	if s.RingAlgorithm == f.ringCfg.Algorithm {
+		return false
+	}
+	f.log.Info("ring algorithm changed", "from", f.ringCfg.Algorithm, "to", s.RingAlgorithm, "revision", s.ModRev)
+	f.ringCfg.Algorithm = s.RingAlgorithm
+	f.Base = nil
+	return true
+}
+
+// Features returns the fleet's effective protocol features: those every
+// member understands, drained ones included; nil for no members.
+func (f *State) Features() []string {
+	sets := make([][]string, 0, len(f.All))
+	for _, id := range f.All {
+		sets = append(sets, f.Members[id].Member.Features)
+	}
+	return Intersect(sets...)
 }
 
 // updateRing recomputes the base ring if the members not drained or their

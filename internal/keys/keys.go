@@ -11,7 +11,8 @@
 //	<prefix>audit/<id>           JSON audit record of an operator action; ids
 //	                             sort by time (see AuditID)
 //	<prefix>placement/<p>        JSON Placement: partition p placed on a node by
-//	                             an operator's pin or a balancer's move
+//	                             an operator's pin, a balancer's move or a
+//	                             migration's step
 //	<prefix>load/<nodeID>        the node's load report, lease = node Session
 //	<prefix>handoff/<nodeID>     empty, lease = node Session: the put in every
 //	                             deletion of the node's claims or member key,
@@ -19,6 +20,7 @@
 //	                             refuses puts (NOSPACE; see Layout.Handoff)
 //	<prefix>balance/suspended    JSON BalanceSuspend: an operator suspended the balancer
 //	<prefix>balance/pass         JSON BalancePassRecord: the balancer's last applied pass
+//	<prefix>migration            JSON MigrationRecord: a ring-algorithm migration that runs
 //
 // The default prefix is "/tenure/<cluster>/".
 package keys
@@ -209,19 +211,27 @@ type Member struct {
 	// takes over the member's partitions when the lease ends can bound how
 	// long ago the member last renewed it.
 	TTLSeconds int64 `json:"ttl,omitempty"`
+	// Build is the node's build (its module version, or "devel"); empty
+	// for a build that publishes none.
+	Build string `json:"build,omitempty"`
+	// Features are the protocol features the node's build understands
+	// (see fleetview's feature names); none for a build that publishes
+	// none, which understands the base protocol only.
+	Features []string `json:"features,omitempty"`
 }
 
 // The origins of a Placement.
 const (
-	OriginPin     = "pin"     // an operator's pin
-	OriginBalance = "balance" // a balancer's move
+	OriginPin       = "pin"       // an operator's pin
+	OriginBalance   = "balance"   // a balancer's move
+	OriginMigration = "migration" // a step of a ring-algorithm migration
 )
 
 // Placement is the value of a placement key.
 type Placement struct {
 	// Node is the node the partition is placed on.
 	Node string `json:"node"`
-	// Origin is OriginPin or OriginBalance.
+	// Origin is OriginPin, OriginBalance or OriginMigration.
 	Origin string `json:"origin"`
 	// Rev is, for a move, the revision of the membership and load snapshot
 	// it was computed from.
@@ -248,7 +258,7 @@ func DecodePlacement(v []byte) (Placement, error) {
 	if err := json.Unmarshal(v, &pl); err != nil {
 		return Placement{}, err
 	}
-	if pl.Origin != OriginPin && pl.Origin != OriginBalance {
+	if pl.Origin != OriginPin && pl.Origin != OriginBalance && pl.Origin != OriginMigration {
 		return Placement{}, fmt.Errorf("unknown placement origin %q", pl.Origin)
 	}
 	return pl, nil

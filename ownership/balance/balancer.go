@@ -17,6 +17,7 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // A pass is applied in one etcd transaction, which etcd bounds to
@@ -170,6 +171,7 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	resp, err := b.kv.Txn(ctx).Then(
 		clientv3.OpGet(b.layout.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(lst.Rev)),
 		clientv3.OpGet(b.layout.BalanceSuspended(), clientv3.WithRev(lst.Rev)),
+		clientv3.OpGet(b.layout.Migration(), clientv3.WithRev(lst.Rev)),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("balance: read members and suspension: %w", err)
@@ -182,7 +184,7 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	for p, e := range lst.Placements {
 		pl.placementRevs[p] = e.ModRev
 		switch {
-		case e.Origin == keys.OriginPin:
+		case e.Origin == keys.OriginPin, e.Origin == keys.OriginMigration:
 			in.Pinned[p] = true
 		default:
 			in.Moves[p] = e.Node
@@ -199,6 +201,10 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		sus := fleet.Mark(keys.DecodeBalanceSuspend(kvs[0].Value))
 		pl.Suspended = &sus
+	}
+	if kvs := resp.Responses[2].GetResponseRange().GetKvs(); len(kvs) > 0 && pl.Suspended == nil {
+		m := keys.DecodeMigration(kvs[0].Value)
+		pl.Suspended = &fleet.Mark{Actor: m.Actor, Reason: "paused by the ring-algorithm migration to " + ring.Algorithm(m.Target).String() + ": " + m.Reason, Time: m.Time}
 	}
 	cfg := b.cfg
 	if parts := f.Ring.Partitions(); Budget(parts, cfg.Budget) > maxMoves {
@@ -250,12 +256,19 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		b.metrics.pass("idle")
 		return nil
 	}
+	if len(pl.Moves) > 0 {
+		if _, err := fleetview.RequireFeature(ctx, b.kv, b.layout, fleetview.FeaturePlacements); err != nil {
+			b.metrics.pass("error")
+			return fmt.Errorf("balance: apply pass at revision %d: %w", pl.Rev, err)
+		}
+	}
 	now := b.cfg.Clock.Now()
 	next := pl.Rev + 1
 	sk := b.layout.BalanceSuspended()
 	cmps := []clientv3.Cmp{
 		term.Cmp(),
 		clientv3.Compare(clientv3.CreateRevision(sk), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(b.layout.Migration()), "=", 0),
 		clientv3.Compare(clientv3.ModRevision(b.layout.Members()), "<", next).WithPrefix(),
 		clientv3.Compare(clientv3.ModRevision(b.layout.DrainedPrefix()), "<", next).WithPrefix(),
 	}

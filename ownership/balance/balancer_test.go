@@ -37,7 +37,7 @@ func skewedFleetOf(t *testing.T, ctx context.Context, cli *clientv3.Client, name
 	require.NoError(t, err)
 	ids := []string{"n00", "n01", "n02", "n03"}
 	for _, id := range ids {
-		v, err := keys.EncodeMember(keys.Member{ID: id, Addr: id + ":1"})
+		v, err := keys.EncodeMember(keys.Member{ID: id, Addr: id + ":1", Features: fleetview.Features()})
 		require.NoError(t, err)
 		_, err = cli.Put(ctx, l.Member(id), v)
 		require.NoError(t, err)
@@ -161,7 +161,7 @@ func TestBalancerStaleSnapshot(t *testing.T) {
 	pl, err := b.Plan(ctx)
 	require.NoError(t, err)
 	require.NotEmpty(t, pl.Moves)
-	v, err := keys.EncodeMember(keys.Member{ID: "n04"})
+	v, err := keys.EncodeMember(keys.Member{ID: "n04", Features: fleetview.Features()})
 	require.NoError(t, err)
 	_, err = cli.Put(ctx, l.Member("n04"), v)
 	require.NoError(t, err)

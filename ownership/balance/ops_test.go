@@ -106,7 +106,7 @@ func TestBalancerCooldownFromEtcd(t *testing.T) {
 	_, err := fleetview.EnsureSpec(ctx, cli, l, cfg, false)
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b"} {
-		v, err := keys.EncodeMember(keys.Member{ID: id, Addr: id + ":1"})
+		v, err := keys.EncodeMember(keys.Member{ID: id, Addr: id + ":1", Features: fleetview.Features()})
 		require.NoError(t, err)
 		_, err = cli.Put(ctx, l.Member(id), v)
 		require.NoError(t, err)

@@ -39,12 +39,15 @@ type AuditRecord struct {
 	// readers and by the action's own result.
 	Revision int64 `json:"revision,omitempty"`
 	// Actor is who acted, Action what (ActionForceRelease, ActionDrain,
-	// ActionUndrain, ActionPin, ActionUnpin, ActionSuspendBalancer or
-	// ActionResumeBalancer), Target on what, Reason why, Time when (the
+	// ActionUndrain, ActionPin, ActionUnpin, ActionSuspendBalancer,
+	// ActionResumeBalancer, or a ring-algorithm migration's
+	// "algorithm-migrate", "algorithm-step", "algorithm-flip",
+	// "algorithm-cleanup" or "algorithm-abort"), Target on what, Reason why, Time when (the
 	// operator's clock). A force release's, pin's or unpin's Target is the
 	// fence scope of what it released (fence.PartitionScope or
 	// fence.LeaderScope); a drain's or undrain's is "node/<id>"; a
-	// suspension's or resumption's is "balancer".
+	// suspension's or resumption's is "balancer"; a migration's is
+	// "spec/ring_algorithm".
 	Actor  string    `json:"actor"`
 	Action string    `json:"action"`
 	Target string    `json:"target"`
@@ -58,6 +61,9 @@ type AuditRecord struct {
 	// Node is the node a pin places the partition on, or the one an
 	// unpin's pin placed it on; empty for the other actions.
 	Node string `json:"node,omitempty"`
+	// Partitions are the partitions a step of a ring-algorithm migration
+	// placed (or an abort released); empty for the other actions.
+	Partitions []int `json:"step_partitions,omitempty"`
 	// OldEpoch is the epoch released (force release only).
 	OldEpoch int64 `json:"old_epoch,omitempty"`
 	// NewEpoch is the epoch of the claim or leader key that holds the target

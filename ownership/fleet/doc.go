@@ -52,4 +52,16 @@
 // the balancer's state (Placement), and summarizes the fleet's health and
 // spec (Status), each read at one etcd revision; ReadSpec reads the spec
 // alone.
+//
+// # Changing the ring algorithm
+//
+// MigrateAlgorithm moves a running fleet to another ring algorithm as
+// planned moves in bounded steps (placements of origin "migration"), then
+// sets the spec's algorithm in one transaction that moves nothing; the
+// balancer pauses meanwhile, operator pins are kept, every step is
+// audited, and a migration interrupted at any step resumes when it runs
+// again. Commands that need a protocol feature (Pin, the balancer's
+// moves, MigrateAlgorithm) are refused with a *ring.FeatureError naming
+// the live members whose builds lack it (see MemberStatus.Build and
+// Features, Status.Features and Requires).
 package fleet

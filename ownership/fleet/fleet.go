@@ -63,6 +63,12 @@ type Member struct {
 	// Prepares says that the node prepares the partitions planned moves
 	// give it, and says so in its readiness keys (a warm handoff).
 	Prepares bool
+	// Build is the node's build (its module version, or "devel"), empty
+	// if it published none; Features are the protocol features it
+	// understands, none for a build that publishes none (the base
+	// protocol: claims and drain marks).
+	Build    string
+	Features []string
 }
 
 // routeOf converts the fleet reader's route of a partition (computed by

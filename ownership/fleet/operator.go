@@ -29,8 +29,12 @@ type OperatorConfig struct {
 	// Prefix, if set, is used instead of the prefix derived from Cluster.
 	// It must not contain NUL.
 	Prefix string
-	// Clock stamps drain marks and audit records. Nil means the real clock.
+	// Clock stamps drain marks and audit records, and times the waits of
+	// a ring-algorithm migration. Nil means the real clock.
 	Clock clockwork.Clock
+	// Logger receives one line per step of a ring-algorithm migration
+	// (MigrateAlgorithm). Nil means no logging.
+	Logger hclog.Logger
 }
 
 // Validate reports whether c can configure an Operator. Errors wrap
@@ -64,6 +68,7 @@ type Operator struct {
 	alarms any            // kv, which Status lists etcd's alarms through (etcderr.Alarms)
 	layout keys.Layout
 	clock  clockwork.Clock
+	log    hclog.Logger
 }
 
 // NewOperator returns an Operator of the fleet cfg names, reached through
@@ -82,7 +87,10 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	o := &Operator{kv: waitingKV{KV: kv, clock: cfg.Clock}, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock, alarms: kv}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	o := &Operator{kv: waitingKV{KV: kv, clock: cfg.Clock}, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock, alarms: kv, log: cfg.Logger}
 	if l, ok := kv.(clientv3.Lease); ok {
 		o.lease = l
 	}
@@ -103,6 +111,11 @@ type MemberStatus struct {
 	Drain   *Mark `json:"drain,omitempty"`
 	// Owned is the number of partitions whose claim the member holds.
 	Owned int `json:"owned"`
+	// Build is the member's build (its module version, or "devel"), empty
+	// if it published none; Features the protocol features it
+	// understands, empty (never nil) for a build that publishes none.
+	Build    string   `json:"build"`
+	Features []string `json:"features"`
 	// TTLLeft is the time left on the lease, -1 if unknown (the Operator's
 	// client is not a clientv3.Lease, or the lease could not be read).
 	TTLLeft Seconds `json:"ttl_left_seconds"`
@@ -147,8 +160,13 @@ type PartitionStatus struct {
 type view struct {
 	rev    int64
 	spec   ring.Spec
+	stored fleetview.Spec // spec with its requires and revision
 	fleet  *fleetview.State
 	drains map[string]Mark
+	// migration is the ring-algorithm migration that runs, nil if none;
+	// migrationRev its key's ModRevision.
+	migration    *keys.MigrationRecord
+	migrationRev int64
 }
 
 // view reads the fleet at one revision.
@@ -159,26 +177,33 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix()),
 		clientv3.OpGet(o.layout.DrainedPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(o.layout.Placements(), clientv3.WithPrefix()),
+		clientv3.OpGet(o.layout.Migration()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("fleet: read the fleet: %w", err)
 	}
-	if len(resp.Responses) != 5 {
-		return nil, fmt.Errorf("fleet: read the fleet: %d responses for 5 reads", len(resp.Responses))
+	if len(resp.Responses) != 6 {
+		return nil, fmt.Errorf("fleet: read the fleet: %d responses for 6 reads", len(resp.Responses))
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().GetKvs() }
 	if len(kvs(0)) == 0 {
 		return nil, fmt.Errorf("%w at %s", ErrNoSpec, o.layout.Spec())
 	}
-	spec, err := fleetview.DecodeSpec(kvs(0)[0].Value)
+	stored, err := fleetview.DecodeStored(kvs(0)[0].Value, kvs(0)[0].ModRevision)
 	if err != nil {
 		return nil, err
 	}
+	spec := stored.Spec
 	log := hclog.NewNullLogger()
 	r := &fleetview.Reader{Layout: o.layout, Partitions: spec.Partitions, Log: log}
 	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3), kvs(4))
-	v := &view{rev: lst.Rev, spec: spec, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]Mark)}
+	lst.Spec = stored
+	v := &view{rev: lst.Rev, spec: spec, stored: stored, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]Mark)}
 	v.fleet.Apply(fleetview.Update{Listing: lst})
+	if m := kvs(5); len(m) > 0 {
+		rec := keys.DecodeMigration(m[0].Value)
+		v.migration, v.migrationRev = &rec, m[0].ModRevision
+	}
 	for _, kv := range kvs(3) {
 		if id, ok := r.DrainedID(kv.Key); ok {
 			var d Mark
@@ -213,6 +238,14 @@ func (v *view) partitions() []PartitionStatus {
 	return out
 }
 
+// featureList returns fs, or an empty list for nil.
+func featureList(fs []string) []string {
+	if fs == nil {
+		return []string{}
+	}
+	return fs
+}
+
 // Members reads the fleet's members, sorted by ID, drained ones included.
 func (o *Operator) Members(ctx context.Context) ([]MemberStatus, error) {
 	v, err := o.view(ctx)
@@ -228,7 +261,8 @@ func (o *Operator) Members(ctx context.Context) ([]MemberStatus, error) {
 	out := make([]MemberStatus, 0, len(v.fleet.All))
 	for _, id := range v.fleet.All {
 		rec := v.fleet.Members[id]
-		m := MemberStatus{ID: id, Addr: rec.Member.Addr, Meta: rec.Member.Meta, Lease: int64(rec.Lease), TTLLeft: -1, Owned: owned[id]}
+		m := MemberStatus{ID: id, Addr: rec.Member.Addr, Meta: rec.Member.Meta, Lease: int64(rec.Lease), TTLLeft: -1, Owned: owned[id],
+			Build: rec.Member.Build, Features: featureList(rec.Member.Features)}
 		if d, ok := v.drains[id]; ok {
 			m.Drained, m.Drain = true, &d
 		}

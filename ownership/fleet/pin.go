@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership/ring"
 )
@@ -35,9 +36,13 @@ const PlacementMove = "balance"
 // pin's node (Node) and the node that held p's claim when it was pinned
 // (Holder).
 //
+// A pin needs the "placements" protocol feature: every live member must
+// understand it, and the spec records it in use (see ring.FeatureError).
+//
 // Errors wrap ErrInvalidConfig (no actor or reason), ErrInvalidPartition,
-// ring.ErrInvalidNodeID, ErrNotFound (node is not a member) or the etcd
-// error.
+// ring.ErrInvalidNodeID, ring.ErrFeatureUnsupported (a *ring.FeatureError
+// naming the members whose builds lack placements), ErrNotFound (node is
+// not a member) or the etcd error.
 func (o *Operator) Pin(ctx context.Context, p int, node string, a Action) (AuditRecord, error) {
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
@@ -47,6 +52,9 @@ func (o *Operator) Pin(ctx context.Context, p int, node string, a Action) (Audit
 	}
 	if err := o.checkPartition(ctx, p); err != nil {
 		return AuditRecord{}, err
+	}
+	if _, err := fleetview.RequireFeature(ctx, o.kv, o.layout, fleetview.FeaturePlacements); err != nil {
+		return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w", p, node, err)
 	}
 	rec, ak := o.newRecord(a, ActionPin, fence.PartitionScope(p))
 	rec.Node = node

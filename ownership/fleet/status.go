@@ -38,6 +38,14 @@ type Status struct {
 	// puts: planned moves, operator actions and the balancer wait (see
 	// ErrNoSpace).
 	Alarms []EtcdAlarm `json:"alarms"`
+	// Features are the fleet's effective protocol features: those every
+	// member's build understands, sorted. Requires are the features the
+	// spec records in use, which a build must understand to join.
+	Features []string `json:"features"`
+	Requires []string `json:"requires"`
+	// Migration is the ring-algorithm migration that runs, nil if none
+	// (see Operator.MigrateAlgorithm).
+	Migration *Migration `json:"migration,omitempty"`
 }
 
 // EtcdAlarm is an alarm that stands in etcd: NOSPACE (its database
@@ -82,6 +90,12 @@ func (o *Operator) Status(ctx context.Context) (Status, error) {
 		Owned:       make(map[string]int, len(f.All)),
 		Idle:        []string{},
 		Alarms:      etcdAlarms(alarms),
+		Features:    featureList(f.Features()),
+		Requires:    featureList(v.stored.Requires),
+	}
+	if v.migration != nil {
+		m := v.migrationProgress()
+		s.Migration = &m
 	}
 	for _, id := range f.All {
 		s.Owned[id] = 0

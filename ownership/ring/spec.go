@@ -9,7 +9,8 @@ import (
 // client must agree on to hash a key to the same partition and a partition
 // to the same owner. The fleet stores it once in etcd, at <prefix>spec,
 // written by the first node that joins (create-if-absent) and never changed
-// by a node; a node whose configuration contradicts it is refused with a
+// by a node (an operator's ring-algorithm migration changes its algorithm,
+// which every node then follows); a node whose configuration contradicts it is refused with a
 // *SpecMismatchError (see Spec.CompareConfig), and outside clients read it
 // instead of being told.
 //
@@ -61,7 +62,8 @@ func (e *SpecMismatchError) Error() string {
 		local, fleet = e.Local.RingAlgorithm.String(), e.Fleet.RingAlgorithm.String()
 	}
 	return "ring: configuration contradicts the fleet's spec: " + e.Field + " " + local +
-		" here, " + fleet + " in the fleet (a fleet's spec never changes; use a new cluster name or prefix for a new one)"
+		" here, " + fleet + " in the fleet (a node never changes the fleet's spec: leave the algorithm unset to use the fleet's, " +
+		"migrate the fleet's algorithm with fleet.Operator.MigrateAlgorithm, or use a new cluster name or prefix for a new fleet)"
 }
 
 // Is reports whether target is ErrSpecMismatch.
