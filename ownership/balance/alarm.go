@@ -14,7 +14,7 @@ import (
 // While an alarm stands in etcd (NOSPACE: its database is full), etcd
 // refuses every put, and so every pass with a move. The balancer pauses:
 // Plan lists the alarms when its client can (Planned.Alarms), Apply writes
-// nothing while any stands (ErrAlarm, result "alarm"), and Run logs
+// nothing while any stands (errAlarm, result "alarm"), and Run logs
 // "balancer paused: an etcd alarm stands; no pass is applied until it is
 // disarmed" (Warn, alarms, once per pause) and, at the first pass planned
 // without an alarm that is not refused for one, "balancer resumed: no etcd
@@ -47,9 +47,21 @@ func alarmErr(as []fleet.EtcdAlarm) error {
 		noSpace = noSpace || a.Alarm == "NOSPACE"
 	}
 	if noSpace {
-		return fmt.Errorf("%w: %s: %w", ErrAlarm, strings.Join(names, ", "), fleet.ErrNoSpace)
+		return fmt.Errorf("%w: %s: %w", errAlarm, strings.Join(names, ", "), fleet.ErrNoSpace)
 	}
-	return fmt.Errorf("%w: %s", ErrAlarm, strings.Join(names, ", "))
+	return fmt.Errorf("%w: %s", errAlarm, strings.Join(names, ", "))
+}
+
+// refused counts and returns the error of a pass planned at rev whose
+// writes etcd refused with err: an alarm's (errAlarm, wrapping
+// fleet.ErrNoSpace) if etcd refused them for NOSPACE.
+func (b *Balancer) refused(rev int64, err error) error {
+	if etcderr.NoSpace(err) {
+		b.metrics.pass("alarm")
+		return fmt.Errorf("%w: etcd refused the pass at revision %d: %w: %w", errAlarm, rev, fleet.ErrNoSpace, err)
+	}
+	b.metrics.pass("error")
+	return fmt.Errorf("balance: apply pass at revision %d: %w", rev, err)
 }
 
 // pause is the state of a leading balancer's pause for an alarm.
@@ -63,7 +75,7 @@ type pause struct {
 // without an alarm and not refused for one ends it.
 func (b *Balancer) paused(p *pause, pl *Planned, err error) {
 	switch {
-	case errors.Is(err, ErrAlarm):
+	case errors.Is(err, errAlarm):
 		if p.on {
 			return
 		}

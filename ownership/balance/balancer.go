@@ -12,7 +12,6 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/clock"
-	"github.com/tenure-go/tenure/internal/etcderr"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -237,8 +236,8 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 // snapshot, every move's target is still the member it was, and no
 // placement of pl's partitions was written meanwhile (ErrStaleSnapshot
 // otherwise). While an etcd alarm stands (pl.Alarms, or etcd refusing the
-// pass for its NOSPACE alarm), it writes nothing (ErrAlarm, which also
-// wraps fleet.ErrNoSpace for NOSPACE). A pass with nothing to do writes
+// pass for its NOSPACE alarm), it writes nothing and returns an error
+// naming the alarms (wrapping fleet.ErrNoSpace for NOSPACE). A pass with nothing to do writes
 // nothing.
 func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) error {
 	if term == nil || pl == nil {
@@ -258,8 +257,7 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 	}
 	if len(pl.Moves) > 0 {
 		if _, err := fleetview.RequireFeature(ctx, b.kv, b.layout, fleetview.FeaturePlacements); err != nil {
-			b.metrics.pass("error")
-			return fmt.Errorf("balance: apply pass at revision %d: %w", pl.Rev, err)
+			return b.refused(pl.Rev, err)
 		}
 	}
 	now := b.cfg.Clock.Now()
@@ -294,13 +292,8 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 	}
 	ops = append(ops, clientv3.OpPut(b.layout.BalancePass(), keys.EncodeJSON(rec)))
 	resp, err := b.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(term.Key()), clientv3.OpGet(sk, clientv3.WithKeysOnly())).Commit()
-	switch {
-	case etcderr.NoSpace(err):
-		b.metrics.pass("alarm")
-		return fmt.Errorf("%w: etcd refused the pass at revision %d: %w: %w", ErrAlarm, pl.Rev, fleet.ErrNoSpace, err)
-	case err != nil:
-		b.metrics.pass("error")
-		return fmt.Errorf("balance: apply pass at revision %d: %w", pl.Rev, err)
+	if err != nil {
+		return b.refused(pl.Rev, err)
 	}
 	if !resp.Succeeded {
 		if rr := resp.Responses[0].GetResponseRange(); rr == nil || len(rr.Kvs) == 0 || rr.Kvs[0].CreateRevision != term.Token().Epoch {
@@ -372,7 +365,7 @@ func (b *Balancer) lead(ctx context.Context, term *election.Term) {
 		switch {
 		case errors.Is(err, ErrDeposed):
 			return
-		case errors.Is(err, ErrAlarm):
+		case errors.Is(err, errAlarm):
 		case errors.Is(err, ErrSuspended):
 			b.cfg.Logger.Debug("balance pass suspended", "error", err)
 		case err != nil && tctx.Err() == nil:

@@ -23,8 +23,8 @@
 //
 // While an alarm stands in etcd (NOSPACE: its database is full, and etcd
 // refuses every put), the balancer pauses: its passes are planned and
-// reported with the alarms (Planned.Alarms) but write nothing (ErrAlarm),
-// and it resumes at its first pass after the alarm is disarmed.
+// reported with the alarms (Planned.Alarms) but write nothing (an error
+// wrapping fleet.ErrNoSpace for NOSPACE), and it resumes at its first pass after the alarm is disarmed.
 //
 // Plan is the pure pass (the same code the simulator runs); Balancer reads
 // the fleet, plans (Balancer.Plan, also the dry run of tenurectl balance

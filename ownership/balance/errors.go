@@ -25,8 +25,8 @@ var (
 // since.
 var ErrSuspended = errors.New("balance: the balancer is suspended")
 
-// ErrAlarm reports a pass not applied because an alarm stands in etcd:
+// errAlarm reports a pass not applied because an alarm stands in etcd:
 // listed when the pass was planned (Planned.Alarms), or etcd refused the
 // pass for its NOSPACE alarm (the error then also wraps fleet.ErrNoSpace).
 // The balancer pauses until the alarm is disarmed.
-var ErrAlarm = errors.New("balance: an etcd alarm stands; the balancer pauses")
+var errAlarm = errors.New("balance: an etcd alarm stands; the balancer pauses")

@@ -39,7 +39,7 @@ func waitLine(t *testing.T, buf *testsupport.Buffer, s string) string {
 
 // TestBalancerPausesUnderNoSpace: while etcd's NOSPACE alarm stands (a
 // small quota filled), a pass is planned with the alarm listed and
-// applies nothing (ErrAlarm, wrapping fleet.ErrNoSpace, counted as
+// applies nothing (errAlarm, wrapping fleet.ErrNoSpace, counted as
 // "alarm"); a balancer whose client cannot list alarms has its pass
 // refused by etcd, with the same errors; a leading balancer logs once that
 // it pauses and why. Once the space is reclaimed and the alarm disarmed,
@@ -69,7 +69,7 @@ func TestBalancerPausesUnderNoSpace(t *testing.T) {
 	assert.Equal(t, "NOSPACE", pl.Alarms[0].Alarm)
 	assert.NotEmpty(t, pl.Moves, "a paused balancer still plans")
 	err = b.Apply(ctx, term, pl)
-	require.ErrorIs(t, err, ErrAlarm)
+	require.ErrorIs(t, err, errAlarm)
 	require.ErrorIs(t, err, fleet.ErrNoSpace)
 
 	kvOnly, err := NewBalancer(struct{ clientv3.KV }{cli}, Config{Cluster: name, Metrics: reg})
@@ -79,7 +79,7 @@ func TestBalancerPausesUnderNoSpace(t *testing.T) {
 	require.Empty(t, pl.Alarms, "a client that cannot list alarms lists none")
 	require.NotEmpty(t, pl.Moves)
 	err = kvOnly.Apply(ctx, term, pl)
-	require.ErrorIs(t, err, ErrAlarm, "etcd refuses the pass")
+	require.ErrorIs(t, err, errAlarm, "etcd refuses the pass")
 	require.ErrorIs(t, err, fleet.ErrNoSpace)
 	assert.Empty(t, placements(t, ctx, cli, name))
 	assert.Equal(t, 2.0, testutil.ToFloat64(b.metrics.passesC.WithLabelValues("alarm")))
