@@ -74,6 +74,8 @@ var vocabulary = map[string]kind{
 	"before": kNumber, "after": kNumber, "upper": kNumber, "lower": kNumber, "budget": kNumber,
 	"cooldown_seconds": kNumber, "from": kString, "to": kString, "loads": kNumberMap, "config": kObject,
 	"source": kString,
+	// rewind-check.
+	"floor_epoch": kInt, "floor_scope": kString, "rewound": kBool, "margin": kInt, "bump_revision": kInt,
 }
 
 // rareKeys are vocabulary keys TestTenurectlJSONVocabulary need not see:
@@ -351,6 +353,7 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 	run("undrain", "n2")
 	run("unpin", strconv.Itoa(p), "--reason", "tenant cooled")
 	run("audit")
+	run("rewind-check", "--db", fencesDB(t, map[string]int64{"p/0": 1 << 40}))
 
 	want := slices.Sorted(maps.Keys(commands))
 	for sub := range balanceCommands {
