@@ -196,6 +196,8 @@
 //	tenure_partitions_owned                     gauge              partitions served
 //	tenure_partition_oldest_held_seconds        gauge              age of the oldest tenure served, from its claim's creation
 //	tenure_fencer_failures_total                counter            failed fencer advances (retried)
+//	tenure_fence_rewinds_total                  counter            fencer advances refused by a floor above the epoch and etcd's revision: etcd's revisions went backwards
+//	tenure_partitions_rewound                   gauge              partitions claimed but unserved because of such a floor (0 unless etcd was restored without --bump-revision)
 //	tenure_forced_releases_total                counter            claims deleted by someone else while the lease lived (checked with etcd)
 //	tenure_drains_total                         counter            times this node saw itself drained
 //	tenure_callback_queue_length                gauge              callbacks queued for the dispatcher
