@@ -73,7 +73,7 @@ func (o *report) rewindsFound(found []*RewindError) {
 		floor, rev = max(floor, rw.Floor), max(rev, rw.Revision)
 	}
 	o.n.log.Error("etcd revisions went backwards (restored from a snapshot?): stores hold floors above the epochs etcd issues; "+
-		"the partitions stay unserved until etcd's revision passes their floors (restore with etcdutl's --bump-revision; see tenurectl etcd rewind-check)",
+		"the partitions stay unserved until etcd's revision passes their floors (restore with etcdutl's --bump-revision; see tenurectl rewind-check)",
 		"count", len(ps), "partitions", partitionRanges(ps), "epochs", epochRange(epochs), "floor", floor, "revision", rev)
 }
 
