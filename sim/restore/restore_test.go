@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -45,6 +46,7 @@ const (
 // node is one node of the fleet, in this process, serving writes over HTTP.
 type node struct {
 	*ownership.Node
+	reg  *prometheus.Registry
 	logs *testsupport.Buffer
 	srv  *http.Server
 	r    *router.Router
@@ -66,6 +68,8 @@ func startNode(t *testing.T, cli *clientv3.Client, db *sql.DB, fences *sqlfence.
 	cfg.Session.TTL = ttl
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: logs, JSONFormat: true})
 	cfg.Fencers = []fence.Fencer{store, sqlfence.Fencer{DB: db, Fences: fences}}
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Metrics = reg
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := ownership.Join(ctx, cli, cfg)
@@ -96,7 +100,7 @@ func startNode(t *testing.T, cli *clientv3.Client, db *sql.DB, fences *sqlfence.
 	mux.Handle("/w/{key}", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	nd := &node{Node: n, logs: logs, srv: srv, r: r}
+	nd := &node{Node: n, reg: reg, logs: logs, srv: srv, r: r}
 	t.Cleanup(func() {
 		nd.stop()
 		if t.Failed() {
@@ -113,6 +117,12 @@ func (n *node) stop() {
 	_ = n.srv.Shutdown(ctx)
 	n.r.Close()
 	_ = n.Close(ctx)
+}
+
+// metric returns the value of the node's metric name.
+func (n *node) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	return testsupport.MustMetric(t, n.reg, name, map[string]string{"node": n.ID()})
 }
 
 // load sends writes for keys through a router.Client, counting answers by
@@ -291,6 +301,12 @@ func TestRestoreUnderLoad(t *testing.T) {
 	line := waitLine(t, nodes, "etcd revisions went backwards", time.Minute)
 	t.Logf("(a) restored without --bump-revision: %v later, %s logged %q (partitions %v, floor %v, revision %v)",
 		time.Since(restored).Round(time.Millisecond), line["node"], line["@message"], line["partitions"], line["floor"], line["revision"])
+	for _, n := range nodes {
+		if n.ID() == line["node"] {
+			assert.Positive(t, n.metric(t, "tenure_fence_rewinds_total"), n.ID())
+			assert.Positive(t, n.metric(t, "tenure_partitions_rewound"), n.ID())
+		}
+	}
 	rewound := 0
 	for _, n := range nodes {
 		st := n.Status()
@@ -331,6 +347,7 @@ func TestRestoreUnderLoad(t *testing.T) {
 	t.Logf("(b) %d writes since the restore", l.total.Load()-before)
 	for _, n := range nodes {
 		assert.Empty(t, n.Status().Rewound, n.ID())
+		assert.Zero(t, n.metric(t, "tenure_partitions_rewound"), n.ID())
 	}
 	l.stop()
 	for _, n := range nodes {
