@@ -3,8 +3,10 @@ package ownership
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -107,4 +112,61 @@ func TestRewindReported(t *testing.T) {
 		}
 		return errors.New(`no line "rewind over"`)
 	})
+}
+
+// A member key bound to the lease of an earlier session of the node, as
+// etcd restored from a snapshot taken then holds it, is the node's own: its
+// rejoin takes it over at once instead of waiting for that lease to
+// expire.
+func TestRejoinTakesOverAnEarlierSessionsKey(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	buf := &testsupport.Buffer{}
+	cfg := testConfig(t, "rejoin-own", "a", 4)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
+	a := join(t, cli, cfg)
+	waitStable(t, 20*time.Second, a)
+	lease := func() clientv3.LeaseID {
+		l, err := strconv.ParseInt(a.Status().Lease, 16, 64)
+		require.NoError(t, err)
+		return clientv3.LeaseID(l)
+	}
+	first := lease()
+	logged := func(msg string, n int) func([]map[string]any) error {
+		return func(lines []map[string]any) error {
+			got := 0
+			for _, l := range lines {
+				if m, _ := l["@message"].(string); strings.HasPrefix(m, msg) {
+					got++
+				}
+			}
+			if got < n {
+				return fmt.Errorf("%d lines %q, want %d", got, msg, n)
+			}
+			return nil
+		}
+	}
+
+	// The first session ends (its lease revoked); a rejoins under another.
+	_, err := cli.Revoke(ctx, first)
+	require.NoError(t, err)
+	waitLogged(t, buf, 30*time.Second, logged("rejoined", 1))
+	waitStable(t, 20*time.Second, a)
+	require.NotEqual(t, first, lease())
+
+	// The first lease is back, holding a's member key, as after a restore.
+	_, err = pb.NewLeaseClient(cli.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: int64(first), TTL: 600})
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, keys.For("rejoin-own", "").Member("a"), `{"id":"a","addr":"a.test:7000"}`, clientv3.WithLease(first))
+	require.NoError(t, err)
+	waitLogged(t, buf, 30*time.Second, logged("rejoin: the member key is held by an earlier session of this node", 1))
+	waitLogged(t, buf, 30*time.Second, logged("rejoined", 2))
+	waitStable(t, 20*time.Second, a)
+	resp, err := cli.Get(ctx, keys.For("rejoin-own", "").Member("a"))
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	assert.Equal(t, int64(lease()), resp.Kvs[0].Lease)
+	assert.NotContains(t, buf.String(), "the node ID is taken by another process")
 }
