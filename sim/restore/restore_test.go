@@ -213,12 +213,15 @@ func (l *load) written() <-chan struct{} {
 }
 
 // A fleet under keyed load, with writes fenced in etcd and in SQLite, meets
-// etcd restored from a snapshot taken before its partitions moved: (a)
-// without --bump-revision, the nodes name the rewind and admit no write
-// below a floor the SQL table recorded; (b) with the --bump-revision that
-// tenurectl rewind-check prints and --mark-compacted, the fleet serves
-// again. No write is ever admitted below a floor: in the SQL table's
-// commit order, the epochs of each scope's writes never go down.
+// etcd restored from a snapshot taken before its partitions moved: (c)
+// with the --bump-revision that tenurectl rewind-check prints and
+// --mark-compacted, etcd back at once (the nodes keep their sessions), the
+// fleet serves under the restored etcd's claims; (a) without a bump, etcd
+// down for longer than the nodes' outage bound, the nodes name the rewind
+// and admit no write below a floor the SQL table recorded; (b) with the
+// bump again, etcd down as long, the fleet serves again. No write is ever
+// admitted below a floor: in the SQL table's commit order, the epochs of
+// each scope's writes never go down.
 func TestRestoreUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds etcdutl and tenurectl and runs etcd member processes")
@@ -292,11 +295,48 @@ func TestRestoreUnderLoad(t *testing.T) {
 	require.Greater(t, floor, snapRev, "the moves raised floors past the snapshot")
 	t.Logf("snapshot at revision %d; the SQL table's highest floor since: %d", snapRev, floor)
 
+	// tenurectl rewind-check: the bump a restore of the snapshot needs.
+	ctl := func(args ...string) string {
+		out, err := exec.CommandContext(ctx, tenurectl, append([]string{"--endpoints", strings.Join(etcd.Endpoints(), ","), "--timeout", "10s", "rewind-check", "--db", "sqlite:" + dbPath}, args...)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	var check struct {
+		BumpRevision int64 `json:"bump_revision"`
+		Rewound      bool  `json:"rewound"`
+	}
+	bumpFor := func() string {
+		t.Helper()
+		require.NoError(t, json.Unmarshal([]byte(ctl("--revision", strconv.FormatInt(snapRev, 10), "--json")), &check))
+		require.True(t, check.Rewound)
+		return strconv.FormatInt(check.BumpRevision, 10)
+	}
+
+	// (c) etcd restored with the bump and back at once: the nodes' leases
+	// are older than the snapshot, so those that renew in time keep their
+	// sessions, and their watches find their revisions compacted.
+	l.setPhase("quick")
+	bump := bumpFor()
+	for i := range etcd.Size() {
+		require.NoError(t, etcd.KillMember(i))
+	}
+	require.NoError(t, etcd.Restore(ctx, etcdutl, snap, "--bump-revision", bump, "--mark-compacted"))
+	restored := time.Now()
+	l.setPhase("quick-bumped")
+	waitServedAtFloors(t, nodes, cli, db)
+	lost := 0
+	for _, n := range nodes {
+		lost += strings.Count(n.logs.String(), `"session lost:`)
+	}
+	t.Logf("(c) restored with --bump-revision %s --mark-compacted, etcd back at once: every partition served at or above its floor %v later; sessions lost: %d of %d",
+		bump, time.Since(restored).Round(time.Millisecond), lost, len(nodes))
+	l.waitWrites(t, 200)
+
 	// (a) etcd restored without --bump-revision.
 	l.setPhase("restore")
 	stopEtcd(t, etcd, nodes)
 	require.NoError(t, etcd.Restore(ctx, etcdutl, snap))
-	restored := time.Now()
+	restored = time.Now()
 	l.setPhase("rewound")
 	line := waitLine(t, nodes, "etcd revisions went backwards", time.Minute)
 	t.Logf("(a) restored without --bump-revision: %v later, %s logged %q (partitions %v, floor %v, revision %v)",
@@ -318,29 +358,16 @@ func TestRestoreUnderLoad(t *testing.T) {
 	}
 	t.Logf("(a) partitions held back by the rewind, as the nodes' Status says now: %d", rewound)
 
-	// tenurectl rewind-check: against the restored etcd, and against the
-	// snapshot's revision (the value the restore needs).
-	ctl := func(args ...string) string {
-		out, err := exec.CommandContext(ctx, tenurectl, append([]string{"--endpoints", strings.Join(etcd.Endpoints(), ","), "--timeout", "10s", "rewind-check", "--db", "sqlite:" + dbPath}, args...)...).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		return string(out)
-	}
 	t.Logf("tenurectl rewind-check (the restored etcd):\n%s", ctl())
-	var check struct {
-		BumpRevision int64 `json:"bump_revision"`
-		Rewound      bool  `json:"rewound"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(ctl("--revision", strconv.FormatInt(snapRev, 10), "--json")), &check))
-	require.True(t, check.Rewound)
 
 	// (b) etcd restored again, with the bump tenurectl printed.
+	bump = bumpFor()
 	l.setPhase("restore")
 	stopEtcd(t, etcd, nodes)
-	bump := strconv.FormatInt(check.BumpRevision, 10)
 	require.NoError(t, etcd.Restore(ctx, etcdutl, snap, "--bump-revision", bump, "--mark-compacted"))
 	restored = time.Now()
 	l.setPhase("bumped")
-	waitServed(nodes...)
+	waitServedAtFloors(t, nodes, cli, db)
 	t.Logf("(b) restored with --bump-revision %s --mark-compacted: every partition served again %v later", bump, time.Since(restored).Round(time.Millisecond))
 	before := l.total.Load()
 	l.waitWrites(t, 200)
@@ -349,6 +376,7 @@ func TestRestoreUnderLoad(t *testing.T) {
 		assert.Empty(t, n.Status().Rewound, n.ID())
 		assert.Zero(t, n.metric(t, "tenure_partitions_rewound"), n.ID())
 	}
+
 	l.stop()
 	for _, n := range nodes {
 		n.stop()
@@ -358,6 +386,38 @@ func TestRestoreUnderLoad(t *testing.T) {
 	l.mu.Lock()
 	t.Logf("writes acknowledged by phase %v; failed %v", l.ok, l.failed)
 	l.mu.Unlock()
+}
+
+// waitServedAtFloors waits until the nodes agree on a ring of all of them
+// and serve every partition under the claim etcd holds for it, at an epoch
+// at or above the floor the SQL table holds for it: after a restore, each
+// partition is served under a claim the restored etcd holds and its store
+// admits.
+func waitServedAtFloors(t *testing.T, nodes []*node, cli *clientv3.Client, db *sql.DB) {
+	t.Helper()
+	o := make([]*ownership.Node, len(nodes))
+	for i, n := range nodes {
+		o[i] = n.Node
+	}
+	require.NoError(t, fleettest.WaitFor(2*time.Minute, func() error {
+		if err := fleettest.StableAtErr(o, nil); err != nil {
+			return err
+		}
+		claims := fleettest.EtcdClaims(t, cli, fleetName)
+		for p := range partitions {
+			var floor int64
+			err := db.QueryRow("SELECT epoch FROM tenure_fences WHERE scope = ?", fence.PartitionScope(p)).Scan(&floor)
+			if err != nil {
+				return fmt.Errorf("partition %d's floor: %w", p, err)
+			}
+			for _, n := range o {
+				if r := n.LookupPartition(p); r.Epoch < floor || r.Epoch != claims[p].Epoch {
+					return fmt.Errorf("%s sees partition %d at epoch %d; its floor is %d, its claim's epoch %d", n.ID(), p, r.Epoch, floor, claims[p].Epoch)
+				}
+			}
+		}
+		return nil
+	}, fleettest.Changes(o...)...))
 }
 
 // stopEtcd kills every etcd member and waits until every node has lost its
