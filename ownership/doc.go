@@ -43,6 +43,16 @@
 // receive the context of what began, which ends with it; end callbacks say
 // why.
 //
+// A store that refuses the new epoch as stale (its floor is above it) has
+// seen a newer one. If etcd has reached the floor's revision, the claim is
+// useless: the node ends the tenure, deletes the claim and claims again,
+// at an epoch above the floor. If the floor is above etcd's revision too,
+// no claim of this etcd's history made it: etcd's revisions went
+// backwards, as after a restore from a snapshot without --bump-revision.
+// The node then reports a *RewindError (ErrRewound) in Status, counts it
+// and logs it once, keeps the claim unserved and advances the fencers
+// again with backoff, until etcd's revision passes the floor.
+//
 // Each partition has one state on the node (idle, claiming, fencing,
 // starting, serving, draining, releasing, deleting, and the waits between
 // retries), written by the node's event loop; Hold reads it, and the
@@ -208,6 +218,8 @@
 //	tenure_partitions_owned                     gauge              partitions served
 //	tenure_partition_oldest_held_seconds        gauge              age of the oldest tenure served, from its claim's creation
 //	tenure_fencer_failures_total                counter            failed fencer advances (retried)
+//	tenure_fence_rewinds_total                  counter            fencer advances refused by a floor above the epoch and etcd's revision: etcd's revisions went backwards
+//	tenure_partitions_rewound                   gauge              partitions claimed but unserved because of such a floor (0 unless etcd was restored without --bump-revision)
 //	tenure_forced_releases_total                counter            claims deleted by someone else while the lease lived (checked with etcd)
 //	tenure_drains_total                         counter            times this node saw itself drained
 //	tenure_callback_queue_length                gauge              callbacks queued for the dispatcher

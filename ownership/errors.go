@@ -32,6 +32,13 @@ var (
 	// when it is known.
 	ErrNotOwner = errors.New("ownership: not the owner")
 
+	// ErrRewound reports that etcd's revisions went backwards, as after
+	// etcd was restored from a snapshot: a store refused a partition's new
+	// epoch because its floor is above both the epoch etcd just issued and
+	// etcd's current revision, so the floor records an epoch this etcd
+	// has not issued yet. The error is a *RewindError.
+	ErrRewound = errors.New("ownership: etcd revisions went backwards (restored from a snapshot?)")
+
 	// ErrReleasing reports that the partition is being handed off: this node
 	// still holds its claim but admits no new work for it. The error is a
 	// *WrongOwnerError naming the next owner when it is known;
@@ -213,3 +220,38 @@ var (
 	// node with the same ID registered there already).
 	ErrMetrics = errors.New("ownership: register metrics")
 )
+
+// RewindError reports that etcd's revisions went backwards under a
+// partition this node claimed: a store's floor for the partition is above
+// the claim's epoch and above etcd's revision when the node checked. The
+// node keeps the claim and admits no work for the partition, and advances
+// its fencers again with backoff: it serves once etcd's revisions pass the
+// floor (a restore with etcdutl's --bump-revision does that at once).
+// errors.Is(err, ErrRewound) and errors.Is(err, fence.ErrStale) hold.
+type RewindError struct {
+	// Partition is the partition claimed.
+	Partition int `json:"partition"`
+	// Scope is the fenced scope ("p/<partition>").
+	Scope string `json:"scope"`
+	// Epoch is the claim's epoch: the revision etcd issued it at.
+	Epoch int64 `json:"epoch"`
+	// Floor is the highest epoch the store had admitted for Scope.
+	Floor int64 `json:"floor"`
+	// Revision is etcd's revision as the node read it after the refusal.
+	Revision int64 `json:"revision"`
+
+	stale error // the fencer's refusal
+}
+
+// Error implements error.
+func (e *RewindError) Error() string {
+	return fmt.Sprintf("ownership: etcd revisions went backwards (restored from a snapshot?): partition %d: "+
+		"a store's floor %d for scope %q is above the epoch %d etcd just issued and above its revision %d",
+		e.Partition, e.Floor, e.Scope, e.Epoch, e.Revision)
+}
+
+// Is reports whether target is ErrRewound.
+func (e *RewindError) Is(target error) bool { return target == ErrRewound }
+
+// Unwrap returns the fencer's refusal (a *fence.StaleError).
+func (e *RewindError) Unwrap() error { return e.stale }

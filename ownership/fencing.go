@@ -34,7 +34,11 @@ func (l *loop) flushFences() {
 		n.spawn(func() { n.advanceEach(gen, ts) })
 		return
 	}
-	n.spawn(func() { n.post(gen, fenceDone{ts: ts, errs: n.advanceTogether(gen.ctx, ts)}) })
+	n.spawn(func() {
+		errs := n.advanceTogether(gen.ctx, ts)
+		n.explainRewinds(gen.ctx, ts, errs)
+		n.post(gen, fenceDone{ts: ts, errs: errs})
+	})
 }
 
 // advanceEach runs every fencer for each tenure of ts, in order, tenures in
@@ -53,7 +57,9 @@ func (n *Node) advanceEach(gen *generation, ts []*tenure) {
 					break
 				}
 			}
-			n.post(gen, fenceDone{ts: []*tenure{t}, errs: []error{err}})
+			errs := []error{err}
+			n.explainRewinds(t.ctx, []*tenure{t}, errs)
+			n.post(gen, fenceDone{ts: []*tenure{t}, errs: errs})
 		})
 	}
 	wg.Wait()
@@ -160,11 +166,14 @@ func staleTokens(err error) map[fence.Token]*fence.StaleError {
 }
 
 // fenced handles the result of advancing t's fencers: serve, retry after a
-// backoff, or, if the tenure ended meanwhile, delete its claim.
-func (l *loop) fenced(t *tenure, err error) {
+// backoff, or, if the tenure ended meanwhile, delete its claim. It returns
+// the *RewindError of a refusal it retries because etcd's revisions went
+// backwards (reported by the caller, with those of the tenures fenced
+// together), and nil otherwise.
+func (l *loop) fenced(t *tenure, err error) (rewind *RewindError) {
 	rec := l.rec(t.p)
 	if rec.t != t || (rec.phase != phaseFencing && rec.phase != phaseAborting) {
-		return
+		return nil
 	}
 	switch {
 	case rec.phase == phaseAborting || t.ctx.Err() != nil:
@@ -176,16 +185,40 @@ func (l *loop) fenced(t *tenure, err error) {
 		} else {
 			l.transition(t.p, idle, 0)
 		}
-	case err != nil:
+	case superseded(t, err):
 		l.n.report.fencerFailed(t, err)
+		l.transition(t.p, idle, reasonLost)
+		if l.holds(t.p, t) {
+			l.startDelete(t.p, t.token.Epoch, nil)
+		}
+	case err != nil:
 		wait := &record{phase: phaseFenceWait, t: t, attempts: rec.attempts + 1}
 		l.transition(t.p, wait, 0)
-		l.n.log.Warn("advance fencers; the partition stays unserved until they succeed",
-			"partition", t.p, "epoch", t.token.Epoch, "error", err, "attempt", wait.attempts)
+		if errors.As(err, &rewind) {
+			l.n.log.Debug("advance fencers: etcd revisions went backwards", "partition", t.p, "error", err, "attempt", wait.attempts)
+		} else {
+			l.n.report.fencerFailed(t, err)
+			l.n.log.Warn("advance fencers; the partition stays unserved until they succeed",
+				"partition", t.p, "epoch", t.token.Epoch, "error", err, "attempt", wait.attempts)
+		}
 		l.n.after(l.gen, backoff(wait.attempts-1), fenceRetry{p: t.p, wait: wait})
 	default:
 		l.startServing(t)
 	}
+	return rewind
+}
+
+// superseded reports whether err is a store's refusal of t's epoch by a
+// floor above it that etcd's revision has reached (explainRewinds made
+// the others *RewindErrors): the epoch can never be admitted there, and a
+// new claim's epoch will be above the floor. The node then ends the
+// tenure and deletes its claim, if it still holds it, so that the
+// partition is claimed again, by whichever node the ring gives it to.
+func superseded(t *tenure, err error) bool {
+	var se *fence.StaleError
+	var rw *RewindError
+	return err != nil && !errors.As(err, &rw) && errors.As(err, &se) &&
+		se.Presented == t.token.Epoch && se.Current > se.Presented
 }
 
 // retryFence advances the fencers of wait's tenure again once the backoff

@@ -51,6 +51,12 @@ type NodeStatus struct {
 	// Partitions lists the partitions this node serves (admits work
 	// for), ascending.
 	Partitions []ServedPartition `json:"partitions"`
+	// Rewound lists, by partition, the partitions this node claimed but
+	// does not serve because etcd's revisions went backwards (etcd
+	// restored from a snapshot without --bump-revision): a store's floor
+	// is above the claim's epoch and above etcd's revision. Empty
+	// otherwise.
+	Rewound []RewindError `json:"rewound,omitempty"`
 }
 
 // ServedPartition is one partition a node serves.
@@ -76,6 +82,7 @@ func (n *Node) Status() NodeStatus {
 		Partitions:  make([]ServedPartition, 0, len(s.owned)),
 	}
 	st.Drained = n.report.drained.Load()
+	st.Rewound = n.report.rewoundNow()
 	sess := s.gen.sess
 	st.Lease = fmt.Sprintf("%x", int64(sess.Lease()))
 	st.Session = sess.Status()
@@ -155,6 +162,8 @@ func (h healthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.Reason = "no live session: lost (" + st.SessionEnd + ")"
 	case !st.Live:
 		a.Reason = "no live session"
+	case check == "readyz" && !st.Ready && len(st.Rewound) > 0:
+		a.Reason = fmt.Sprintf("etcd revisions went backwards (restored from a snapshot?): %d partitions wait for etcd's revision to pass their stores' floors", len(st.Rewound))
 	case check == "readyz" && !st.Ready:
 		a.Reason = fmt.Sprintf("serves %d of the %d partitions the ring gives it", len(st.Partitions), st.Assigned)
 	default:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/tenure-go/tenure/internal/fleetview"
 )
 
@@ -57,6 +59,11 @@ type loop struct {
 
 	lost  error // set when the generation must end
 	dirty bool  // the snapshot is out of date
+
+	// leases are the leases of this node's sessions, the latest
+	// maxPastLeases: a member key bound to one of them is this node's own
+	// (rejoin.go).
+	leases []clientv3.LeaseID
 }
 
 func newLoop(n *Node) *loop {
@@ -76,6 +83,10 @@ func newLoop(n *Node) *loop {
 // install starts serving generation gen from its listing.
 func (l *loop) install(gen *generation, lst *fleetview.Listing) {
 	l.gen = gen
+	l.leases = append(l.leases, gen.lease)
+	if len(l.leases) > maxPastLeases {
+		l.leases = l.leases[1:]
+	}
 	l.lost = nil
 	l.fleet.Forget()
 	l.claimHold, l.claimAttempt, l.resyncing = false, 0, false

@@ -87,9 +87,13 @@ type fenceDone struct {
 }
 
 func (m fenceDone) deliver(l *loop) {
+	var rewinds []*RewindError
 	for i, t := range m.ts {
-		l.fenced(t, m.errs[i])
+		if rw := l.fenced(t, m.errs[i]); rw != nil {
+			rewinds = append(rewinds, rw)
+		}
 	}
+	l.n.report.rewindsFound(rewinds)
 }
 
 // fenceRetry ends the backoff of wait, a record in fenceWait.

@@ -45,6 +45,7 @@ type nodeMetrics struct {
 	failover       prometheus.Histogram
 	takeover       prometheus.Histogram
 	fencerFailures prometheus.Counter
+	rewinds        prometheus.Counter
 	forced         prometheus.Counter
 	drains         prometheus.Counter
 
@@ -53,13 +54,13 @@ type nodeMetrics struct {
 	etcdAlarm *prometheus.GaugeVec
 }
 
-// newNodeMetrics creates the metrics of node n and registers them with
+// newNodeMetrics creates the metrics of node n, whose report is o, and registers them with
 // cfg.Metrics under the const label node, and sets n.cfg.Session.Metrics,
 // unless it is set, to the same registry, so that the node's sessions
 // register theirs there and unregister stops them too. It
 // returns nil, nil without a registerer, and an error wrapping ErrMetrics and
 // the registry's error if the metrics cannot be registered (none is then).
-func newNodeMetrics(n *Node) (*nodeMetrics, error) {
+func newNodeMetrics(n *Node, o *report) (*nodeMetrics, error) {
 	if nilness.Is(n.cfg.Metrics) {
 		return nil, nil
 	}
@@ -111,6 +112,10 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 			Namespace: metrics.Namespace, Name: "fencer_failures_total",
 			Help: "Failed advances of this node's fencers to a new epoch (each is retried).",
 		}),
+		rewinds: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "fence_rewinds_total",
+			Help: "Fencer advances of this node refused because a store's floor is above both the epoch etcd just issued and etcd's revision: etcd's revisions went backwards (restored from a snapshot?). Each is retried; the partition stays unserved until etcd's revision passes the floor. Also counted in tenure_fencer_failures_total.",
+		}),
 		forced: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "forced_releases_total",
 			Help: "Tenures that ended because someone else deleted this node's claim while its session lived (an operator's force release), as checked with etcd: claims that went with the session's lease (expired or revoked) are session losses, never counted here.",
@@ -146,13 +151,17 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		Namespace: metrics.Namespace, Subsystem: sub, Name: "oldest_held_seconds",
 		Help: "Age of the oldest tenure this node serves (from its claim's creation); 0 when it serves none.",
 	}, n.oldestHeld)
+	rewound := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "partitions_rewound",
+		Help: "Partitions this node claimed but does not serve because a store's floor is above their epoch and above etcd's revision (etcd's revisions went backwards): 0 unless etcd was restored from a snapshot without --bump-revision.",
+	}, func() float64 { return float64(len(o.rewoundNow())) })
 	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Name: "callback_queue_length",
 		Help: "OnAcquired and OnReleased callbacks queued and not yet taken by the node's dispatcher: how far the callbacks lag behind.",
 	}, func() float64 { return float64(n.disp.pending()) })
 
 	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.prepare, m.unowned,
-		m.failovers, m.failover, m.takeover, m.fencerFailures, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts, m.etcdAlarm)
+		m.failovers, m.failover, m.takeover, m.fencerFailures, m.rewinds, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts, rewound, m.etcdAlarm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
 	}

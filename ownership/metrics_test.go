@@ -31,16 +31,23 @@ import (
 // everything else.
 type staleOnce struct {
 	p    int
+	kv   clientv3.KV // writes the newer revision the floor is refused at
 	mu   sync.Mutex
 	done bool
 }
 
-func (f *staleOnce) Advance(_ context.Context, t fence.Token) error {
+// Advance refuses the first token of partition p as stale, with a floor
+// etcd has issued (a newer owner's epoch, as far as the node can tell).
+func (f *staleOnce) Advance(ctx context.Context, t fence.Token) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if t.Scope == fence.PartitionScope(f.p) && !f.done {
 		f.done = true
-		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: t.Epoch + 1000}
+		resp, err := f.kv.Put(ctx, "stale-once/newer", "")
+		if err != nil {
+			return err
+		}
+		return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: resp.Header.Revision}
 	}
 	return nil
 }
@@ -82,7 +89,7 @@ func TestNodeMetrics(t *testing.T) {
 
 	cfgA := testConfig(t, "metrics", "a", P)
 	cfgA.Metrics = reg
-	cfgA.Fencers = []fence.Fencer{&staleOnce{p: 3}}
+	cfgA.Fencers = []fence.Fencer{&staleOnce{p: 3, kv: cli}}
 	a := join(t, cli, cfgA)
 	waitStable(t, 20*time.Second, a)
 
@@ -282,7 +289,7 @@ func TestNodeEvents(t *testing.T) {
 	cfgA := testConfig(t, "events", "a", P)
 	cfgA.Logger = logger
 	cfgA.Session.TTL = 10 * time.Second // an etcd with auth enabled answers slower
-	cfgA.Fencers = []fence.Fencer{&staleOnce{p: 3}}
+	cfgA.Fencers = []fence.Fencer{&staleOnce{p: 3, kv: cli}}
 	a := join(t, cli, cfgA)
 	waitStable(t, 20*time.Second, a)
 	cfgB := testConfig(t, "events", "b", P)

@@ -147,5 +147,8 @@ func (l *loop) transition(p int, to *record, end reason) (released <-chan struct
 	if b := from.handoff; b != nil && to.handoff != b {
 		l.leftHandoff(b)
 	}
+	if to.phase != phaseFencing && to.phase != phaseFenceWait {
+		l.n.report.rewindOver(p)
+	}
 	return released
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/etcderr"
@@ -44,8 +47,9 @@ func (l *loop) run() error {
 // ErrClientClosed if the etcd client was.
 //
 // Nothing on the way waits on the old lease: the new member key takes over
-// the old one (registerTxn), the new generation deletes the claims left
-// under the old lease (reconcile), and the old lease is revoked in the
+// the old one (registerTxn), or one bound to the lease of an earlier
+// session of this node (as etcd restored from a snapshot holds it), the
+// new generation deletes the claims left under the old leases (reconcile), and the old lease is revoked in the
 // background once the node has rejoined (closeSession). While it rejoins,
 // the node asks the etcd client to reconnect every rejoinRetry (redial),
 // and an attempt that fails is retried within rejoinRetry, so that the
@@ -60,6 +64,7 @@ func (l *loop) rejoin() error {
 	rctx, stopRedial := context.WithCancel(n.rootCtx)
 	defer stopRedial()
 	n.spawn(func() { n.redial(rctx) })
+	prev := old.Lease()
 	for attempt := 0; ; attempt++ {
 		if n.closeCtx.Err() != nil {
 			return ErrClosed
@@ -68,7 +73,7 @@ func (l *loop) rejoin() error {
 			return err
 		}
 		ctx, cancel := n.withTimeout(n.closeCtx, old.TTL())
-		gen, lst, err := n.connect(ctx, old.Lease())
+		gen, lst, err := n.connect(ctx, prev)
 		cancel()
 		if err == nil {
 			l.install(gen, lst)
@@ -88,6 +93,12 @@ func (l *loop) rejoin() error {
 		delay := retry.Rejoin().Next(attempt + 1)
 		var dup *DuplicateMemberError
 		switch {
+		case errors.As(err, &dup) && l.ownLease(dup.Lease) && clientv3.LeaseID(dup.Lease) != prev:
+			// An earlier session of this node holds the member key, as
+			// after etcd was restored from a snapshot taken then: take it
+			// over at once, as the last session's.
+			n.log.Info("rejoin: the member key is held by an earlier session of this node; taking it over", "held_by", fmt.Sprintf("%x", dup.Lease), "attempt", attempt)
+			prev, delay = clientv3.LeaseID(dup.Lease), 0
 		case errors.As(err, &dup):
 			n.log.Error("rejoin: the node ID is taken by another process", "error", err, "attempt", attempt)
 			delay = backoff(attempt)
@@ -98,6 +109,15 @@ func (l *loop) rejoin() error {
 			return ErrClosed
 		}
 	}
+}
+
+// maxPastLeases bounds the leases of its earlier sessions a node
+// remembers as its own.
+const maxPastLeases = 64
+
+// ownLease reports whether lease is one of this node's sessions'.
+func (l *loop) ownLease(lease int64) bool {
+	return lease != 0 && slices.Contains(l.leases, clientv3.LeaseID(lease))
 }
 
 // rejoinRetry caps the delay between rejoin attempts and is the interval at

@@ -44,6 +44,11 @@ type report struct {
 	// yet, by epoch: the tenures of one claim transaction share its
 	// revision as their epoch.
 	batches map[int64]*claimBatch
+
+	// rewinds are the partitions whose fencing a rewind of etcd's
+	// revisions holds back (rewind.go), and rewound their list for Status.
+	rewinds map[int]*RewindError
+	rewound atomic.Pointer[[]RewindError]
 }
 
 // acquisition is one tenure that started serving, for its OnAcquired, its
@@ -62,17 +67,19 @@ type claimBatch struct {
 }
 
 func newReport(n *Node) (*report, error) {
-	m, err := newNodeMetrics(n)
-	if err != nil {
-		return nil, err
-	}
-	return &report{
+	o := &report{
 		n:            n,
-		m:            m,
 		unownedSince: make([]time.Time, n.cfg.Ring.Partitions),
 		failovers:    newFailovers(),
 		batches:      map[int64]*claimBatch{},
-	}, nil
+		rewinds:      map[int]*RewindError{},
+	}
+	m, err := newNodeMetrics(n, o)
+	if err != nil {
+		return nil, err
+	}
+	o.m = m
+	return o, nil
 }
 
 // close unregisters the node's metrics.
@@ -348,6 +355,12 @@ func (m *nodeMetrics) drained() {
 func (m *nodeMetrics) fencerFailed() {
 	if m != nil {
 		m.fencerFailures.Inc()
+	}
+}
+
+func (m *nodeMetrics) rewound() {
+	if m != nil {
+		m.rewinds.Inc()
 	}
 }
 

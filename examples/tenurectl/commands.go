@@ -34,6 +34,7 @@ var commands = map[string]command{
 	"unpin":         cmdUnpin,
 	"placement":     cmdPlacement,
 	"balance":       cmdBalance,
+	"rewind-check":  cmdRewindCheck,
 }
 
 // noArgs parses a command that takes only flags.

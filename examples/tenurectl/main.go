@@ -1,8 +1,9 @@
 // Command tenurectl is the operator's CLI of a tenure fleet: it shows the
 // fleet's spec, members, partitions, leaders and health, and takes the
 // audited operator actions (force release, drain, undrain, pin, unpin,
-// suspending and resuming the balancer) through fleet.Operator, and plans a
-// dry run of the balancer's next pass, against a real etcd.
+// suspending and resuming the balancer) through fleet.Operator, plans a
+// dry run of the balancer's next pass, against a real etcd, and checks
+// what a restore of etcd from a snapshot needs (rewind-check).
 //
 // Usage:
 //
@@ -83,6 +84,12 @@ Commands:
                                     balance.Plan from what etcd holds, with the configuration
                                     of the last pass (else the defaults) unless given
   audit [--since D]                 operator actions of the last D (default: all)
+  rewind-check --db DB [--table T] [--revision R] [--margin M]
+                                    before restoring etcd from a snapshot: the highest floor of
+                                    sqlfence's table T (default tenure_fences) in DB (sqlite:PATH
+                                    or a postgres:// URL), etcd's revision (or R, the snapshot's:
+                                    etcdutl snapshot status), and the --bump-revision the restore
+                                    needs: floor - revision + M (default 1000000000)
 
 Global flags (before or after the command):
   --endpoints LIST   etcd endpoints, comma-separated (default 127.0.0.1:2379)

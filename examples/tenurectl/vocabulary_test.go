@@ -80,6 +80,8 @@ var vocabulary = map[string]kind{
 	"build": kString, "features": kStringList, "requires": kStringList, "migration": kObject,
 	"moves_left": kInt, "moves_placed": kInt, "steps": kInt, "done": kBool, "dry_run": kBool,
 	"abort": kBool, "started": kTime, "step_partitions": kIntList,
+	// rewind-check.
+	"floor_epoch": kInt, "floor_scope": kString, "rewound": kBool, "margin": kInt, "bump_revision": kInt,
 }
 
 // rareKeys are vocabulary keys TestTenurectlJSONVocabulary need not see:
@@ -358,6 +360,7 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 	run("undrain", "n2")
 	run("unpin", strconv.Itoa(p), "--reason", "tenant cooled")
 	run("audit")
+	run("rewind-check", "--db", fencesDB(t, map[string]int64{"p/0": 1 << 40}))
 
 	// A ring-algorithm migration: a dry run, and one that runs (its
 	// record, as a driver stopped between two steps leaves it), reported

@@ -35,6 +35,8 @@ var logEvents = []struct {
 	{"session lost (cause: `expired`", "session lost", []string{"node", "lease", "cause"}},
 	{"renewal failing (`remaining`", "renewal failing", []string{"node", "lease", "remaining"}},
 	{"fence rejection (scope, presented, current)", "fence rejection", []string{"node", "scope", "presented", "current"}},
+	{"etcd revisions went backwards (Error, once when a rewind first holds partitions back: `floor`, `revision`, `epochs`", "etcd revisions went backwards", []string{"node", "count", "partitions", "epochs", "floor", "revision"}},
+	{"`rewind over` once none is held back any more", "rewind over", []string{"node", "floor"}},
 	{"forced release", "forced release observed", []string{"node", "lease", "count", "partitions"}},
 	{"drain observed", "drain observed", []string{"node", "lease"}},
 }
@@ -109,7 +111,8 @@ func waitLogged(t *testing.T, buf *testsupport.Buffer, node, msg string) map[str
 // The events README.md's Logs paragraph names are lines that nodes print,
 // with the fields it names: two nodes on a real etcd, one of which has a
 // store refuse its first epoch of a partition, hands partitions to the
-// other, has a claim force-released, takes the partitions of the other
+// other, has a store's floor above etcd's revision (a rewind), has a
+// claim force-released, takes the partitions of the other
 // when an operator drains it, loses its session to an etcd it cannot
 // reach for longer than its TTL, rejoins, and both leave.
 func TestLogsDocumented(t *testing.T) {
@@ -138,11 +141,21 @@ func TestLogsDocumented(t *testing.T) {
 		}
 	}()
 
-	var refused atomic.Bool // a store refuses a's first epoch of partition 3 as stale
+	// A store refuses a's first epoch of partition 3 as stale, with a floor
+	// etcd has issued (a newer epoch), and its first epoch of partition 5
+	// with a floor above etcd's revision (as after a restore of etcd).
+	var refused, rewound atomic.Bool
 	cfgA := nodeConfig(fleetName, "a", parts, logger)
-	cfgA.Fencers = []fence.Fencer{fence.FencerFunc(func(_ context.Context, tok fence.Token) error {
-		if tok.Scope == fence.PartitionScope(3) && refused.CompareAndSwap(false, true) {
-			return &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch, Current: tok.Epoch + 1000}
+	cfgA.Fencers = []fence.Fencer{fence.FencerFunc(func(ctx context.Context, tok fence.Token) error {
+		switch {
+		case tok.Scope == fence.PartitionScope(3) && refused.CompareAndSwap(false, true):
+			resp, err := admin.Put(ctx, "doccheck/newer", "")
+			if err != nil {
+				return err
+			}
+			return &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch, Current: resp.Header.Revision}
+		case tok.Scope == fence.PartitionScope(5) && rewound.CompareAndSwap(false, true):
+			return &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch, Current: 1 << 40}
 		}
 		return nil
 	})}
