@@ -250,8 +250,11 @@ func (e *RewindError) Error() string {
 		e.Partition, e.Floor, e.Scope, e.Epoch, e.Revision)
 }
 
-// Is reports whether target is ErrRewound.
-func (e *RewindError) Is(target error) bool { return target == ErrRewound }
-
-// Unwrap returns the fencer's refusal (a *fence.StaleError).
-func (e *RewindError) Unwrap() error { return e.stale }
+// Unwrap returns ErrRewound and the fencer's refusal (a
+// *fence.StaleError), if known.
+func (e *RewindError) Unwrap() []error {
+	if e.stale == nil {
+		return []error{ErrRewound}
+	}
+	return []error{ErrRewound, e.stale}
+}

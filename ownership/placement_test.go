@@ -116,8 +116,8 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 	agree(nodes...)
 	ps, err := op.Partitions(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, fleet.ActionPin, ps[pinned].Placed)
-	assert.Equal(t, fleet.PlacementMove, ps[moved].Placed)
+	assert.Equal(t, "pin", ps[pinned].Placed)
+	assert.Equal(t, "balance", ps[moved].Placed)
 
 	// Drain c: its pin falls back to the ring, for every reader alike.
 	_, err = op.Drain(ctx, "c", who)
@@ -154,5 +154,5 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 	for _, r := range audit {
 		actions = append(actions, r.Action)
 	}
-	assert.Equal(t, []string{fleet.ActionPin, fleet.ActionPin, fleet.ActionDrain, fleet.ActionUnpin}, actions)
+	assert.Equal(t, []string{"pin", "pin", "drain", "unpin"}, actions)
 }

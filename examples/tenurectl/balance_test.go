@@ -143,7 +143,7 @@ func TestTenurectlBalance(t *testing.T) {
 	assert.Contains(t, res.err, "--reason")
 	var rec fleet.AuditRecord
 	x.json(&rec, "balance", "suspend", "--reason", "incident 7", "--actor", "alice@ops")
-	assert.Equal(t, fleet.ActionSuspendBalancer, rec.Action)
+	assert.Equal(t, "balance-suspend", rec.Action)
 	pl, err := b.Plan(ctx)
 	require.NoError(t, err)
 	require.ErrorIs(t, b.Apply(ctx, term, pl), balance.ErrSuspended)
@@ -212,7 +212,7 @@ func TestTenurectlBalance(t *testing.T) {
 	var recs []fleet.AuditRecord
 	x.json(&recs, "audit")
 	require.Len(t, recs, 2)
-	assert.Equal(t, fleet.ActionSuspendBalancer, recs[0].Action)
-	assert.Equal(t, fleet.ActionResumeBalancer, recs[1].Action)
+	assert.Equal(t, "balance-suspend", recs[0].Action)
+	assert.Equal(t, "balance-resume", recs[1].Action)
 	assert.Equal(t, "balancer", recs[1].Target)
 }

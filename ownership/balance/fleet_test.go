@@ -136,7 +136,7 @@ func TestBalancerConvergesFleet(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, recs)
 	assert.Equal(t, rec.ID, recs[len(recs)-1].ID)
-	assert.Equal(t, fleet.ActionPin, recs[len(recs)-1].Action)
+	assert.Equal(t, "pin", recs[len(recs)-1].Action)
 	_, err = b.Plan(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, testutil.ToFloat64(b.metrics.movesC.WithLabelValues("pin")))

@@ -86,7 +86,7 @@ func TestBalancerSuspended(t *testing.T) {
 	recs, err := op.Audit(ctx, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, recs, 4)
-	for i, a := range []string{fleet.ActionSuspendBalancer, fleet.ActionResumeBalancer, fleet.ActionSuspendBalancer, fleet.ActionResumeBalancer} {
+	for i, a := range []string{"balance-suspend", "balance-resume", "balance-suspend", "balance-resume"} {
 		assert.Equal(t, a, recs[i].Action)
 	}
 }

@@ -22,9 +22,9 @@ import (
 
 // The actions an AuditRecord records.
 const (
-	ActionForceRelease = "force-release"
-	ActionDrain        = "drain"
-	ActionUndrain      = "undrain"
+	actionForceRelease = "force-release"
+	actionDrain        = "drain"
+	actionUndrain      = "undrain"
 )
 
 // AuditRecord is one operator action, stored as JSON at
@@ -38,11 +38,10 @@ type AuditRecord struct {
 	// claim or leader key was deleted, or the drain mark written. Filled by
 	// readers and by the action's own result.
 	Revision int64 `json:"revision,omitempty"`
-	// Actor is who acted, Action what (ActionForceRelease, ActionDrain,
-	// ActionUndrain, ActionPin, ActionUnpin, ActionSuspendBalancer,
-	// ActionResumeBalancer, or a ring-algorithm migration's
-	// "algorithm-migrate", "algorithm-step", "algorithm-flip",
-	// "algorithm-cleanup" or "algorithm-abort"), Target on what, Reason why, Time when (the
+	// Actor is who acted, Action what ("force-release", "drain",
+	// "undrain", "pin", "unpin", "balance-suspend", "balance-resume", or a
+	// ring-algorithm migration's "algorithm-migrate", "algorithm-step",
+	// "algorithm-flip", "algorithm-cleanup" or "algorithm-abort"), Target on what, Reason why, Time when (the
 	// operator's clock). A force release's, pin's or unpin's Target is the
 	// fence scope of what it released (fence.PartitionScope or
 	// fence.LeaderScope); a drain's or undrain's is "node/<id>"; a
@@ -211,7 +210,7 @@ func (o *Operator) release(ctx context.Context, a Action, target, lookedUp strin
 	case epoch != cur.epoch:
 		return AuditRecord{}, fmt.Errorf("fleet: force release %s at epoch %d: %w: the tenure ended; held at epoch %d", target, epoch, ErrNotFound, cur.epoch)
 	}
-	rec, ak := o.newRecord(a, ActionForceRelease, target)
+	rec, ak := o.newRecord(a, actionForceRelease, target)
 	rec.Holder, rec.OldEpoch = cur.holder, epoch
 	k := cur.key
 	resp, err := o.kv.Txn(ctx).
@@ -254,7 +253,7 @@ func (o *Operator) Drain(ctx context.Context, id string, a Action) (AuditRecord,
 	if err := ring.ValidateNodeID(id); err != nil {
 		return AuditRecord{}, err
 	}
-	rec, ak := o.newRecord(a, ActionDrain, nodeTarget(id))
+	rec, ak := o.newRecord(a, actionDrain, nodeTarget(id))
 	mark, _ := json.Marshal(Mark{Actor: rec.Actor, Reason: rec.Reason, Time: rec.Time}) // cannot fail
 	mk := o.layout.Member(id)
 	resp, err := o.kv.Txn(ctx).
@@ -284,7 +283,7 @@ func (o *Operator) Undrain(ctx context.Context, id string, a Action) (AuditRecor
 	if err := ring.ValidateNodeID(id); err != nil {
 		return AuditRecord{}, err
 	}
-	rec, ak := o.newRecord(a, ActionUndrain, nodeTarget(id))
+	rec, ak := o.newRecord(a, actionUndrain, nodeTarget(id))
 	dk := o.layout.Drained(id)
 	resp, err := o.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dk), ">", 0)).
@@ -343,10 +342,10 @@ func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, e
 		}
 		r.ID = strings.TrimPrefix(string(kv.Key), o.layout.Audits())
 		r.Revision = kv.CreateRevision
-		if e := holders[r.Target]; r.Action == ActionForceRelease && e > r.Revision {
+		if e := holders[r.Target]; r.Action == actionForceRelease && e > r.Revision {
 			r.NewEpoch = e
 		}
-		if (r.Action == ActionPin || r.Action == ActionUnpin) && r.Node == "" {
+		if (r.Action == actionPin || r.Action == actionUnpin) && r.Node == "" {
 			r.Node, r.Holder = r.Holder, ""
 		}
 		out = append(out, r)

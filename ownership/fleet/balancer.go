@@ -14,8 +14,8 @@ import (
 // The balancer actions an AuditRecord records; their Target is
 // "balancer".
 const (
-	ActionSuspendBalancer = "balance-suspend"
-	ActionResumeBalancer  = "balance-resume"
+	actionSuspendBalancer = "balance-suspend"
+	actionResumeBalancer  = "balance-resume"
 )
 
 // balancerTarget is the AuditRecord target of the balancer actions.
@@ -78,7 +78,7 @@ func (o *Operator) SuspendBalancer(ctx context.Context, a Action) (AuditRecord, 
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
 	}
-	rec, ak := o.newRecord(a, ActionSuspendBalancer, balancerTarget)
+	rec, ak := o.newRecord(a, actionSuspendBalancer, balancerTarget)
 	val := keys.EncodeJSON(keys.BalanceSuspend{Actor: rec.Actor, Reason: rec.Reason, Time: rec.Time})
 	resp, err := o.kv.Txn(ctx).Then(clientv3.OpPut(o.layout.BalanceSuspended(), val), clientv3.OpPut(ak, encodeRecord(rec))).Commit()
 	if err != nil {
@@ -98,7 +98,7 @@ func (o *Operator) ResumeBalancer(ctx context.Context, a Action) (AuditRecord, e
 	if err := a.check(true); err != nil {
 		return AuditRecord{}, err
 	}
-	rec, ak := o.newRecord(a, ActionResumeBalancer, balancerTarget)
+	rec, ak := o.newRecord(a, actionResumeBalancer, balancerTarget)
 	k := o.layout.BalanceSuspended()
 	resp, err := o.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), ">", 0)).

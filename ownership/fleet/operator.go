@@ -147,7 +147,8 @@ type PartitionStatus struct {
 	// settled. Empty if the ring has no members.
 	Next string `json:"next,omitempty"`
 	// Placed names the origin of the placement that chose Next
-	// (ActionPin or PlacementMove), empty if the ring alone did.
+	// ("pin" or "balance", as AuditRecord.Action
+	// names a pin), empty if the ring alone did.
 	Placed string `json:"placed,omitempty"`
 	// Handoff reports a claim held by a node other than Next: a move in
 	// progress (or stuck).

@@ -89,7 +89,7 @@ func TestOperatorDrain(t *testing.T) {
 
 	rec, err := op.Drain(ctx, "b", fleet.Action{Actor: "tester", Reason: "kernel upgrade"})
 	require.NoError(t, err)
-	assert.Equal(t, fleet.ActionDrain, rec.Action)
+	assert.Equal(t, "drain", rec.Action)
 	assert.Equal(t, "node/b", rec.Target)
 	assert.Positive(t, rec.Revision)
 
@@ -137,7 +137,7 @@ func TestOperatorDrain(t *testing.T) {
 	recs, err := op.Audit(ctx, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
-	assert.Equal(t, []string{fleet.ActionDrain, fleet.ActionUndrain}, []string{recs[0].Action, recs[1].Action})
+	assert.Equal(t, []string{"drain", "undrain"}, []string{recs[0].Action, recs[1].Action})
 	assert.Equal(t, "tester", recs[1].Actor)
 }
 
@@ -191,7 +191,7 @@ func TestOperatorForceRelease(t *testing.T) {
 
 	rec, err := op.ForceRelease(ctx, fence.PartitionScope(p), fleet.Action{Actor: "tester", Reason: "stuck consumer"})
 	require.NoError(t, err)
-	assert.Equal(t, fleet.ActionForceRelease, rec.Action)
+	assert.Equal(t, "force-release", rec.Action)
 	assert.Equal(t, fence.PartitionScope(p), rec.Target)
 	assert.Equal(t, "a", rec.Holder)
 	assert.Equal(t, old.Epoch, rec.OldEpoch)

@@ -13,18 +13,18 @@ import (
 	"github.com/tenure-go/tenure/ownership/ring"
 )
 
-// The placement actions an AuditRecord records. ActionPin is also the
+// The placement actions an AuditRecord records. actionPin is also the
 // origin of a pin in a placement (PartitionStatus.Placed,
 // PlacementStatus.Origin), as placement keys in etcd record it.
 const (
-	ActionPin   = "pin"
-	ActionUnpin = "unpin"
+	actionPin   = "pin"
+	actionUnpin = "unpin"
 )
 
-// PlacementMove is the origin of a balancer's move in a placement
+// placementMove is the origin of a balancer's move in a placement
 // (PartitionStatus.Placed, PlacementStatus.Origin), as placement keys in
 // etcd record it.
-const PlacementMove = "balance"
+const placementMove = "balance"
 
 // Pin places partition p on node and records the action, in one
 // transaction: every node and client then names node as p's owner while it
@@ -56,7 +56,7 @@ func (o *Operator) Pin(ctx context.Context, p int, node string, a Action) (Audit
 	if _, err := fleetview.RequireFeature(ctx, o.kv, o.layout, fleetview.FeaturePlacements); err != nil {
 		return AuditRecord{}, fmt.Errorf("fleet: pin partition %d to %s: %w", p, node, err)
 	}
-	rec, ak := o.newRecord(a, ActionPin, fence.PartitionScope(p))
+	rec, ak := o.newRecord(a, actionPin, fence.PartitionScope(p))
 	rec.Node = node
 	val := keys.EncodePlacement(keys.Placement{Node: node, Origin: keys.OriginPin, By: a.Actor, Reason: a.Reason, Time: rec.Time.UnixMilli()})
 	mk := o.layout.Member(node)
@@ -113,7 +113,7 @@ func (o *Operator) Unpin(ctx context.Context, p int, a Action) (AuditRecord, err
 		return AuditRecord{}, fmt.Errorf("fleet: unpin partition %d: %w: no pin (a balancer's move to %s)", p, ErrNotFound, pl.Node)
 	}
 	pinned := clientv3.Compare(clientv3.ModRevision(k), "=", cur.Kvs[0].ModRevision)
-	rec, ak := o.newRecord(a, ActionUnpin, fence.PartitionScope(p))
+	rec, ak := o.newRecord(a, actionUnpin, fence.PartitionScope(p))
 	rec.Node = pl.Node
 	for rev := cur.Header.Revision; ; rev = 0 {
 		c, err := o.readClaim(ctx, p, rev)

@@ -67,7 +67,7 @@ type MemberPlacement struct {
 type PlacementStatus struct {
 	Partition int `json:"partition"`
 	// Node is where the entry places the partition; Origin is
-	// ActionPin or PlacementMove.
+	// "pin" (an operator's pin) or "balance" (a balancer's move).
 	Node   string `json:"node"`
 	Origin string `json:"origin"`
 	// By and Reason are a pin's; Rev is the revision of the snapshot a

@@ -98,7 +98,7 @@ func TestOperatorSuspendBalancer(t *testing.T) {
 
 	rec, err := op.SuspendBalancer(ctx, fleet.Action{Actor: "alice", Reason: "incident 42"})
 	require.NoError(t, err)
-	assert.Equal(t, fleet.ActionSuspendBalancer, rec.Action)
+	assert.Equal(t, "balance-suspend", rec.Action)
 	assert.Equal(t, "balancer", rec.Target)
 	rep, err := op.Placement(ctx)
 	require.NoError(t, err)
@@ -112,7 +112,7 @@ func TestOperatorSuspendBalancer(t *testing.T) {
 	require.ErrorIs(t, err, fleet.ErrInvalidConfig)
 	rec, err = op.ResumeBalancer(ctx, fleet.Action{Actor: "bob", Reason: "incident over"})
 	require.NoError(t, err)
-	assert.Equal(t, fleet.ActionResumeBalancer, rec.Action)
+	assert.Equal(t, "balance-resume", rec.Action)
 	rep, err = op.Placement(ctx)
 	require.NoError(t, err)
 	assert.Nil(t, rep.Balancer.Suspended)
@@ -120,7 +120,7 @@ func TestOperatorSuspendBalancer(t *testing.T) {
 	recs, err := op.Audit(ctx, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, recs, 2, "the refused actions left no record")
-	assert.Equal(t, []string{fleet.ActionSuspendBalancer, fleet.ActionResumeBalancer}, []string{recs[0].Action, recs[1].Action})
+	assert.Equal(t, []string{"balance-suspend", "balance-resume"}, []string{recs[0].Action, recs[1].Action})
 	assert.Equal(t, "incident over", recs[1].Reason)
 	assert.Equal(t, "bob", recs[1].Actor)
 }

@@ -14,8 +14,8 @@ import (
 // TestPlacementOrigins: the public origins of a placement are the values
 // placement keys record.
 func TestPlacementOrigins(t *testing.T) {
-	assert.Equal(t, keys.OriginPin, ActionPin)
-	assert.Equal(t, keys.OriginBalance, PlacementMove)
+	assert.Equal(t, keys.OriginPin, actionPin)
+	assert.Equal(t, keys.OriginBalance, placementMove)
 }
 
 // TestBalancerPassRecord: the record of the balance/pass key, as the
