@@ -30,7 +30,7 @@ func (l *loop) launchClaims(ps []int) {
 			l.transition(p, &record{phase: phaseClaiming}, 0)
 		}
 		l.claimsInFlight++
-		w := claimWrite{lease: gen.lease, since: n.clock.Now()}
+		w := claimWrite{lease: gen.lease, since: n.clock.Now(), shape: l.fleet.Shape}
 		n.spawn(func() { n.runClaim(gen, w, batch) })
 	}
 }
@@ -111,8 +111,9 @@ func (l *loop) adopt(p int, epoch int64, prepared time.Time) {
 		l.startDelete(p, epoch, nil)
 		return
 	}
-	t := newTenure(l.gen, &l.n.slots[p], p, epoch, l.n.cfg.Signer)
+	t := newTenure(l.gen, l.n.slots.at(p), p, epoch, l.n.cfg.Signer)
 	t.prepared = prepared
+	t.retire = retireTokens(l.fleet.Shape, p)
 	l.transition(p, &record{phase: phaseFencing, t: t}, 0)
 	if len(l.n.cfg.Fencers) == 0 {
 		l.startServing(t)

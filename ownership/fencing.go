@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/fleetview"
 )
 
 // fenceParallelism bounds the partitions whose fencers run at once.
@@ -67,6 +68,43 @@ func (n *Node) advanceOne(i int, f fence.Fencer, t *tenure) error {
 	if err := f.Advance(t.ctx, t.token); err != nil {
 		return fmt.Errorf("fencer %d: %w", i, err)
 	}
+	return retire(t.ctx, i, f, t)
+}
+
+// retireTokens returns the tokens that retire the partitions a tenure over
+// p replaces: during a resize of the partition count, for a target
+// partition of a done group, each source partition's scope at the
+// revision of the group's done key. Every token of a source has an epoch
+// below it (its claims precede the done key, which no source claim can
+// follow), and every target's epoch is above it, so advancing a source's
+// scope to it refuses the source's holders and never a target's (a source
+// and a target may share a partition number, hence a scope).
+func retireTokens(s *fleetview.Shape, p int) []fence.Token {
+	if !s.Target(p) {
+		return nil
+	}
+	g := s.Group(p)
+	rev := s.Done[g]
+	if rev == 0 {
+		return nil
+	}
+	srcs := s.Sources(g)
+	out := make([]fence.Token, 0, len(srcs))
+	for _, src := range srcs {
+		out = append(out, fence.Token{Scope: fence.PartitionScope(src), Epoch: rev})
+	}
+	return out
+}
+
+// retire advances fencer number i, f, to t's retire tokens. A stale one
+// is already retired (its floor is at the same revision or above, raised
+// by another target of the group).
+func retire(ctx context.Context, i int, f fence.Fencer, t *tenure) error {
+	for _, tok := range t.retire {
+		if err := f.Advance(ctx, tok); err != nil && !errors.Is(err, fence.ErrStale) {
+			return fmt.Errorf("fencer %d: retire %s at %d: %w", i, tok.Scope, tok.Epoch, err)
+		}
+	}
 	return nil
 }
 
@@ -96,6 +134,13 @@ func (n *Node) advanceTogether(ctx context.Context, ts []*tenure) []error {
 			n.advanceParallel(i, f, ts, todo, errs)
 			continue
 		}
+		defer func() {
+			for _, j := range todo {
+				if errs[j] == nil {
+					errs[j] = retire(ts[j].ctx, i, f, ts[j])
+				}
+			}
+		}()
 		toks := make([]fence.Token, len(todo))
 		for k, j := range todo {
 			toks[k] = ts[j].token

@@ -50,6 +50,11 @@ type loop struct {
 	checking   bool // a check of the lease is in flight
 	checks     int  // failed checks in a row
 
+	// groupsInFlight are the resize groups whose done transaction runs
+	// (resize.go).
+	groupsInFlight map[int]bool
+	movingSeen     map[int]time.Time // by moving group: when this node first saw its moving key
+
 	closing        bool
 	memberDeleting bool
 
@@ -66,6 +71,9 @@ func newLoop(n *Node) *loop {
 		ready:       map[readyKey]int64{},
 		prepRunning: map[int]*preparation{},
 		warm:        map[int]time.Time{},
+
+		groupsInFlight: map[int]bool{},
+		movingSeen:     map[int]time.Time{},
 	}
 	l.fleet.ClaimChanged = l.checkTenure
 	return l
@@ -125,6 +133,7 @@ func (l *loop) apply(u fleetview.Update) {
 	}
 	l.n.report.fleetChanging(l, u)
 	l.fleet.Apply(u)
+	l.n.slots.grow(len(l.fleet.Claims))
 	if me, ok := l.fleet.Members[l.n.id]; !l.closing && (!ok || me.Lease != l.gen.lease) {
 		l.memberGone = true
 	}

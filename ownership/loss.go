@@ -123,7 +123,7 @@ func (l *loop) loseAll(err error) {
 // returns the served tenures that ended, whose OnReleased is queued.
 func (l *loop) endAll(r reason) []*tenure {
 	var ended []*tenure
-	for p := range l.n.slots {
+	for p := range l.n.slots.len() {
 		rec := l.rec(p)
 		l.transition(p, idle, r)
 		if rec.served() {

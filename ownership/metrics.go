@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,6 +50,9 @@ type nodeMetrics struct {
 	drains         prometheus.Counter
 
 	acquiredTimeouts prometheus.Counter
+
+	groupsMoved prometheus.Counter
+	groupMove   prometheus.Histogram
 }
 
 // newNodeMetrics creates the metrics of node n and registers them with
@@ -121,6 +125,15 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "acquired_timeouts_total",
 			Help: "Tenures of this node that began admitting work before their OnAcquired returned, because Config.AcquiredTimeout passed.",
 		}),
+		groupsMoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: "resize", Name: "groups_moved_total",
+			Help: "Groups of a resize of the partition count that this node marked done (its transaction created the group's done key, after every source partition's claim had ended).",
+		}),
+		groupMove: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: "resize", Name: "group_duration_seconds",
+			Help:    "Groups of a resize of the partition count that this node marked done: time from this node seeing the group's moving key to its transaction marking the group done (the sources' handoffs included).",
+			Buckets: handoffBuckets,
+		}),
 	}
 	for _, r := range releaseReasons {
 		m.releases.WithLabelValues(r.String())
@@ -145,7 +158,8 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 	}, func() float64 { return float64(n.disp.pending()) })
 
 	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.prepare, m.unowned,
-		m.failovers, m.failover, m.takeover, m.fencerFailures, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts)
+		m.failovers, m.failover, m.takeover, m.fencerFailures, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts,
+		m.groupsMoved, m.groupMove)
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
 	}
@@ -183,4 +197,16 @@ func (d *dispatcher) pending() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.queue)
+}
+
+// groupMoved counts a resize group this node marked done, d after it saw
+// the group's moving key (d < 0: not seen).
+func (m *nodeMetrics) groupMoved(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.groupsMoved.Inc()
+	if d >= 0 {
+		m.groupMove.Observe(d.Seconds())
+	}
 }

@@ -4,8 +4,11 @@ import "time"
 
 // mine reports whether this node should hold partition p now.
 func (l *loop) mine(p int) bool {
-	owner, ok := l.fleet.Ring.Owner(p)
-	return !l.closing && ok && owner == l.n.id
+	if l.closing || !l.fleet.Shape.Active(p) || l.fleet.Shape.Leaving(p) {
+		return false
+	}
+	owner, ok := l.fleet.Owner(p)
+	return ok && owner == l.n.id
 }
 
 // reconcile moves every partition towards what the ring and the claims
@@ -15,7 +18,7 @@ func (l *loop) reconcile() {
 	canClaim := !l.claimHold && !l.resyncing && l.lost == nil
 	canPrepare := l.n.prepares() && !l.closing && !l.resyncing && l.lost == nil
 	l.started = nil
-	for p := range l.n.slots {
+	for p := range l.n.slots.len() {
 		rec := l.rec(p)
 		switch rec.phase {
 		case phaseIdle:
@@ -67,6 +70,7 @@ func (l *loop) reconcile() {
 	if len(toClaim) > 0 {
 		l.launchClaims(toClaim)
 	}
+	l.moveGroups()
 	l.flushReleases()
 	l.flushDeletes()
 	l.flushFences()

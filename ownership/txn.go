@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -23,6 +24,7 @@ type outcome struct {
 type claimWrite struct {
 	lease clientv3.LeaseID
 	since time.Time
+	shape *fleetview.Shape // the fleet's shape the claims are made in
 }
 
 // chunks splits ps into batches that fit one transaction: n nested
@@ -45,11 +47,33 @@ func chunks(ps []int, size int) [][]int {
 // per partition, so that one existing claim does not fail the others. Each
 // claim's value is keys.EncodeClaim(node, w.since). The epoch of every
 // claim created is the returned revision.
+//
+// Each claim also compares the fleet's shape the node knows (w.shape):
+// the spec's ModRevision, so that a node that has not seen the spec's last
+// change (a resize started, ended or aborted) claims nothing, and during a
+// resize the state of the partition's group: its done key absent for a
+// source partition, present for a target. A claim whose shape is stale
+// fails like one whose partition is taken.
 func (n *Node) claimTxn(ctx context.Context, w claimWrite, ps []int) (int64, []outcome, error) {
 	val := keys.EncodeClaim(n.id, w.since)
-	return n.condTxn(ctx, ps, func(int) int64 { return 0 }, func(k string) clientv3.Op {
-		return clientv3.OpPut(k, val, clientv3.WithLease(w.lease))
-	})
+	ops := make([]clientv3.Op, len(ps))
+	for i, p := range ps {
+		k := n.layout.Claim(p)
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
+		if s := w.shape; s != nil && s.SpecRev != 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(n.layout.Spec()), "=", s.SpecRev))
+			if s.Resize != nil {
+				done := n.layout.ResizeDone(s.Resize.ID, s.Group(p))
+				if s.Target(p) {
+					cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(done), ">", 0))
+				} else {
+					cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(done), "=", 0))
+				}
+			}
+		}
+		ops[i] = clientv3.OpTxn(cmps, []clientv3.Op{clientv3.OpPut(k, val, clientv3.WithLease(w.lease))}, []clientv3.Op{clientv3.OpGet(k)})
+	}
+	return n.batchTxn(ctx, ops)
 }
 
 // deleteTxn deletes the claims of ps whose epochs are still epochs[i], in

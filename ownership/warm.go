@@ -43,7 +43,7 @@ type readyKey struct {
 // if the prepare phase is off, nobody is next, or the successor does not
 // prepare (its member value says so).
 func (l *loop) moveAway(p int, rec *record) {
-	to, ok := l.fleet.Ring.Owner(p)
+	to, ok := l.fleet.Owner(p)
 	if !l.n.warmEnabled() || !ok || !l.fleet.Members[to].Member.Prepares {
 		l.release(p, rec.move, false)
 		return
@@ -74,7 +74,7 @@ func (l *loop) keepServing(p int, rec *record) {
 // warmExpired releases, cold, the partitions of m whose successor did not
 // get ready within the warm timeout.
 func (l *loop) warmExpired(m *move) {
-	for p := range l.n.slots {
+	for p := range l.n.slots.len() {
 		if rec := l.rec(p); rec.move == m && rec.phase == phaseServing && !l.mine(p) {
 			l.release(p, m, false)
 		}
@@ -137,7 +137,7 @@ func (n *Node) watchReady(gen *generation, prefix string, rev int64) {
 // (a deletion's) decodes as 0.
 func (n *Node) readyOf(key, val []byte) (readyKey, int64, bool) {
 	p, id, ok := n.layout.ReadyKey(string(key))
-	if !ok || p >= len(n.slots) {
+	if !ok || p >= n.slots.len() {
 		return readyKey{}, 0, false
 	}
 	epoch, _ := strconv.ParseInt(string(val), 10, 64)

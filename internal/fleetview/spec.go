@@ -17,6 +17,18 @@ type storedSpec struct {
 	Partitions    int     `json:"partitions"`
 	LoadFactor    float64 `json:"load_factor"`
 	RingAlgorithm int     `json:"ring_algorithm"`
+	// Resize is the resize of the partition count in progress; a build
+	// that ignores it reads Partitions, the count before the resize.
+	Resize *keys.Resize `json:"resize,omitempty"`
+}
+
+// EncodeSpecResize returns the stored form of s with the resize rs in
+// progress (nil: none).
+func EncodeSpecResize(s ring.Spec, rs *keys.Resize) ([]byte, error) {
+	if err := checkSpec(s); err != nil {
+		return nil, err
+	}
+	return json.Marshal(storedSpec{Partitions: s.Partitions, LoadFactor: s.LoadFactor, RingAlgorithm: int(s.RingAlgorithm), Resize: rs})
 }
 
 // checkSpec reports whether s can be used by this build: a valid ring

@@ -30,13 +30,19 @@ type State struct {
 	Weights []int           // Weights[i] is the published weight of IDs[i]
 	// Placements are the pins and moves by partition.
 	Placements map[int]Placement
+	// Shape is how the fleet partitions its keys: the partition count and
+	// the resize in progress (see Shape).
+	Shape *Shape
 	// Base is the ring of the members alone; Ring is Base with the
-	// placements applied, the owner of every partition.
-	Base    *ring.Ring
-	Ring    *ring.Ring
-	Claims  []Claim // by partition
-	lastRev []int64 // by partition: the revision of Claims[p]
-	Rev     int64   // the latest revision applied
+	// placements applied, the owner of every partition by the spec's
+	// count. During a resize, TargetRing is the same by the target count,
+	// the owner of the partitions of done groups (Owner).
+	Base       *ring.Ring
+	Ring       *ring.Ring
+	TargetRing *ring.Ring
+	Claims     []Claim // by partition number, Shape.Max() of them at least
+	lastRev    []int64 // by partition: the revision of Claims[p]
+	Rev        int64   // the latest revision applied
 
 	// departed are the members whose keys were deleted while claims bound
 	// to their lease stood, by ID: a graceful leave deletes its member key
@@ -65,6 +71,7 @@ func NewState(cfg ring.Config, log hclog.Logger) *State {
 		Claims:  make([]Claim, cfg.Partitions),
 
 		Placements: make(map[int]Placement),
+		Shape:      NewShape(cfg.Partitions, 0),
 		lastRev:    make([]int64, cfg.Partitions),
 		departed:   make(map[string]*departure),
 	}
@@ -91,6 +98,10 @@ func (f *State) Apply(u Update) {
 	for _, e := range u.Events {
 		f.Rev = max(f.Rev, e.Rev)
 		switch {
+		case e.Resize != nil:
+			if f.applyResize(e) {
+				placed = true
+			}
 		case e.Member && e.Put:
 			f.Members[e.ID] = e.Rec
 			delete(f.departed, e.ID)
@@ -142,6 +153,9 @@ func (f *State) reset(lst *Listing, catchUp bool) {
 	f.Placements = maps.Clone(lst.Placements)
 	if f.Placements == nil {
 		f.Placements = make(map[int]Placement)
+	}
+	if lst.Shape != nil {
+		f.setShape(lst.Shape)
 	}
 	for p, c := range lst.Claims {
 		f.SetClaim(p, lst.Rev, c)
@@ -200,6 +214,10 @@ func (f *State) holderAddr(c Claim) string {
 // a later state of it is already known. Watch events, listings and
 // transaction results all go through it, whatever order they arrive in.
 func (f *State) SetClaim(p int, rev int64, c Claim) {
+	if p < 0 || p >= ring.MaxPartitions {
+		return
+	}
+	f.grow(p + 1)
 	if rev <= f.lastRev[p] {
 		return
 	}
@@ -239,6 +257,110 @@ func (f *State) updateRing() {
 		f.log.Debug("ring changed", "members", len(ids), "drained", len(f.All)-len(ids), "version", r.Version())
 	}
 	f.Ring = f.Base.Place(f.PlacementList())
+	f.TargetRing = nil
+	if rs := f.Shape.Resize; rs != nil {
+		cfg := f.ringCfg
+		cfg.Partitions = rs.To
+		ms := make([]ring.Member, len(f.IDs))
+		for i, id := range f.IDs {
+			ms[i] = ring.Member{ID: id, Weight: f.Weights[i]}
+		}
+		r, err := ring.NewWeighted(ms, cfg)
+		if err != nil { // cannot happen: the record was checked and the members are the base ring's
+			f.log.Error("compute the resize's target ring", "error", err)
+			return
+		}
+		f.TargetRing = r.Place(f.PlacementList())
+	}
+}
+
+// Owner returns the owner of partition p by the ring of its partition
+// count (Shape.Count): the target ring for a partition of a done group,
+// else the ring.
+func (f *State) Owner(p int) (string, bool) {
+	if f.TargetRing != nil && f.Shape.Target(p) {
+		return f.TargetRing.Owner(p)
+	}
+	return f.Ring.Owner(p)
+}
+
+// grow makes room for partition numbers below n.
+func (f *State) grow(n int) {
+	if n > len(f.Claims) {
+		f.Claims = append(f.Claims, make([]Claim, n-len(f.Claims))...)
+		f.lastRev = append(f.lastRev, make([]int64, n-len(f.lastRev))...)
+	}
+}
+
+// setShape installs s, resizing the rings if the partition count or the
+// resize changed.
+func (f *State) setShape(s *Shape) {
+	old := f.Shape
+	f.Shape = s
+	f.grow(s.Max())
+	if old.Partitions != s.Partitions {
+		f.ringCfg.Partitions = s.Partitions
+		f.Base = nil
+	}
+	if f.log != nil && (old.Partitions != s.Partitions || (old.Resize == nil) != (s.Resize == nil)) {
+		f.log.Debug("fleet shape changed", "partitions", s.Partitions, "resizing", s.Resize != nil)
+	}
+}
+
+// applyResize folds a resize key's event into the shape; it reports
+// whether the rings must be recomputed.
+func (f *State) applyResize(e Event) bool {
+	old := f.Shape
+	rk, rs := e.Resize.Key, e.Resize.Record
+	switch {
+	case rk.Record && e.Put:
+		f.setShape(old.with(func(c *Shape) {
+			if c.Resize == nil || c.Resize.ID != rs.ID {
+				c.Done, c.Moving = nil, nil
+			}
+			c.Resize, c.Partitions, c.SpecRev = rs, rs.From, e.Rev
+		}))
+		return true
+	case rk.Record:
+		if old.Resize == nil || old.Resize.ID != rk.ID {
+			return false
+		}
+		if rs == nil {
+			rs = old.Resize
+		}
+		to := rs.To
+		if rs.Aborting {
+			to = rs.From
+		}
+		f.setShape(old.with(func(c *Shape) { c.Resize, c.Partitions, c.SpecRev = nil, to, e.Rev }))
+		return true
+	case old.Resize == nil || old.Resize.ID != rk.ID:
+		return false
+	case rk.Moving:
+		if old.Moving[rk.Group] == e.Put {
+			return false
+		}
+		f.Shape = old.with(func(c *Shape) {
+			if e.Put {
+				c.Moving[rk.Group] = true
+			} else {
+				delete(c.Moving, rk.Group)
+			}
+		})
+		return false
+	default:
+		if _, ok := old.Done[rk.Group]; ok == e.Put {
+			return false
+		}
+		f.Shape = old.with(func(c *Shape) {
+			if e.Put {
+				c.Done[rk.Group] = e.Rev
+			} else {
+				delete(c.Done, rk.Group)
+			}
+		})
+		return false
+	}
 }
 
 // PlacementList returns the placements as the ring takes them, in

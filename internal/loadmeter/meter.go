@@ -48,9 +48,14 @@ func New(partitions int) *Meter {
 // Partitions returns the number of partitions m counts.
 func (m *Meter) Partitions() int { return len(m.counts) }
 
-// Add counts cost units of work on partition p, which must be in
-// [0, Partitions()). It is safe for concurrent use and does not allocate.
-func (m *Meter) Add(p int, cost uint64) { m.counts[p].Add(cost) }
+// Add counts cost units of work on partition p; a partition outside
+// [0, Partitions()) (one a resize of the partition count made) is not
+// counted. It is safe for concurrent use and does not allocate.
+func (m *Meter) Add(p int, cost uint64) {
+	if uint(p) < uint(len(m.counts)) {
+		m.counts[p].Add(cost)
+	}
+}
 
 // Tick folds the counts of the last elapsed time into the rates of the
 // partitions in owned, the partitions the node serves now. A partition's

@@ -75,6 +75,7 @@ type Observer struct {
 // checks tokens against.
 type table struct {
 	rev    int64
+	shape  *fleetview.Shape // the rule of key -> partition
 	routes []Route
 	claims claimEpochs
 }
@@ -171,7 +172,7 @@ func (o *Observer) run(ctx context.Context, rev int64) {
 // route rule (fleetview.State.Route), and publishes it.
 func (o *Observer) publish() {
 	f := o.fleet
-	t := &table{rev: f.Rev, routes: make([]Route, len(f.Claims)), claims: o.claimEpochs()}
+	t := &table{rev: f.Rev, shape: f.Shape, routes: make([]Route, len(f.Claims)), claims: o.claimEpochs()}
 	for p := range t.routes {
 		t.routes[p] = routeOf(f.Route(p))
 	}
@@ -198,7 +199,7 @@ func (o *Observer) LookupPartition(p int) Route {
 // does not allocate.
 func (o *Observer) Lookup(key string) Route {
 	t := o.table.Load()
-	return t.routes[ring.PartitionOf(key, len(t.routes))]
+	return t.routes[t.shape.Of(key)]
 }
 
 // Revision returns the etcd revision of the Observer's view of the fleet.

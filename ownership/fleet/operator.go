@@ -170,7 +170,7 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 	}
 	log := hclog.NewNullLogger()
 	r := &fleetview.Reader{Layout: o.layout, Partitions: spec.Partitions, Log: log}
-	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3), kvs(4))
+	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3), kvs(4), kvs(0)[0])
 	v := &view{rev: lst.Rev, spec: spec, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]Mark)}
 	v.fleet.Apply(fleetview.Update{Listing: lst})
 	for _, kv := range kvs(3) {
@@ -187,8 +187,15 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 func (v *view) partition(p int) PartitionStatus {
 	f := v.fleet
 	s := PartitionStatus{Partition: p}
-	s.Next, _ = f.Ring.Owner(p)
-	if ringOwner, _ := f.Ring.RingOwner(p); s.Next != ringOwner { // a placement chose the owner
+	s.Next, _ = f.Owner(p)
+	r := f.Ring
+	if f.Shape.Target(p) {
+		r = f.TargetRing
+	}
+	if !f.Shape.Active(p) {
+		s.Next = ""
+	}
+	if ringOwner, _ := r.RingOwner(p); s.Next != "" && s.Next != ringOwner { // a placement chose the owner
 		s.Placed = f.Placements[p].Origin
 	}
 	if c := f.Claims[p]; c.Epoch != 0 {
@@ -253,7 +260,7 @@ func (o *Operator) Lookup(ctx context.Context, key string) (PartitionStatus, err
 	if err != nil {
 		return PartitionStatus{}, err
 	}
-	return v.partition(ring.PartitionOf(key, v.fleet.Ring.Partitions())), nil
+	return v.partition(v.fleet.Shape.Of(key)), nil
 }
 
 // LeaderStatus is one election as an Operator sees it.
