@@ -158,4 +158,3 @@ func (l *loop) groupMoved(m groupDone) {
 			"sources", partitionRanges(m.shape.Sources(m.g)), "targets", partitionRanges(m.shape.Targets(m.g)), "revision", m.rev)
 	}
 }
-
