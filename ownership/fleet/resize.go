@@ -17,11 +17,12 @@ import (
 )
 
 // The actions of a resize of the partition count, as AuditRecord.Action
-// records them; the target is "partitions".
+// records them ("resize-start", "resize-complete", "resize-abort"); the
+// target is "partitions".
 const (
-	ActionResizeStart    = "resize-start"
-	ActionResizeComplete = "resize-complete"
-	ActionResizeAbort    = "resize-abort"
+	actionResizeStart    = "resize-start"
+	actionResizeComplete = "resize-complete"
+	actionResizeAbort    = "resize-abort"
 )
 
 // ErrResizeInProgress is returned by Resize when another resize of the
@@ -225,7 +226,7 @@ func (o *Operator) startResize(ctx context.Context, v *view, rs *keys.Resize) er
 	if err != nil {
 		return err
 	}
-	rec, ak := o.newRecord(Action{Actor: rs.By, Reason: rs.Reason}, ActionResizeStart, "partitions")
+	rec, ak := o.newRecord(Action{Actor: rs.By, Reason: rs.Reason}, actionResizeStart, "partitions")
 	rec.Node = fmt.Sprintf("%d->%d", rs.From, rs.To)
 	resp, err := o.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(o.layout.Spec()), "=", v.fleet.Shape.SpecRev)).
@@ -249,9 +250,9 @@ func (o *Operator) completeResize(ctx context.Context, v *view, opts ResizeOptio
 	rs := s.Resize
 	spec := v.spec
 	spec.Partitions = rs.To
-	action := ActionResizeComplete
+	action := actionResizeComplete
 	if rs.Aborting {
-		spec.Partitions, action = rs.From, ActionResizeAbort
+		spec.Partitions, action = rs.From, actionResizeAbort
 	}
 	val, err := fleetview.EncodeSpecResize(spec, nil)
 	if err != nil {
@@ -299,5 +300,5 @@ func (o *Operator) AbortResize(ctx context.Context, a Action) (AuditRecord, erro
 	if err := o.completeResize(ctx, v, ResizeOptions{Actor: a.Actor, Reason: a.Reason}); err != nil {
 		return AuditRecord{}, err
 	}
-	return AuditRecord{Actor: a.Actor, Action: ActionResizeAbort, Target: "partitions", Reason: a.Reason}, nil
+	return AuditRecord{Actor: a.Actor, Action: actionResizeAbort, Target: "partitions", Reason: a.Reason}, nil
 }
