@@ -54,6 +54,9 @@ type loop struct {
 	// (resize.go).
 	groupsInFlight map[int]bool
 	movingSeen     map[int]time.Time // by moving group: when this node first saw its moving key
+	// shapeWait is a revision this node's view must reach before it
+	// claims: a claim found the fleet's shape changed there (awaitShape).
+	shapeWait int64
 
 	closing        bool
 	memberDeleting bool
