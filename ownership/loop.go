@@ -137,6 +137,7 @@ func (l *loop) apply(u fleetview.Update) {
 	l.n.report.fleetChanging(l, u)
 	l.fleet.Apply(u)
 	l.n.slots.grow(len(l.fleet.Claims))
+	l.n.load.Grow(len(l.fleet.Claims))
 	if me, ok := l.fleet.Members[l.n.id]; !l.closing && (!ok || me.Lease != l.gen.lease) {
 		l.memberGone = true
 	}
