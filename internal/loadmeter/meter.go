@@ -31,9 +31,9 @@ type Meter struct {
 	counts  atomic.Pointer[[]atomic.Uint64] // units admitted since the last tick, by partition
 	grow    sync.Mutex                      // serializes Grow
 	rates   []float64                       // smoothed units per second, by partition
-	weight  []float64       // the weight of the ticks in rates: 1-exp(-served/window); 0: none yet
-	served  []bool          // served at the last tick
-	serving []bool          // scratch of Tick: served at this tick
+	weight  []float64                       // the weight of the ticks in rates: 1-exp(-served/window); 0: none yet
+	served  []bool                          // served at the last tick
+	serving []bool                          // scratch of Tick: served at this tick
 }
 
 // New returns the meter of partitions partitions (at least 0).
