@@ -48,7 +48,7 @@ func (l *loop) moveGroups() {
 			continue
 		}
 		l.groupsInFlight[g] = true
-		l.runGroupTxn(s, g, l.phaseOps(s, g), false)
+		l.runGroupTxn(s, g, l.phaseOps(s, g), l.movingSeen[g], false)
 	}
 	l.markFenced(s)
 }
@@ -79,18 +79,19 @@ func (l *loop) markFenced(s *fleetview.Shape) {
 			continue
 		}
 		l.groupsInFlight[g] = true
-		l.runGroupTxn(s, g, l.fencedOps(s, g, rev), true)
+		l.runGroupTxn(s, g, l.fencedOps(s, g, rev), time.Time{}, true)
 	}
 }
 
-// runGroupTxn runs the transaction t of group g and posts its result.
-func (l *loop) runGroupTxn(s *fleetview.Shape, g int, t groupTxn, fenced bool) {
+// runGroupTxn runs the transaction t of group g, whose moving key this
+// node saw at seen, and posts its result.
+func (l *loop) runGroupTxn(s *fleetview.Shape, g int, t groupTxn, seen time.Time, fenced bool) {
 	n, gen := l.n, l.gen
 	n.spawn(func() {
 		ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
 		defer cancel()
 		resp, err := n.cli.Txn(ctx).If(t.cmps...).Then(t.then...).Commit()
-		m := groupDone{shape: s, g: g, fenced: fenced, err: err}
+		m := groupDone{shape: s, g: g, seen: seen, fenced: fenced, err: err}
 		if err == nil {
 			m.ok, m.rev = resp.Succeeded, resp.Header.Revision
 		}
@@ -189,7 +190,8 @@ func (l *loop) phaseOps(s *fleetview.Shape, g int) groupTxn {
 type groupDone struct {
 	shape  *fleetview.Shape
 	g      int
-	fenced bool // the fenced transaction, else the phase one
+	seen   time.Time // when this node saw the group's moving key
+	fenced bool      // the fenced transaction, else the phase one
 	ok     bool
 	rev    int64
 	err    error
@@ -212,11 +214,7 @@ func (l *loop) groupMoved(m groupDone) {
 	case m.ok && m.fenced:
 		l.n.log.Info("resize: group fenced", "resize", rs.ID, "group", m.g, "revision", m.rev)
 	case m.ok:
-		d := time.Duration(-1)
-		if at, ok := l.movingSeen[m.g]; ok {
-			d = l.n.clock.Since(at)
-		}
-		l.n.report.groupMoved(d)
+		l.n.report.groupMoved(l.n.clock.Since(m.seen))
 		ended, begun := m.shape.Sources(m.g), m.shape.Targets(m.g)
 		step := "resize: group done"
 		if m.shape.Aborting() {
