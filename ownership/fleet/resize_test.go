@@ -41,7 +41,7 @@ func TestResizeSplitAndMerge(t *testing.T) {
 		rep, err := op.Resize(ctx, to, fleet.ResizeOptions{Actor: "t", Reason: "grow", Budget: 3})
 		require.NoError(t, err)
 		require.True(t, rep.Completed)
-		t.Logf("resize to %d: took %v, %d driver writes", to, time.Duration(float64(rep.Took)*float64(time.Second)), rep.Writes)
+		t.Logf("resize to %d: took %v, %d driver writes", to, time.Duration(rep.Took), rep.Writes)
 		require.NoError(t, waitFor(20*time.Second, func() error {
 			if p := a.Ring().Partitions(); p != to {
 				return fmt.Errorf("a uses %d partitions", p)
