@@ -97,7 +97,7 @@ func (l *loop) build(closed bool) *snapshot {
 		session: l.gen.ctx.Done(),
 		ring:    f.Ring,
 		shape:   f.Shape,
-		routes:  make([]entry, len(f.Claims)),
+		routes:  make([]entry, f.Shape.Max()),
 		closed:  closed,
 		changed: make(chan struct{}),
 	}

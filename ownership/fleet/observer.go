@@ -183,7 +183,7 @@ func (o *Observer) run(ctx context.Context, rev int64) {
 // route rule (fleetview.State.Route), and publishes it.
 func (o *Observer) publish() {
 	f := o.fleet
-	t := &table{rev: f.Rev, shape: f.Shape, routes: make([]Route, len(f.Claims)), claims: o.claimEpochs()}
+	t := &table{rev: f.Rev, shape: f.Shape, routes: make([]Route, f.Shape.Max()), claims: o.claimEpochs()}
 	for p := range t.routes {
 		t.routes[p] = routeOf(f.Route(p))
 	}

@@ -55,6 +55,10 @@ func TestResizeSplitAndMerge(t *testing.T) {
 		require.ErrorContains(t, err, "the partition count changes only by a resize")
 		_, err = ownership.Join(ctx, f.obsClient, testConfig(t, f.name, "late", step.from))
 		require.ErrorIs(t, err, ring.ErrSpecMismatch)
+		// The partition numbers a merge ended are no partitions.
+		_, err = f.nodes[0].HoldPartition(step.to)
+		require.ErrorIs(t, err, fleet.ErrInvalidPartition)
+		require.Equal(t, fleet.Route{Partition: step.to}, f.obs.LookupPartition(step.to))
 	}
 
 	// During a resize, the error names the count it moves to.
