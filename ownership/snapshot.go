@@ -13,6 +13,7 @@ type snapshot struct {
 	session <-chan struct{} // gen.ctx.Done()
 	ring    *ring.Ring
 	shape   *fleetview.Shape // the rule of key -> partition
+	rev     int64            // the revision of the view of the fleet it was built from
 	routes  []entry
 	members []fleet.Member
 	owned   []int
@@ -97,6 +98,7 @@ func (l *loop) build(closed bool) *snapshot {
 		session: l.gen.ctx.Done(),
 		ring:    f.Ring,
 		shape:   f.Shape,
+		rev:     f.Rev,
 		routes:  make([]entry, f.Shape.Max()),
 		closed:  closed,
 		changed: make(chan struct{}),
