@@ -232,6 +232,8 @@ func (f *State) applyResize(e Event) bool {
 	old := f.Shape
 	rk, rs := e.Resize.Key, e.Resize.Record
 	switch {
+	case rk.Record && e.Put && rs == nil:
+		return false // undecodable: logged by the reader, and ignored
 	case rk.Record && e.Put:
 		f.setShape(old.with(func(c *Shape) {
 			if c.Resize == nil || c.Resize.ID != rs.ID {
