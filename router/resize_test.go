@@ -286,6 +286,11 @@ func TestResizeUnderLoad(t *testing.T) {
 		begin, err := cli.Get(ctx, "counter-begin")
 		require.NoError(t, err)
 		rep, err := op.Resize(ctx, step.to, fleet.ResizeOptions{Actor: "test", Reason: "under load", Budget: step.budget})
+		if err != nil {
+			st, _ := op.ResizeStatus(context.Background())
+			ps, _ := op.Partitions(context.Background())
+			t.Logf("resize status when it failed: %+v; partitions %+v", st, ps)
+		}
 		require.NoError(t, err)
 		require.True(t, rep.Completed)
 		end, err := cli.Get(ctx, "counter-end")

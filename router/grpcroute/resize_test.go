@@ -81,6 +81,11 @@ func TestResizeUnderLoad(t *testing.T) {
 	for _, to := range []int{256, 1024, 256} {
 		before := calls.Load()
 		rep, err := op.Resize(ctx, to, fleet.ResizeOptions{Actor: "test", Reason: "under load", Budget: 64})
+		if err != nil {
+			st, _ := op.ResizeStatus(context.Background())
+			ps, _ := op.Partitions(context.Background())
+			t.Logf("resize status when it failed: %+v; partitions %+v", st, ps)
+		}
 		require.NoError(t, err)
 		require.True(t, rep.Completed)
 		require.NoError(t, fleettest.WaitFor(30*time.Second, func() error {
