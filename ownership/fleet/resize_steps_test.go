@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/ownership/ring"
@@ -272,4 +274,52 @@ func TestResizeNodeKilledMidStep(t *testing.T) {
 	for _, key := range f.keys {
 		require.NotEqual(t, "c", f.obs.Lookup(key).Owner)
 	}
+}
+
+// TestResizeSessionLostMidStep: a node loses etcd for longer than its TTL
+// just as the groups of a merge start to be done (its transactions of the
+// resize in flight), so that its session ends under them; once etcd
+// answers again it rejoins, and the resize completes.
+func TestResizeSessionLostMidStep(t *testing.T) {
+	c := cluster.New(t, 1)
+	ctx := opCtx(t)
+	const name = "session-lost"
+	f := newResizeFleet(t, c, name, 32, "b")
+	fcli, fp := c.NewFaultyClient(t)
+	a := join(t, fcli, testConfig(t, name, "a", 32))
+	f.nodes = append(f.nodes, a)
+	waitStable(t, 20*time.Second, f.nodes...)
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		for resp := range f.obsClient.Watch(wctx, keys.For(name, "").Resizes(), clientv3.WithPrefix()) {
+			for _, ev := range resp.Events {
+				if rk, ok := keys.For(name, "").ParseResize(string(ev.Kv.Key)); ok && !rk.Record && !rk.Moving && !rk.Back && !rk.Fenced && ev.IsCreate() {
+					fp.Blackhole()
+					return
+				}
+			}
+		}
+	}()
+	result := make(chan error, 1)
+	go func() {
+		_, err := f.op.Resize(ctx, 8, fleet.ResizeOptions{Actor: "t", Reason: "session lost", Budget: 32})
+		result <- err
+	}()
+	<-firstDone
+	b := f.nodes[0]
+	require.NoError(t, waitFor(20*time.Second, func() error {
+		for _, m := range b.Members() {
+			if m.ID == "a" {
+				return errors.New("b still sees a")
+			}
+		}
+		return nil
+	}, b))
+	fp.Heal()
+	require.NoError(t, <-result)
+	f.waitSettled(t, 8)
 }
