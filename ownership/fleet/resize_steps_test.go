@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/fleet"
@@ -276,28 +278,73 @@ func TestResizeNodeKilledMidStep(t *testing.T) {
 	}
 }
 
-// TestResizeSessionLostMidStep: a node loses etcd for longer than its TTL
+// heldFencer is a fencer whose Advance waits while it is held, as a slow
+// store would; it admits every token.
+type heldFencer struct {
+	mu   sync.Mutex
+	held chan struct{}
+}
+
+func (f *heldFencer) hold() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = make(chan struct{})
+}
+
+func (f *heldFencer) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	close(f.held)
+	f.held = nil
+}
+
+func (f *heldFencer) Advance(ctx context.Context, _ fence.Token) error {
+	f.mu.Lock()
+	ch := f.held
+	f.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestResizeSessionLostMidStep: node a loses etcd for longer than its TTL
 // just as the groups of a merge start to be done (its transactions of the
-// resize in flight), so that its session ends under them; once etcd
-// answers again it rejoins, and the resize completes.
+// resize in flight), so that its session ends under them. Node b claims
+// a's partitions but cannot serve them before a is back (its store is
+// slow), so that a, rejoined, takes its merged partitions back and is the
+// first to serve them: it must mark their groups fenced in its new
+// session, and the resize completes.
 func TestResizeSessionLostMidStep(t *testing.T) {
 	c := cluster.New(t, 1)
 	ctx := opCtx(t)
 	const name = "session-lost"
-	f := newResizeFleet(t, c, name, 32, "b")
+	hf := &heldFencer{}
+	cfg := testConfig(t, name, "b", 32)
+	cfg.Fencers = []fence.Fencer{hf}
+	b := join(t, c.NewClient(t), cfg)
 	fcli, fp := c.NewFaultyClient(t)
 	a := join(t, fcli, testConfig(t, name, "a", 32))
-	f.nodes = append(f.nodes, a)
-	waitStable(t, 20*time.Second, f.nodes...)
+	waitStable(t, 20*time.Second, a, b)
+	cli := c.NewClient(t)
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: name})
+	require.NoError(t, err)
 
+	layout := keys.For(name, "")
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	firstDone := make(chan struct{})
 	go func() {
 		defer close(firstDone)
-		for resp := range f.obsClient.Watch(wctx, keys.For(name, "").Resizes(), clientv3.WithPrefix()) {
+		for resp := range cli.Watch(wctx, layout.Resizes(), clientv3.WithPrefix()) {
 			for _, ev := range resp.Events {
-				if rk, ok := keys.For(name, "").ParseResize(string(ev.Kv.Key)); ok && !rk.Record && !rk.Moving && !rk.Back && !rk.Fenced && ev.IsCreate() {
+				if rk, ok := layout.ParseResize(string(ev.Kv.Key)); ok && !rk.Record && !rk.Moving && !rk.Back && !rk.Fenced && ev.IsCreate() {
+					hf.hold()
 					fp.Blackhole()
 					return
 				}
@@ -306,20 +353,37 @@ func TestResizeSessionLostMidStep(t *testing.T) {
 	}()
 	result := make(chan error, 1)
 	go func() {
-		_, err := f.op.Resize(ctx, 8, fleet.ResizeOptions{Actor: "t", Reason: "session lost", Budget: 32})
+		_, err := op.Resize(ctx, 8, fleet.ResizeOptions{Actor: "t", Reason: "session lost", Budget: 32})
 		result <- err
 	}()
 	<-firstDone
-	b := f.nodes[0]
+	sees := func(want bool) func() error {
+		return func() error {
+			for _, m := range b.Members() {
+				if m.ID == "a" {
+					if want {
+						return nil
+					}
+					return errors.New("b still sees a")
+				}
+			}
+			if want {
+				return errors.New("b does not see a")
+			}
+			return nil
+		}
+	}
+	require.NoError(t, waitFor(20*time.Second, sees(false), b))
+	fp.Heal()
+	require.NoError(t, waitFor(20*time.Second, sees(true), b))
+	hf.release()
+	require.NoError(t, <-result)
 	require.NoError(t, waitFor(20*time.Second, func() error {
-		for _, m := range b.Members() {
-			if m.ID == "a" {
-				return errors.New("b still sees a")
+		for _, n := range []*ownership.Node{a, b} {
+			if p := n.Ring().Partitions(); p != 8 {
+				return fmt.Errorf("%s uses %d partitions", n.ID(), p)
 			}
 		}
-		return nil
-	}, b))
-	fp.Heal()
-	require.NoError(t, <-result)
-	f.waitSettled(t, 8)
+		return stableErr([]*ownership.Node{a, b})
+	}, a, b))
 }
