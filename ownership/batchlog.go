@@ -26,8 +26,8 @@ func (o *report) logBatches(queued []acquisition) {
 	for _, a := range queued {
 		pending[a.t.token.Epoch] = true
 	}
-	for p := range o.n.slots {
-		if r := o.n.slots[p].load(); r.t != nil && (r.phase == phaseFencing || r.phase == phaseFenceWait) {
+	for p := range o.n.slots.len() {
+		if r := o.n.slots.at(p).load(); r.t != nil && (r.phase == phaseFencing || r.phase == phaseFenceWait) {
 			pending[r.t.token.Epoch] = true
 		}
 	}

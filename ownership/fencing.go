@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/fleetview"
 )
 
 // fenceParallelism bounds the partitions whose fencers run at once.
@@ -73,6 +74,37 @@ func (n *Node) advanceOne(i int, f fence.Fencer, t *tenure) error {
 	if err := f.Advance(t.ctx, t.token); err != nil {
 		return fmt.Errorf("fencer %d: %w", i, err)
 	}
+	return retire(t.ctx, i, f, t)
+}
+
+// retireTokens returns the tokens that retire the partitions a tenure over
+// p replaces in a resize of the partition count (Shape.Replaced): each
+// replaced partition's scope at the revision of the change. Every token of
+// a replaced partition has an epoch below it and every tenure of p one
+// above it, so advancing a replaced scope to it refuses the old holders
+// and never a new one (a source and a target may share a partition
+// number, hence a scope).
+func retireTokens(s *fleetview.Shape, p int) []fence.Token {
+	ps, rev := s.Replaced(p)
+	if rev == 0 {
+		return nil
+	}
+	out := make([]fence.Token, 0, len(ps))
+	for _, q := range ps {
+		out = append(out, fence.Token{Scope: fence.PartitionScope(q), Epoch: rev})
+	}
+	return out
+}
+
+// retire advances fencer number i, f, to t's retire tokens. A stale one
+// is already retired (its floor is at the same revision or above, raised
+// by another target of the group).
+func retire(ctx context.Context, i int, f fence.Fencer, t *tenure) error {
+	for _, tok := range t.retire {
+		if err := f.Advance(ctx, tok); err != nil && !errors.Is(err, fence.ErrStale) {
+			return fmt.Errorf("fencer %d: retire %s at %d: %w", i, tok.Scope, tok.Epoch, err)
+		}
+	}
 	return nil
 }
 
@@ -106,16 +138,19 @@ func (n *Node) advanceTogether(ctx context.Context, ts []*tenure) []error {
 		for k, j := range todo {
 			toks[k] = ts[j].token
 		}
-		err := all.AdvanceAll(ctx, toks)
-		if err == nil {
-			continue
+		if err := all.AdvanceAll(ctx, toks); err != nil {
+			stale := staleTokens(err)
+			for _, j := range todo {
+				if se, ok := stale[ts[j].token]; ok {
+					errs[j] = fmt.Errorf("fencer %d: %w", i, se)
+				} else if len(stale) == 0 {
+					errs[j] = fmt.Errorf("fencer %d: advance %d tokens: %w", i, len(toks), err)
+				}
+			}
 		}
-		stale := staleTokens(err)
 		for _, j := range todo {
-			if se, ok := stale[ts[j].token]; ok {
-				errs[j] = fmt.Errorf("fencer %d: %w", i, se)
-			} else if len(stale) == 0 {
-				errs[j] = fmt.Errorf("fencer %d: advance %d tokens: %w", i, len(toks), err)
+			if errs[j] == nil {
+				errs[j] = retire(ts[j].ctx, i, f, ts[j])
 			}
 		}
 	}

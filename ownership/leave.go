@@ -35,7 +35,7 @@ func (l *loop) closeDone() bool {
 	if l.memberDeleting || l.claimsInFlight > 0 {
 		return false
 	}
-	for p := range l.n.slots {
+	for p := range l.n.slots.len() {
 		if l.rec(p).phase != phaseIdle {
 			return false
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/loadmeter"
 	"github.com/tenure-go/tenure/ownership/fleet"
-	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // This file holds the node's load meter: it counts the work admitted per
@@ -54,7 +53,7 @@ func (m *loadMeter) add(p int, cost uint64) { m.Add(p, cost) }
 // balancer should even out) on key's partition, on top of the one unit
 // every Hold counts. It is safe for concurrent use and does not allocate.
 func (n *Node) AddLoad(key string, cost uint64) {
-	if p := ring.PartitionOf(key, n.snap.Load().ring.Partitions()); p >= 0 {
+	if p := n.snap.Load().shape.Of(key); p >= 0 {
 		n.load.Add(p, cost)
 	}
 }

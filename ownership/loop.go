@@ -52,6 +52,14 @@ type loop struct {
 	checking   bool // a check of the lease is in flight
 	checks     int  // failed checks in a row
 
+	// groupsInFlight are the resize groups whose done transaction runs
+	// (resize.go).
+	groupsInFlight map[int]bool
+	movingSeen     map[int]time.Time // by moving group: when this node first saw its moving key
+	// shapeWait is a revision this node's view must reach before it
+	// claims: a claim found the fleet's shape changed there (awaitShape).
+	shapeWait int64
+
 	closing        bool
 	memberDeleting bool
 	unregistered   bool   // closing: the member key is deleted
@@ -75,6 +83,9 @@ func newLoop(n *Node) *loop {
 		ready:       map[readyKey]int64{},
 		prepRunning: map[int]*preparation{},
 		warm:        map[int]time.Time{},
+
+		groupsInFlight: map[int]bool{},
+		movingSeen:     map[int]time.Time{},
 	}
 	l.fleet.ClaimChanged = l.checkTenure
 	return l
@@ -139,6 +150,8 @@ func (l *loop) apply(u fleetview.Update) {
 	}
 	l.n.report.fleetChanging(l, u)
 	l.fleet.Apply(u)
+	l.n.slots.grow(len(l.fleet.Claims))
+	l.n.load.Grow(len(l.fleet.Claims))
 	if me, ok := l.fleet.Members[l.n.id]; !l.closing && (!ok || me.Lease != l.gen.lease) {
 		l.memberGone = true
 	}

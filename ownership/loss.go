@@ -109,6 +109,8 @@ func (l *loop) loseAll(err error) {
 	l.gen.end(ErrLost)
 	ended := l.endAll(reasonLost)
 	l.claimsInFlight = 0
+	clear(l.groupsInFlight) // their results, of this generation, are dropped
+	l.shapeWait = 0
 	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
 	l.pendingReady, l.pendingUnready = nil, nil
 	l.memberDeleting = false
@@ -123,7 +125,7 @@ func (l *loop) loseAll(err error) {
 // returns the served tenures that ended, whose OnReleased is queued.
 func (l *loop) endAll(r reason) []*tenure {
 	var ended []*tenure
-	for p := range l.n.slots {
+	for p := range l.n.slots.len() {
 		rec := l.rec(p)
 		l.transition(p, idle, r)
 		if rec.served() {

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -52,6 +53,8 @@ type nodeMetrics struct {
 	acquiredTimeouts prometheus.Counter
 
 	etcdAlarm *prometheus.GaugeVec
+	groupsMoved prometheus.Counter
+	groupMove   prometheus.Histogram
 }
 
 // newNodeMetrics creates the metrics of node n, whose report is o, and registers them with
@@ -128,6 +131,15 @@ func newNodeMetrics(n *Node, o *report) (*nodeMetrics, error) {
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "acquired_timeouts_total",
 			Help: "Tenures of this node that began admitting work before their OnAcquired returned, because Config.AcquiredTimeout passed.",
 		}),
+		groupsMoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: "resize", Name: "groups_moved_total",
+			Help: "Groups of a resize of the partition count that this node moved: marked done (after every source partition's claim had ended) or, while the resize aborts, moved back (after every target's claim had ended).",
+		}),
+		groupMove: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: "resize", Name: "group_duration_seconds",
+			Help:    "Groups of a resize of the partition count that this node moved: time from this node seeing the group's moving key to its transaction moving the group (the handoffs of the partitions that end included).",
+			Buckets: handoffBuckets,
+		}),
 	}
 	m.etcdAlarm = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: metrics.Namespace, Name: "etcd_alarm",
@@ -161,7 +173,8 @@ func newNodeMetrics(n *Node, o *report) (*nodeMetrics, error) {
 	}, func() float64 { return float64(n.disp.pending()) })
 
 	set, err := metrics.Register(reg, m.acquisitions, m.releases, m.conflicts, m.handoff, m.prepare, m.unowned,
-		m.failovers, m.failover, m.takeover, m.fencerFailures, m.rewinds, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts, rewound, m.etcdAlarm)
+		m.failovers, m.failover, m.takeover, m.fencerFailures, m.rewinds, m.forced, m.drains, owned, oldest, queue, m.acquiredTimeouts, rewound, m.etcdAlarm,
+		m.groupsMoved, m.groupMove)
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s: %w", ErrMetrics, n.id, err)
 	}
@@ -215,4 +228,14 @@ func (d *dispatcher) pending() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.queue)
+}
+
+// groupMoved counts a resize group this node moved, d after it saw the
+// group's moving key.
+func (m *nodeMetrics) groupMoved(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.groupsMoved.Inc()
+	m.groupMove.Observe(d.Seconds())
 }

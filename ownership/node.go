@@ -47,7 +47,7 @@ type Node struct {
 	batchFencing bool
 
 	reader *fleetview.Reader
-	slots  []slot // by partition: each one's record, written by the event loop (loop.transition)
+	slots  slotTable // by partition: each one's record, written by the event loop (loop.transition)
 	snap   atomic.Pointer[snapshot]
 	disp   *dispatcher
 	load   *loadMeter
@@ -109,13 +109,13 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		log:       log,
 		clock:     cfg.Clock,
 		id:        cfg.NodeID,
-		slots:     make([]slot, cfg.Ring.Partitions),
 		load:      newLoadMeter(cfg.Ring.Partitions),
 		disp:      newDispatcher(),
 		msgs:      make(chan envelope, 256),
 		loopDone:  make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	n.slots.grow(cfg.Ring.Partitions)
 	for _, f := range cfg.Fencers {
 		if _, ok := f.(advanceAller); ok {
 			n.batchFencing = true
@@ -178,7 +178,7 @@ func (n *Node) ID() string { return n.id }
 // not allocate.
 func (n *Node) Lookup(key string) fleet.Route {
 	s := n.snap.Load()
-	return s.route(ring.PartitionOf(key, s.ring.Partitions()))
+	return s.route(s.shape.Of(key))
 }
 
 // LookupPartition returns the route of partition p. For p outside [0, P)
@@ -210,7 +210,7 @@ func (n *Node) LookupPartition(p int) fleet.Route {
 //     names it when known.
 func (n *Node) Hold(key string) (Held, error) {
 	s := n.snap.Load()
-	return n.hold(s, ring.PartitionOf(key, s.ring.Partitions()))
+	return n.hold(s, s.shape.Of(key))
 }
 
 // HoldPartition is Hold for partition p. A p outside [0, P) yields an error

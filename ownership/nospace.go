@@ -135,7 +135,7 @@ func (l *loop) wrote(err error) {
 // waits.
 func (l *loop) keptAway() []int {
 	var ps []int
-	for p := range l.n.slots {
+	for p := range l.n.slots.len() {
 		rec := l.rec(p)
 		if (rec.acquired() || rec.releasing()) && !l.mine(p) {
 			ps = append(ps, p)

@@ -4,18 +4,21 @@ import "time"
 
 // mine reports whether this node should hold partition p now.
 func (l *loop) mine(p int) bool {
-	owner, ok := l.fleet.Ring.Owner(p)
-	return !l.closing && ok && owner == l.n.id
+	if l.closing || !l.fleet.Shape.Active(p) || l.fleet.Shape.Leaving(p) {
+		return false
+	}
+	owner, ok := l.fleet.Owner(p)
+	return ok && owner == l.n.id
 }
 
 // reconcile moves every partition towards what the ring and the claims
 // say: claim what is mine and free, hand off what is no longer mine.
 func (l *loop) reconcile() {
 	var toClaim []int
-	canClaim := !l.claimHold && !l.resyncing && l.lost == nil
+	canClaim := !l.claimHold && !l.resyncing && l.lost == nil && l.fleet.Rev >= l.shapeWait
 	canPrepare := l.n.prepares() && !l.closing && !l.resyncing && l.lost == nil
 	l.started = nil
-	for p := range l.n.slots {
+	for p := range l.n.slots.len() {
 		rec := l.rec(p)
 		switch rec.phase {
 		case phaseIdle:
@@ -24,7 +27,7 @@ func (l *loop) reconcile() {
 			case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease:
 				// Ours, without a tenure: a claim transaction whose
 				// response was lost but which committed.
-				l.adopt(p, c.Epoch, time.Time{})
+				l.adopt(p, c.Epoch, time.Time{}, nil)
 			case c.Epoch != 0 && c.Owner == l.n.id:
 				// Left by an earlier session of this node, whose work has
 				// been cancelled.
@@ -68,6 +71,7 @@ func (l *loop) reconcile() {
 		l.launchClaims(toClaim)
 	}
 	l.flushWriteCheck()
+	l.moveGroups()
 	l.flushReleases()
 	l.flushDeletes()
 	l.flushFences()

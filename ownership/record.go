@@ -79,6 +79,50 @@ func (r *record) releasing() bool {
 // any goroutine.
 type slot struct{ cur atomic.Pointer[record] }
 
+// slotTable is the partitions' slots, by partition number. The event loop
+// alone grows it (a resize of the partition count); any goroutine reads
+// it. A slot, once made, stays the partition's for the node's life.
+type slotTable struct{ v atomic.Pointer[[]*slot] }
+
+// unused is the slot of a partition number beyond the table: always idle.
+var unused = &slot{}
+
+// at returns partition p's slot; for p beyond the table, an idle slot
+// that is nobody's.
+func (st *slotTable) at(p int) *slot {
+	if v := st.v.Load(); v != nil && uint(p) < uint(len(*v)) {
+		return (*v)[p]
+	}
+	return unused
+}
+
+// len returns the number of slots.
+func (st *slotTable) len() int {
+	if v := st.v.Load(); v != nil {
+		return len(*v)
+	}
+	return 0
+}
+
+// grow makes slots for the partition numbers below n. Only the event loop
+// (or Join, before it starts) calls it.
+func (st *slotTable) grow(n int) {
+	old := st.v.Load()
+	var cur []*slot
+	if old != nil {
+		cur = *old
+	}
+	if n <= len(cur) {
+		return
+	}
+	next := make([]*slot, n)
+	copy(next, cur)
+	for p := len(cur); p < n; p++ {
+		next[p] = &slot{}
+	}
+	st.v.Store(&next)
+}
+
 // load returns the partition's record.
 func (s *slot) load() *record {
 	if r := s.cur.Load(); r != nil {
@@ -94,7 +138,7 @@ func (s *slot) serving(t *tenure) bool {
 }
 
 // rec returns partition p's record.
-func (l *loop) rec(p int) *record { return l.n.slots[p].load() }
+func (l *loop) rec(p int) *record { return l.n.slots.at(p).load() }
 
 // transition moves partition p to the record to: the one way a record
 // changes. It stores to, marks the routing snapshot out of date, and does
@@ -124,7 +168,7 @@ func (l *loop) rec(p int) *record { return l.n.slots[p].load() }
 //     once its last partition has left.
 func (l *loop) transition(p int, to *record, end reason) (released <-chan struct{}) {
 	from := l.rec(p)
-	l.n.slots[p].cur.Store(to)
+	l.n.slots.at(p).cur.Store(to)
 	l.dirty = true
 	t := from.t
 	switch {

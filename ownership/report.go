@@ -89,7 +89,8 @@ func (o *report) close() { o.m.unregister() }
 func (o *report) acquisition(t *tenure) acquisition {
 	now := o.n.clock.Now()
 	a := acquisition{t: t, failover: o.failovers.takeover(t.p, t.token.Epoch, now)}
-	if since := o.unownedSince[t.p]; !since.IsZero() {
+	if t.p < len(o.unownedSince) && !o.unownedSince[t.p].IsZero() {
+		since := o.unownedSince[t.p]
 		a.unowned = now.Sub(since)
 	}
 	return a
@@ -118,6 +119,9 @@ func (o *report) published(l *loop, s *snapshot) {
 		} else {
 			n.log.Info("undrain observed: the ring includes this node again", "lease", lease)
 		}
+	}
+	if n := len(s.routes); n > len(o.unownedSince) {
+		o.unownedSince = append(o.unownedSince, make([]time.Time, n-len(o.unownedSince))...)
 	}
 	for p := range s.routes {
 		e := &s.routes[p]
@@ -292,6 +296,10 @@ func (o *report) fencerFailed(t *tenure, err error) {
 			"partition", t.p, "epoch", t.token.Epoch, "scope", stale.Scope, "presented", stale.Presented, "current", stale.Current)
 	}
 }
+
+// groupMoved counts a group of a resize this node moved (marked done, or
+// moved back), d after it saw its moving key.
+func (o *report) groupMoved(d time.Duration) { o.m.groupMoved(d) }
 
 // claimConflict counts a claim of p that another node's claim beat.
 func (o *report) claimConflict(p int) {

@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/ownership/ring"
 )
@@ -11,6 +12,8 @@ type snapshot struct {
 	gen     *generation     // the generation the snapshot was built in
 	session <-chan struct{} // gen.ctx.Done()
 	ring    *ring.Ring
+	shape   *fleetview.Shape // the rule of key -> partition
+	rev     int64            // the revision of the view of the fleet it was built from
 	routes  []entry
 	members []fleet.Member
 	owned   []int
@@ -94,13 +97,15 @@ func (l *loop) build(closed bool) *snapshot {
 		gen:     l.gen,
 		session: l.gen.ctx.Done(),
 		ring:    f.Ring,
-		routes:  make([]entry, len(f.Claims)),
+		shape:   f.Shape,
+		rev:     f.Rev,
+		routes:  make([]entry, f.Shape.Max()),
 		closed:  closed,
 		changed: make(chan struct{}),
 	}
 	for p := range s.routes {
 		e := &s.routes[p]
-		if id, ok := f.Ring.Owner(p); ok {
+		if id, ok := f.Owner(p); ok && f.Shape.Active(p) {
 			e.next, e.nextAddr = id, f.Addr(id)
 		}
 		e.route = fleet.Route(f.Route(p))

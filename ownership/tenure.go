@@ -21,8 +21,13 @@ import (
 // sees the other: either enter sees that the tenure no longer serves and
 // backs out, or finish sees the work and the drain waits for it.
 type tenure struct {
-	p      int
-	token  fence.Token
+	p     int
+	token fence.Token
+	// retire are the scopes of the partitions this tenure's partition
+	// replaced in a resize of the partition count, at the revision the
+	// change was made (see retireTokens): advanced with token, before
+	// the tenure admits work.
+	retire []fence.Token
 	ctx    context.Context // cancelled when the tenure ends; carries token
 	cancel context.CancelCauseFunc
 	slot   *slot       // the partition's record

@@ -8,14 +8,17 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // outcome is the result of one conditional operation of a batch: whether its
-// condition held, and else the claim key as it was.
+// condition held, and else the claim key as it was and (a claim's) the
+// highest revision among the shape keys it compared (see claimTxn).
 type outcome struct {
-	ok bool
-	kv *mvccpb.KeyValue
+	ok   bool
+	kv   *mvccpb.KeyValue
+	seen int64
 }
 
 // claimWrite is what a claim transaction wrote: the lease and the
@@ -23,6 +26,7 @@ type outcome struct {
 type claimWrite struct {
 	lease clientv3.LeaseID
 	since time.Time
+	shape *fleetview.Shape // the fleet's shape the claims are made in
 }
 
 // chunks splits ps into batches that fit one transaction: n nested
@@ -45,11 +49,38 @@ func chunks(ps []int, size int) [][]int {
 // per partition, so that one existing claim does not fail the others. Each
 // claim's value is keys.EncodeClaim(node, w.since). The epoch of every
 // claim created is the returned revision.
+//
+// Each claim also compares the fleet's shape the node knows (w.shape):
+// the spec's ModRevision, so that a node that has not seen the spec's last
+// change (a resize started, ended or aborted) claims nothing, and during a
+// resize the state of the partition's group: its done key absent for a
+// source partition, present for a target. A claim whose shape is stale
+// fails like one whose partition is taken.
 func (n *Node) claimTxn(ctx context.Context, w claimWrite, ps []int) (int64, []outcome, error) {
 	val := keys.EncodeClaim(n.id, w.since)
-	return n.condTxn(ctx, ps, func(int) int64 { return 0 }, func(k string) clientv3.Op {
-		return clientv3.OpPut(k, val, clientv3.WithLease(w.lease))
-	})
+	ops := make([]clientv3.Op, len(ps))
+	for i, p := range ps {
+		k := n.layout.Claim(p)
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
+		orElse := []clientv3.Op{clientv3.OpGet(k)}
+		if s := w.shape; s != nil && s.SpecRev != 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(n.layout.Spec()), "=", s.SpecRev))
+			orElse = append(orElse, clientv3.OpGet(n.layout.Spec(), clientv3.WithKeysOnly()))
+			if s.Resize != nil {
+				id, g := s.Resize.ID, s.Group(p)
+				done := n.layout.ResizeDone(id, g)
+				if s.Target(p) {
+					cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(done), ">", 0))
+				} else {
+					cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(done), "=", 0))
+				}
+				orElse = append(orElse, clientv3.OpGet(done, clientv3.WithKeysOnly()),
+					clientv3.OpGet(n.layout.ResizeBack(id, g), clientv3.WithKeysOnly()))
+			}
+		}
+		ops[i] = clientv3.OpTxn(cmps, []clientv3.Op{clientv3.OpPut(k, val, clientv3.WithLease(w.lease))}, orElse)
+	}
+	return n.batchTxn(ctx, ops)
 }
 
 // deleteTxn deletes the claims of ps whose epochs are still epochs[i], in
@@ -93,9 +124,18 @@ func (n *Node) batchTxn(ctx context.Context, ops []clientv3.Op, extra ...clientv
 			return 0, nil, fmt.Errorf("ownership: transaction response %d is not a transaction", i)
 		}
 		out[i].ok = tr.Succeeded
-		if !tr.Succeeded && len(tr.Responses) > 0 {
-			if rr := tr.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+		if tr.Succeeded {
+			continue
+		}
+		for j, r := range tr.Responses {
+			rr := r.GetResponseRange()
+			if rr == nil || len(rr.Kvs) == 0 {
+				continue
+			}
+			if j == 0 {
 				out[i].kv = rr.Kvs[0]
+			} else {
+				out[i].seen = max(out[i].seen, rr.Kvs[0].ModRevision)
 			}
 		}
 	}

@@ -44,7 +44,7 @@ type readyKey struct {
 // if the prepare phase is off, nobody is next, or the successor does not
 // prepare (its member value says so).
 func (l *loop) moveAway(p int, rec *record) {
-	to, ok := l.fleet.Ring.Owner(p)
+	to, ok := l.fleet.Owner(p)
 	if !l.n.warmEnabled() || !ok || !l.fleet.Members[to].Member.Prepares {
 		if l.mayRelease() {
 			l.release(p, rec.move, false)
@@ -138,7 +138,7 @@ func (n *Node) watchReady(gen *generation, prefix string, rev int64) {
 // (a deletion's) decodes as 0.
 func (n *Node) readyOf(key, val []byte) (readyKey, int64, bool) {
 	p, id, ok := n.layout.ReadyKey(string(key))
-	if !ok || p >= len(n.slots) {
+	if !ok || p >= n.slots.len() {
 		return readyKey{}, 0, false
 	}
 	epoch, _ := strconv.ParseInt(string(val), 10, 64)

@@ -70,8 +70,8 @@ func (r *Reader) placement(kv *mvccpb.KeyValue) (p int, pl Placement, ok bool) {
 // for a key that is none or names a partition outside [0, P).
 func (r *Reader) placementPartition(key []byte) (int, bool) {
 	p, ok := r.Layout.PlacementPartition(string(key))
-	if !ok || p >= r.Partitions {
-		r.Log.Warn("ignoring placement key", "key", string(key), "partitions", r.Partitions)
+	if !ok || p >= ring.MaxPartitions {
+		r.Log.Warn("ignoring placement key", "key", string(key), "partitions", ring.MaxPartitions)
 		return 0, false
 	}
 	return p, true
@@ -107,7 +107,7 @@ func (r *Reader) partition(key []byte) (p int, ok bool) {
 	if !ok {
 		return -1, false
 	}
-	if p >= r.Partitions {
+	if p >= ring.MaxPartitions {
 		if r.warned.CompareAndSwap(false, true) {
 			r.Log.Error("claim for a partition beyond the configured count: the partition count does not match the fleet's",
 				"key", string(key), "partitions", r.Partitions)
@@ -174,6 +174,8 @@ func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
 			if ok {
 				e.SpecRec, ok = r.spec(ev.Kv)
 			}
+		case kind == claimEvents && r.resizeKey(ev.Kv.Key):
+			e.Resize, ok = r.resizeEvent(ev), true
 		default:
 			e.P, ok = r.partition(ev.Kv.Key)
 			if ok && e.Put {
@@ -185,4 +187,89 @@ func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
 		}
 	}
 	return out
+}
+
+// resizeKey reports whether key, under the claim prefix, is a resize key.
+func (r *Reader) resizeKey(key []byte) bool {
+	return len(key) >= len(r.Layout.Resizes()) && string(key[:len(r.Layout.Resizes())]) == r.Layout.Resizes()
+}
+
+// resizeEvent decodes the event of a resize key. A key that does not parse
+// is an event of no group of no resize, which the State ignores; a record
+// that does not decode is logged and read as deleted.
+func (r *Reader) resizeEvent(ev *clientv3.Event) *ResizeEvent {
+	rk, ok := r.Layout.ParseResize(string(ev.Kv.Key))
+	if !ok {
+		r.Log.Warn("ignoring resize key", "key", string(ev.Kv.Key))
+		return &ResizeEvent{Key: keys.ResizeKey{ID: "\x00"}}
+	}
+	e := &ResizeEvent{Key: rk}
+	if !rk.Record {
+		return e
+	}
+	v := ev.Kv
+	if ev.Type != clientv3.EventTypePut {
+		v = ev.PrevKv
+	}
+	if v != nil {
+		if rs, err := keys.DecodeResize(v.Value, ring.MaxPartitions); err == nil {
+			e.Record = &rs
+		} else {
+			r.Log.Warn("ignoring undecodable resize record", "key", string(ev.Kv.Key), "error", err)
+		}
+	}
+	return e
+}
+
+// shape decodes the fleet's shape from the spec key-value (nil: none; the
+// Reader's Partitions then) and the resize keys among the claim
+// key-values: the resize of the spec's record, if its record stands, with
+// its moving and done groups; the keys of any other resize are ignored.
+func (r *Reader) shape(spec *mvccpb.KeyValue, claims []*mvccpb.KeyValue) *Shape {
+	s := NewShape(r.Partitions, 0)
+	if spec != nil {
+		s.SpecRev = spec.ModRevision
+		if sp, err := DecodeSpec(spec.Value); err == nil {
+			s.Partitions = sp.Partitions
+		}
+	}
+	var recs []*keys.Resize
+	groups := map[string][]keys.ResizeKey{}
+	revs := map[keys.ResizeKey]int64{}
+	for _, kv := range claims {
+		if !r.resizeKey(kv.Key) {
+			continue
+		}
+		rk, ok := r.Layout.ParseResize(string(kv.Key))
+		if !ok {
+			continue
+		}
+		if rk.Record {
+			if rs, err := keys.DecodeResize(kv.Value, ring.MaxPartitions); err == nil && rs.From == s.Partitions {
+				recs = append(recs, &rs)
+			}
+			continue
+		}
+		groups[rk.ID] = append(groups[rk.ID], rk)
+		revs[rk] = kv.CreateRevision
+	}
+	if len(recs) != 1 {
+		s.index()
+		return s
+	}
+	s.Resize, s.Done, s.Moving, s.Back, s.Fenced = recs[0], map[int]int64{}, map[int]bool{}, map[int]int64{}, map[int]bool{}
+	for _, rk := range groups[s.Resize.ID] {
+		switch {
+		case rk.Moving:
+			s.Moving[rk.Group] = true
+		case rk.Back:
+			s.Back[rk.Group] = revs[rk]
+		case rk.Fenced:
+			s.Fenced[rk.Group] = true
+		default:
+			s.Done[rk.Group] = revs[rk]
+		}
+	}
+	s.index()
+	return s
 }

@@ -26,7 +26,7 @@ func TestMemberTTLDecoding(t *testing.T) {
 		kv("new", `{"id":"new","addr":"b:1","ttl":10}`),
 		kv("huge", `{"id":"huge","addr":"c:1","ttl":9000000001}`),
 		kv("negative", `{"id":"negative","addr":"d:1","ttl":-3}`),
-	}, nil, nil, nil)
+	}, nil, nil, nil, nil)
 	for id, want := range map[string]time.Duration{"old": 0, "new": 10 * time.Second, "huge": 0, "negative": 0} {
 		rec, ok := lst.Members[id]
 		if assert.True(t, ok, id) {

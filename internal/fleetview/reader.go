@@ -104,6 +104,9 @@ type Listing struct {
 	Outside    int             // claim keys of partitions outside [0, P)
 	Placements map[int]Placement
 	Spec       Spec // the fleet's spec; ModRev 0 if not read or undecodable
+	// Shape is the fleet's partitioning at Rev: the spec's count and the
+	// resize in progress.
+	Shape *Shape
 }
 
 // Event is one decoded change of a member, drain or claim key.
@@ -124,6 +127,17 @@ type Event struct {
 	Placement Placement // placement put: the placement
 
 	SpecRec Spec // spec put: the spec
+	// Resize is set for a resize key (under the claim prefix; see
+	// keys.Resizes).
+	Resize *ResizeEvent
+}
+
+// ResizeEvent is a change of a resize key: the key, and for its record
+// the record put or, for a delete, the record deleted (nil if etcd did not
+// return it).
+type ResizeEvent struct {
+	Key    keys.ResizeKey
+	Record *keys.Resize
 }
 
 // Update is one delivery of Reader.Follow: the watch ended (Stale; a
@@ -155,22 +169,28 @@ func (r *Reader) List(ctx context.Context) (*Listing, error) {
 	if len(resp.Responses) != 5 {
 		return nil, fmt.Errorf("fleet: read members and claims: %d responses for 5 reads", len(resp.Responses))
 	}
+	var spec *mvccpb.KeyValue
+	if kvs := resp.Responses[4].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		spec = kvs[0]
+	}
 	lst := r.Decode(resp.Header.Revision,
 		resp.Responses[0].GetResponseRange().GetKvs(),
 		resp.Responses[1].GetResponseRange().GetKvs(),
 		resp.Responses[2].GetResponseRange().GetKvs(),
-		resp.Responses[3].GetResponseRange().GetKvs())
-	if kvs := resp.Responses[4].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		lst.Spec, _ = r.spec(kvs[0])
+		resp.Responses[3].GetResponseRange().GetKvs(), spec)
+	if spec != nil {
+		lst.Spec, _ = r.spec(spec)
 	}
 	return lst, nil
 }
 
-// Decode decodes the member, claim, drain and placement key-values read at
+// Decode decodes the member, claim (with the resize keys among them),
+// drain and placement key-values and the spec (nil if absent) read at
 // revision rev.
-func (r *Reader) Decode(rev int64, members, claims, drained, placements []*mvccpb.KeyValue) *Listing {
-	lst := &Listing{Rev: rev, Members: make(map[string]MemberRec), Drained: make(map[string]bool), Claims: make([]Claim, r.Partitions),
-		Placements: make(map[int]Placement)}
+func (r *Reader) Decode(rev int64, members, claims, drained, placements []*mvccpb.KeyValue, spec *mvccpb.KeyValue) *Listing {
+	shape := r.shape(spec, claims)
+	lst := &Listing{Rev: rev, Members: make(map[string]MemberRec), Drained: make(map[string]bool), Claims: make([]Claim, shape.Max()),
+		Placements: make(map[int]Placement), Shape: shape}
 	for _, kv := range drained {
 		if id, ok := r.DrainedID(kv.Key); ok {
 			lst.Drained[id] = true
@@ -182,14 +202,16 @@ func (r *Reader) Decode(rev int64, members, claims, drained, placements []*mvccp
 		}
 	}
 	for _, kv := range claims {
-		if p, ok := r.partition(kv.Key); ok {
+		p, ok := r.partition(kv.Key)
+		switch {
+		case ok && p < len(lst.Claims):
 			lst.Claims[p] = ClaimOf(kv)
-		} else if p >= 0 {
+		case p >= 0:
 			lst.Outside++
 		}
 	}
 	for _, kv := range placements {
-		if p, pl, ok := r.placement(kv); ok {
+		if p, pl, ok := r.placement(kv); ok && p < shape.Max() {
 			lst.Placements[p] = pl
 		}
 	}
@@ -298,7 +320,7 @@ func (r *Reader) watch(ctx context.Context, rev int64, timeout time.Duration, de
 	wctx, cancel := context.WithCancel(watchstream.Own(clientv3.WithRequireLeader(ctx)))
 	defer cancel()
 	mch := r.Watcher.Watch(wctx, r.Layout.Members(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithPrevKV())
 	dch := r.Watcher.Watch(wctx, r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithCreatedNotify())
 	// One watch, so one ordered stream, for the placements and the spec: a
 	// change of the ring algorithm and the deletion of placements that

@@ -47,7 +47,10 @@ type Route struct {
 //     of that key) and an empty Addr otherwise;
 //   - while none stands, the ring's owner of p, which is about to claim it,
 //     with epoch 0;
-//   - with no members, no owner.
+//   - with no members, no owner;
+//   - for a partition that is not active (Shape.Active: a source of a
+//     done group, a target of one not done) whose claim has ended, no
+//     owner: no key maps to it.
 //
 // A claim's holder is named even when it has no address because it alone
 // can admit p's work until its claim ends: any other node would refuse it,
@@ -57,9 +60,14 @@ type Route struct {
 // sending work where it cannot run. Local is false: a Node sets it for what it serves.
 func (f *State) Route(p int) Route {
 	r := Route{Partition: p, RingVersion: f.Ring.Version()}
+	if p >= len(f.Claims) {
+		return r
+	}
 	if c := f.Claims[p]; c.Epoch != 0 {
 		r.Owner, r.Addr, r.Epoch, r.Since = c.Owner, f.holderAddr(c), c.Epoch, c.Since
-	} else if id, ok := f.Ring.Owner(p); ok {
+	} else if !f.Shape.Active(p) {
+		return r
+	} else if id, ok := f.Owner(p); ok {
 		r.Owner, r.Addr = id, f.Addr(id)
 	}
 	return r

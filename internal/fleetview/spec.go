@@ -3,6 +3,7 @@ package fleetview
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,14 +22,20 @@ type storedSpec struct {
 	// that lacks one is refused at Join. A build from before features were
 	// recorded ignores it.
 	Requires []string `json:"requires,omitempty"`
+	// Resize is the resize of the partition count in progress; a build
+	// that ignores it reads Partitions, the count before the resize.
+	Resize *keys.Resize `json:"resize,omitempty"`
 }
 
 // Spec is the fleet's spec as etcd stores it: the ring's spec, the
-// protocol features in use, and the revision the spec key was last
-// written at (0: not read from etcd).
+// protocol features in use, the resize of the partition count in progress
+// (nil: none), and the revision the spec key was last written at (0: not
+// read from etcd). Every writer of the spec writes all of it, so that
+// none drops what another recorded.
 type Spec struct {
 	ring.Spec
 	Requires []string
+	Resize   *keys.Resize
 	ModRev   int64
 }
 
@@ -58,7 +65,8 @@ func EncodeStored(s Spec) ([]byte, error) {
 	if err := checkSpec(s.Spec); err != nil {
 		return nil, err
 	}
-	return json.Marshal(storedSpec{Partitions: s.Partitions, LoadFactor: s.LoadFactor, RingAlgorithm: int(s.RingAlgorithm), Requires: s.Requires})
+	return json.Marshal(storedSpec{Partitions: s.Partitions, LoadFactor: s.LoadFactor, RingAlgorithm: int(s.RingAlgorithm), Requires: s.Requires,
+		Resize: s.Resize})
 }
 
 // DecodeSpec parses a stored spec (see EncodeSpec) and checks that this
@@ -80,7 +88,7 @@ func DecodeStored(b []byte, modRev int64) (Spec, error) {
 	if err := checkSpec(s); err != nil {
 		return Spec{}, err
 	}
-	return Spec{Spec: s, Requires: st.Requires, ModRev: modRev}, nil
+	return Spec{Spec: s, Requires: st.Requires, Resize: st.Resize, ModRev: modRev}, nil
 }
 
 // requiresOf returns the features a spec of algorithm a records in use
@@ -133,8 +141,22 @@ func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local r
 	if adopt {
 		return fleet, nil
 	}
-	if err := fleet.CompareConfig(local); err != nil {
+	if err := CompareSpec(fleet, local); err != nil {
 		return Spec{}, err
 	}
 	return fleet, nil
+}
+
+// CompareSpec is fleet.CompareConfig(local): a *ring.SpecMismatchError
+// on the partition count names the count a resize in progress moves to.
+func CompareSpec(fleet Spec, local ring.Config) error {
+	err := fleet.CompareConfig(local)
+	var me *ring.SpecMismatchError
+	if errors.As(err, &me) && fleet.Resize != nil {
+		me.ResizingTo = fleet.Resize.To
+		if fleet.Resize.Aborting {
+			me.ResizingTo = fleet.Resize.From
+		}
+	}
+	return err
 }

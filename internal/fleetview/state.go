@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership/ring"
 )
 
@@ -30,15 +31,21 @@ type State struct {
 	Weights []int           // Weights[i] is the published weight of IDs[i]
 	// Placements are the pins and moves by partition.
 	Placements map[int]Placement
+	// Shape is how the fleet partitions its keys: the partition count and
+	// the resize in progress (see Shape).
+	Shape *Shape
 	// Base is the ring of the members alone; Ring is Base with the
-	// placements applied, the owner of every partition.
-	Base    *ring.Ring
-	Ring    *ring.Ring
-	Claims  []Claim // by partition
-	lastRev []int64 // by partition: the revision of Claims[p]
-	Rev     int64   // the latest revision applied
+	// placements applied, the owner of every partition by the spec's
+	// count. During a resize, TargetRing is the same by the target count,
+	// the owner of the partitions of done groups (Owner).
+	Base       *ring.Ring
+	Ring       *ring.Ring
+	TargetRing *ring.Ring
+	Claims     []Claim // by partition number, Shape.Max() of them at least
+	lastRev    []int64 // by partition: the revision of Claims[p]
+	Rev        int64   // the latest revision applied
 	// Spec is the fleet's spec as last read (ModRev 0 before any); the
-	// ring follows its algorithm (see followSpec).
+	// rings follow its algorithm (see followSpec).
 	Spec Spec
 
 	// departed are the members whose keys were deleted while claims bound
@@ -68,6 +75,7 @@ func NewState(cfg ring.Config, log hclog.Logger) *State {
 		Claims:  make([]Claim, cfg.Partitions),
 
 		Placements: make(map[int]Placement),
+		Shape:      NewShape(cfg.Partitions, 0),
 		lastRev:    make([]int64, cfg.Partitions),
 		departed:   make(map[string]*departure),
 	}
@@ -94,6 +102,11 @@ func (f *State) Apply(u Update) {
 	for _, e := range u.Events {
 		f.Rev = max(f.Rev, e.Rev)
 		switch {
+		case e.Resize != nil:
+			if f.applyResize(e) {
+				placed = true
+			}
+			f.syncSpecRev()
 		case e.Member && e.Put:
 			f.Members[e.ID] = e.Rec
 			delete(f.departed, e.ID)
@@ -115,6 +128,9 @@ func (f *State) Apply(u Update) {
 			}
 		case e.Spec:
 			membersChanged = f.followSpec(e.SpecRec) || membersChanged
+			f.syncSpecRev()
+		case e.Place && e.P >= f.Shape.Max():
+			// A placement beyond the fleet's partition numbers: ignored.
 		case e.Place:
 			if old, ok := f.Placements[e.P]; ok != e.Put || old != e.Placement {
 				if e.Put {
@@ -151,6 +167,10 @@ func (f *State) reset(lst *Listing, catchUp bool) {
 	if lst.Spec.ModRev != 0 {
 		f.followSpec(lst.Spec)
 	}
+	if lst.Shape != nil {
+		f.setShape(lst.Shape)
+	}
+	f.syncSpecRev()
 	for p, c := range lst.Claims {
 		f.SetClaim(p, lst.Rev, c)
 	}
@@ -208,6 +228,10 @@ func (f *State) holderAddr(c Claim) string {
 // a later state of it is already known. Watch events, listings and
 // transaction results all go through it, whatever order they arrive in.
 func (f *State) SetClaim(p int, rev int64, c Claim) {
+	if p < 0 || p >= f.Shape.Max() {
+		return
+	}
+	f.grow(p + 1)
 	if rev <= f.lastRev[p] {
 		return
 	}
@@ -226,17 +250,17 @@ func (f *State) SetClaim(p int, rev int64, c Claim) {
 // followSpec records the fleet's spec s, if it is newer than the one
 // known, and reports whether the ring's algorithm changed with it: every
 // reader of the fleet then computes the ring by the algorithm the spec
-// records at the revision it has applied. A spec of another partition
-// count or load factor is logged and its algorithm not followed: those
-// are fixed for the reader's life.
+// records at the revision it has applied. The partition count follows
+// the fleet's shape (setShape), which the resize keys change in order
+// with the claims. A spec of another load factor is logged and its
+// algorithm not followed: that is fixed for the reader's life.
 func (f *State) followSpec(s Spec) bool {
 	if s.ModRev <= f.Spec.ModRev {
 		return false
 	}
 	f.Spec = s
-	if s.Partitions != f.ringCfg.Partitions || s.LoadFactor != f.ringCfg.LoadFactor {
-		f.log.Error("the fleet's spec changed its partition count or load factor; following neither",
-			"partitions", s.Partitions, "load_factor", s.LoadFactor)
+	if s.LoadFactor != f.ringCfg.LoadFactor {
+		f.log.Error("the fleet's spec changed its load factor; not following it", "load_factor", s.LoadFactor)
 		return false
 	}
 	if s.RingAlgorithm == f.ringCfg.Algorithm {
@@ -246,6 +270,32 @@ func (f *State) followSpec(s Spec) bool {
 	f.ringCfg.Algorithm = s.RingAlgorithm
 	f.Base = nil
 	return true
+}
+
+// syncSpecRev raises the shape's SpecRev, the spec revision claims compare
+// (see Shape), to the spec's last write that this reader has applied, when
+// that write left the resize in progress as the shape knows it: a write of
+// the spec that changes no resize (a feature recorded in use, a change of
+// the ring algorithm) arrives on the spec's watch only. A write that
+// starts, aborts or ends a resize also writes the resize's record, on the
+// claims' watch in order with the groups' keys, which sets SpecRev when it
+// is applied, so that a claim never compares a spec revision whose resize
+// its reader has not applied.
+func (f *State) syncSpecRev() {
+	s := f.Shape
+	if s == nil || f.Spec.ModRev <= s.SpecRev || !sameResize(s.Resize, f.Spec.Resize) {
+		return
+	}
+	f.Shape = s.with(func(c *Shape) { c.SpecRev = f.Spec.ModRev })
+}
+
+// sameResize reports whether a and b are the same resize in the same
+// direction, or both none.
+func sameResize(a, b *keys.Resize) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.ID == b.ID && a.Aborting == b.Aborting
 }
 
 // Features returns the fleet's effective protocol features: those every
@@ -282,6 +332,54 @@ func (f *State) updateRing() {
 		f.log.Debug("ring changed", "members", len(ids), "drained", len(f.All)-len(ids), "version", r.Version())
 	}
 	f.Ring = f.Base.Place(f.PlacementList())
+	f.TargetRing = nil
+	if rs := f.Shape.Resize; rs != nil {
+		cfg := f.ringCfg
+		cfg.Partitions = rs.To
+		ms := make([]ring.Member, len(f.IDs))
+		for i, id := range f.IDs {
+			ms[i] = ring.Member{ID: id, Weight: f.Weights[i]}
+		}
+		r, err := ring.NewWeighted(ms, cfg)
+		if err != nil { // cannot happen: the record was checked and the members are the base ring's
+			f.log.Error("compute the resize's target ring", "error", err)
+			return
+		}
+		f.TargetRing = r.Place(f.PlacementList())
+	}
+}
+
+// Owner returns the owner of partition p by the ring of its partition
+// count (Shape.Count): the target ring for a partition of a done group,
+// else the ring.
+func (f *State) Owner(p int) (string, bool) {
+	if f.TargetRing != nil && f.Shape.Target(p) {
+		return f.TargetRing.Owner(p)
+	}
+	return f.Ring.Owner(p)
+}
+
+// grow makes room for partition numbers below n.
+func (f *State) grow(n int) {
+	if n > len(f.Claims) {
+		f.Claims = append(f.Claims, make([]Claim, n-len(f.Claims))...)
+		f.lastRev = append(f.lastRev, make([]int64, n-len(f.lastRev))...)
+	}
+}
+
+// setShape installs s, resizing the rings if the partition count or the
+// resize changed.
+func (f *State) setShape(s *Shape) {
+	old := f.Shape
+	f.Shape = s
+	f.grow(s.Max())
+	if old.Partitions != s.Partitions {
+		f.ringCfg.Partitions = s.Partitions
+		f.Base = nil
+	}
+	if f.log != nil && (old.Partitions != s.Partitions || (old.Resize == nil) != (s.Resize == nil)) {
+		f.log.Debug("fleet shape changed", "partitions", s.Partitions, "resizing", s.Resize != nil)
+	}
 }
 
 // PlacementList returns the placements as the ring takes them, in

@@ -1,11 +1,17 @@
 // Package keys is the etcd key layout shared by tenure's packages:
 //
-//	<prefix>spec                 JSON fleet spec (partitions, load factor, ring algorithm)
+//	<prefix>spec                 JSON fleet spec (partitions, load factor, ring algorithm,
+//	                             the resize in progress)
 //	<prefix>members/<nodeID>     JSON Member, lease = node Session
 //	<prefix>drained/<nodeID>     JSON fleet.Mark: an operator's drain mark; the ring excludes the node
 //	<prefix>claims/<partition>   JSON Claim {node, since} (or the bare node
 //	                             ID, Since unknown), lease = owner's Session;
 //	                             epoch = CreateRevision
+//	<prefix>claims/resize/<id>/record     JSON Resize: a partition-count resize in progress
+//	<prefix>claims/resize/<id>/moving/<s> the resize driver asks group s to move
+//	<prefix>claims/resize/<id>/done/<s>   group s follows the resize's target count
+//	<prefix>claims/resize/<id>/back/<s>   group s moved back (an aborted resize)
+//	<prefix>claims/resize/<id>/fenced/<s> group s's replaced partitions are retired at every fencer
 //	<prefix>leader/<name>/...    election keys
 //	<prefix>fence/<scope>        highest epoch admitted, for stores in etcd
 //	<prefix>audit/<id>           JSON audit record of an operator action; ids

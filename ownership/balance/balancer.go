@@ -140,12 +140,18 @@ type Planned struct {
 	// listed if the Balancer's client can list them (see NewBalancer):
 	// while any stands, Apply writes nothing (the balancer pauses).
 	Alarms []fleet.EtcdAlarm `json:"alarms,omitempty"`
+	// Resizing names the resize of the partition count in progress at the
+	// snapshot, empty if none: the balancer pauses while one runs (its
+	// groups move as planned moves of their own), and Apply writes
+	// nothing.
+	Resizing string `json:"resizing,omitempty"`
 	// Loads is each member's load at the snapshot (members not drained):
 	// the sum of the loads of the partitions the fleet's rule gives it.
 	Loads map[string]float64 `json:"loads"`
 
 	memberRevs    map[string]int64 // CreateRevision of each member key
 	placementRevs map[int]int64    // ModRevision of each placement key
+	specRev       int64            // ModRevision of the spec
 }
 
 // Plan reads the fleet at one revision (spec, members, drain marks,
@@ -179,7 +185,14 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	f.Apply(fleetview.Update{Listing: lst})
 	in := Input{Ring: f.Ring, Loads: fleetview.PartitionLoads(f.Ring, reports), Pinned: map[int]bool{}, Moves: map[int]string{},
 		Moved: map[int]time.Time{}, Now: b.cfg.Clock.Now()}
-	pl := &Planned{Rev: lst.Rev, Loads: fleetview.MemberLoads(f.Ring, in.Loads), memberRevs: map[string]int64{}, placementRevs: map[int]int64{}}
+	pl := &Planned{Rev: lst.Rev, Loads: fleetview.MemberLoads(f.Ring, in.Loads), memberRevs: map[string]int64{}, placementRevs: map[int]int64{},
+		specRev: lst.Shape.SpecRev}
+	if rs := lst.Shape.Resize; rs != nil {
+		pl.Resizing = fmt.Sprintf("resize %s of the partition count, %d -> %d", rs.ID, rs.From, rs.To)
+		if rs.Aborting {
+			pl.Resizing += " (aborting)"
+		}
+	}
 	for p, e := range lst.Placements {
 		pl.placementRevs[p] = e.ModRev
 		switch {
@@ -209,7 +222,9 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	if parts := f.Ring.Partitions(); Budget(parts, cfg.Budget) > maxMoves {
 		cfg.Budget = float64(maxMoves) / float64(parts)
 	}
-	pl.Pass = Plan(in, cfg)
+	if pl.Resizing == "" {
+		pl.Pass = Plan(in, cfg)
+	}
 	if len(pl.Removes) > maxRemoves {
 		pl.Removes = pl.Removes[:maxRemoves]
 	}
@@ -234,11 +249,13 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 // suspension stands (ErrSuspended otherwise, and for a pass planned while
 // one stood), and no member key or drain mark was written since the
 // snapshot, every move's target is still the member it was, and no
-// placement of pl's partitions was written meanwhile (ErrStaleSnapshot
-// otherwise). While an etcd alarm stands (pl.Alarms, or etcd refusing the
-// pass for its NOSPACE alarm), it writes nothing and returns an error
-// naming the alarms (wrapping fleet.ErrNoSpace for NOSPACE). A pass with nothing to do writes
-// nothing.
+// placement of pl's partitions was written meanwhile, and the spec is
+// the snapshot's (no resize of the partition count started since;
+// ErrStaleSnapshot otherwise). A pass planned during a resize is refused
+// with ErrSuspended. While an etcd alarm stands (pl.Alarms, or etcd
+// refusing the pass for its NOSPACE alarm), it writes nothing and returns
+// an error naming the alarms (wrapping fleet.ErrNoSpace for NOSPACE). A
+// pass with nothing to do writes nothing.
 func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) error {
 	if term == nil || pl == nil {
 		return fmt.Errorf("%w: term or pass", ErrNilArgument)
@@ -250,6 +267,10 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 	if len(pl.Alarms) > 0 {
 		b.metrics.pass("alarm")
 		return alarmErr(pl.Alarms)
+	}
+	if pl.Resizing != "" {
+		b.metrics.pass("suspended")
+		return fmt.Errorf("%w while a %s is in progress", ErrSuspended, pl.Resizing)
 	}
 	if len(pl.Moves) == 0 && len(pl.Removes) == 0 {
 		b.metrics.pass("idle")
@@ -269,6 +290,7 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		clientv3.Compare(clientv3.CreateRevision(b.layout.Migration()), "=", 0),
 		clientv3.Compare(clientv3.ModRevision(b.layout.Members()), "<", next).WithPrefix(),
 		clientv3.Compare(clientv3.ModRevision(b.layout.DrainedPrefix()), "<", next).WithPrefix(),
+		clientv3.Compare(clientv3.ModRevision(b.layout.Spec()), "=", pl.specRev),
 	}
 	rec := keys.BalancePassRecord{Rev: pl.Rev, Term: term.Token().Epoch, Time: now.UTC(), Moves: make([]keys.BalanceMove, 0, len(pl.Moves)),
 		Before: pl.Before, After: pl.After, Upper: b.cfg.Upper, Lower: b.cfg.Lower, Budget: b.cfg.Budget, Cooldown: b.cfg.Cooldown}
@@ -349,16 +371,26 @@ func (b *Balancer) Run(ctx context.Context, e *election.Election) error {
 	}
 }
 
-// lead runs passes while term stands.
+// lead runs passes while term stands. It logs when passes pause for a
+// resize of the partition count and when they resume.
 func (b *Balancer) lead(ctx context.Context, term *election.Term) {
 	tctx := term.Context()
 	var pause pause
+	resizing := ""
 	for {
 		if !clock.Sleep(tctx, b.cfg.Clock, b.cfg.Interval) || ctx.Err() != nil {
 			return
 		}
 		pl, err := b.Plan(tctx)
 		if err == nil {
+			if pl.Resizing != resizing {
+				if pl.Resizing != "" {
+					b.cfg.Logger.Info("balance passes paused: a resize of the partition count is in progress", "resize", pl.Resizing)
+				} else {
+					b.cfg.Logger.Info("balance passes resumed: the resize of the partition count ended", "resize", resizing)
+				}
+				resizing = pl.Resizing
+			}
 			err = b.Apply(tctx, term, pl)
 		}
 		b.paused(&pause, pl, err)

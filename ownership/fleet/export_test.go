@@ -33,3 +33,28 @@ func SetReaderKV(o *Observer, kv clientv3.KV) { o.reader.KV = kv }
 
 // Check is Action.check.
 func (a Action) Check(needReason bool) error { return a.check(needReason) }
+
+// LookupAt is Operator.Lookup of each key on the fleet as etcd held it at
+// rev, read once.
+func LookupAt(ctx context.Context, o *Operator, keys []string, rev int64) ([]PartitionStatus, error) {
+	v, err := o.viewAt(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PartitionStatus, len(keys))
+	for i, key := range keys {
+		out[i] = v.partition(v.fleet.Shape.Of(key))
+	}
+	return out, nil
+}
+
+// ResizeStopping returns opts with the driver's test hook: stop is called
+// after each step that wrote (a step's name: "start", "abort", "moving"),
+// and false stops the driver there with ErrResizeStopped.
+func ResizeStopping(opts ResizeOptions, stop func(step string) bool) ResizeOptions {
+	opts.step = stop
+	return opts
+}
+
+// ErrResizeStopped is what a driver stopped by its test hook returns.
+var ErrResizeStopped = errStopped

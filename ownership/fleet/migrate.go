@@ -129,6 +129,10 @@ func (o *Operator) MigrateAlgorithm(ctx context.Context, m Migration, a Action) 
 	if v.migration != nil && ring.Algorithm(v.migration.Target) != m.Target {
 		return Migration{}, fmt.Errorf("%w: a migration to %v runs (abort it first)", ErrInvalidConfig, ring.Algorithm(v.migration.Target))
 	}
+	if rs := v.stored.Resize; rs != nil {
+		return Migration{}, fmt.Errorf("%w: resize %s of the partition count, %d -> %d, is in progress (finish or abort it first)",
+			ErrResizeInProgress, rs.ID, rs.From, rs.To)
+	}
 	if m.DryRun {
 		return v.dryRun(m)
 	}

@@ -75,6 +75,7 @@ type Observer struct {
 // checks tokens against.
 type table struct {
 	rev    int64
+	shape  *fleetview.Shape // the rule of key -> partition
 	routes []Route
 	claims claimEpochs
 }
@@ -126,10 +127,19 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 // uses in the fleet layout names: the spec's, if rc agrees with it; rc, if
 // the fleet has no spec yet and rc sets its algorithm.
 func specRing(ctx context.Context, kv FleetClient, layout keys.Layout, rc ring.Config) (ring.Config, error) {
-	spec, err := ReadSpec(ctx, kv, layout.Prefix())
+	resp, err := kv.Get(ctx, layout.Spec())
+	if err != nil {
+		return ring.Config{}, fmt.Errorf("fleet: read the fleet's spec: %w", err)
+	}
+	var spec fleetview.Spec
+	if len(resp.Kvs) == 0 {
+		err = fmt.Errorf("%w at %s", ErrNoSpec, layout.Spec())
+	} else {
+		spec, err = fleetview.DecodeStored(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	}
 	switch {
 	case err == nil:
-		if err := spec.CompareConfig(rc); err != nil {
+		if err := fleetview.CompareSpec(spec, rc); err != nil {
 			return ring.Config{}, fmt.Errorf("fleet: observe %s: %w", layout.Prefix(), err)
 		}
 		return spec.Config(), nil
@@ -171,7 +181,7 @@ func (o *Observer) run(ctx context.Context, rev int64) {
 // route rule (fleetview.State.Route), and publishes it.
 func (o *Observer) publish() {
 	f := o.fleet
-	t := &table{rev: f.Rev, routes: make([]Route, len(f.Claims)), claims: o.claimEpochs()}
+	t := &table{rev: f.Rev, shape: f.Shape, routes: make([]Route, f.Shape.Max()), claims: o.claimEpochs()}
 	for p := range t.routes {
 		t.routes[p] = routeOf(f.Route(p))
 	}
@@ -198,7 +208,7 @@ func (o *Observer) LookupPartition(p int) Route {
 // does not allocate.
 func (o *Observer) Lookup(key string) Route {
 	t := o.table.Load()
-	return t.routes[ring.PartitionOf(key, len(t.routes))]
+	return t.routes[t.shape.Of(key)]
 }
 
 // Revision returns the etcd revision of the Observer's view of the fleet.

@@ -171,14 +171,18 @@ type view struct {
 }
 
 // view reads the fleet at one revision.
-func (o *Operator) view(ctx context.Context) (*view, error) {
+func (o *Operator) view(ctx context.Context) (*view, error) { return o.viewAt(ctx, 0) }
+
+// viewAt reads the fleet at revision rev (0: the latest).
+func (o *Operator) viewAt(ctx context.Context, rev int64) (*view, error) {
+	at := clientv3.WithRev(rev)
 	resp, err := o.kv.Txn(ctx).Then(
-		clientv3.OpGet(o.layout.Spec()),
-		clientv3.OpGet(o.layout.Members(), clientv3.WithPrefix()),
-		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix()),
-		clientv3.OpGet(o.layout.DrainedPrefix(), clientv3.WithPrefix()),
-		clientv3.OpGet(o.layout.Placements(), clientv3.WithPrefix()),
-		clientv3.OpGet(o.layout.Migration()),
+		clientv3.OpGet(o.layout.Spec(), at),
+		clientv3.OpGet(o.layout.Members(), clientv3.WithPrefix(), at),
+		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix(), at),
+		clientv3.OpGet(o.layout.DrainedPrefix(), clientv3.WithPrefix(), at),
+		clientv3.OpGet(o.layout.Placements(), clientv3.WithPrefix(), at),
+		clientv3.OpGet(o.layout.Migration(), at),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("fleet: read the fleet: %w", err)
@@ -197,7 +201,7 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 	spec := stored.Spec
 	log := hclog.NewNullLogger()
 	r := &fleetview.Reader{Layout: o.layout, Partitions: spec.Partitions, Log: log}
-	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3), kvs(4))
+	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3), kvs(4), kvs(0)[0])
 	lst.Spec = stored
 	v := &view{rev: lst.Rev, spec: spec, stored: stored, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]Mark)}
 	v.fleet.Apply(fleetview.Update{Listing: lst})
@@ -219,8 +223,15 @@ func (o *Operator) view(ctx context.Context) (*view, error) {
 func (v *view) partition(p int) PartitionStatus {
 	f := v.fleet
 	s := PartitionStatus{Partition: p}
-	s.Next, _ = f.Ring.Owner(p)
-	if ringOwner, _ := f.Ring.RingOwner(p); s.Next != ringOwner { // a placement chose the owner
+	s.Next, _ = f.Owner(p)
+	r := f.Ring
+	if f.Shape.Target(p) {
+		r = f.TargetRing
+	}
+	if !f.Shape.Active(p) {
+		s.Next = ""
+	}
+	if ringOwner, _ := r.RingOwner(p); s.Next != "" && s.Next != ringOwner { // a placement chose the owner
 		s.Placed = f.Placements[p].Origin
 	}
 	if c := f.Claims[p]; c.Epoch != 0 {
@@ -294,7 +305,7 @@ func (o *Operator) Lookup(ctx context.Context, key string) (PartitionStatus, err
 	if err != nil {
 		return PartitionStatus{}, err
 	}
-	return v.partition(ring.PartitionOf(key, v.fleet.Ring.Partitions())), nil
+	return v.partition(v.fleet.Shape.Of(key)), nil
 }
 
 // LeaderStatus is one election as an Operator sees it.

@@ -23,6 +23,9 @@ type claimEpochs struct {
 // claimEpochs records the fleet's current claims in o.highest and returns
 // both, for a new table. It runs where publish does.
 func (o *Observer) claimEpochs() claimEpochs {
+	if n := len(o.fleet.Claims); n > len(o.highest) {
+		o.highest = append(o.highest, make([]int64, n-len(o.highest))...)
+	}
 	ce := claimEpochs{current: make([]int64, len(o.fleet.Claims)), highest: make([]int64, len(o.fleet.Claims))}
 	for p, c := range o.fleet.Claims {
 		ce.current[p] = c.Epoch

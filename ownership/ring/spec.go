@@ -48,6 +48,10 @@ type SpecMismatchError struct {
 	// Fleet is the spec stored in etcd; Local is the one this process was
 	// configured with.
 	Fleet, Local Spec
+	// ResizingTo is the partition count a resize in progress moves the
+	// fleet to (0: none); Fleet.Partitions is then the count it started
+	// from.
+	ResizingTo int
 }
 
 // Error implements error.
@@ -60,6 +64,13 @@ func (e *SpecMismatchError) Error() string {
 		local, fleet = fmt.Sprint(e.Local.LoadFactor), fmt.Sprint(e.Fleet.LoadFactor)
 	default:
 		local, fleet = e.Local.RingAlgorithm.String(), e.Fleet.RingAlgorithm.String()
+	}
+	if e.Field == "partitions" {
+		if e.ResizingTo != 0 {
+			fleet += ", resizing to " + strconv.Itoa(e.ResizingTo)
+		}
+		return "ring: configuration contradicts the fleet's spec: partitions " + local + " here, " + fleet +
+			" in the fleet (the partition count changes only by a resize of it; configure the fleet's count, or adopt the fleet's spec)"
 	}
 	return "ring: configuration contradicts the fleet's spec: " + e.Field + " " + local +
 		" here, " + fleet + " in the fleet (a node never changes the fleet's spec: leave the algorithm unset to use the fleet's, " +
