@@ -102,6 +102,9 @@ func epoch(e int64) string {
 }
 
 func cmdSpec(g *globals, args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "resize" {
+		return cmdResize(g, args[1:], out)
+	}
 	if err := noArgs("spec", g, args); err != nil {
 		return err
 	}

@@ -1,8 +1,9 @@
 // Command tenurectl is the operator's CLI of a tenure fleet: it shows the
 // fleet's spec, members, partitions, leaders and health, and takes the
 // audited operator actions (force release, drain, undrain, pin, unpin,
-// suspending and resuming the balancer) through fleet.Operator, and plans a
-// dry run of the balancer's next pass, against a real etcd.
+// suspending and resuming the balancer, resizing the partition count)
+// through fleet.Operator, and plans a dry run of the balancer's next pass
+// and of a resize, against a real etcd.
 //
 // Usage:
 //
@@ -41,6 +42,17 @@ Usage:
 Commands:
   fleets                            the fleets under /tenure/: cluster name, partitions
   spec                              the fleet's spec (partitions, load factor, ring algorithm)
+  spec resize --partitions N --reason R [--budget B] [--dry-run] [--actor A]
+                                    change the partition count while the fleet serves: N is
+                                    the count times or divided by a power of two; groups move
+                                    as planned moves, at most B (default 8) at once; logs each
+                                    step on stderr and returns once the spec records N (give
+                                    a --timeout long enough; stopped, run it again to resume);
+                                    --dry-run: the groups, partition moves and steps, unchanged
+  spec resize status                the resize in progress: counts, groups done and moving
+  spec resize abort --reason R [--actor A]
+                                    stop the resize in progress while none of its groups is
+                                    done (else finish it, then resize back); audited
   members                           members: address, lease, TTL left, drained, partitions held
   partitions [--node N]             every partition's owner, epoch, acquire time and ring owner
   owner-of KEY                      the partition, owner and epoch of KEY
@@ -102,6 +114,8 @@ type globals struct {
 	timeout                      time.Duration
 	cluster, prefix              string
 	json                         bool
+
+	stderr io.Writer // where spec resize logs its steps
 }
 
 // register defines the global flags on fs, except those a command has
@@ -133,7 +147,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 
 // run runs the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	g := &globals{endpoints: "127.0.0.1:2379", timeout: 5 * time.Second}
+	g := &globals{endpoints: "127.0.0.1:2379", timeout: 5 * time.Second, stderr: stderr}
 	top := flag.NewFlagSet("tenurectl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)

@@ -74,11 +74,18 @@ var vocabulary = map[string]kind{
 	"before": kNumber, "after": kNumber, "upper": kNumber, "lower": kNumber, "budget": kNumber,
 	"cooldown_seconds": kNumber, "from": kString, "to": kString, "loads": kNumberMap, "config": kObject,
 	"source": kString,
+	// The resize of the partition count: its dry run, a run's report and
+	// its status.
+	"from_partitions": kInt, "to_partitions": kInt, "groups": kInt, "partition_moves": kInt, "steps": kInt,
+	"etcd_writes": kInt, "took_seconds": kNumber, "completed": kBool, "dry_run": kBool,
+	"in_progress": kBool, "started": kTime, "groups_done": kInt, "groups_moving": kInt,
 }
 
 // rareKeys are vocabulary keys TestTenurectlJSONVocabulary need not see:
-// a handoff shows only while a move is in progress.
-var rareKeys = map[string]bool{"handoff": true}
+// a handoff shows only while a move is in progress, and a resize's start
+// only while it is in progress (TestTenurectlResize checks its status
+// then, and its abort's record, against the vocabulary).
+var rareKeys = map[string]bool{"handoff": true, "started": true}
 
 // TestVocabularyRules holds the vocabulary to its own rules: revisions are
 // "revision" or "<what>_revision", never "rev"; durations are numbers of
@@ -302,8 +309,14 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 		out := x.ok(append(args, "--json")...)
 		require.NoError(t, checkVocabulary(out, seen), "tenurectl %s --json:\n%s", strings.Join(args, " "), out)
 		cmd := args[0]
-		if cmd == "balance" {
+		switch {
+		case cmd == "balance":
 			cmd += " " + args[1]
+		case cmd == "spec" && len(args) > 1 && args[1] == "resize":
+			cmd += " resize"
+			if resizeCommands[args[2]] != nil {
+				cmd += " " + args[2]
+			}
 		}
 		ran[cmd] = true
 		return out
@@ -350,15 +363,21 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 	run("placement")
 	run("undrain", "n2")
 	run("unpin", strconv.Itoa(p), "--reason", "tenant cooled")
+	run("spec", "resize", "--partitions", "64", "--reason", "plan", "--dry-run")
+	run("spec", "resize", "--partitions", "64", "--reason", "grow", "--timeout", "60s")
+	run("spec", "resize", "status")
 	run("audit")
 
 	want := slices.Sorted(maps.Keys(commands))
 	for sub := range balanceCommands {
 		want = append(want, "balance "+sub)
 	}
+	want = append(want, "spec resize", "spec resize status")
 	for _, cmd := range want {
 		assert.True(t, ran[cmd] || cmd == "balance", "tenurectl %s --json was not checked against the vocabulary", cmd)
 	}
+	assert.Equal(t, []string{"abort", "status"}, slices.Sorted(maps.Keys(resizeCommands)),
+		"spec resize abort prints an audit record, checked by TestTenurectlResize; a new subcommand is run here")
 	for key := range vocabulary {
 		assert.True(t, seen[key] || rareKeys[key], "no output had %q: a vocabulary key no command prints", key)
 	}
