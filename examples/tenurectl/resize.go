@@ -62,6 +62,8 @@ func resultOf(r fleet.ResizeReport) resizeResult {
 
 func printResize(w io.Writer, r resizeResult) {
 	switch {
+	case r.DryRun && r.ID != "":
+		fmt.Fprintf(w, "resize:\t%s in progress, %d -> %d partitions (dry run: nothing written)\n", r.ID, r.From, r.To)
 	case r.DryRun:
 		fmt.Fprintf(w, "resize:\t%d -> %d partitions (dry run: nothing written)\n", r.From, r.To)
 	case r.From == r.To:
@@ -122,6 +124,17 @@ func resizeRun(g *globals, args []string, out io.Writer) error {
 		return s.stopped(*to)
 	case err != nil:
 		return s.wrap(err)
+	}
+	if *dry && rep.ID != "" {
+		// The report names the resize in progress, or the ID a new one
+		// would take: leave that out, as nothing was written.
+		st, err := s.op.ResizeStatus(s.ctx)
+		if err != nil {
+			return s.wrap(err)
+		}
+		if !st.InProgress || st.ID != rep.ID {
+			rep.ID = ""
+		}
 	}
 	return emit(g, out, resultOf(rep), printResize)
 }
