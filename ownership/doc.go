@@ -171,6 +171,88 @@
 // ring package computes the assignment itself: a pure function of the
 // fleet's spec and its members that are not drained.
 //
+// # Changing the partition count
+//
+// A running fleet changes its partition count from F to T, one of them the
+// other times a power of two, by a resize: fleet.Operator.Resize, which
+// tenurectl spec resize runs. A key's partition under 2P is its partition
+// under P or that plus P, so partitions split into children, or children
+// merge into their parent, and data in the stores stays where it is. The
+// change moves group by group, each group as planned moves. Let
+// small = min(F, T): group s (0 <= s < small) has the source partitions
+// s + i*small (i < F/small) and the target partitions s + i*small
+// (i < T/small); 64 -> 256 splits source 17 into targets 17, 81, 145 and
+// 209, and 256 -> 64 merges those back into 17. The rule every reader
+// applies (a Node's Lookup and Hold, fleet.Observer, router.Client,
+// grpcroute.Conn, tenurectl owner-of): a key of hash h is in group
+// h mod small, and in partition h mod T if its group is done, else
+// h mod F. A partition number shared by a source and a target (17 above)
+// is told apart by its group's state, and its tenures by their epochs.
+//
+// etcd records the whole change, so that whoever drives it can crash at
+// any step and anyone can resume it. The spec records the resize in
+// progress beside the count F (id, target count, who, why, the budget,
+// when), and the resize's keys live under the claim prefix, so that every
+// reader receives them on the watch that carries the claims, in revision
+// order with them:
+//
+//	<prefix>claims/resize/<id>/record     the resize in progress
+//	<prefix>claims/resize/<id>/moving/<s> the driver asks group s to move
+//	<prefix>claims/resize/<id>/done/<s>   group s follows the target count
+//
+// The driver writes the resize into the spec, then asks groups to move, at
+// most the budget at once (8 by default), and asks more as groups finish.
+// Each node that holds a source partition of a moving group hands it off
+// like any planned move (admission ends, the work in flight drains,
+// OnReleased with ErrMoved, the claim is deleted), and nobody claims it
+// again. Once no source of the group is claimed, every node that sees so,
+// the holders that released among them, tries the transaction that marks
+// the group done: if the spec is the one it knows, moving/<s> stands,
+// done/<s> does not and every source's claim is absent, it creates
+// done/<s>, deletes moving/<s> and moves the placements: a pin (or the
+// balancer's move) on a parent becomes one on each child; on a merge the
+// target keeps the placement of source s, the one with its number, and
+// those of the other sources are deleted. Its comparisons make it
+// idempotent, and since every node tries it, neither a driver that
+// stopped nor a source holder that crashed (its claim goes with its
+// lease) stalls a group. The ring of T partitions then gives the targets
+// their owners, who claim them. Once every group is done, the driver
+// writes the spec's count T without the resize and deletes the resize's
+// keys, in one transaction that compares the spec.
+//
+// Every claim compares the spec's ModRevision as the node knows it, so a
+// node that has not seen the spec's last change claims nothing, and during
+// a resize its group's state: done/<s> absent for a source partition,
+// present for a target. A group's done key is created after every source
+// claim ended and before any target claim, so every source epoch is below
+// its CreateRevision and every target epoch above. A target's owner, after
+// its claim and before it admits work, advances every Fencer to its own
+// token and also retires each source of its group: it advances
+// fence.PartitionScope(source) to the done key's CreateRevision. The
+// parent's scope is raised to the split's revision before any child
+// serves (the children's scopes before a merged partition serves), so a
+// paused holder of a parent (or of a child, across a merge) is refused at
+// every store whatever key it writes; see the fence package.
+//
+// A node that joins during a resize reads it with the claims and follows
+// the rule. The spec records F until the resize completes and T after: a
+// node started with another Config.Ring.Partitions than the spec records
+// is refused at Join (*ring.SpecMismatchError, field partitions), so after
+// a resize restart nodes with Partitions set to T, or set
+// Config.AdoptSpec, which takes the spec's count whatever it is. Every node
+// must run a build that knows the resize: an older build ignores it.
+//
+// Abort (fleet.Operator.AbortResize, tenurectl spec resize abort) ends a
+// resize none of whose groups is done yet: it deletes its keys and writes
+// the spec without it, in one transaction, and the sources asked to move
+// are claimed again. Once a group is done, finish the resize and resize
+// back. The driver logs one line per step (started, groups asked to move,
+// completed) and audits the start, the completion and an abort; each node
+// logs "resize: group done" for each group it marked done (fields resize,
+// group, from, to, sources, targets, revision) and counts it in
+// tenure_resize_groups_moved_total and
+// tenure_resize_group_duration_seconds.
+//
 // # Operability
 //
 // Metrics are registered with the prometheus.Registerer of Config.Metrics
@@ -199,6 +281,8 @@
 //	tenure_forced_releases_total                counter            claims deleted by someone else while the lease lived (checked with etcd)
 //	tenure_drains_total                         counter            times this node saw itself drained
 //	tenure_callback_queue_length                gauge              callbacks queued for the dispatcher
+//	tenure_resize_groups_moved_total            counter            groups of a resize this node marked done (created the done key, every source's claim ended)
+//	tenure_resize_group_duration_seconds        histogram          those groups: from this node seeing the group's moving key to marking it done (the handoffs included)
 //	tenure_session_*                            (see the election package's Operability section)
 //
 // A ChanCallbacks adapter counts its drops itself (its third result); the
