@@ -283,6 +283,8 @@ func printRecord(w io.Writer, r fleet.AuditRecord) {
 	fmt.Fprintf(w, "action:\t%s\ntarget:\t%s\nactor:\t%s\nreason:\t%s\ntime:\t%s\nrevision:\t%d\n", r.Action, r.Target, r.Actor, dash(r.Reason), stamp(r.Time), r.Revision)
 	if r.Action == fleet.ActionPin || r.Action == fleet.ActionUnpin {
 		fmt.Fprintf(w, "pin node:\t%s\nholder:\t%s\n", dash(r.Node), dash(r.Holder))
+	} else if resizeAction(r.Action) {
+		fmt.Fprintf(w, "partition count:\t%s\n", dash(r.Node))
 	} else if r.Holder != "" {
 		fmt.Fprintf(w, "holder:\t%s\n", r.Holder)
 	}
@@ -368,7 +370,11 @@ func cmdAudit(g *globals, args []string, out io.Writer) error {
 		func(w io.Writer, rs []fleet.AuditRecord) {
 			fmt.Fprintln(w, "TIME\tACTOR\tACTION\tTARGET\tHOLDER\tPIN NODE\tOLD EPOCH\tNEW EPOCH\tREASON")
 			for _, r := range rs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(r.Time), r.Actor, r.Action, r.Target, dash(r.Holder), dash(r.Node),
+				target, node := r.Target, r.Node
+				if resizeAction(r.Action) { // the record's node is the change of count, "from->to"
+					target, node = r.Target+" "+r.Node, ""
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(r.Time), r.Actor, r.Action, target, dash(r.Holder), dash(node),
 					epoch(r.OldEpoch), epoch(r.NewEpoch), dash(r.Reason))
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,6 +30,11 @@ var resizeCommands = map[string]command{
 
 // resizeUsage is spec resize's usage line.
 const resizeUsage = "usage: spec resize --partitions N --reason R [--budget B] [--dry-run] [--actor A] | spec resize status | spec resize abort --reason R [--actor A]"
+
+// resizeAction reports whether an audit record's action is one of a
+// resize ("resize-start", "resize-complete", "resize-abort"), whose node
+// field holds the change of the partition count, "from->to".
+func resizeAction(action string) bool { return strings.HasPrefix(action, "resize-") }
 
 func cmdResize(g *globals, args []string, out io.Writer) error {
 	if len(args) > 0 {

@@ -177,5 +177,8 @@ func TestTenurectlResize(t *testing.T) {
 	}, actions)
 	text = x.ok("audit")
 	assert.Contains(t, text, "resize-abort")
-	assert.Contains(t, text, "32->8")
+	assert.Regexp(t, `resize-complete\s+partitions 32->8\s+-\s+-\s`, text)
+	var b strings.Builder
+	printRecord(&b, recs[1])
+	assert.Contains(t, b.String(), "partition count:\t8->8\n", "the abort's record, as spec resize abort prints it")
 }
