@@ -64,6 +64,11 @@ func (l *loop) claimed(m claimDone) {
 	l.claimAttempt = 0
 	for i, p := range m.batch {
 		if !m.out[i].ok {
+			if m.out[i].kv == nil {
+				// Unclaimed: the node's shape of the fleet was stale.
+				l.awaitShape(m.out[i].seen)
+				continue
+			}
 			l.n.report.claimConflict(p)
 			l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(m.out[i].kv))
 			continue
@@ -72,7 +77,7 @@ func (l *loop) claimed(m claimDone) {
 		// the claim created at rev is ours.
 		l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, m.w.since)), CreateRevision: m.rev, Lease: int64(m.w.lease)}))
 		if l.fleet.Claims[p].Epoch == m.rev {
-			l.adopt(p, m.rev, prepared[i])
+			l.adopt(p, m.rev, prepared[i], m.w.shape)
 		}
 	}
 }
@@ -106,7 +111,12 @@ func (l *loop) resumeClaims() {
 // adopt starts a tenure over p under the claim created at epoch, prepared
 // at prepared (zero if not): its fencers are advanced (fencing.go) before
 // it serves.
-func (l *loop) adopt(p int, epoch int64, prepared time.Time) {
+//
+// claimedIn is the shape the claim was made in (nil if unknown): if the
+// resize of the partition count it was made in has ended since, the
+// partitions it replaced are retired all the same.
+func (l *loop) adopt(p int, epoch int64, prepared time.Time, claimedIn *fleetview.Shape) {
+	m := claimedIn
 	if !l.mine(p) {
 		l.startDelete(p, epoch, nil)
 		return
@@ -114,6 +124,9 @@ func (l *loop) adopt(p int, epoch int64, prepared time.Time) {
 	t := newTenure(l.gen, l.n.slots.at(p), p, epoch, l.n.cfg.Signer)
 	t.prepared = prepared
 	t.retire = retireTokens(l.fleet.Shape, p)
+	if len(t.retire) == 0 && m != nil {
+		t.retire = retireTokens(m, p)
+	}
 	l.transition(p, &record{phase: phaseFencing, t: t}, 0)
 	if len(l.n.cfg.Fencers) == 0 {
 		l.startServing(t)

@@ -72,26 +72,20 @@ func (n *Node) advanceOne(i int, f fence.Fencer, t *tenure) error {
 }
 
 // retireTokens returns the tokens that retire the partitions a tenure over
-// p replaces: during a resize of the partition count, for a target
-// partition of a done group, each source partition's scope at the
-// revision of the group's done key. Every token of a source has an epoch
-// below it (its claims precede the done key, which no source claim can
-// follow), and every target's epoch is above it, so advancing a source's
-// scope to it refuses the source's holders and never a target's (a source
-// and a target may share a partition number, hence a scope).
+// p replaces in a resize of the partition count (Shape.Replaced): each
+// replaced partition's scope at the revision of the change. Every token of
+// a replaced partition has an epoch below it and every tenure of p one
+// above it, so advancing a replaced scope to it refuses the old holders
+// and never a new one (a source and a target may share a partition
+// number, hence a scope).
 func retireTokens(s *fleetview.Shape, p int) []fence.Token {
-	if !s.Target(p) {
-		return nil
-	}
-	g := s.Group(p)
-	rev := s.Done[g]
+	ps, rev := s.Replaced(p)
 	if rev == 0 {
 		return nil
 	}
-	srcs := s.Sources(g)
-	out := make([]fence.Token, 0, len(srcs))
-	for _, src := range srcs {
-		out = append(out, fence.Token{Scope: fence.PartitionScope(src), Epoch: rev})
+	out := make([]fence.Token, 0, len(ps))
+	for _, q := range ps {
+		out = append(out, fence.Token{Scope: fence.PartitionScope(q), Epoch: rev})
 	}
 	return out
 }
@@ -134,27 +128,23 @@ func (n *Node) advanceTogether(ctx context.Context, ts []*tenure) []error {
 			n.advanceParallel(i, f, ts, todo, errs)
 			continue
 		}
-		defer func() {
-			for _, j := range todo {
-				if errs[j] == nil {
-					errs[j] = retire(ts[j].ctx, i, f, ts[j])
-				}
-			}
-		}()
 		toks := make([]fence.Token, len(todo))
 		for k, j := range todo {
 			toks[k] = ts[j].token
 		}
-		err := all.AdvanceAll(ctx, toks)
-		if err == nil {
-			continue
+		if err := all.AdvanceAll(ctx, toks); err != nil {
+			stale := staleTokens(err)
+			for _, j := range todo {
+				if se, ok := stale[ts[j].token]; ok {
+					errs[j] = fmt.Errorf("fencer %d: %w", i, se)
+				} else if len(stale) == 0 {
+					errs[j] = fmt.Errorf("fencer %d: advance %d tokens: %w", i, len(toks), err)
+				}
+			}
 		}
-		stale := staleTokens(err)
 		for _, j := range todo {
-			if se, ok := stale[ts[j].token]; ok {
-				errs[j] = fmt.Errorf("fencer %d: %w", i, se)
-			} else if len(stale) == 0 {
-				errs[j] = fmt.Errorf("fencer %d: advance %d tokens: %w", i, len(toks), err)
+			if errs[j] == nil {
+				errs[j] = retire(ts[j].ctx, i, f, ts[j])
 			}
 		}
 	}

@@ -54,6 +54,9 @@ type loop struct {
 	// (resize.go).
 	groupsInFlight map[int]bool
 	movingSeen     map[int]time.Time // by moving group: when this node first saw its moving key
+	// shapeWait is a revision this node's view must reach before it
+	// claims: a claim found the fleet's shape changed there (awaitShape).
+	shapeWait int64
 
 	closing        bool
 	memberDeleting bool
@@ -134,6 +137,7 @@ func (l *loop) apply(u fleetview.Update) {
 	l.n.report.fleetChanging(l, u)
 	l.fleet.Apply(u)
 	l.n.slots.grow(len(l.fleet.Claims))
+	l.n.load.Grow(len(l.fleet.Claims))
 	if me, ok := l.fleet.Members[l.n.id]; !l.closing && (!ok || me.Lease != l.gen.lease) {
 		l.memberGone = true
 	}

@@ -127,11 +127,11 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		}),
 		groupsMoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Subsystem: "resize", Name: "groups_moved_total",
-			Help: "Groups of a resize of the partition count that this node marked done (its transaction created the group's done key, after every source partition's claim had ended).",
+			Help: "Groups of a resize of the partition count that this node moved: marked done (after every source partition's claim had ended) or, while the resize aborts, moved back (after every target's claim had ended).",
 		}),
 		groupMove: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: "resize", Name: "group_duration_seconds",
-			Help:    "Groups of a resize of the partition count that this node marked done: time from this node seeing the group's moving key to its transaction marking the group done (the sources' handoffs included).",
+			Help:    "Groups of a resize of the partition count that this node moved: time from this node seeing the group's moving key to its transaction moving the group (the handoffs of the partitions that end included).",
 			Buckets: handoffBuckets,
 		}),
 	}
@@ -199,14 +199,12 @@ func (d *dispatcher) pending() int {
 	return len(d.queue)
 }
 
-// groupMoved counts a resize group this node marked done, d after it saw
-// the group's moving key (d < 0: not seen).
+// groupMoved counts a resize group this node moved, d after it saw the
+// group's moving key.
 func (m *nodeMetrics) groupMoved(d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.groupsMoved.Inc()
-	if d >= 0 {
-		m.groupMove.Observe(d.Seconds())
-	}
+	m.groupMove.Observe(d.Seconds())
 }

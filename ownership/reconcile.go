@@ -15,7 +15,7 @@ func (l *loop) mine(p int) bool {
 // say: claim what is mine and free, hand off what is no longer mine.
 func (l *loop) reconcile() {
 	var toClaim []int
-	canClaim := !l.claimHold && !l.resyncing && l.lost == nil
+	canClaim := !l.claimHold && !l.resyncing && l.lost == nil && l.fleet.Rev >= l.shapeWait
 	canPrepare := l.n.prepares() && !l.closing && !l.resyncing && l.lost == nil
 	l.started = nil
 	for p := range l.n.slots.len() {
@@ -27,7 +27,7 @@ func (l *loop) reconcile() {
 			case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease:
 				// Ours, without a tenure: a claim transaction whose
 				// response was lost but which committed.
-				l.adopt(p, c.Epoch, time.Time{})
+				l.adopt(p, c.Epoch, time.Time{}, nil)
 			case c.Epoch != 0 && c.Owner == l.n.id:
 				// Left by an earlier session of this node, whose work has
 				// been cancelled.

@@ -290,8 +290,8 @@ func (o *report) fencerFailed(t *tenure, err error) {
 	}
 }
 
-// groupMoved counts a group of a resize this node marked done, d after it
-// saw its moving key (d < 0: not seen).
+// groupMoved counts a group of a resize this node moved (marked done, or
+// moved back), d after it saw its moving key.
 func (o *report) groupMoved(d time.Duration) { o.m.groupMoved(d) }
 
 // claimConflict counts a claim of p that another node's claim beat.

@@ -10,19 +10,24 @@ import (
 )
 
 // A resize of the partition count (fleet.Operator.Resize) moves its groups
-// as planned moves: the holders of a moving group's source partitions hand
-// them off and nobody claims them again (Shape.Leaving), and once none of
-// them is claimed any node that sees so marks the group done (groupTxn),
-// after which its target partitions are claimed by the ring of the target
-// count. Every node tries the transaction, the holders that released the
-// sources among them, so that neither a driver that stopped nor a source
-// holder that crashed stalls a group; its comparisons make it idempotent.
+// as planned moves: the holders of a moving group's active partitions (its
+// sources; its targets when an aborting resize moves it back) hand them
+// off and nobody claims them again (Shape.Leaving), and once none of them
+// is claimed any node that sees so changes the group's phase (phaseTxn),
+// after which the other side is claimed by the ring of its count. Every
+// node tries the transaction, the holders that released among them, so
+// that neither a driver that stopped nor a holder that crashed stalls a
+// group; its comparisons make it idempotent. The first holder of the new
+// side that has retired the replaced partitions at every fencer marks the
+// group fenced (fencedTxn), which the resize waits for before it ends.
 
-// moveGroups starts the done transaction of every moving group whose
-// source partitions are all unclaimed, as this node knows the claims.
+// moveGroups starts the phase transaction of every moving group whose
+// active partitions are all unclaimed, and the fenced transaction of every
+// group this node has retired the replaced partitions of, as this node
+// knows the claims.
 func (l *loop) moveGroups() {
 	s := l.fleet.Shape
-	if s.Resize == nil || s.Resize.Aborting || l.resyncing || l.lost != nil {
+	if s.Resize == nil || l.resyncing || l.lost != nil {
 		clear(l.movingSeen)
 		return
 	}
@@ -35,64 +40,120 @@ func (l *loop) moveGroups() {
 		if _, ok := l.movingSeen[g]; !ok {
 			l.movingSeen[g] = l.n.clock.Now()
 		}
-		if s.IsDone(g) || l.groupsInFlight[g] {
-			continue
+		ended := s.Sources(g)
+		if s.Aborting() {
+			ended = s.Targets(g)
 		}
-		free := true
-		for _, p := range s.Sources(g) {
-			if p < len(l.fleet.Claims) && l.fleet.Claims[p].Epoch != 0 || l.rec(p).phase != phaseIdle {
-				free = false
-				break
-			}
-		}
-		if !free {
+		if s.IsDone(g) != s.Aborting() || l.groupsInFlight[g] || !l.unclaimed(ended) {
 			continue
 		}
 		l.groupsInFlight[g] = true
-		n, gen, ops := l.n, l.gen, l.groupOps(s, g)
-		n.spawn(func() {
-			ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
-			defer cancel()
-			resp, err := n.cli.Txn(ctx).If(ops.cmps...).Then(ops.then...).Commit()
-			m := groupDone{shape: s, g: g, err: err}
-			if err == nil {
-				m.ok, m.rev = resp.Succeeded, resp.Header.Revision
-			}
-			n.post(gen, m)
-		})
+		l.runGroupTxn(s, g, l.phaseOps(s, g), l.movingSeen[g], false)
+	}
+	l.markFenced(s)
+}
+
+// unclaimed reports whether none of ps is claimed or held by this node.
+func (l *loop) unclaimed(ps []int) bool {
+	for _, p := range ps {
+		if p < len(l.fleet.Claims) && l.fleet.Claims[p].Epoch != 0 || l.rec(p).phase != phaseIdle {
+			return false
+		}
+	}
+	return true
+}
+
+// markFenced starts the fenced transaction of each group of s that
+// changed phase, is not marked fenced, and has a partition this node
+// serves under a tenure that retired the group's replaced partitions at
+// the group's current change.
+func (l *loop) markFenced(s *fleetview.Shape) {
+	for p := range l.n.slots.len() {
+		rec := l.rec(p)
+		if !rec.served() || len(rec.t.retire) == 0 {
+			continue
+		}
+		g := s.Group(p)
+		_, rev := s.Replaced(p)
+		if rev == 0 || rec.t.retire[0].Epoch != rev || s.Fenced[g] || l.groupsInFlight[g] {
+			continue
+		}
+		l.groupsInFlight[g] = true
+		l.runGroupTxn(s, g, l.fencedOps(s, g, rev), time.Time{}, true)
 	}
 }
 
-// groupTxn is the transaction that marks a group done.
+// runGroupTxn runs the transaction t of group g, whose moving key this
+// node saw at seen, and posts its result.
+func (l *loop) runGroupTxn(s *fleetview.Shape, g int, t groupTxn, seen time.Time, fenced bool) {
+	n, gen := l.n, l.gen
+	n.spawn(func() {
+		ctx, cancel := n.withTimeout(gen.ctx, gen.sess.TTL())
+		defer cancel()
+		resp, err := n.cli.Txn(ctx).If(t.cmps...).Then(t.then...).Commit()
+		m := groupDone{shape: s, g: g, seen: seen, fenced: fenced, err: err}
+		if err == nil {
+			m.ok, m.rev = resp.Succeeded, resp.Header.Revision
+		}
+		n.post(gen, m)
+	})
+}
+
+// groupTxn is a transaction on a group of a resize.
 type groupTxn struct {
 	cmps []clientv3.Cmp
 	then []clientv3.Op
 }
 
-// groupOps returns the transaction that marks group g of s's resize done:
-// if the spec is still s's (the resize is the one in progress), g's moving
-// key stands, its done key does not, and none of its source partitions is
-// claimed, it creates the done key, deletes the moving key and moves the
-// placements: a split's children each take the parent's placement (a pin
-// on a parent becomes a pin on each child), and a merge's target keeps
-// the placement of the source with its number while those of the other
-// sources are deleted. Each placement it reads is compared at the
-// revision this node knows, so that a pin changed meanwhile fails it.
-func (l *loop) groupOps(s *fleetview.Shape, g int) groupTxn {
+// fencedOps returns the transaction that marks group g fenced: if the
+// spec is still s's and g's current change is the one at rev, it creates
+// g's fenced key.
+func (l *loop) fencedOps(s *fleetview.Shape, g int, rev int64) groupTxn {
 	lay, id := l.n.layout, s.Resize.ID
-	t := groupTxn{
+	change := lay.ResizeDone(id, g)
+	if s.Aborting() && !s.IsDone(g) {
+		change = lay.ResizeBack(id, g)
+	}
+	return groupTxn{
 		cmps: []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(lay.Spec()), "=", s.SpecRev),
-			clientv3.Compare(clientv3.CreateRevision(lay.ResizeMoving(id, g)), ">", 0),
-			clientv3.Compare(clientv3.CreateRevision(lay.ResizeDone(id, g)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(change), "=", rev),
+			clientv3.Compare(clientv3.CreateRevision(lay.ResizeFenced(id, g)), "=", 0),
 		},
-		then: []clientv3.Op{
-			clientv3.OpPut(lay.ResizeDone(id, g), ""),
-			clientv3.OpDelete(lay.ResizeMoving(id, g)),
-		},
+		then: []clientv3.Op{clientv3.OpPut(lay.ResizeFenced(id, g), "")},
 	}
-	srcs, tgts := s.Sources(g), s.Targets(g)
-	for _, p := range srcs {
+}
+
+// phaseOps returns the transaction that changes group g's phase. Moving
+// forward: if the spec is still s's (the resize is the one in progress),
+// g's moving key stands, its done key does not, and none of its sources
+// is claimed, it creates the done key and deletes the moving key. Moving
+// back (an aborting resize): if the spec is still s's, g's moving and done
+// keys stand and none of its targets is claimed, it deletes the done,
+// moving and fenced keys and creates the back key. Either way it moves
+// the placements from the partitions that end to those that begin: a
+// split's children each take the parent's placement (a pin on a parent
+// becomes a pin on each child), and a merge keeps the placement of the
+// partition whose number the merged one has while the others' are
+// deleted. Each placement it reads is compared at the revision this node
+// knows, so that a pin changed meanwhile fails it.
+func (l *loop) phaseOps(s *fleetview.Shape, g int) groupTxn {
+	lay, id := l.n.layout, s.Resize.ID
+	t := groupTxn{cmps: []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(lay.Spec()), "=", s.SpecRev),
+		clientv3.Compare(clientv3.CreateRevision(lay.ResizeMoving(id, g)), ">", 0),
+	}}
+	ended, begun := s.Sources(g), s.Targets(g)
+	if s.Aborting() {
+		ended, begun = begun, ended
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(lay.ResizeDone(id, g)), ">", 0))
+		t.then = append(t.then, clientv3.OpDelete(lay.ResizeDone(id, g)), clientv3.OpDelete(lay.ResizeMoving(id, g)),
+			clientv3.OpDelete(lay.ResizeFenced(id, g)), clientv3.OpPut(lay.ResizeBack(id, g), ""))
+	} else {
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(lay.ResizeDone(id, g)), "=", 0))
+		t.then = append(t.then, clientv3.OpPut(lay.ResizeDone(id, g), ""), clientv3.OpDelete(lay.ResizeMoving(id, g)))
+	}
+	for _, p := range ended {
 		t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(lay.Claim(p)), "=", 0))
 	}
 	place := func(p int) (fleetview.Placement, bool) {
@@ -100,10 +161,10 @@ func (l *loop) groupOps(s *fleetview.Shape, g int) groupTxn {
 		t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(lay.Placement(p)), "=", pl.ModRev))
 		return pl, ok
 	}
-	if len(srcs) == 1 { // a split
-		parent, ok := place(srcs[0])
-		for _, c := range tgts {
-			if c == srcs[0] {
+	if len(ended) == 1 { // a split: every partition begun takes the one's placement
+		parent, ok := place(g)
+		for _, c := range begun {
+			if c == g {
 				continue
 			}
 			if _, had := place(c); ok {
@@ -114,8 +175,8 @@ func (l *loop) groupOps(s *fleetview.Shape, g int) groupTxn {
 		}
 		return t
 	}
-	for _, p := range srcs { // a merge into tgts[0] == g
-		if p == tgts[0] {
+	for _, p := range ended { // a merge into g
+		if p == g {
 			continue
 		}
 		if _, had := place(p); had {
@@ -125,36 +186,65 @@ func (l *loop) groupOps(s *fleetview.Shape, g int) groupTxn {
 	return t
 }
 
-// groupDone is the result of a group's done transaction.
+// groupDone is the result of a group's transaction.
 type groupDone struct {
-	shape *fleetview.Shape
-	g     int
-	ok    bool
-	rev   int64
-	err   error
+	shape  *fleetview.Shape
+	g      int
+	seen   time.Time // when this node saw the group's moving key
+	fenced bool      // the fenced transaction, else the phase one
+	ok     bool
+	rev    int64
+	err    error
 }
 
 func (m groupDone) deliver(l *loop) { l.groupMoved(m) }
 
-// groupMoved handles the result of a done transaction: a group this node
-// marked done is counted and logged; a failed comparison (another node
-// marked it first, a source claimed, a placement changed) needs nothing:
-// the watch brings the change, and the next reconciliation tries again
-// if the group is still to move.
+// groupMoved handles the result of a group's transaction: a phase change
+// this node made is counted and logged; a failed comparison (another node
+// made it first, a partition claimed, a placement changed) needs nothing:
+// the watch brings the change, and the next reconciliation tries again if
+// the group is still to move.
 func (l *loop) groupMoved(m groupDone) {
 	delete(l.groupsInFlight, m.g)
 	l.dirty = true
 	rs := m.shape.Resize
 	switch {
 	case m.err != nil:
-		l.n.log.Warn("resize: mark group done", "resize", rs.ID, "group", m.g, "error", m.err)
+		l.n.log.Warn("resize: group transaction", "resize", rs.ID, "group", m.g, "fenced", m.fenced, "error", m.err)
+	case m.ok && m.fenced:
+		l.n.log.Info("resize: group fenced", "resize", rs.ID, "group", m.g, "revision", m.rev)
 	case m.ok:
-		d := time.Duration(-1)
-		if at, ok := l.movingSeen[m.g]; ok {
-			d = l.n.clock.Since(at)
+		l.n.report.groupMoved(l.n.clock.Since(m.seen))
+		ended, begun := m.shape.Sources(m.g), m.shape.Targets(m.g)
+		step := "resize: group done"
+		if m.shape.Aborting() {
+			ended, begun, step = begun, ended, "resize: group moved back"
 		}
-		l.n.report.groupMoved(d)
-		l.n.log.Info("resize: group done", "resize", rs.ID, "group", m.g, "from", rs.From, "to", rs.To,
-			"sources", partitionRanges(m.shape.Sources(m.g)), "targets", partitionRanges(m.shape.Targets(m.g)), "revision", m.rev)
+		l.n.log.Info(step, "resize", rs.ID, "group", m.g, "from", rs.From, "to", rs.To,
+			"ended", partitionRanges(ended), "begun", partitionRanges(begun), "revision", m.rev)
+	}
+}
+
+// awaitShape holds this node's claims until its view of the fleet reaches
+// rev, the revision of a change of the fleet's shape that a claim found
+// (claimTxn): claiming before would fail again. If the watch has not
+// brought it after a backoff (a spec written by other means than a resize
+// is not watched), claims resume all the same.
+func (l *loop) awaitShape(rev int64) {
+	if rev <= l.fleet.Rev || rev <= l.shapeWait {
+		return
+	}
+	l.shapeWait = rev
+	l.n.after(l.gen, backoff(0), shapeWaitOver{rev: rev})
+}
+
+// shapeWaitOver ends the wait of awaitShape for rev, if it still waits.
+type shapeWaitOver struct{ rev int64 }
+
+func (m shapeWaitOver) deliver(l *loop) {
+	if l.shapeWait == m.rev && l.fleet.Rev < m.rev {
+		l.n.log.Warn("resize: the fleet's shape changed at a revision the watch has not brought; claiming again", "revision", m.rev, "seen", l.fleet.Rev)
+		l.shapeWait = 0
+		l.dirty = true
 	}
 }

@@ -13,10 +13,12 @@ import (
 )
 
 // outcome is the result of one conditional operation of a batch: whether its
-// condition held, and else the claim key as it was.
+// condition held, and else the claim key as it was and (a claim's) the
+// highest revision among the shape keys it compared (see claimTxn).
 type outcome struct {
-	ok bool
-	kv *mvccpb.KeyValue
+	ok   bool
+	kv   *mvccpb.KeyValue
+	seen int64
 }
 
 // claimWrite is what a claim transaction wrote: the lease and the
@@ -60,18 +62,23 @@ func (n *Node) claimTxn(ctx context.Context, w claimWrite, ps []int) (int64, []o
 	for i, p := range ps {
 		k := n.layout.Claim(p)
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
+		orElse := []clientv3.Op{clientv3.OpGet(k)}
 		if s := w.shape; s != nil && s.SpecRev != 0 {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(n.layout.Spec()), "=", s.SpecRev))
+			orElse = append(orElse, clientv3.OpGet(n.layout.Spec(), clientv3.WithKeysOnly()))
 			if s.Resize != nil {
-				done := n.layout.ResizeDone(s.Resize.ID, s.Group(p))
+				id, g := s.Resize.ID, s.Group(p)
+				done := n.layout.ResizeDone(id, g)
 				if s.Target(p) {
 					cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(done), ">", 0))
 				} else {
 					cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(done), "=", 0))
 				}
+				orElse = append(orElse, clientv3.OpGet(done, clientv3.WithKeysOnly()),
+					clientv3.OpGet(n.layout.ResizeBack(id, g), clientv3.WithKeysOnly()))
 			}
 		}
-		ops[i] = clientv3.OpTxn(cmps, []clientv3.Op{clientv3.OpPut(k, val, clientv3.WithLease(w.lease))}, []clientv3.Op{clientv3.OpGet(k)})
+		ops[i] = clientv3.OpTxn(cmps, []clientv3.Op{clientv3.OpPut(k, val, clientv3.WithLease(w.lease))}, orElse)
 	}
 	return n.batchTxn(ctx, ops)
 }
@@ -114,9 +121,18 @@ func (n *Node) batchTxn(ctx context.Context, ops []clientv3.Op) (int64, []outcom
 			return 0, nil, fmt.Errorf("ownership: transaction response %d is not a transaction", i)
 		}
 		out[i].ok = tr.Succeeded
-		if !tr.Succeeded && len(tr.Responses) > 0 {
-			if rr := tr.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+		if tr.Succeeded {
+			continue
+		}
+		for j, r := range tr.Responses {
+			rr := r.GetResponseRange()
+			if rr == nil || len(rr.Kvs) == 0 {
+				continue
+			}
+			if j == 0 {
 				out[i].kv = rr.Kvs[0]
+			} else {
+				out[i].seen = max(out[i].seen, rr.Kvs[0].ModRevision)
 			}
 		}
 	}

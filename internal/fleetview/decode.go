@@ -229,11 +229,16 @@ func (r *Reader) shape(spec *mvccpb.KeyValue, claims []*mvccpb.KeyValue) *Shape 
 		s.index()
 		return s
 	}
-	s.Resize, s.Done, s.Moving = recs[0], map[int]int64{}, map[int]bool{}
+	s.Resize, s.Done, s.Moving, s.Back, s.Fenced = recs[0], map[int]int64{}, map[int]bool{}, map[int]int64{}, map[int]bool{}
 	for _, rk := range groups[s.Resize.ID] {
-		if rk.Moving {
+		switch {
+		case rk.Moving:
 			s.Moving[rk.Group] = true
-		} else {
+		case rk.Back:
+			s.Back[rk.Group] = revs[rk]
+		case rk.Fenced:
+			s.Fenced[rk.Group] = true
+		default:
 			s.Done[rk.Group] = revs[rk]
 		}
 	}

@@ -199,7 +199,7 @@ func (r *Reader) Decode(rev int64, members, claims, drained, placements []*mvccp
 		}
 	}
 	for _, kv := range placements {
-		if p, pl, ok := r.placement(kv); ok {
+		if p, pl, ok := r.placement(kv); ok && p < shape.Max() {
 			lst.Placements[p] = pl
 		}
 	}

@@ -100,14 +100,14 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 	// claims) delivers in revision order.
 	updates := follow(t, r, lst.Rev)
 	put(layout.Member("bad id 2"), aVal)
-	put(layout.Claim(9), "a")
+	epoch9 := put(layout.Claim(9), "a")
 	_, err = cli.Delete(ctx, layout.Claim(0))
 	require.NoError(t, err)
 	put(layout.Member("c"), "not json")
 	last := put(layout.Claim(2), "c")
 
 	var got []Event
-	for len(got) < 3 {
+	for len(got) < 4 {
 		select {
 		case u := <-updates:
 			require.False(t, u.Stale, "the watch must not fail")
@@ -117,10 +117,17 @@ func TestFleetReaderDecodingRules(t *testing.T) {
 		}
 	}
 	slices.SortFunc(got, func(a, b Event) int { return cmp.Compare(a.Rev, b.Rev) })
-	require.Len(t, got, 3, "%+v", got)
-	assert.Equal(t, Event{Rev: got[0].Rev, P: 0}, got[0], "claim 0 deleted")
-	assert.Equal(t, Event{Rev: got[1].Rev, Member: true, Put: true, ID: "c", Rec: MemberRec{Member: Member{ID: "c", Weight: 1}}}, got[1])
-	assert.Equal(t, Event{Rev: last, Put: true, P: 2, Claim: Claim{Owner: "c", Epoch: last}}, got[2])
+	require.Len(t, got, 4, "%+v", got)
+	// A claim beyond the fleet's partition numbers is decoded (a resize
+	// of the partition count may make it one) and the State ignores it.
+	assert.Equal(t, Event{Rev: epoch9, Put: true, P: 9, Claim: Claim{Owner: "a", Epoch: epoch9}}, got[0])
+	assert.Equal(t, Event{Rev: got[1].Rev, P: 0}, got[1], "claim 0 deleted")
+	assert.Equal(t, Event{Rev: got[2].Rev, Member: true, Put: true, ID: "c", Rec: MemberRec{Member: Member{ID: "c", Weight: 1}}}, got[2])
+	assert.Equal(t, Event{Rev: last, Put: true, P: 2, Claim: Claim{Owner: "c", Epoch: last}}, got[3])
+	f := NewState(ring.Config{Partitions: 4, LoadFactor: 1.25}, hclog.NewNullLogger())
+	f.Apply(Update{Listing: lst})
+	f.Apply(Update{Rev: last, Events: got})
+	assert.Equal(t, []Claim{{}, {}, {Owner: "c", Epoch: last}, {Owner: "b", Epoch: epoch3}}, f.Claims, "claim 9 ignored")
 }
 
 // TestFleetReaderResyncsAfterCompaction: a watch that cannot resume, after

@@ -31,9 +31,16 @@ type Shape struct {
 	// Resize is the resize in progress, nil if none.
 	Resize *keys.Resize
 	// Done holds, by group, the CreateRevision of its done key; Moving
-	// the groups whose moving keys stand.
+	// the groups whose moving keys stand; Back, by group, the
+	// CreateRevision of its back key: the group moved back to the source
+	// count while the resize aborts (its done key was deleted then).
 	Done   map[int]int64
 	Moving map[int]bool
+	Back   map[int]int64
+	// Fenced holds the groups whose fenced keys stand: a holder of one of
+	// the group's active partitions retired the partitions it replaced
+	// (Replaced) at every fencer before it served.
+	Fenced map[int]bool
 
 	done []bool // by group
 }
@@ -44,7 +51,8 @@ func NewShape(p int, specRev int64) *Shape { return &Shape{Partitions: p, SpecRe
 // with returns a copy of s with its derived index rebuilt after change
 // edits the copy.
 func (s *Shape) with(change func(c *Shape)) *Shape {
-	c := &Shape{Partitions: s.Partitions, SpecRev: s.SpecRev, Resize: s.Resize, Done: maps.Clone(s.Done), Moving: maps.Clone(s.Moving)}
+	c := &Shape{Partitions: s.Partitions, SpecRev: s.SpecRev, Resize: s.Resize, Done: maps.Clone(s.Done), Moving: maps.Clone(s.Moving),
+		Back: maps.Clone(s.Back), Fenced: maps.Clone(s.Fenced)}
 	change(c)
 	c.index()
 	return c
@@ -53,8 +61,14 @@ func (s *Shape) with(change func(c *Shape)) *Shape {
 // index builds the done index of s.
 func (s *Shape) index() {
 	if s.Resize == nil {
-		s.done, s.Done, s.Moving = nil, nil, nil
+		s.done, s.Done, s.Moving, s.Back, s.Fenced = nil, nil, nil, nil, nil
 		return
+	}
+	if s.Back == nil {
+		s.Back = map[int]int64{}
+	}
+	if s.Fenced == nil {
+		s.Fenced = map[int]bool{}
 	}
 	if s.Done == nil {
 		s.Done = map[int]int64{}
@@ -143,14 +157,28 @@ func (s *Shape) Sources(g int) []int { return members(g, s.Resize.Small(), s.Res
 // Targets returns the target partitions of group g.
 func (s *Shape) Targets(g int) []int { return members(g, s.Resize.Small(), s.Resize.To) }
 
-// Ended returns the partitions group g ends when it changes phase: its
-// sources when it is done, its targets when it is not (a reverse move of
-// an aborting resize).
-func (s *Shape) Ended(g int) []int {
-	if s.IsDone(g) {
-		return s.Sources(g)
+// Aborting reports whether the resize in progress returns to its
+// starting count.
+func (s *Shape) Aborting() bool { return s.Resize != nil && s.Resize.Aborting }
+
+// Replaced returns the partitions that active partition p replaced in its
+// group's last change, and the revision of that change: for a target of
+// a done group, its sources at the done key's revision; for a source of a
+// group moved back, its targets at the back key's revision; else none.
+// Every tenure of a replaced partition has an epoch below that revision
+// (the change required their claims gone, and no claim of theirs can
+// follow it), and every tenure of p one above it.
+func (s *Shape) Replaced(p int) ([]int, int64) {
+	g := s.Group(p)
+	switch {
+	case g < 0 || !s.Active(p):
+		return nil, 0
+	case s.IsDone(g):
+		return s.Sources(g), s.Done[g]
+	case s.Back[g] != 0:
+		return s.Targets(g), s.Back[g]
 	}
-	return s.Targets(g)
+	return nil, 0
 }
 
 func members(g, small, n int) []int {
@@ -166,4 +194,123 @@ func members(g, small, n int) []int {
 // again, so that the group can change phase.
 func (s *Shape) Leaving(p int) bool {
 	return s.Resize != nil && s.Moving[s.Group(p)] && s.Active(p)
+}
+
+// Settled reports whether the resize can end: moving forward, every group
+// is done; aborting, none is; and every group that changed phase is
+// fenced (its replaced partitions retired at every fencer), so that no
+// holder of a partition after the end needs to retire any.
+func (s *Shape) Settled() bool {
+	if s.Resize == nil {
+		return false
+	}
+	if s.Aborting() {
+		if len(s.Done) > 0 {
+			return false
+		}
+		for g := range s.Back {
+			if !s.Fenced[g] {
+				return false
+			}
+		}
+		return true
+	}
+	if len(s.Done) != s.Resize.Small() {
+		return false
+	}
+	for g := range s.Done {
+		if !s.Fenced[g] {
+			return false
+		}
+	}
+	return true
+}
+
+// applyResize folds a resize key's event into the shape; it reports
+// whether the rings must be recomputed.
+func (f *State) applyResize(e Event) bool {
+	old := f.Shape
+	rk, rs := e.Resize.Key, e.Resize.Record
+	switch {
+	case rk.Record && e.Put:
+		f.setShape(old.with(func(c *Shape) {
+			if c.Resize == nil || c.Resize.ID != rs.ID {
+				c.Done, c.Moving, c.Back, c.Fenced = nil, nil, nil, nil
+			}
+			c.Resize, c.Partitions, c.SpecRev = rs, rs.From, e.Rev
+		}))
+		return true
+	case rk.Record:
+		if old.Resize == nil || old.Resize.ID != rk.ID {
+			return false
+		}
+		if rs == nil {
+			rs = old.Resize
+		}
+		to := rs.To
+		if rs.Aborting {
+			to = rs.From
+		}
+		f.setShape(old.with(func(c *Shape) { c.Resize, c.Partitions, c.SpecRev = nil, to, e.Rev }))
+		return true
+	case old.Resize == nil || old.Resize.ID != rk.ID:
+		return false
+	case rk.Moving:
+		if old.Moving[rk.Group] == e.Put {
+			return false
+		}
+		f.Shape = old.with(func(c *Shape) {
+			if e.Put {
+				c.Moving[rk.Group] = true
+			} else {
+				delete(c.Moving, rk.Group)
+			}
+		})
+		return false
+	case rk.Fenced:
+		if old.Fenced[rk.Group] == e.Put {
+			return false
+		}
+		f.Shape = old.with(func(c *Shape) {
+			if e.Put {
+				c.Fenced[rk.Group] = true
+			} else {
+				delete(c.Fenced, rk.Group)
+			}
+		})
+		return false
+	case rk.Back:
+		if _, ok := old.Back[rk.Group]; ok == e.Put {
+			return false
+		}
+		f.Shape = old.with(func(c *Shape) {
+			if e.Put {
+				c.Back[rk.Group] = e.Rev
+			} else {
+				delete(c.Back, rk.Group)
+			}
+		})
+		return false
+	default:
+		if _, ok := old.Done[rk.Group]; ok == e.Put {
+			return false
+		}
+		f.Shape = old.with(func(c *Shape) {
+			if e.Put {
+				c.Done[rk.Group] = e.Rev
+			} else {
+				delete(c.Done, rk.Group)
+			}
+		})
+		return false
+	}
+}
+
+// WithResize returns s with the resize rs in progress (s itself if it is
+// s's): the shape a resize about to start has.
+func (s *Shape) WithResize(rs *keys.Resize) *Shape {
+	if s.Resize == rs {
+		return s
+	}
+	return s.with(func(c *Shape) { c.Resize, c.Done, c.Moving, c.Back, c.Fenced = rs, nil, nil, nil, nil })
 }

@@ -3,6 +3,7 @@ package fleetview
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -109,8 +110,26 @@ func EnsureSpec(ctx context.Context, kv clientv3.KV, layout keys.Layout, local r
 	if adopt {
 		return fleet, nil
 	}
-	if err := fleet.CompareConfig(local); err != nil {
+	if err := CompareSpec(stored, fleet, local); err != nil {
 		return ring.Spec{}, err
 	}
 	return fleet, nil
+}
+
+// CompareSpec is fleet.CompareConfig(local) for fleet, the spec decoded
+// from stored: a *ring.SpecMismatchError on the partition count names the
+// count a resize in progress moves to.
+func CompareSpec(stored []byte, fleet ring.Spec, local ring.Config) error {
+	err := fleet.CompareConfig(local)
+	var me *ring.SpecMismatchError
+	if errors.As(err, &me) {
+		var st storedSpec
+		if json.Unmarshal(stored, &st) == nil && st.Resize != nil {
+			me.ResizingTo = st.Resize.To
+			if st.Resize.Aborting {
+				me.ResizingTo = st.Resize.From
+			}
+		}
+	}
+	return err
 }

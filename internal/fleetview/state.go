@@ -121,6 +121,8 @@ func (f *State) Apply(u Update) {
 				}
 				membersChanged = true
 			}
+		case e.Place && e.P >= f.Shape.Max():
+			// A placement beyond the fleet's partition numbers: ignored.
 		case e.Place:
 			if old, ok := f.Placements[e.P]; ok != e.Put || old != e.Placement {
 				if e.Put {
@@ -214,7 +216,7 @@ func (f *State) holderAddr(c Claim) string {
 // a later state of it is already known. Watch events, listings and
 // transaction results all go through it, whatever order they arrive in.
 func (f *State) SetClaim(p int, rev int64, c Claim) {
-	if p < 0 || p >= ring.MaxPartitions {
+	if p < 0 || p >= f.Shape.Max() {
 		return
 	}
 	f.grow(p + 1)
@@ -304,62 +306,6 @@ func (f *State) setShape(s *Shape) {
 	}
 	if f.log != nil && (old.Partitions != s.Partitions || (old.Resize == nil) != (s.Resize == nil)) {
 		f.log.Debug("fleet shape changed", "partitions", s.Partitions, "resizing", s.Resize != nil)
-	}
-}
-
-// applyResize folds a resize key's event into the shape; it reports
-// whether the rings must be recomputed.
-func (f *State) applyResize(e Event) bool {
-	old := f.Shape
-	rk, rs := e.Resize.Key, e.Resize.Record
-	switch {
-	case rk.Record && e.Put:
-		f.setShape(old.with(func(c *Shape) {
-			if c.Resize == nil || c.Resize.ID != rs.ID {
-				c.Done, c.Moving = nil, nil
-			}
-			c.Resize, c.Partitions, c.SpecRev = rs, rs.From, e.Rev
-		}))
-		return true
-	case rk.Record:
-		if old.Resize == nil || old.Resize.ID != rk.ID {
-			return false
-		}
-		if rs == nil {
-			rs = old.Resize
-		}
-		to := rs.To
-		if rs.Aborting {
-			to = rs.From
-		}
-		f.setShape(old.with(func(c *Shape) { c.Resize, c.Partitions, c.SpecRev = nil, to, e.Rev }))
-		return true
-	case old.Resize == nil || old.Resize.ID != rk.ID:
-		return false
-	case rk.Moving:
-		if old.Moving[rk.Group] == e.Put {
-			return false
-		}
-		f.Shape = old.with(func(c *Shape) {
-			if e.Put {
-				c.Moving[rk.Group] = true
-			} else {
-				delete(c.Moving, rk.Group)
-			}
-		})
-		return false
-	default:
-		if _, ok := old.Done[rk.Group]; ok == e.Put {
-			return false
-		}
-		f.Shape = old.with(func(c *Shape) {
-			if e.Put {
-				c.Done[rk.Group] = e.Rev
-			} else {
-				delete(c.Done, rk.Group)
-			}
-		})
-		return false
 	}
 }
 

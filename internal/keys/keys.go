@@ -10,6 +10,8 @@
 //	<prefix>claims/resize/<id>/record     JSON Resize: a partition-count resize in progress
 //	<prefix>claims/resize/<id>/moving/<s> the resize driver asks group s to move
 //	<prefix>claims/resize/<id>/done/<s>   group s follows the resize's target count
+//	<prefix>claims/resize/<id>/back/<s>   group s moved back (an aborted resize)
+//	<prefix>claims/resize/<id>/fenced/<s> group s's replaced partitions are retired at every fencer
 //	<prefix>leader/<name>/...    election keys
 //	<prefix>fence/<scope>        highest epoch admitted, for stores in etcd
 //	<prefix>audit/<id>           JSON audit record of an operator action; ids

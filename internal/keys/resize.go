@@ -15,6 +15,11 @@ import (
 //	<prefix>claims/resize/<id>/record     JSON Resize: the resize in progress
 //	<prefix>claims/resize/<id>/moving/<s> the driver asks group s to move
 //	<prefix>claims/resize/<id>/done/<s>   group s follows the target count
+//	<prefix>claims/resize/<id>/back/<s>   group s moved back to the starting
+//	                                      count (an aborted resize)
+//	<prefix>claims/resize/<id>/fenced/<s> the partitions group s replaced in
+//	                                      its last change are retired at
+//	                                      every fencer
 //
 // A claim key's partition is a canonical decimal, so no reader takes these
 // keys for claims. The record is created in the transaction that writes
@@ -40,11 +45,25 @@ func (l Layout) ResizeDone(id string, s int) string {
 	return l.Resizes() + id + "/done/" + strconv.Itoa(s)
 }
 
+// ResizeBack returns the key that says group s of resize id moved back
+// to the starting count.
+func (l Layout) ResizeBack(id string, s int) string {
+	return l.Resizes() + id + "/back/" + strconv.Itoa(s)
+}
+
+// ResizeFenced returns the key that says the partitions group s of resize
+// id replaced in its last change are retired at every fencer.
+func (l Layout) ResizeFenced(id string, s int) string {
+	return l.Resizes() + id + "/fenced/" + strconv.Itoa(s)
+}
+
 // ResizeKey is a parsed resize key.
 type ResizeKey struct {
 	ID     string
-	Record bool // the record (else Moving or a done key)
-	Moving bool // a moving key (else a done key, unless Record)
+	Record bool // the record (else Moving, Back, Fenced or a done key)
+	Moving bool // a moving key
+	Back   bool // a back key
+	Fenced bool // a fenced key
 	Group  int
 }
 
@@ -62,14 +81,14 @@ func (l Layout) ParseResize(key string) (ResizeKey, bool) {
 		return ResizeKey{ID: id, Record: true}, true
 	}
 	kind, num, ok := strings.Cut(rest, "/")
-	if !ok || (kind != "moving" && kind != "done") {
+	if !ok || (kind != "moving" && kind != "done" && kind != "back" && kind != "fenced") {
 		return ResizeKey{}, false
 	}
 	s, ok := canonicalPartition(num)
 	if !ok {
 		return ResizeKey{}, false
 	}
-	return ResizeKey{ID: id, Moving: kind == "moving", Group: s}, true
+	return ResizeKey{ID: id, Moving: kind == "moving", Back: kind == "back", Fenced: kind == "fenced", Group: s}, true
 }
 
 // Resize is a resize of the partition count in progress, as the spec and
@@ -81,7 +100,7 @@ type Resize struct {
 	From int `json:"from"`
 	To   int `json:"to"`
 	// Aborting says that the resize returns to From: done groups move
-	// back, and it ends with the spec at From.
+	// back (their back keys), and it ends with the spec at From.
 	Aborting bool `json:"aborting,omitempty"`
 	// By, Reason and Started say who started it, why and when (the
 	// driver's clock).

@@ -17,43 +17,71 @@ package loadmeter
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
-// Meter counts and smooths the load of every partition. Add may be called
-// by any goroutine; Tick, Rate and Report by one goroutine at a time.
+// Meter counts and smooths the load of every partition. Add and Grow may
+// be called by any goroutine; Tick, Rate and Report by one goroutine at a
+// time.
 type Meter struct {
-	counts  []atomic.Uint64 // units admitted since the last tick, by partition
-	rates   []float64       // smoothed units per second, by partition
-	weight  []float64       // the weight of the ticks in rates: 1-exp(-served/window); 0: none yet
-	served  []bool          // served at the last tick
-	serving []bool          // scratch of Tick: served at this tick
+	counts  atomic.Pointer[[]atomic.Uint64] // units admitted since the last tick, by partition
+	grow    sync.Mutex                      // serializes Grow
+	rates   []float64                       // smoothed units per second, by partition
+	weight  []float64                       // the weight of the ticks in rates: 1-exp(-served/window); 0: none yet
+	served  []bool                          // served at the last tick
+	serving []bool                          // scratch of Tick: served at this tick
 }
 
 // New returns the meter of partitions partitions (at least 0).
 func New(partitions int) *Meter {
-	partitions = max(partitions, 0)
-	return &Meter{
-		counts:  make([]atomic.Uint64, partitions),
-		rates:   make([]float64, partitions),
-		weight:  make([]float64, partitions),
-		served:  make([]bool, partitions),
-		serving: make([]bool, partitions),
-	}
+	m := &Meter{}
+	m.Grow(partitions)
+	return m
 }
 
 // Partitions returns the number of partitions m counts.
-func (m *Meter) Partitions() int { return len(m.counts) }
+func (m *Meter) Partitions() int { return len(*m.counts.Load()) }
+
+// Grow makes m count the partitions below n too (a resize of the partition
+// count made them); it never shrinks. Units added while it grows may be
+// counted at the next tick but one, or, in a race of a few instructions
+// with the copy, not at all.
+func (m *Meter) Grow(n int) {
+	m.grow.Lock()
+	defer m.grow.Unlock()
+	old := m.counts.Load()
+	if old != nil && n <= len(*old) {
+		return
+	}
+	next := make([]atomic.Uint64, max(n, 0))
+	m.counts.Store(&next)
+	if old != nil {
+		for p := range *old {
+			next[p].Add((*old)[p].Swap(0))
+		}
+	}
+}
 
 // Add counts cost units of work on partition p; a partition outside
-// [0, Partitions()) (one a resize of the partition count made) is not
-// counted. It is safe for concurrent use and does not allocate.
+// [0, Partitions()) is not counted. It is safe for concurrent use and does
+// not allocate.
 func (m *Meter) Add(p int, cost uint64) {
-	if uint(p) < uint(len(m.counts)) {
-		m.counts[p].Add(cost)
+	if c := *m.counts.Load(); uint(p) < uint(len(c)) {
+		c[p].Add(cost)
+	}
+}
+
+// fit sizes the tick's slices to the counts (Tick's goroutine).
+func (m *Meter) fit(counts []atomic.Uint64) {
+	if n := len(counts) - len(m.rates); n > 0 {
+		m.rates = append(m.rates, make([]float64, n)...)
+		m.weight = append(m.weight, make([]float64, n)...)
+		m.served = append(m.served, make([]bool, n)...)
+		m.serving = append(m.serving, make([]bool, n)...)
 	}
 }
 
@@ -71,14 +99,16 @@ func (m *Meter) Tick(elapsed, window time.Duration, owned []int) {
 		return
 	}
 	alpha := 1 - math.Exp(-elapsed.Seconds()/window.Seconds())
+	counts := *m.counts.Load()
+	m.fit(counts)
 	clear(m.serving)
 	for _, p := range owned {
 		if uint(p) < uint(len(m.serving)) {
 			m.serving[p] = true
 		}
 	}
-	for p := range m.counts {
-		count := m.counts[p].Swap(0)
+	for p := range counts {
+		count := counts[p].Swap(0)
 		switch {
 		case !m.serving[p]:
 			m.rates[p], m.weight[p], m.served[p] = 0, 0, false

@@ -125,12 +125,18 @@ type Planned struct {
 	// Suspended is the operator's suspension that stood at the snapshot,
 	// nil if none: Apply then writes nothing.
 	Suspended *fleet.Mark `json:"suspended,omitempty"`
+	// Resizing names the resize of the partition count in progress at the
+	// snapshot, empty if none: the balancer pauses while one runs (its
+	// groups move as planned moves of their own), and Apply writes
+	// nothing.
+	Resizing string `json:"resizing,omitempty"`
 	// Loads is each member's load at the snapshot (members not drained):
 	// the sum of the loads of the partitions the fleet's rule gives it.
 	Loads map[string]float64 `json:"loads"`
 
 	memberRevs    map[string]int64 // CreateRevision of each member key
 	placementRevs map[int]int64    // ModRevision of each placement key
+	specRev       int64            // ModRevision of the spec
 }
 
 // Plan reads the fleet at one revision (spec, members, drain marks,
@@ -163,7 +169,14 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	f.Apply(fleetview.Update{Listing: lst})
 	in := Input{Ring: f.Ring, Loads: fleetview.PartitionLoads(f.Ring, reports), Pinned: map[int]bool{}, Moves: map[int]string{},
 		Moved: map[int]time.Time{}, Now: b.cfg.Clock.Now()}
-	pl := &Planned{Rev: lst.Rev, Loads: fleetview.MemberLoads(f.Ring, in.Loads), memberRevs: map[string]int64{}, placementRevs: map[int]int64{}}
+	pl := &Planned{Rev: lst.Rev, Loads: fleetview.MemberLoads(f.Ring, in.Loads), memberRevs: map[string]int64{}, placementRevs: map[int]int64{},
+		specRev: lst.Shape.SpecRev}
+	if rs := lst.Shape.Resize; rs != nil {
+		pl.Resizing = fmt.Sprintf("resize %s of the partition count, %d -> %d", rs.ID, rs.From, rs.To)
+		if rs.Aborting {
+			pl.Resizing += " (aborting)"
+		}
+	}
 	for p, e := range lst.Placements {
 		pl.placementRevs[p] = e.ModRev
 		switch {
@@ -189,7 +202,9 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 	if parts := f.Ring.Partitions(); Budget(parts, cfg.Budget) > maxMoves {
 		cfg.Budget = float64(maxMoves) / float64(parts)
 	}
-	pl.Pass = Plan(in, cfg)
+	if pl.Resizing == "" {
+		pl.Pass = Plan(in, cfg)
+	}
 	if len(pl.Removes) > maxRemoves {
 		pl.Removes = pl.Removes[:maxRemoves]
 	}
@@ -211,8 +226,10 @@ func (b *Balancer) Plan(ctx context.Context) (*Planned, error) {
 // suspension stands (ErrSuspended otherwise, and for a pass planned while
 // one stood), and no member key or drain mark was written since the
 // snapshot, every move's target is still the member it was, and no
-// placement of pl's partitions was written meanwhile (ErrStaleSnapshot
-// otherwise). A pass with nothing to do writes nothing.
+// placement of pl's partitions was written meanwhile, and the spec is
+// the snapshot's (no resize of the partition count started since;
+// ErrStaleSnapshot otherwise). A pass planned during a resize is refused
+// with ErrSuspended. A pass with nothing to do writes nothing.
 func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) error {
 	if term == nil || pl == nil {
 		return fmt.Errorf("%w: term or pass", ErrNilArgument)
@@ -220,6 +237,10 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 	if pl.Suspended != nil {
 		b.metrics.pass("suspended")
 		return fmt.Errorf("%w by %s: %s", ErrSuspended, pl.Suspended.Actor, pl.Suspended.Reason)
+	}
+	if pl.Resizing != "" {
+		b.metrics.pass("suspended")
+		return fmt.Errorf("%w while a %s is in progress", ErrSuspended, pl.Resizing)
 	}
 	if len(pl.Moves) == 0 && len(pl.Removes) == 0 {
 		b.metrics.pass("idle")
@@ -233,6 +254,7 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		clientv3.Compare(clientv3.CreateRevision(sk), "=", 0),
 		clientv3.Compare(clientv3.ModRevision(b.layout.Members()), "<", next).WithPrefix(),
 		clientv3.Compare(clientv3.ModRevision(b.layout.DrainedPrefix()), "<", next).WithPrefix(),
+		clientv3.Compare(clientv3.ModRevision(b.layout.Spec()), "=", pl.specRev),
 	}
 	rec := keys.BalancePassRecord{Rev: pl.Rev, Term: term.Token().Epoch, Time: now.UTC(), Moves: make([]keys.BalanceMove, 0, len(pl.Moves)),
 		Before: pl.Before, After: pl.After, Upper: b.cfg.Upper, Lower: b.cfg.Lower, Budget: b.cfg.Budget, Cooldown: b.cfg.Cooldown}
@@ -314,15 +336,25 @@ func (b *Balancer) Run(ctx context.Context, e *election.Election) error {
 	}
 }
 
-// lead runs passes while term stands.
+// lead runs passes while term stands. It logs when passes pause for a
+// resize of the partition count and when they resume.
 func (b *Balancer) lead(ctx context.Context, term *election.Term) {
 	tctx := term.Context()
+	resizing := ""
 	for {
 		if !clock.Sleep(tctx, b.cfg.Clock, b.cfg.Interval) || ctx.Err() != nil {
 			return
 		}
 		pl, err := b.Plan(tctx)
 		if err == nil {
+			if pl.Resizing != resizing {
+				if pl.Resizing != "" {
+					b.cfg.Logger.Info("balance passes paused: a resize of the partition count is in progress", "resize", pl.Resizing)
+				} else {
+					b.cfg.Logger.Info("balance passes resumed: the resize of the partition count ended", "resize", resizing)
+				}
+				resizing = pl.Resizing
+			}
 			err = b.Apply(tctx, term, pl)
 		}
 		switch {

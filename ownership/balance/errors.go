@@ -22,5 +22,6 @@ var (
 
 // ErrSuspended reports a pass not applied because an operator suspended
 // the balancer (fleet.Operator.SuspendBalancer), before its snapshot or
-// since.
+// since, or because a resize of the partition count was in progress at
+// its snapshot (the balancer pauses until it ends; the message names it).
 var ErrSuspended = errors.New("balance: the balancer is suspended")

@@ -33,3 +33,23 @@ func SetReaderKV(o *Observer, kv clientv3.KV) { o.reader.KV = kv }
 
 // Check is Action.check.
 func (a Action) Check(needReason bool) error { return a.check(needReason) }
+
+// LookupAt is Operator.Lookup on the fleet as etcd held it at rev.
+func LookupAt(ctx context.Context, o *Operator, key string, rev int64) (PartitionStatus, error) {
+	v, err := o.viewAt(ctx, rev)
+	if err != nil {
+		return PartitionStatus{}, err
+	}
+	return v.partition(v.fleet.Shape.Of(key)), nil
+}
+
+// ResizeStopping returns opts with the driver's test hook: stop is called
+// after each step that wrote (a step's name: "start", "abort", "moving"),
+// and false stops the driver there with ErrResizeStopped.
+func ResizeStopping(opts ResizeOptions, stop func(step string) bool) ResizeOptions {
+	opts.step = stop
+	return opts
+}
+
+// ErrResizeStopped is what a driver stopped by its test hook returns.
+var ErrResizeStopped = errStopped

@@ -127,10 +127,21 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 // uses in the fleet layout names: the spec's, if rc agrees with it; rc, if
 // the fleet has no spec yet and rc sets its algorithm.
 func specRing(ctx context.Context, kv FleetClient, layout keys.Layout, rc ring.Config) (ring.Config, error) {
-	spec, err := ReadSpec(ctx, kv, layout.Prefix())
+	resp, err := kv.Get(ctx, layout.Spec())
+	if err != nil {
+		return ring.Config{}, fmt.Errorf("fleet: read the fleet's spec: %w", err)
+	}
+	var spec ring.Spec
+	var stored []byte
+	if len(resp.Kvs) == 0 {
+		err = fmt.Errorf("%w at %s", ErrNoSpec, layout.Spec())
+	} else {
+		stored = resp.Kvs[0].Value
+		spec, err = fleetview.DecodeSpec(stored)
+	}
 	switch {
 	case err == nil:
-		if err := spec.CompareConfig(rc); err != nil {
+		if err := fleetview.CompareSpec(stored, spec, rc); err != nil {
 			return ring.Config{}, fmt.Errorf("fleet: observe %s: %w", layout.Prefix(), err)
 		}
 		return spec.Config(), nil

@@ -146,13 +146,17 @@ type view struct {
 }
 
 // view reads the fleet at one revision.
-func (o *Operator) view(ctx context.Context) (*view, error) {
+func (o *Operator) view(ctx context.Context) (*view, error) { return o.viewAt(ctx, 0) }
+
+// viewAt reads the fleet at revision rev (0: the latest).
+func (o *Operator) viewAt(ctx context.Context, rev int64) (*view, error) {
+	at := clientv3.WithRev(rev)
 	resp, err := o.kv.Txn(ctx).Then(
-		clientv3.OpGet(o.layout.Spec()),
-		clientv3.OpGet(o.layout.Members(), clientv3.WithPrefix()),
-		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix()),
-		clientv3.OpGet(o.layout.DrainedPrefix(), clientv3.WithPrefix()),
-		clientv3.OpGet(o.layout.Placements(), clientv3.WithPrefix()),
+		clientv3.OpGet(o.layout.Spec(), at),
+		clientv3.OpGet(o.layout.Members(), clientv3.WithPrefix(), at),
+		clientv3.OpGet(o.layout.Claims(), clientv3.WithPrefix(), at),
+		clientv3.OpGet(o.layout.DrainedPrefix(), clientv3.WithPrefix(), at),
+		clientv3.OpGet(o.layout.Placements(), clientv3.WithPrefix(), at),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("fleet: read the fleet: %w", err)

@@ -34,13 +34,14 @@ func TestResizeSplitAndMerge(t *testing.T) {
 
 	dry, err := op.Resize(ctx, 32, fleet.ResizeOptions{Actor: "t", Reason: "dry", Budget: 3, DryRun: true})
 	require.NoError(t, err)
-	require.Equal(t, fleet.ResizeReport{From: 8, To: 32, Budget: 3, Groups: 8, Moves: 40, Steps: 3, DryRun: true, ID: dry.ID}, dry)
+	require.Equal(t, fleet.ResizeReport{From: 8, To: 32, Budget: 3, Groups: 8, Moves: 40, Steps: 3, DryRun: true, ID: dry.ID,
+		Partitions: 8, Revision: dry.Revision, InProgress: false, By: "t", Reason: "dry", Started: dry.Started}, dry)
 
 	for _, to := range []int{32, 8} {
 		rep, err := op.Resize(ctx, to, fleet.ResizeOptions{Actor: "t", Reason: "grow", Budget: 3})
 		require.NoError(t, err)
 		require.True(t, rep.Completed)
-		t.Logf("resize to %d: took %v, %d driver writes", to, time.Duration(rep.Took*fleet.Seconds(time.Second)), rep.Writes)
+		t.Logf("resize to %d: took %v, %d driver writes", to, time.Duration(float64(rep.Took)*float64(time.Second)), rep.Writes)
 		require.NoError(t, waitFor(20*time.Second, func() error {
 			if p := a.Ring().Partitions(); p != to {
 				return fmt.Errorf("a uses %d partitions", p)

@@ -47,6 +47,10 @@ type SpecMismatchError struct {
 	// Fleet is the spec stored in etcd; Local is the one this process was
 	// configured with.
 	Fleet, Local Spec
+	// ResizingTo is the partition count a resize in progress moves the
+	// fleet to (0: none); Fleet.Partitions is then the count it started
+	// from.
+	ResizingTo int
 }
 
 // Error implements error.
@@ -60,8 +64,15 @@ func (e *SpecMismatchError) Error() string {
 	default:
 		local, fleet = e.Local.RingAlgorithm.String(), e.Fleet.RingAlgorithm.String()
 	}
+	if e.Field == "partitions" {
+		if e.ResizingTo != 0 {
+			fleet += ", resizing to " + strconv.Itoa(e.ResizingTo)
+		}
+		return "ring: configuration contradicts the fleet's spec: partitions " + local + " here, " + fleet +
+			" in the fleet (the partition count changes only by a resize of it; configure the fleet's count, or adopt the fleet's spec)"
+	}
 	return "ring: configuration contradicts the fleet's spec: " + e.Field + " " + local +
-		" here, " + fleet + " in the fleet (a fleet's spec never changes; use a new cluster name or prefix for a new one)"
+		" here, " + fleet + " in the fleet (this field of a fleet's spec never changes; use a new cluster name or prefix for a new one)"
 }
 
 // Is reports whether target is ErrSpecMismatch.
