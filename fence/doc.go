@@ -25,7 +25,9 @@
 // Token{Scope: PartitionScope(src), Epoch: D} for each source src of its
 // group, so that every token of a parent (or of the children of a merge)
 // is refused at every store, whatever key it writes, however long its
-// holder was paused. A source and a target may share a partition number,
+// holder was paused. An aborted resize moves a group back the same way,
+// the new owners of its sources retiring its targets at the revision of
+// the move back. A source and a target may share a partition number,
 // hence a scope: the target's epoch is above D, so it is admitted. A
 // custom Fencer needs nothing new: Advance raises a scope's floor to the
 // token's epoch (a scope it has not seen starts at it), and may answer

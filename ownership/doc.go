@@ -192,13 +192,15 @@
 // etcd records the whole change, so that whoever drives it can crash at
 // any step and anyone can resume it. The spec records the resize in
 // progress beside the count F (id, target count, who, why, the budget,
-// when), and the resize's keys live under the claim prefix, so that every
-// reader receives them on the watch that carries the claims, in revision
-// order with them:
+// when, whether it aborts), and the resize's keys live under the claim
+// prefix, so that every reader receives them on the watch that carries
+// the claims, in revision order with them:
 //
 //	<prefix>claims/resize/<id>/record     the resize in progress
 //	<prefix>claims/resize/<id>/moving/<s> the driver asks group s to move
 //	<prefix>claims/resize/<id>/done/<s>   group s follows the target count
+//	<prefix>claims/resize/<id>/back/<s>   group s moved back (an abort)
+//	<prefix>claims/resize/<id>/fenced/<s> group s's last change is fenced
 //
 // The driver writes the resize into the spec, then asks groups to move, at
 // most the budget at once (8 by default), and asks more as groups finish.
@@ -216,9 +218,11 @@
 // idempotent, and since every node tries it, neither a driver that
 // stopped nor a source holder that crashed (its claim goes with its
 // lease) stalls a group. The ring of T partitions then gives the targets
-// their owners, who claim them. Once every group is done, the driver
-// writes the spec's count T without the resize and deletes the resize's
-// keys, in one transaction that compares the spec.
+// their owners, who claim them, and the first of them to have retired
+// the sources (below) marks the group fenced. Once every group is done
+// and fenced, the driver writes the spec's count T without the resize and
+// deletes the resize's keys, in one transaction that compares the spec.
+// The balancer pauses its passes meanwhile (package balance).
 //
 // Every claim compares the spec's ModRevision as the node knows it, so a
 // node that has not seen the spec's last change claims nothing, and during
@@ -234,24 +238,35 @@
 // paused holder of a parent (or of a child, across a merge) is refused at
 // every store whatever key it writes; see the fence package.
 //
+// Abort (fleet.ResizeOptions.Abort, tenurectl spec resize abort) returns
+// the resize to F the same way: the spec records it as aborting and the
+// groups not done stay where they are; each done group moves back as
+// planned moves: its targets are handed off, one transaction deletes
+// done/<s> and creates back/<s> (moving the placements back), and the
+// sources' new owners retire the targets at back/<s>'s revision before
+// they serve. At most the budget of groups move back at once, and the
+// resize ends with the spec at F once no group is done and every group
+// moved back is fenced.
+// An abort is driven, and resumed, like the resize.
+//
 // A node that joins during a resize reads it with the claims and follows
 // the rule. The spec records F until the resize completes and T after: a
 // node started with another Config.Ring.Partitions than the spec records
-// is refused at Join (*ring.SpecMismatchError, field partitions), so after
-// a resize restart nodes with Partitions set to T, or set
-// Config.AdoptSpec, which takes the spec's count whatever it is. Every node
-// must run a build that knows the resize: an older build ignores it.
+// is refused at Join (*ring.SpecMismatchError, field partitions, naming
+// the count a resize in progress moves to), so after a resize restart
+// nodes with Partitions set to T, or set Config.AdoptSpec, which takes the
+// spec's count whatever it is; a fleet.Observer configured with another
+// count, and a router.Client that asserts one, are refused the same way. Every node must run a build that knows the
+// resize: an older build ignores it.
 //
-// Abort (fleet.Operator.AbortResize, tenurectl spec resize abort) ends a
-// resize none of whose groups is done yet: it deletes its keys and writes
-// the spec without it, in one transaction, and the sources asked to move
-// are claimed again. Once a group is done, finish the resize and resize
-// back. The driver logs one line per step (started, groups asked to move,
-// completed) and audits the start, the completion and an abort; each node
-// logs "resize: group done" for each group it marked done (fields resize,
-// group, from, to, sources, targets, revision) and counts it in
-// tenure_resize_groups_moved_total and
-// tenure_resize_group_duration_seconds.
+// The driver logs one line per step (started, groups asked to move,
+// aborting, completed) and audits the start, an abort and the end. Each
+// node logs "resize: group done" (or "resize: group moved back") for each
+// group it moved, with the fields resize, group, from, to, ended and
+// begun (the partitions the move ended and began, as ranges) and
+// revision, counts it in tenure_resize_groups_moved_total and
+// tenure_resize_group_duration_seconds, and logs "resize: group fenced"
+// for each group it marked fenced.
 //
 // # Operability
 //
@@ -281,8 +296,8 @@
 //	tenure_forced_releases_total                counter            claims deleted by someone else while the lease lived (checked with etcd)
 //	tenure_drains_total                         counter            times this node saw itself drained
 //	tenure_callback_queue_length                gauge              callbacks queued for the dispatcher
-//	tenure_resize_groups_moved_total            counter            groups of a resize this node marked done (created the done key, every source's claim ended)
-//	tenure_resize_group_duration_seconds        histogram          those groups: from this node seeing the group's moving key to marking it done (the handoffs included)
+//	tenure_resize_groups_moved_total            counter            groups of a resize this node moved: marked done, or moved back by an abort
+//	tenure_resize_group_duration_seconds        histogram          those groups: from this node seeing the group's moving key to moving it (the handoffs included)
 //	tenure_session_*                            (see the election package's Operability section)
 //
 // A ChanCallbacks adapter counts its drops itself (its third result); the

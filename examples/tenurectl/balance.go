@@ -161,6 +161,9 @@ func printDryRun(w io.Writer, d dryRun) {
 	if s := d.Suspended; s != nil {
 		fmt.Fprintf(w, "suspended:\tby %s: %s (%s); the next pass writes nothing\n", dash(s.Actor), dash(s.Reason), stamp(s.Time))
 	}
+	if d.Resizing != "" {
+		fmt.Fprintf(w, "paused:\ta %s is in progress; passes write nothing until it ends\n", d.Resizing)
+	}
 	fmt.Fprintf(w, "imbalance:\t%.3f -> %.3f\n", d.Before, d.After)
 	fmt.Fprintf(w, "\nMOVE PARTITION\tFROM\tTO\t%s\n", d.loadHeader)
 	for _, m := range d.Moves {

@@ -283,8 +283,6 @@ func printRecord(w io.Writer, r fleet.AuditRecord) {
 	fmt.Fprintf(w, "action:\t%s\ntarget:\t%s\nactor:\t%s\nreason:\t%s\ntime:\t%s\nrevision:\t%d\n", r.Action, r.Target, r.Actor, dash(r.Reason), stamp(r.Time), r.Revision)
 	if r.Action == fleet.ActionPin || r.Action == fleet.ActionUnpin {
 		fmt.Fprintf(w, "pin node:\t%s\nholder:\t%s\n", dash(r.Node), dash(r.Holder))
-	} else if resizeAction(r.Action) {
-		fmt.Fprintf(w, "partition count:\t%s\n", dash(r.Node))
 	} else if r.Holder != "" {
 		fmt.Fprintf(w, "holder:\t%s\n", r.Holder)
 	}

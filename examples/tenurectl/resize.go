@@ -16,7 +16,8 @@ import (
 
 // This file holds the resize of the partition count: spec resize (and its
 // dry run), spec resize status and spec resize abort, on fleet.Operator's
-// Resize, ResizeStatus and AbortResize. Their JSON speaks the vocabulary:
+// Resize (with ResizeOptions.Abort for abort) and ResizeStatus. Their JSON
+// speaks the vocabulary:
 // counts of partitions as "from_partitions" and "to_partitions" (the
 // vocabulary's "from" and "to" name nodes), the partition moves as
 // "partition_moves" ("moves" lists the balancer's).
@@ -29,7 +30,7 @@ var resizeCommands = map[string]command{
 }
 
 // resizeUsage is spec resize's usage line.
-const resizeUsage = "usage: spec resize --partitions N --reason R [--budget B] [--dry-run] [--actor A] | spec resize status | spec resize abort --reason R [--actor A]"
+const resizeUsage = "usage: spec resize --partitions N --reason R [--budget B] [--dry-run] [--actor A] | spec resize status | spec resize abort --reason R [--dry-run] [--actor A]"
 
 // resizeAction reports whether an audit record's action is one of a
 // resize ("resize-start", "resize-complete", "resize-abort"), whose node
@@ -45,12 +46,14 @@ func cmdResize(g *globals, args []string, out io.Writer) error {
 	return resizeRun(g, args, out)
 }
 
-// resizeResult is spec resize's result: what the run of the driver did,
-// or for a dry run what the resize takes.
+// resizeResult is the result of spec resize and spec resize abort: what
+// the run of the driver did, or for a dry run what the resize (or the
+// abort) takes.
 type resizeResult struct {
 	ID             string  `json:"id,omitempty"`
 	From           int     `json:"from_partitions"`
 	To             int     `json:"to_partitions"`
+	Aborting       bool    `json:"aborting"`
 	Budget         int     `json:"budget"`
 	Groups         int     `json:"groups"`
 	PartitionMoves int     `json:"partition_moves"`
@@ -58,25 +61,31 @@ type resizeResult struct {
 	Writes         int     `json:"etcd_writes"`
 	Took           float64 `json:"took_seconds"`
 	Completed      bool    `json:"completed"`
+	Partitions     int     `json:"partitions"`
 	DryRun         bool    `json:"dry_run"`
 }
 
 func resultOf(r fleet.ResizeReport) resizeResult {
-	return resizeResult{ID: r.ID, From: r.From, To: r.To, Budget: r.Budget, Groups: r.Groups, PartitionMoves: r.Moves,
-		Steps: r.Steps, Writes: r.Writes, Took: time.Duration(r.Took).Seconds(), Completed: r.Completed, DryRun: r.DryRun}
+	return resizeResult{ID: r.ID, From: r.From, To: r.To, Aborting: r.Aborting, Budget: r.Budget, Groups: r.Groups,
+		PartitionMoves: r.Moves, Steps: r.Steps, Writes: r.Writes, Took: time.Duration(r.Took).Seconds(), Completed: r.Completed,
+		Partitions: r.Partitions, DryRun: r.DryRun}
 }
 
 func printResize(w io.Writer, r resizeResult) {
+	what := fmt.Sprintf("%d -> %d partitions", r.From, r.To)
+	if r.Aborting {
+		what = fmt.Sprintf("%d -> %d partitions, aborting: back to %d", r.From, r.To, r.From)
+	}
 	switch {
 	case r.DryRun && r.ID != "":
-		fmt.Fprintf(w, "resize:\t%s in progress, %d -> %d partitions (dry run: nothing written)\n", r.ID, r.From, r.To)
+		fmt.Fprintf(w, "resize:\t%s in progress, %s (dry run: nothing written)\n", r.ID, what)
 	case r.DryRun:
-		fmt.Fprintf(w, "resize:\t%d -> %d partitions (dry run: nothing written)\n", r.From, r.To)
-	case r.From == r.To:
-		fmt.Fprintf(w, "resize:\tthe fleet has %d partitions already: nothing to do\n", r.To)
+		fmt.Fprintf(w, "resize:\t%s (dry run: nothing written)\n", what)
+	case r.Groups == 0:
+		fmt.Fprintf(w, "resize:\tthe fleet has %d partitions already: nothing to do\n", r.Partitions)
 		return
 	default:
-		fmt.Fprintf(w, "resize:\t%s, %d -> %d partitions\n", r.ID, r.From, r.To)
+		fmt.Fprintf(w, "resize:\t%s, %s\n", r.ID, what)
 	}
 	fmt.Fprintf(w, "groups:\t%d (at most %d moving at once)\n", r.Groups, r.Budget)
 	fmt.Fprintf(w, "partition moves:\t%d (%d sources handed off, %d targets claimed)\n", r.PartitionMoves, r.From, r.To)
@@ -86,7 +95,7 @@ func printResize(w io.Writer, r resizeResult) {
 	}
 	done := "no: run the same command again to resume it"
 	if r.Completed {
-		done = fmt.Sprintf("yes: the fleet has %d partitions", r.To)
+		done = fmt.Sprintf("yes: the fleet has %d partitions", r.Partitions)
 	}
 	fmt.Fprintf(w, "etcd writes:\t%d (this run)\ntook:\t%v (this run)\ncompleted:\t%s\n", r.Writes, time.Duration(r.Took*float64(time.Second)), done)
 }
@@ -95,7 +104,7 @@ func resizeRun(g *globals, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("spec resize", flag.ContinueOnError)
 	a := actionFlags(fs, false)
 	to := fs.Int("partitions", 0, "the partition count to reach: the fleet's times or divided by a power of two")
-	budget := fs.Int("budget", 0, "groups moving at once (default 8)")
+	budget := fs.Int("budget", 0, "groups moving at once (default 8; a resize keeps the budget it started with)")
 	dry := fs.Bool("dry-run", false, "report the resize's groups, partition moves and steps without changing anything")
 	pos, err := parse(fs, g, args)
 	if err != nil {
@@ -112,42 +121,61 @@ func resizeRun(g *globals, args []string, out io.Writer) error {
 	if err := refuse(a, true); err != nil {
 		return err
 	}
+	return drive(g, out, *to, fleet.ResizeOptions{Actor: a.Actor, Reason: a.Reason, Budget: *budget, DryRun: *dry},
+		fmt.Sprintf("tenurectl spec resize --partitions %d --reason R", *to))
+}
+
+func resizeAbort(g *globals, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("spec resize abort", flag.ContinueOnError)
+	a := actionFlags(fs, false)
+	dry := fs.Bool("dry-run", false, "report the resize in progress without changing anything")
+	pos, err := parse(fs, g, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q; %s", pos[0], resizeUsage)
+	}
+	if err := refuse(a, true); err != nil {
+		return err
+	}
+	return drive(g, out, 0, fleet.ResizeOptions{Actor: a.Actor, Reason: a.Reason, DryRun: *dry, Abort: true},
+		"tenurectl spec resize abort --reason R")
+}
+
+// drive runs the driver of a resize (or of its abort) to count to, logs
+// its steps on stderr and prints its report. Stopped by --timeout, it
+// prints the report, says how far the resize got and how to resume it
+// (again, the command line that does), and fails.
+func drive(g *globals, out io.Writer, to int, opts fleet.ResizeOptions, again string) error {
 	s, err := connect(g)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	log := hclog.New(&hclog.LoggerOptions{Name: "tenurectl", Output: g.stderr, Level: hclog.Info})
-	rep, err := s.op.Resize(s.ctx, *to, fleet.ResizeOptions{Actor: a.Actor, Reason: a.Reason, Budget: *budget, DryRun: *dry, Logger: log})
+	opts.Logger = hclog.New(&hclog.LoggerOptions{Name: "tenurectl", Output: g.stderr, Level: hclog.Info})
+	rep, err := s.op.Resize(s.ctx, to, opts)
 	switch {
 	case errors.Is(err, fleet.ErrNoSpec) && s.ctx.Err() == nil:
 		return missingSpec(s, err)
-	case err != nil && rep.ID != "" && !*dry && s.ctx.Err() != nil:
+	case err != nil && rep.ID != "" && !opts.DryRun && s.ctx.Err() != nil:
 		// --timeout ended the run: the resize is in etcd and goes on.
 		if perr := emit(g, out, resultOf(rep), printResize); perr != nil {
 			return perr
 		}
-		return s.stopped(*to)
+		return s.stopped(again)
 	case err != nil:
 		return s.wrap(err)
 	}
-	if *dry && rep.ID != "" {
-		// The report names the resize in progress, or the ID a new one
-		// would take: leave that out, as nothing was written.
-		st, err := s.op.ResizeStatus(s.ctx)
-		if err != nil {
-			return s.wrap(err)
-		}
-		if !st.InProgress || st.ID != rep.ID {
-			rep.ID = ""
-		}
+	if opts.DryRun && !rep.InProgress {
+		rep.ID = "" // the ID a new resize would take: nothing was written
 	}
 	return emit(g, out, resultOf(rep), printResize)
 }
 
 // stopped explains a resize that --timeout stopped: what etcd records of
 // it, read in the time kept to diagnose, and how to resume it.
-func (s *session) stopped(to int) error {
+func (s *session) stopped(again string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.diag)
 	defer cancel()
 	st, err := s.op.ResizeStatus(ctx)
@@ -158,9 +186,16 @@ func (s *session) stopped(to int) error {
 		return fmt.Errorf("the resize did not complete within %v (--timeout), and none is in progress now (it did not start, or another run ended it): the fleet has %d partitions; see tenurectl audit",
 			s.g.timeout, st.Partitions)
 	}
-	return fmt.Errorf("the resize did not complete within %v (--timeout): %d of %d groups done, %d moving; "+
-		"the groups asked to move complete without tenurectl; run it again (with a longer --timeout) to resume: "+
-		"tenurectl spec resize --partitions %d --reason R", s.g.timeout, st.Done, st.Groups, st.Moving, to)
+	return fmt.Errorf("the resize did not complete within %v (--timeout): %d of %d groups done, %d moving, %d fenced%s; "+
+		"the groups asked to move complete without tenurectl; run it again (with a longer --timeout) to resume: %s",
+		s.g.timeout, st.Done, st.Groups, st.Moving, st.Fenced, aborting(st.Aborting), again)
+}
+
+func aborting(b bool) string {
+	if b {
+		return ", aborting"
+	}
+	return ""
 }
 
 // resizeState is spec resize status's result: the spec's partition count
@@ -173,6 +208,7 @@ type resizeState struct {
 	ID           string     `json:"id,omitempty"`
 	From         int        `json:"from_partitions,omitempty"`
 	To           int        `json:"to_partitions,omitempty"`
+	Aborting     bool       `json:"aborting,omitempty"`
 	By           string     `json:"by,omitempty"`
 	Reason       string     `json:"reason,omitempty"`
 	Budget       int        `json:"budget,omitempty"`
@@ -180,13 +216,14 @@ type resizeState struct {
 	Groups       int        `json:"groups,omitempty"`
 	GroupsDone   int        `json:"groups_done"`
 	GroupsMoving int        `json:"groups_moving"`
+	GroupsFenced int        `json:"groups_fenced"`
 }
 
-func stateOf(st fleet.ResizeStatus) resizeState {
+func stateOf(st fleet.ResizeReport) resizeState {
 	r := resizeState{Revision: st.Revision, Partitions: st.Partitions, InProgress: st.InProgress}
 	if st.InProgress {
-		r.ID, r.From, r.To, r.By, r.Reason, r.Budget, r.Groups = st.ID, st.From, st.To, st.By, st.Reason, st.Budget, st.Groups
-		r.GroupsDone, r.GroupsMoving = st.Done, st.Moving
+		r.ID, r.From, r.To, r.Aborting, r.By, r.Reason, r.Budget, r.Groups = st.ID, st.From, st.To, st.Aborting, st.By, st.Reason, st.Budget, st.Groups
+		r.GroupsDone, r.GroupsMoving, r.GroupsFenced = st.Done, st.Moving, st.Fenced
 		if !st.Started.IsZero() {
 			t := st.Started.UTC()
 			r.Started = &t
@@ -205,9 +242,13 @@ func printResizeState(w io.Writer, r resizeState) {
 	if r.Started != nil {
 		started = stamp(*r.Started)
 	}
-	fmt.Fprintf(w, "resize:\t%s, %d -> %d partitions\nby:\t%s\nreason:\t%s\nstarted:\t%s\n", r.ID, r.From, r.To, dash(r.By), dash(r.Reason), started)
-	fmt.Fprintf(w, "budget:\t%d groups moving at once\ngroups:\t%d done, %d moving, %d to go, of %d\n",
-		r.Budget, r.GroupsDone, r.GroupsMoving, r.Groups-r.GroupsDone-r.GroupsMoving, r.Groups)
+	what := ""
+	if r.Aborting {
+		what = fmt.Sprintf(", aborting: back to %d", r.From)
+	}
+	fmt.Fprintf(w, "resize:\t%s, %d -> %d partitions%s\nby:\t%s\nreason:\t%s\nstarted:\t%s\n", r.ID, r.From, r.To, what, dash(r.By), dash(r.Reason), started)
+	fmt.Fprintf(w, "budget:\t%d groups moving at once\ngroups:\t%d done, %d moving, %d fenced, of %d\n",
+		r.Budget, r.GroupsDone, r.GroupsMoving, r.GroupsFenced, r.Groups)
 }
 
 func resizeStatus(g *globals, args []string, out io.Writer) error {
@@ -218,20 +259,4 @@ func resizeStatus(g *globals, args []string, out io.Writer) error {
 		st, err := s.op.ResizeStatus(s.ctx)
 		return stateOf(st), err
 	}, printResizeState)
-}
-
-func resizeAbort(g *globals, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("spec resize abort", flag.ContinueOnError)
-	a := actionFlags(fs, false)
-	pos, err := parse(fs, g, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q; %s", pos[0], resizeUsage)
-	}
-	if err := refuse(a, true); err != nil {
-		return err
-	}
-	return do(g, out, func(s *session) (fleet.AuditRecord, error) { return s.op.AbortResize(s.ctx, *a) }, printRecord)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -21,14 +22,15 @@ import (
 )
 
 // TestTenurectlResize builds tenurectl and resizes a live fleet of two
-// nodes with it. Partition 0 is first held by a claim of a lease that no
+// nodes with it. Partition 1 is first held by a claim of a lease that no
 // node holds (a holder that never hands off), so that its group cannot
 // move: the dry run reports the resize's size and writes nothing; a
-// resize stopped by --timeout exits 1, says how to resume, and leaves the
-// resize in etcd (status shows it); a resize to another count is refused
-// meanwhile; abort ends it. Then, the ghost gone, 8 -> 32 and 32 -> 8
-// complete, the nodes follow the spec, owner-of names the owner the nodes
-// name, and the audit listing shows every action.
+// resize of one group at a time stopped by --timeout exits 1, says how to
+// resume, and leaves the resize in etcd, where group 0 completes without
+// it (status shows it); a resize to another count is refused meanwhile;
+// abort moves group 0 back and ends the resize. Then, the ghost gone,
+// 8 -> 32 and 32 -> 8 complete, the nodes follow the spec, owner-of names
+// the owner the nodes name, and the audit listing shows every action.
 func TestTenurectlResize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts etcd")
@@ -43,7 +45,7 @@ func TestTenurectlResize(t *testing.T) {
 
 	ghost, err := cli.Grant(ctx, 60)
 	require.NoError(t, err)
-	_, err = cli.Put(ctx, l.Claim(0), keys.EncodeClaim("ghost", time.Now()), clientv3.WithLease(ghost.ID))
+	_, err = cli.Put(ctx, l.Claim(1), keys.EncodeClaim("ghost", time.Now()), clientv3.WithLease(ghost.ID))
 	require.NoError(t, err)
 
 	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: name})
@@ -96,39 +98,60 @@ func TestTenurectlResize(t *testing.T) {
 	// The dry run: 8 groups, 8 + 32 partition moves, in 8 steps of 1.
 	var res resizeResult
 	x.json(&res, "spec", "resize", "--partitions", "32", "--budget", "1", "--reason", "plan", "--dry-run")
-	assert.Equal(t, resizeResult{From: parts, To: 32, Budget: 1, Groups: 8, PartitionMoves: 40, Steps: 8, DryRun: true}, res)
+	assert.Equal(t, resizeResult{From: parts, To: 32, Budget: 1, Groups: 8, PartitionMoves: 40, Steps: 8, Partitions: parts, DryRun: true}, res)
 	text := x.ok("spec", "resize", "--partitions", "32", "--budget", "3", "--reason", "plan", "--dry-run")
 	assert.Regexp(t, `partition moves:\s+40 `, text)
 	assert.Regexp(t, `steps:\s+3 `, text)
 	st = status()
 	assert.False(t, st.InProgress, "a dry run writes nothing")
 
-	// Stopped by --timeout: group 0 waits for the ghost's claim.
+	// Stopped by --timeout: group 0 moves, group 1 waits for the ghost's
+	// claim.
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: name})
+	require.NoError(t, err)
 	short := ctl{t: t, bin: bin, base: []string{"--endpoints", strings.Join(c.Endpoints(), ","), "--cluster", name, "--timeout", "3s"}}
 	r = short.run("spec", "resize", "--partitions", "32", "--budget", "1", "--reason", "grow", "--actor", "alice@ops")
 	assert.Equal(t, 1, r.code, r.err)
 	assert.Contains(t, r.err, "resize: started", "each step is logged on stderr")
 	assert.Contains(t, r.err, "resize: groups asked to move")
-	assert.Contains(t, r.err, "did not complete within 3s (--timeout): 0 of 8 groups done, 1 moving")
-	assert.Contains(t, r.err, "tenurectl spec resize --partitions 32 --reason R")
+	assert.Regexp(t, `did not complete within 3s \(--timeout\): \d of 8 groups done, \d moving, \d fenced; `, r.err)
+	assert.Contains(t, r.err, "run it again (with a longer --timeout) to resume: tenurectl spec resize --partitions 32 --reason R")
 	assert.Regexp(t, `completed:\s+no: run the same command again`, r.out)
+	waitEtcd(t, cli, l.Resizes(), func() error {
+		st, err := op.ResizeStatus(ctx)
+		if err != nil || st.Done != 1 || st.Fenced != 1 || st.Moving != 1 {
+			return fmt.Errorf("group 0 not done and fenced, group 1 not moving: %+v, %v", st, err)
+		}
+		return nil
+	})
 	st = status()
 	require.True(t, st.InProgress, "%+v", st)
 	require.NotNil(t, st.Started)
 	assert.Equal(t, resizeState{Revision: st.Revision, Partitions: parts, InProgress: true, ID: st.ID, From: parts, To: 32, By: "alice@ops",
-		Reason: "grow", Budget: 1, Started: st.Started, Groups: 8, GroupsMoving: 1}, st)
-	assert.Regexp(t, `groups:\s+0 done, 1 moving, 7 to go, of 8`, x.ok("spec", "resize", "status"))
+		Reason: "grow", Budget: 1, Started: st.Started, Groups: 8, GroupsDone: 1, GroupsMoving: 1, GroupsFenced: 1}, st)
+	assert.Regexp(t, `groups:\s+1 done, 1 moving, 1 fenced, of 8`, x.ok("spec", "resize", "status"))
 	res = resizeResult{}
 	x.json(&res, "spec", "resize", "--partitions", "32", "--reason", "plan", "--dry-run")
 	assert.Equal(t, st.ID, res.ID, "a dry run of the resize in progress names it")
 	assert.Equal(t, 1, res.Budget, "the budget it started with")
+	var plan dryRun
+	x.json(&plan, "balance", "plan")
+	assert.Equal(t, "resize "+st.ID+" of the partition count, 8 -> 32", plan.Resizing, "the balancer pauses")
+	assert.Empty(t, plan.Moves)
+	assert.Regexp(t, `paused:\s+a resize `+st.ID+` of the partition count, 8 -> 32 is in progress`, x.ok("balance", "plan"))
 	r = x.run("spec", "resize", "--partitions", "16", "--reason", "other")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.err, "another resize of the partition count is in progress")
 
-	var rec fleet.AuditRecord
-	x.json(&rec, "spec", "resize", "abort", "--reason", "the ghost holds partition 0", "--actor", "alice@ops")
-	assert.Equal(t, "resize-abort", rec.Action)
+	// Abort: group 0 moves back, group 1 stays, the resize ends at 8.
+	res = resizeResult{}
+	r = x.run("spec", "resize", "abort", "--reason", "wrong count", "--actor", "alice@ops", "--json")
+	require.Zero(t, r.code, r.err)
+	assert.Contains(t, r.err, "resize: aborting")
+	require.NoError(t, checkVocabulary(r.out, map[string]bool{}), r.out)
+	require.NoError(t, json.Unmarshal([]byte(r.out), &res))
+	assert.True(t, res.Completed, "%+v", res)
+	assert.Equal(t, parts, res.Partitions)
 	st = status()
 	assert.Equal(t, resizeState{Revision: st.Revision, Partitions: parts}, st)
 
@@ -136,7 +159,8 @@ func TestTenurectlResize(t *testing.T) {
 	_, err = cli.Revoke(ctx, ghost.ID)
 	require.NoError(t, err)
 	for _, to := range []int{32, 8} {
-		x.json(&res, "spec", "resize", "--partitions", fmt.Sprint(to), "--budget", "3", "--reason", "follow the fleet", "--timeout", "60s")
+		res = resizeResult{}
+		x.json(&res, "spec", "resize", "--partitions", fmt.Sprint(to), "--budget", "3", "--reason", "follow the fleet", "--actor", "bob@ops", "--timeout", "60s")
 		require.True(t, res.Completed, "%+v", res)
 		assert.Equal(t, to, res.To)
 		assert.Positive(t, res.Writes)
@@ -168,17 +192,34 @@ func TestTenurectlResize(t *testing.T) {
 	x.json(&recs, "audit")
 	var actions []string
 	for _, r := range recs {
-		actions = append(actions, r.Action+" "+r.Node+" "+r.Reason)
+		actions = append(actions, r.Actor+" "+r.Action+" "+r.Node+" "+r.Reason)
 	}
 	assert.Equal(t, []string{
-		"resize-start 8->32 grow", "resize-abort 8->8 the ghost holds partition 0",
-		"resize-start 8->32 follow the fleet", "resize-complete 8->32 follow the fleet",
-		"resize-start 32->8 follow the fleet", "resize-complete 32->8 follow the fleet",
+		"alice@ops resize-start 8->32 grow", "alice@ops resize-abort 8->32->8 wrong count", "alice@ops resize-complete 8->8 wrong count",
+		"bob@ops resize-start 8->32 follow the fleet", "bob@ops resize-complete 8->32 follow the fleet",
+		"bob@ops resize-start 32->8 follow the fleet", "bob@ops resize-complete 32->8 follow the fleet",
 	}, actions)
 	text = x.ok("audit")
-	assert.Contains(t, text, "resize-abort")
+	assert.Regexp(t, `resize-abort\s+partitions 8->32->8\s+-\s+-\s`, text)
 	assert.Regexp(t, `resize-complete\s+partitions 32->8\s+-\s+-\s`, text)
-	var b strings.Builder
-	printRecord(&b, recs[1])
-	assert.Contains(t, b.String(), "partition count:\t8->8\n", "the abort's record, as spec resize abort prints it")
+}
+
+// waitEtcd re-evaluates cond whenever a key under prefix changes, until it
+// returns nil.
+func waitEtcd(t *testing.T, cli *clientv3.Client, prefix string, cond func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wc := cli.Watch(ctx, prefix, clientv3.WithPrefix())
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-wc:
+		case <-ctx.Done():
+			t.Fatalf("not reached: %v", err)
+		}
+	}
 }

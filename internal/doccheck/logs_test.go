@@ -37,7 +37,7 @@ var logEvents = []struct {
 	{"fence rejection (scope, presented, current)", "fence rejection", []string{"node", "scope", "presented", "current"}},
 	{"forced release", "forced release observed", []string{"node", "lease", "count", "partitions"}},
 	{"drain observed", "drain observed", []string{"node", "lease"}},
-	{"a resize's group marked done (`resize: group done`", "resize: group done", []string{"node", "resize", "group", "from", "to", "sources", "targets", "revision"}},
+	{"a resize's group marked done (`resize: group done`", "resize: group done", []string{"node", "resize", "group", "from", "to", "ended", "begun", "revision"}},
 }
 
 // rangesRE matches the partitions field: ranges such as 0-5,9,12-15.
