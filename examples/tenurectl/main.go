@@ -49,10 +49,11 @@ Commands:
                                     step on stderr and returns once the spec records N (give
                                     a --timeout long enough; stopped, run it again to resume);
                                     --dry-run: the groups, partition moves and steps, unchanged
-  spec resize status                the resize in progress: counts, groups done and moving
-  spec resize abort --reason R [--actor A]
-                                    stop the resize in progress while none of its groups is
-                                    done (else finish it, then resize back); audited
+  spec resize status                the resize in progress: counts, groups done, moving, fenced
+  spec resize abort --reason R [--dry-run] [--actor A]
+                                    return the resize in progress to the count it started
+                                    from: its done groups move back the same way; audited,
+                                    logged, resumed like the resize
   members                           members: address, lease, TTL left, drained, partitions held
   partitions [--node N]             every partition's owner, epoch, acquire time and ring owner
   owner-of KEY                      the partition, owner and epoch of KEY

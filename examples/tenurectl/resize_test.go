@@ -158,6 +158,14 @@ func TestTenurectlResize(t *testing.T) {
 	// The ghost gone, the resize completes, and back.
 	_, err = cli.Revoke(ctx, ghost.ID)
 	require.NoError(t, err)
+	waitNodes(t, nodes, func() error {
+		for _, n := range nodes {
+			if p := n.Ring().Partitions(); p != parts {
+				return fmt.Errorf("%s uses %d partitions after the abort", n.ID(), p)
+			}
+		}
+		return settled(nodes, "")()
+	})
 	for _, to := range []int{32, 8} {
 		res = resizeResult{}
 		x.json(&res, "spec", "resize", "--partitions", fmt.Sprint(to), "--budget", "3", "--reason", "follow the fleet", "--actor", "bob@ops", "--timeout", "60s")
