@@ -34,13 +34,18 @@ func SetReaderKV(o *Observer, kv clientv3.KV) { o.reader.KV = kv }
 // Check is Action.check.
 func (a Action) Check(needReason bool) error { return a.check(needReason) }
 
-// LookupAt is Operator.Lookup on the fleet as etcd held it at rev.
-func LookupAt(ctx context.Context, o *Operator, key string, rev int64) (PartitionStatus, error) {
+// LookupAt is Operator.Lookup of each key on the fleet as etcd held it at
+// rev, read once.
+func LookupAt(ctx context.Context, o *Operator, keys []string, rev int64) ([]PartitionStatus, error) {
 	v, err := o.viewAt(ctx, rev)
 	if err != nil {
-		return PartitionStatus{}, err
+		return nil, err
 	}
-	return v.partition(v.fleet.Shape.Of(key)), nil
+	out := make([]PartitionStatus, len(keys))
+	for i, key := range keys {
+		out[i] = v.partition(v.fleet.Shape.Of(key))
+	}
+	return out, nil
 }
 
 // ResizeStopping returns opts with the driver's test hook: stop is called

@@ -172,8 +172,9 @@ func (o *Operator) Resize(ctx context.Context, to int, opts ResizeOptions) (rep 
 		return rep, nil
 	}
 	d := &driver{o: o, opts: opts, log: opts.Logger, rep: &rep}
-	defer func() { rep.Took = Seconds(o.clock.Since(start)) }()
-	return rep, d.run(ctx, v, rs)
+	err = d.run(ctx, v, rs)
+	rep.Took = Seconds(o.clock.Since(start))
+	return rep, err
 }
 
 // errStopped is what a driver stopped by its test hook returns.
