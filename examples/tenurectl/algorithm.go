@@ -21,6 +21,9 @@ func cmdSpec(g *globals, args []string, out io.Writer) error {
 	if len(args) > 0 && args[0] == "algorithm" {
 		return cmdSpecAlgorithm(g, args[1:], out)
 	}
+	if len(args) > 0 && args[0] == "resize" {
+		return cmdResize(g, args[1:], out)
+	}
 	if err := noArgs("spec", g, args); err != nil {
 		return err
 	}

@@ -164,6 +164,9 @@ func printDryRun(w io.Writer, d dryRun) {
 	if len(d.Alarms) > 0 {
 		printAlarms(w, d.Alarms, "the balancer pauses: the next pass writes nothing")
 	}
+	if d.Resizing != "" {
+		fmt.Fprintf(w, "paused:\ta %s is in progress; passes write nothing until it ends\n", d.Resizing)
+	}
 	fmt.Fprintf(w, "imbalance:\t%.3f -> %.3f\n", d.Before, d.After)
 	fmt.Fprintf(w, "\nMOVE PARTITION\tFROM\tTO\t%s\n", d.loadHeader)
 	for _, m := range d.Moves {

@@ -371,7 +371,11 @@ func cmdAudit(g *globals, args []string, out io.Writer) error {
 		func(w io.Writer, rs []fleet.AuditRecord) {
 			fmt.Fprintln(w, "TIME\tACTOR\tACTION\tTARGET\tHOLDER\tPIN NODE\tOLD EPOCH\tNEW EPOCH\tREASON")
 			for _, r := range rs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(r.Time), r.Actor, r.Action, r.Target, dash(r.Holder), dash(r.Node),
+				target, node := r.Target, r.Node
+				if resizeAction(r.Action) { // the record's node is the change of count, "from->to"
+					target, node = r.Target+" "+r.Node, ""
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(r.Time), r.Actor, r.Action, target, dash(r.Holder), dash(node),
 					epoch(r.OldEpoch), epoch(r.NewEpoch), dash(r.Reason))
 			}
 		})

@@ -1,9 +1,10 @@
 // Command tenurectl is the operator's CLI of a tenure fleet: it shows the
 // fleet's spec, members, partitions, leaders and health, and takes the
 // audited operator actions (force release, drain, undrain, pin, unpin,
-// suspending and resuming the balancer) through fleet.Operator, plans a
-// dry run of the balancer's next pass, against a real etcd, and checks
-// what a restore of etcd from a snapshot needs (rewind-check).
+// suspending and resuming the balancer, resizing the partition count,
+// changing the ring algorithm) through fleet.Operator, plans a dry run of
+// the balancer's next pass and of a resize, against a real etcd, and
+// checks what a restore of etcd from a snapshot needs (rewind-check).
 //
 // Usage:
 //
@@ -53,6 +54,18 @@ Commands:
   spec algorithm status             the migration that runs: target, moves left, placed
   spec algorithm abort --reason R [--actor A]
                                     end it: the partitions it moved go back (planned moves)
+  spec resize --partitions N --reason R [--budget B] [--dry-run] [--actor A]
+                                    change the partition count while the fleet serves: N is
+                                    the count times or divided by a power of two; groups move
+                                    as planned moves, at most B (default 8) at once; logs each
+                                    step on stderr and returns once the spec records N (give
+                                    a --timeout long enough; stopped, run it again to resume);
+                                    --dry-run: the groups, partition moves and steps, unchanged
+  spec resize status                the resize in progress: counts, groups done, moving, fenced
+  spec resize abort --reason R [--dry-run] [--actor A]
+                                    return the resize in progress to the count it started
+                                    from: its done groups move back the same way; audited,
+                                    logged, resumed like the resize
   members                           members: address, lease, TTL left, drained, partitions held,
                                     build and protocol features
   partitions [--node N]             every partition's owner, epoch, acquire time and ring owner
@@ -121,6 +134,8 @@ type globals struct {
 	timeout                      time.Duration
 	cluster, prefix              string
 	json                         bool
+
+	stderr io.Writer // where spec resize logs its steps
 }
 
 // register defines the global flags on fs, except those a command has
@@ -152,7 +167,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 
 // run runs the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	g := &globals{endpoints: "127.0.0.1:2379", timeout: 5 * time.Second}
+	g := &globals{endpoints: "127.0.0.1:2379", timeout: 5 * time.Second, stderr: stderr}
 	top := flag.NewFlagSet("tenurectl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)

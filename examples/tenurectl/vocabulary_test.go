@@ -82,12 +82,19 @@ var vocabulary = map[string]kind{
 	"abort": kBool, "started": kTime, "step_partitions": kIntList,
 	// rewind-check.
 	"floor_epoch": kInt, "floor_scope": kString, "rewound": kBool, "margin": kInt, "bump_revision": kInt,
+	// The resize of the partition count: its dry run, a run's report and
+	// its status.
+	"from_partitions": kInt, "to_partitions": kInt, "groups": kInt, "partition_moves": kInt,
+	"etcd_writes": kInt, "took_seconds": kNumber, "completed": kBool,
+	"resizing": kString, "in_progress": kBool, "aborting": kBool, "groups_done": kInt, "groups_moving": kInt, "groups_fenced": kInt,
 }
 
 // rareKeys are vocabulary keys TestTenurectlJSONVocabulary need not see:
 // a handoff shows only while a move is in progress, an etcd alarm only
-// while one stands (TestTenurectlAlarms sees them).
-var rareKeys = map[string]bool{"handoff": true, "alarm": true, "etcd_member": true}
+// while one stands (TestTenurectlAlarms sees them), and the balancer's
+// pause for a resize only while one is in progress (TestTenurectlResize
+// checks it against the vocabulary).
+var rareKeys = map[string]bool{"handoff": true, "alarm": true, "etcd_member": true, "resizing": true}
 
 // TestVocabularyRules holds the vocabulary to its own rules: revisions are
 // "revision" or "<what>_revision", never "rev"; durations are numbers of
@@ -311,8 +318,14 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 		out := x.ok(append(args, "--json")...)
 		require.NoError(t, checkVocabulary(out, seen), "tenurectl %s --json:\n%s", strings.Join(args, " "), out)
 		cmd := args[0]
-		if cmd == "balance" {
+		switch {
+		case cmd == "balance":
 			cmd += " " + args[1]
+		case cmd == "spec" && len(args) > 1 && args[1] == "resize":
+			cmd += " resize"
+			if resizeCommands[args[2]] != nil {
+				cmd += " " + args[2]
+			}
 		}
 		ran[cmd] = true
 		return out
@@ -359,6 +372,13 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 	run("placement")
 	run("undrain", "n2")
 	run("unpin", strconv.Itoa(p), "--reason", "tenant cooled")
+	// h1 leaves before the resize: a resize ends once a holder of each
+	// group's targets has retired its sources, and h1 holds nothing.
+	_, err = cli.Delete(ctx, l.Member("h1"))
+	require.NoError(t, err)
+	run("spec", "resize", "--partitions", "64", "--reason", "plan", "--dry-run")
+	run("spec", "resize", "--partitions", "64", "--reason", "grow", "--timeout", "60s")
+	run("spec", "resize", "status")
 	run("audit")
 	run("rewind-check", "--db", fencesDB(t, map[string]int64{"p/0": 1 << 40}))
 
@@ -380,9 +400,12 @@ func TestTenurectlJSONVocabulary(t *testing.T) {
 	for sub := range balanceCommands {
 		want = append(want, "balance "+sub)
 	}
+	want = append(want, "spec resize", "spec resize status")
 	for _, cmd := range want {
 		assert.True(t, ran[cmd] || cmd == "balance", "tenurectl %s --json was not checked against the vocabulary", cmd)
 	}
+	assert.Equal(t, []string{"abort", "status"}, slices.Sorted(maps.Keys(resizeCommands)),
+		"spec resize abort prints an audit record, checked by TestTenurectlResize; a new subcommand is run here")
 	for key := range vocabulary {
 		assert.True(t, seen[key] || rareKeys[key], "no output had %q: a vocabulary key no command prints", key)
 	}

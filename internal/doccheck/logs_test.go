@@ -39,6 +39,7 @@ var logEvents = []struct {
 	{"`rewind over` once none is held back any more", "rewind over", []string{"node", "floor"}},
 	{"forced release", "forced release observed", []string{"node", "lease", "count", "partitions"}},
 	{"drain observed", "drain observed", []string{"node", "lease"}},
+	{"a resize's group marked done (`resize: group done`", "resize: group done", []string{"node", "resize", "group", "from", "to", "ended", "begun", "revision"}},
 }
 
 // rangesRE matches the partitions field: ranges such as 0-5,9,12-15.
@@ -108,13 +109,35 @@ func waitLogged(t *testing.T, buf *testsupport.Buffer, node, msg string) map[str
 	}
 }
 
+// waitLoggedBy waits until one of nodes has logged a line that starts
+// with msg.
+func waitLoggedBy(t *testing.T, buf *testsupport.Buffer, msg string, nodes ...string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		written := buf.Written()
+		lines := logLines(t, buf)
+		for _, n := range nodes {
+			if findLog(lines, n, msg) != nil {
+				return
+			}
+		}
+		select {
+		case <-written:
+		case <-deadline:
+			t.Fatalf("none of %v logged %q:\n%s", nodes, msg, buf.String())
+		}
+	}
+}
+
 // The events README.md's Logs paragraph names are lines that nodes print,
 // with the fields it names: two nodes on a real etcd, one of which has a
 // store refuse its first epoch of a partition, hands partitions to the
 // other, has a store's floor above etcd's revision (a rewind), has a
 // claim force-released, takes the partitions of the other
 // when an operator drains it, loses its session to an etcd it cannot
-// reach for longer than its TTL, rejoins, and both leave.
+// reach for longer than its TTL, rejoins, doubles the partition count
+// with the other (a resize), and both leave.
 func TestLogsDocumented(t *testing.T) {
 	root := moduleRoot(t)
 	para := logsParagraph(t, root)
@@ -191,6 +214,11 @@ func TestLogsDocumented(t *testing.T) {
 	waitLogged(t, buf, "a", "session lost: released")
 	fp.Heal()
 	waitLogged(t, buf, "a", "rejoined")
+	rep, err := op.Resize(ctx, 2*parts, fleet.ResizeOptions{Actor: act.Actor, Reason: act.Reason})
+	if err != nil || !rep.Completed {
+		t.Fatalf("resize to %d partitions: %+v, %v", 2*parts, rep, err)
+	}
+	waitLoggedBy(t, buf, "resize: group done", "a", "b")
 	leave(t, b)
 	leave(t, a)
 

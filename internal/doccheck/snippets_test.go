@@ -64,6 +64,7 @@ var docBlocks = []docBlock{
 	{file: "sim/scale/doc.go", first: "go run ./sim scale", notGo: "shell commands"},
 	{file: "ownership/doc.go", first: "step  event", notGo: "the order of events, a table"},
 	{file: "ownership/doc.go", first: "name ", notGo: "the metric table (TestMetricsDocumented checks it)"},
+	{file: "ownership/doc.go", first: "<prefix>claims/resize/<id>/record", notGo: "a resize's keys in etcd"},
 	{file: "election/doc.go", first: "send time of the last acknowledged renewal", notGo: "a formula"},
 	{file: "election/doc.go", first: "TTL - SafetyMargin", notGo: "a formula"},
 	{file: "election/doc.go", first: `fence.Token{Scope: "leader/<name>"`, notGo: "a token's fields, in words"},

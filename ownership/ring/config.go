@@ -25,11 +25,18 @@ const (
 // Config holds the tunables of a Ring. Every node of a cluster must use
 // the same Config, or their rings disagree.
 type Config struct {
-	// Partitions is P, the fixed number of partitions. A key belongs to
+	// Partitions is P, the number of partitions. A key belongs to
 	// partition xxhash64(key) mod P. It must be in [1, MaxPartitions].
-	// Changing it moves nearly every key, so it is fixed for the life of a
-	// cluster; size it for at least 10x the largest expected fleet so that
-	// every node gets many partitions and load evens out.
+	// Size it for at least 10x the largest expected fleet so that every
+	// node gets many partitions and load evens out. A running fleet
+	// changes it by a resize (fleet.Operator.Resize, tenurectl spec
+	// resize) to P times or divided by a power of two: a key's partition
+	// under 2P is its partition under P or that plus P, so each partition
+	// splits into children (or children merge into their parent) group by
+	// group, as planned moves, and data in the stores stays where it is.
+	// The fleet's spec records the count in use; a node configured with
+	// another is refused at Join unless it sets AdoptSpec (see the package
+	// ownership documentation, "Changing the partition count").
 	Partitions int
 
 	// LoadFactor bounds how unevenly partitions are spread: no member owns
