@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/internal/pgtest"
 	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/fleet"
@@ -31,15 +33,20 @@ import (
 // TestNoSpace fills a 3-member etcd (each member in its own process,
 // --quota-backend-bytes 16 MiB) until it raises its NOSPACE alarm, under
 // keyed load through a router.Client whose requests make fenced writes to
-// SQLite, on four nodes (16 partitions). While the alarm stands it starts
+// SQLite and to PostgreSQL (not to etcd: under NOSPACE etcd refuses the
+// put of a fenced write, so no such write could succeed while the alarm
+// stands), on four nodes (16 partitions). While the alarm stands it starts
 // a graceful leave of node a, a pin of one of b's partitions to c and a
 // drain of b: each waits (the nodes keep their partitions and serve them,
 // the leave says why in its log line and in tenure_etcd_alarm), no
 // partition is unclaimed while the alarm stands (an Observer checks every
-// change) and every request succeeds. Then it deletes what filled etcd, compacts, defragments every member and
-// disarms the alarm, as etcdctl does: the three operations complete
-// without restarting anything. The figures (how long each waited, from its
-// start and from the disarm; requests failed) go to the log:
+// change) and every request succeeds. Then it deletes what filled etcd,
+// compacts, defragments every member and disarms the alarm, as etcdctl
+// does: the three operations complete without restarting anything. Every
+// acknowledged write has its one row in each database, and none was
+// admitted below its scope's floor. The figures (how long each waited,
+// from its start and from the disarm; requests failed; rows) go to the
+// log:
 //
 //	go test -count=1 -run TestNoSpace -v ./router
 func TestNoSpace(t *testing.T) {
@@ -53,15 +60,19 @@ func TestNoSpace(t *testing.T) {
 	cfg.QuotaBackendBytes = 16 << 20
 	etcd := cluster.NewWithConfig(t, cfg)
 
+	ctx := context.Background()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "store.db")+"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	fences, err := sqlfence.New(sqlfence.Config{Dialect: sqlfence.SQLite, Table: "nospace_fences"})
-	require.NoError(t, err)
-	ctx := context.Background()
-	require.NoError(t, fences.CreateTable(ctx, db))
-	_, err = db.ExecContext(ctx, "CREATE TABLE kv (k TEXT PRIMARY KEY, n INTEGER NOT NULL)")
-	require.NoError(t, err)
+	pg := pgtest.ForTest(t)
+	stores := []nospaceStore{
+		newNospaceStore(ctx, t, "SQLite", db, sqlfence.SQLite, "INTEGER PRIMARY KEY AUTOINCREMENT"),
+		newNospaceStore(ctx, t, "PostgreSQL", pg.DB, sqlfence.Postgres, "BIGSERIAL PRIMARY KEY"),
+	}
+	var fencers []fence.Fencer
+	for _, st := range stores {
+		fencers = append(fencers, sqlfence.Fencer{DB: st.db, Fences: st.fences})
+	}
 
 	logs := map[string]*testsupport.Buffer{}
 	regs := map[string]*prometheus.Registry{}
@@ -70,15 +81,17 @@ func TestNoSpace(t *testing.T) {
 	}
 	f := newFleet(t, etcd, "nospace", fleetOptions{
 		Partitions: parts,
-		Fencers:    []fence.Fencer{sqlfence.Fencer{DB: db, Fences: fences}},
+		Fencers:    fencers,
 		Handler: func(*member) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				tok, _ := fence.FromContext(r.Context())
-				key := r.PathValue("key")
-				err := fences.Do(r.Context(), db, tok, func(tx *sql.Tx) error {
-					_, err := tx.ExecContext(r.Context(), "INSERT INTO kv (k, n) VALUES (?, 1) ON CONFLICT (k) DO UPDATE SET n = n + 1", key)
-					return err
-				})
+				id, err := io.ReadAll(r.Body)
+				for _, st := range stores {
+					if err != nil {
+						break
+					}
+					err = st.write(r.Context(), tok, string(id))
+				}
 				if err != nil {
 					router.WriteError(w, r, err)
 					return
@@ -131,14 +144,17 @@ func TestNoSpace(t *testing.T) {
 	// Keyed load: 64 keys, one request after another per worker, 4 workers.
 	var ok, failed atomic.Int64
 	var firstErr atomic.Value
+	var ackedMu sync.Mutex
+	var acked []string
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var load sync.WaitGroup
 	for w := range 4 {
 		load.Go(func() {
 			for i := 0; loadCtx.Err() == nil; i++ {
 				key := fmt.Sprintf("k%d", (i*4+w)%64)
+				id := fmt.Sprintf("w%d-%d", w, i)
 				rctx, cancel := context.WithTimeout(loadCtx, 10*time.Second)
-				resp, err := postVia(rctx, c, key, "/k/"+key, "text/plain", nil)
+				resp, err := postVia(rctx, c, key, "/k/"+key, "text/plain", []byte(id))
 				cancel()
 				if err == nil {
 					_ = resp.Body.Close()
@@ -149,6 +165,9 @@ func TestNoSpace(t *testing.T) {
 				switch {
 				case err == nil:
 					ok.Add(1)
+					ackedMu.Lock()
+					acked = append(acked, id)
+					ackedMu.Unlock()
 				case loadCtx.Err() == nil:
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
@@ -272,6 +291,92 @@ func TestNoSpace(t *testing.T) {
 	<-watchDone
 	t.Logf("reclaim (compact, defrag x3, disarm) took %v; requests: %d ok (%d under the alarm), %d failed (first: %v); unclaimed observations: %d",
 		disarmed.Sub(reclaim).Round(time.Millisecond), ok.Load(), servedUnder, failed.Load(), firstErr.Load(), unclaimed.Load())
+	for _, st := range stores {
+		st.check(t, acked)
+	}
 	require.Zero(t, failed.Load(), "requests failed")
 	require.Zero(t, unclaimed.Load())
+}
+
+// nospaceStore is one of TestNoSpace's SQL databases: its fences table and
+// a row per write.
+type nospaceStore struct {
+	name    string
+	db      *sql.DB
+	fences  *sqlfence.Fences
+	dialect sqlfence.Dialect
+}
+
+// newNospaceStore creates the fences table and the writes table, whose seq
+// column is of type seq.
+func newNospaceStore(ctx context.Context, t *testing.T, name string, db *sql.DB, d sqlfence.Dialect, seq string) nospaceStore {
+	t.Helper()
+	fences, err := sqlfence.New(sqlfence.Config{Dialect: d, Table: "nospace_fences"})
+	require.NoError(t, err)
+	require.NoError(t, fences.CreateTable(ctx, db))
+	_, err = db.ExecContext(ctx, "CREATE TABLE nospace_writes (seq "+seq+", id TEXT NOT NULL UNIQUE, scope TEXT NOT NULL, epoch BIGINT NOT NULL)")
+	require.NoError(t, err)
+	return nospaceStore{name: name, db: db, fences: fences, dialect: d}
+}
+
+// write adds the row of request id under tok; a retried request whose row
+// is there already adds none.
+func (st nospaceStore) write(ctx context.Context, tok fence.Token, id string) error {
+	ph := st.dialect.Placeholder
+	return st.fences.Do(ctx, st.db, tok, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO nospace_writes (id, scope, epoch) VALUES ("+ph(1)+", "+ph(2)+", "+ph(3)+") ON CONFLICT (id) DO NOTHING",
+			id, tok.Scope, tok.Epoch)
+		return err
+	})
+}
+
+// check checks the writes against the acknowledged ones and the floors:
+// every acknowledged write has its row (one at most: ids are unique), and
+// in the order the rows were written (a scope's writes are serialized by
+// its fence row) the epochs of each scope's writes never go down and none
+// is above its scope's floor.
+func (st nospaceStore) check(t *testing.T, acked []string) {
+	t.Helper()
+	floors := map[string]int64{}
+	rows, err := st.db.Query("SELECT scope, epoch FROM nospace_fences")
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		var e int64
+		require.NoError(t, rows.Scan(&s, &e))
+		floors[s] = e
+	}
+	require.NoError(t, rows.Err())
+	rows.Close()
+	rows, err = st.db.Query("SELECT id, scope, epoch FROM nospace_writes ORDER BY seq")
+	require.NoError(t, err)
+	defer rows.Close()
+	written := map[string]bool{}
+	last := map[string]int64{}
+	var stale, aboveFloor int
+	for rows.Next() {
+		var id, s string
+		var e int64
+		require.NoError(t, rows.Scan(&id, &s, &e))
+		written[id] = true
+		if e < last[s] {
+			stale++
+		}
+		last[s] = max(last[s], e)
+		if e > floors[s] {
+			aboveFloor++
+		}
+	}
+	require.NoError(t, rows.Err())
+	missing := 0
+	for _, id := range acked {
+		if !written[id] {
+			missing++
+		}
+	}
+	t.Logf("%s: %d rows for %d acknowledged writes; %d acknowledged without a row; %d stale (below a floor recorded before them)",
+		st.name, len(written), len(acked), missing, stale)
+	require.Zero(t, missing, "%s: acknowledged writes without their row", st.name)
+	require.Zero(t, stale, "%s: writes below a floor", st.name)
+	require.Zero(t, aboveFloor, "%s: writes under an epoch above their scope's floor", st.name)
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/internal/pgtest"
 )
 
 // envPG names a PostgreSQL server (a URL) on which the tests create a
@@ -29,7 +29,6 @@ func dialects() []sqlfence.Dialect {
 // on the PostgreSQL server of TENURE_PG_DSN.
 func testDB(t *testing.T, d sqlfence.Dialect) (spec string, db *sql.DB, dialect sqlfence.Dialect) {
 	t.Helper()
-	dsn := os.Getenv(envPG)
 	if d == sqlfence.SQLite {
 		spec = "sqlite:" + filepath.Join(t.TempDir(), "counter.db")
 		db, dialect, err := openDB(spec, 2*time.Second)
@@ -39,7 +38,7 @@ func testDB(t *testing.T, d sqlfence.Dialect) (spec string, db *sql.DB, dialect 
 		t.Cleanup(func() { _ = db.Close() })
 		return spec, db, dialect
 	}
-	spec = proctest.FreshPostgres(t, dsn, "counter_test_")
+	spec = pgtest.ForTest(t).DSN
 	db, dialect, err := openDB(spec, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)

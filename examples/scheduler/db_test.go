@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/internal/pgtest"
 )
 
 // envPG names a PostgreSQL server (a URL) on which the tests create a
@@ -30,7 +30,7 @@ func testDB(t *testing.T) (spec string, db *sql.DB, dialect sqlfence.Dialect) {
 		t.Cleanup(func() { _ = db.Close() })
 		return spec, db, dialect
 	}
-	spec = proctest.FreshPostgres(t, dsn, "scheduler_test_")
+	spec = pgtest.ForTest(t).DSN
 	db, dialect, err := openDB(spec, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package sqlfence_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/tenure-go/tenure/fence/sqlfence"
-	"github.com/tenure-go/tenure/fence/sqlfence/internal/pgtest"
+	"github.com/tenure-go/tenure/internal/pgtest"
 	"github.com/tenure-go/tenure/internal/testsupport"
 )
 
@@ -57,13 +56,7 @@ func postgres(tb testing.TB) *sql.DB {
 			tb.Logf("sqlfence: PostgreSQL from %s", pg.Source)
 		}
 	})
-	switch {
-	case errors.Is(pgErr, pgtest.ErrUnavailable) && !pgtest.Required():
-		tb.Skipf("sqlfence: PostgreSQL tests skipped: %v (set %s, or install PostgreSQL; %s=1 makes this a failure)",
-			pgErr, pgtest.EnvDSN, pgtest.EnvRequire)
-	case pgErr != nil:
-		tb.Fatalf("sqlfence: PostgreSQL: %v", pgErr)
-	}
+	pgtest.Check(tb, pgErr)
 	return pg.DB
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/internal/fencetest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
-	"github.com/tenure-go/tenure/fence/sqlfence/internal/pgtest"
+	"github.com/tenure-go/tenure/internal/pgtest"
 )
 
 // TestNilArguments: every function refuses a nil argument, typed nils

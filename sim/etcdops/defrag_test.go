@@ -21,8 +21,10 @@ import (
 // 110 MB that live into a new file of about 116 MB), then defragments one member of
 // three at a time, followers first and the leader last, as the README's
 // operating section says (etcdctl defrag --endpoints one member), under
-// keyed load through a router.Client with fenced writes: no session
-// ends, no partition is lost or changes epoch, no request fails. It logs
+// keyed load through a router.Client with fenced writes to etcd and
+// PostgreSQL: no session ends, no partition is lost or changes epoch, no
+// request fails, every acknowledged write is in PostgreSQL once and none
+// below its scope's floor. It logs
 // each defragmentation's duration and the p99 of the requests during it
 // beside the steady state before.
 //
@@ -77,6 +79,7 @@ func TestDefragUnderLoad(t *testing.T) {
 	t.Logf("sizes after defragmentation: %v", dbSizes(ctx, t, etcd))
 	o := f.measure(l, before, tenures, sessions, windows)
 	o.log(t)
+	f.checkWrites(l)
 	assert.Zero(t, o.sessions, "sessions ended")
 	assert.Zero(t, o.tenures["lost"], "partitions lost")
 	assert.Zero(t, o.epochsChanged, "partitions whose epoch changed")

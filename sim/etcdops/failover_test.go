@@ -21,8 +21,9 @@ import (
 // member (SetEndpoints; the configuration that election.SessionConfig's
 // ClientConfig returns). The member, a follower (a leader frozen past the
 // TTL is etcd's own case: see cluster.FreezeMember), stays frozen for
-// three TTLs, far past the sessions' outage bound, under keyed load: no
-// session ends, no partition is lost or changes epoch, no request fails.
+// three TTLs, far past the sessions' outage bound, under keyed load with
+// fenced writes to etcd and PostgreSQL: no session ends, no partition is
+// lost or changes epoch, no request fails.
 func TestFrozenMemberFailover(t *testing.T) {
 	ecfg := cluster.DefaultConfig()
 	ecfg.Members, ecfg.Processes = 3, true
@@ -55,6 +56,7 @@ func TestFrozenMemberFailover(t *testing.T) {
 	l.end()
 	o := f.measure(l, before, tenures, sessions, []window{steady, frozen, after})
 	o.log(t)
+	f.checkWrites(l)
 	assert.Zero(t, o.sessions, "sessions ended")
 	assert.Zero(t, o.tenures["lost"], "partitions lost")
 	assert.Zero(t, o.epochsChanged, "partitions whose epoch changed")

@@ -2,6 +2,7 @@ package etcdops
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -14,12 +15,15 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
+	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/internal/pgtest"
 	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
@@ -29,11 +33,13 @@ import (
 
 // fleet is three nodes in this process, each with its own etcd client, an
 // HTTP server whose handler writes the key's value to etcd through an
-// etcdfence.Store under the partition's token, and a router.Client that
-// sends keyed load to them.
+// etcdfence.Store and a row to PostgreSQL through sqlfence, both under the
+// partition's token, and a router.Client that sends keyed load to them.
 type fleet struct {
 	t      *testing.T
 	etcd   *cluster.Cluster
+	pg     *pgtest.DB
+	fences *sqlfence.Fences
 	name   string
 	parts  int
 	ttl    time.Duration
@@ -59,6 +65,13 @@ func startFleet(t *testing.T, etcd *cluster.Cluster, fc fleetConfig) *fleet {
 	f := &fleet{t: t, etcd: etcd, name: fc.name, parts: fc.parts, ttl: fc.ttl, reg: prometheus.NewPedanticRegistry()}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	f.pg = pgtest.ForTest(t)
+	var err error
+	f.fences, err = sqlfence.New(sqlfence.Config{Dialect: sqlfence.Postgres})
+	require.NoError(t, err)
+	require.NoError(t, f.fences.CreateTable(ctx, f.pg.DB))
+	_, err = f.pg.DB.ExecContext(ctx, "CREATE TABLE writes (seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, scope TEXT NOT NULL, epoch BIGINT NOT NULL)")
+	require.NoError(t, err)
 	for i := range 3 {
 		cfg := ownership.DefaultConfig()
 		cfg.Cluster, cfg.NodeID = fc.name, fmt.Sprintf("n%d", i)
@@ -77,7 +90,7 @@ func startFleet(t *testing.T, etcd *cluster.Cluster, fc fleetConfig) *fleet {
 		t.Cleanup(func() { _ = cli.Close() })
 		store, err := etcdfence.New(cli, etcdfence.Config{Cluster: fc.name})
 		require.NoError(t, err)
-		cfg.Fencers = []fence.Fencer{store}
+		cfg.Fencers = []fence.Fencer{store, sqlfence.Fencer{DB: f.pg.DB, Fences: f.fences}}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		cfg.Addr = ln.Addr().String()
@@ -85,7 +98,7 @@ func startFleet(t *testing.T, etcd *cluster.Cluster, fc fleetConfig) *fleet {
 		require.NoError(t, err)
 		rt, err := router.New(n, router.Config{})
 		require.NoError(t, err)
-		h, err := rt.Handler(router.KeyFromPathValue("key"), writeHandler(store))
+		h, err := rt.Handler(router.KeyFromPathValue("key"), writeHandler(store, f.pg.DB, f.fences))
 		require.NoError(t, err)
 		mux := http.NewServeMux()
 		mux.Handle("/k/{key}", h)
@@ -120,9 +133,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writeHandler writes the request's body to the key under the request's
-// fencing token.
-func writeHandler(store *etcdfence.Store) http.Handler {
+// writeHandler writes the request's body, its id, to the key in etcd and
+// as a row of PostgreSQL's writes table, both under the request's fencing
+// token. A retried request whose row is there already adds none.
+func writeHandler(store *etcdfence.Store, db *sql.DB, fences *sqlfence.Fences) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := fence.FromContext(r.Context())
 		if !ok {
@@ -132,6 +146,13 @@ func writeHandler(store *etcdfence.Store) http.Handler {
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
 			_, err = store.Put(r.Context(), tok, "data/"+r.PathValue("key"), body)
+		}
+		if err == nil {
+			err = fences.Do(r.Context(), db, tok, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(r.Context(), "INSERT INTO writes (id, scope, epoch) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+					string(body), tok.Scope, tok.Epoch)
+				return err
+			})
 		}
 		if err != nil {
 			if !router.WriteError(w, r, err) {
@@ -194,10 +215,11 @@ type request struct {
 // load is keyed load: workers goroutines, each sending fenced writes for
 // its own keys one after another through the fleet's router.Client.
 type load struct {
-	mu   sync.Mutex
-	reqs []request
-	stop context.CancelFunc
-	done sync.WaitGroup
+	mu    sync.Mutex
+	reqs  []request
+	acked []string // the ids of the acknowledged writes
+	stop  context.CancelFunc
+	done  sync.WaitGroup
 }
 
 // startLoad starts the load; stop ends it.
@@ -208,13 +230,17 @@ func (f *fleet) startLoad(workers int) *load {
 		l.done.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
 				key := fmt.Sprintf("w%d-k%d", w, i%64)
+				id := fmt.Sprintf("w%d-%d", w, i)
 				start := time.Now()
-				err := f.write(ctx, key)
+				err := f.write(ctx, key, id)
 				if ctx.Err() != nil {
 					return
 				}
 				l.mu.Lock()
 				l.reqs = append(l.reqs, request{start: start, took: time.Since(start), err: err})
+				if err == nil {
+					l.acked = append(l.acked, id)
+				}
 				l.mu.Unlock()
 			}
 		})
@@ -223,8 +249,8 @@ func (f *fleet) startLoad(workers int) *load {
 	return l
 }
 
-func (f *fleet) write(ctx context.Context, key string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://tenure/k/"+key, http.NoBody)
+func (f *fleet) write(ctx context.Context, key, id string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://tenure/k/"+key, strings.NewReader(id))
 	if err != nil {
 		return err
 	}
@@ -339,4 +365,62 @@ func (f *fleet) measure(l *load, before map[int]int64, tenures map[string]float6
 	}
 	o.failed, o.firstErr = l.failed()
 	return o
+}
+
+// checkWrites checks PostgreSQL's writes table against the load and the
+// fences table once the load has ended: every acknowledged write has its
+// row (one at most: ids are unique), and no write was admitted below its
+// scope's floor: in the order the rows were written (a scope's writes are
+// serialized by its fence row), the epochs of each scope's writes never go
+// down, and none is above the floor the fences table holds.
+func (f *fleet) checkWrites(l *load) {
+	f.t.Helper()
+	ctx := context.Background()
+	floors := map[string]int64{}
+	rows, err := f.pg.DB.QueryContext(ctx, "SELECT scope, epoch FROM tenure_fences")
+	require.NoError(f.t, err)
+	for rows.Next() {
+		var s string
+		var e int64
+		require.NoError(f.t, rows.Scan(&s, &e))
+		floors[s] = e
+	}
+	require.NoError(f.t, rows.Err())
+	rows.Close()
+
+	rows, err = f.pg.DB.QueryContext(ctx, "SELECT id, scope, epoch FROM writes ORDER BY seq")
+	require.NoError(f.t, err)
+	defer rows.Close()
+	written := map[string]bool{}
+	last := map[string]int64{}
+	var stale, aboveFloor int
+	for rows.Next() {
+		var id, s string
+		var e int64
+		require.NoError(f.t, rows.Scan(&id, &s, &e))
+		written[id] = true
+		if e < last[s] {
+			stale++
+			f.t.Errorf("write %s of %s under epoch %d after a write under epoch %d", id, s, e, last[s])
+		}
+		last[s] = max(last[s], e)
+		if e > floors[s] {
+			aboveFloor++
+		}
+	}
+	require.NoError(f.t, rows.Err())
+	l.mu.Lock()
+	acked := slices.Clone(l.acked)
+	l.mu.Unlock()
+	missing := 0
+	for _, id := range acked {
+		if !written[id] {
+			missing++
+		}
+	}
+	f.t.Logf("PostgreSQL: %d rows for %d acknowledged writes; %d acknowledged without a row; %d stale (below a floor recorded before them); scopes %d",
+		len(written), len(acked), missing, stale, len(last))
+	assert.Zero(f.t, missing, "acknowledged writes without their row")
+	assert.Zero(f.t, aboveFloor, "writes under an epoch above their scope's floor")
+	assert.NotEmpty(f.t, acked)
 }

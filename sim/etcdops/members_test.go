@@ -15,8 +15,10 @@ import (
 
 // operate runs op on each member of order in turn under the fleet's load
 // and checks that it cost nothing: no session ends, no partition is lost
-// or changes epoch, no request fails. It logs the latency of the requests
-// during each operation beside the steady state before.
+// or changes epoch, no request fails, and PostgreSQL holds every
+// acknowledged write once and none below its scope's floor. It logs the
+// latency of the requests during each operation beside the steady state
+// before.
 func operate(t *testing.T, f *fleet, what string, order []int, op func(i int) error) {
 	t.Helper()
 	l := f.startLoad(8)
@@ -35,6 +37,7 @@ func operate(t *testing.T, f *fleet, what string, order []int, op func(i int) er
 	l.end()
 	o := f.measure(l, before, tenures, sessions, windows)
 	o.log(t)
+	f.checkWrites(l)
 	assert.Zero(t, o.sessions, "sessions ended")
 	assert.Zero(t, o.tenures["lost"], "partitions lost")
 	assert.Zero(t, o.epochsChanged, "partitions whose epoch changed")
@@ -53,7 +56,7 @@ func followersFirst(ctx context.Context, t *testing.T, etcd *cluster.Cluster) []
 // three-member etcd, each removed through the client API (etcdctl member
 // remove) and a new member with an empty data directory added (etcdctl
 // member add) and started at its address with --initial-cluster-state
-// existing, under keyed load with fenced writes.
+// existing, under keyed load with fenced writes to etcd and PostgreSQL.
 func TestReplaceMemberUnderLoad(t *testing.T) {
 	ecfg := cluster.DefaultConfig()
 	ecfg.Members, ecfg.Processes = 3, true
@@ -79,7 +82,7 @@ func TestReplaceMemberUnderLoad(t *testing.T) {
 // release (cluster.PreviousEtcd, built from its Go module) and moves them
 // one at a time, followers first, to the current one (tenure's go.mod):
 // a graceful stop, the new binary, a start on the same data directory,
-// under keyed load with fenced writes.
+// under keyed load with fenced writes to etcd and PostgreSQL.
 func TestUpgradeEtcdUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds etcd's previous release")

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +29,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/internal/pgtest"
 	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/fleet"
@@ -52,10 +55,33 @@ type node struct {
 	r    *router.Router
 }
 
-// startNode joins node id to the fleet with two fencers, the etcd store's
-// and the SQL table's, and serves POST /w/{key}: a write to etcd and a row
-// in SQLite, both under the request's token.
-func startNode(t *testing.T, cli *clientv3.Client, db *sql.DB, fences *sqlfence.Fences, id string) *node {
+// sqlStore is one of the fleet's SQL databases: its fences table and its
+// writes table, a row per acknowledged write.
+type sqlStore struct {
+	name   string
+	db     *sql.DB
+	fences *sqlfence.Fences
+	ph     func(int) string // the dialect's placeholder
+	spec   string           // tenurectl's --db
+}
+
+// newSQLStore creates the fences and writes tables in db.
+func newSQLStore(ctx context.Context, t *testing.T, name string, db *sql.DB, d sqlfence.Dialect, spec, writes string) sqlStore {
+	t.Helper()
+	fences, err := sqlfence.New(sqlfence.Config{Dialect: d})
+	require.NoError(t, err)
+	require.NoError(t, fences.CreateTable(ctx, db))
+	_, err = db.ExecContext(ctx, writes)
+	require.NoError(t, err)
+	return sqlStore{name: name, db: db, fences: fences, ph: d.Placeholder, spec: spec}
+}
+
+// startNode joins node id to the fleet with a fencer for the etcd store
+// and one for each SQL database, and serves POST /w/{key} with the
+// request's id as its body: a write to etcd and a row in each database,
+// all under the request's token (a retried request whose row is there
+// already adds none).
+func startNode(t *testing.T, cli *clientv3.Client, dbs []sqlStore, id string) *node {
 	t.Helper()
 	store, err := etcdfence.New(cli, etcdfence.Config{Cluster: fleetName})
 	require.NoError(t, err)
@@ -67,7 +93,10 @@ func startNode(t *testing.T, cli *clientv3.Client, db *sql.DB, fences *sqlfence.
 	cfg.Ring.Partitions = partitions
 	cfg.Session.TTL = ttl
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: logs, JSONFormat: true})
-	cfg.Fencers = []fence.Fencer{store, sqlfence.Fencer{DB: db, Fences: fences}}
+	cfg.Fencers = []fence.Fencer{store}
+	for _, d := range dbs {
+		cfg.Fencers = append(cfg.Fencers, sqlfence.Fencer{DB: d.db, Fences: d.fences})
+	}
 	reg := prometheus.NewPedanticRegistry()
 	cfg.Metrics = reg
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -79,10 +108,17 @@ func startNode(t *testing.T, cli *clientv3.Client, db *sql.DB, fences *sqlfence.
 	write := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		tok, _ := fence.FromContext(req.Context())
 		key := req.PathValue("key")
-		_, err := store.Put(req.Context(), tok, "/restore-data/"+key, []byte(strconv.FormatInt(tok.Epoch, 10)))
+		reqID, err := io.ReadAll(req.Body)
 		if err == nil {
-			err = fences.Do(req.Context(), db, tok, func(tx *sql.Tx) error {
-				_, err := tx.ExecContext(req.Context(), "INSERT INTO writes (key, scope, epoch) VALUES (?, ?, ?)", key, tok.Scope, tok.Epoch)
+			_, err = store.Put(req.Context(), tok, "/restore-data/"+key, []byte(strconv.FormatInt(tok.Epoch, 10)))
+		}
+		for _, d := range dbs {
+			if err != nil {
+				break
+			}
+			err = d.fences.Do(req.Context(), d.db, tok, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(req.Context(), "INSERT INTO writes (req, key, scope, epoch) VALUES ("+d.ph(1)+", "+d.ph(2)+", "+d.ph(3)+", "+d.ph(4)+") ON CONFLICT (req) DO NOTHING",
+					string(reqID), key, tok.Scope, tok.Epoch)
 				return err
 			})
 		}
@@ -133,6 +169,7 @@ type load struct {
 	ok     map[string]int
 	failed map[string]int
 	total  atomic.Int64
+	acked  []string      // the ids of the acknowledged writes
 	wrote  chan struct{} // closed and replaced at each acknowledged write
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -145,17 +182,17 @@ func startLoad(c *router.Client) *load {
 		l.wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
 				key := "k" + strconv.Itoa((w*7919+i)%keys)
-				l.send(ctx, c, key)
+				l.send(ctx, c, key, fmt.Sprintf("w%d-%d", w, i))
 			}
 		})
 	}
 	return l
 }
 
-func (l *load) send(ctx context.Context, c *router.Client, key string) {
+func (l *load) send(ctx context.Context, c *router.Client, key, id string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://tenure/w/"+key, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://tenure/w/"+key, strings.NewReader(id))
 	if err != nil {
 		panic(err)
 	}
@@ -175,6 +212,7 @@ func (l *load) send(ctx context.Context, c *router.Client, key string) {
 	if ok {
 		l.ok[l.phase]++
 		l.total.Add(1)
+		l.acked = append(l.acked, id)
 		close(l.wrote)
 		l.wrote = make(chan struct{})
 	} else {
@@ -212,16 +250,18 @@ func (l *load) written() <-chan struct{} {
 	return l.wrote
 }
 
-// A fleet under keyed load, with writes fenced in etcd and in SQLite, meets
+// A fleet under keyed load, with writes fenced in etcd, in SQLite and in
+// PostgreSQL, meets
 // etcd restored from a snapshot taken before its partitions moved: (c)
 // with the --bump-revision that tenurectl rewind-check prints and
 // --mark-compacted, etcd back at once (the nodes keep their sessions), the
 // fleet serves under the restored etcd's claims; (a) without a bump, etcd
 // down for longer than the nodes' outage bound, the nodes name the rewind
-// and admit no write below a floor the SQL table recorded; (b) with the
+// and admit no write below a floor the SQL tables recorded; (b) with the
 // bump again, etcd down as long, the fleet serves again. No write is ever
-// admitted below a floor: in the SQL table's commit order, the epochs of
-// each scope's writes never go down.
+// admitted below a floor: in each SQL table's commit order, the epochs of
+// each scope's writes never go down; every acknowledged write has its row
+// in each database. tenurectl rewind-check reads both databases' floors.
 func TestRestoreUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds etcdutl and tenurectl and runs etcd member processes")
@@ -243,13 +283,15 @@ func TestRestoreUnderLoad(t *testing.T) {
 	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	fences, err := sqlfence.New(sqlfence.Config{Dialect: sqlfence.SQLite})
-	require.NoError(t, err)
-	require.NoError(t, fences.CreateTable(ctx, db))
-	_, err = db.ExecContext(ctx, "CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, scope TEXT NOT NULL, epoch INTEGER NOT NULL)")
-	require.NoError(t, err)
+	pg := pgtest.ForTest(t)
+	dbs := []sqlStore{
+		newSQLStore(ctx, t, "SQLite", db, sqlfence.SQLite, "sqlite:"+dbPath,
+			"CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT, req TEXT NOT NULL UNIQUE, key TEXT NOT NULL, scope TEXT NOT NULL, epoch INTEGER NOT NULL)"),
+		newSQLStore(ctx, t, "PostgreSQL", pg.DB, sqlfence.Postgres, pg.DSN,
+			"CREATE TABLE writes (id BIGSERIAL PRIMARY KEY, req TEXT NOT NULL UNIQUE, key TEXT NOT NULL, scope TEXT NOT NULL, epoch BIGINT NOT NULL)"),
+	}
 
-	nodes := []*node{startNode(t, cli, db, fences, "a"), startNode(t, cli, db, fences, "b"), startNode(t, cli, db, fences, "c")}
+	nodes := []*node{startNode(t, cli, dbs, "a"), startNode(t, cli, dbs, "b"), startNode(t, cli, dbs, "c")}
 	owners := func(ns ...*node) []*ownership.Node {
 		out := make([]*ownership.Node, len(ns))
 		for i, n := range ns {
@@ -290,26 +332,35 @@ func TestRestoreUnderLoad(t *testing.T) {
 	require.NoError(t, err)
 	waitServed(nodes...)
 	l.waitWrites(t, 200)
-	var floor int64
-	require.NoError(t, db.QueryRowContext(ctx, "SELECT MAX(epoch) FROM tenure_fences").Scan(&floor))
-	require.Greater(t, floor, snapRev, "the moves raised floors past the snapshot")
-	t.Logf("snapshot at revision %d; the SQL table's highest floor since: %d", snapRev, floor)
+	for _, d := range dbs {
+		var floor int64
+		require.NoError(t, d.db.QueryRowContext(ctx, "SELECT MAX(epoch) FROM tenure_fences").Scan(&floor))
+		require.Greater(t, floor, snapRev, "the moves raised floors past the snapshot in %s", d.name)
+		t.Logf("snapshot at revision %d; %s's highest floor since: %d", snapRev, d.name, floor)
+	}
 
-	// tenurectl rewind-check: the bump a restore of the snapshot needs.
-	ctl := func(args ...string) string {
-		out, err := exec.CommandContext(ctx, tenurectl, append([]string{"--endpoints", strings.Join(etcd.Endpoints(), ","), "--timeout", "10s", "rewind-check", "--db", "sqlite:" + dbPath}, args...)...).CombinedOutput()
-		require.NoError(t, err, "%s", out)
+	// tenurectl rewind-check: the bump a restore of the snapshot needs,
+	// the larger of the two databases'.
+	ctl := func(d sqlStore, args ...string) string {
+		out, err := exec.CommandContext(ctx, tenurectl, append([]string{"--endpoints", strings.Join(etcd.Endpoints(), ","), "--timeout", "10s", "rewind-check", "--db", d.spec}, args...)...).CombinedOutput()
+		require.NoError(t, err, "%s: %s", d.name, out)
 		return string(out)
 	}
-	var check struct {
-		BumpRevision int64 `json:"bump_revision"`
-		Rewound      bool  `json:"rewound"`
-	}
+	var bumped int64
 	bumpFor := func() string {
 		t.Helper()
-		require.NoError(t, json.Unmarshal([]byte(ctl("--revision", strconv.FormatInt(snapRev, 10), "--json")), &check))
-		require.True(t, check.Rewound)
-		return strconv.FormatInt(check.BumpRevision, 10)
+		bumped = 0
+		for _, d := range dbs {
+			var check struct {
+				BumpRevision int64 `json:"bump_revision"`
+				Rewound      bool  `json:"rewound"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(ctl(d, "--revision", strconv.FormatInt(snapRev, 10), "--json")), &check))
+			require.True(t, check.Rewound, d.name)
+			t.Logf("tenurectl rewind-check --db %s: --bump-revision %d", d.name, check.BumpRevision)
+			bumped = max(bumped, check.BumpRevision)
+		}
+		return strconv.FormatInt(bumped, 10)
 	}
 
 	// (c) etcd restored with the bump and back at once: the nodes' leases
@@ -323,7 +374,7 @@ func TestRestoreUnderLoad(t *testing.T) {
 	require.NoError(t, etcd.Restore(ctx, etcdutl, snap, "--bump-revision", bump, "--mark-compacted"))
 	restored := time.Now()
 	l.setPhase("quick-bumped")
-	waitServedAtFloors(t, nodes, cli, db)
+	waitServedAtFloors(t, nodes, cli, dbs)
 	lost := 0
 	for _, n := range nodes {
 		lost += strings.Count(n.logs.String(), `"session lost:`)
@@ -358,7 +409,9 @@ func TestRestoreUnderLoad(t *testing.T) {
 	}
 	t.Logf("(a) partitions held back by the rewind, as the nodes' Status says now: %d", rewound)
 
-	t.Logf("tenurectl rewind-check (the restored etcd):\n%s", ctl())
+	for _, d := range dbs {
+		t.Logf("tenurectl rewind-check --db %s (the restored etcd):\n%s", d.name, ctl(d))
+	}
 
 	// (b) etcd restored again, with the bump tenurectl printed.
 	bump = bumpFor()
@@ -367,7 +420,7 @@ func TestRestoreUnderLoad(t *testing.T) {
 	require.NoError(t, etcd.Restore(ctx, etcdutl, snap, "--bump-revision", bump, "--mark-compacted"))
 	restored = time.Now()
 	l.setPhase("bumped")
-	waitServedAtFloors(t, nodes, cli, db)
+	waitServedAtFloors(t, nodes, cli, dbs)
 	t.Logf("(b) restored with --bump-revision %s --mark-compacted: every partition served again %v later", bump, time.Since(restored).Round(time.Millisecond))
 	before := l.total.Load()
 	l.waitWrites(t, 200)
@@ -382,7 +435,12 @@ func TestRestoreUnderLoad(t *testing.T) {
 		n.stop()
 	}
 
-	checkWrites(t, db, snapRev+check.BumpRevision)
+	l.mu.Lock()
+	acked := slices.Clone(l.acked)
+	l.mu.Unlock()
+	for _, d := range dbs {
+		checkWrites(t, d, acked, snapRev+bumped)
+	}
 	l.mu.Lock()
 	t.Logf("writes acknowledged by phase %v; failed %v", l.ok, l.failed)
 	l.mu.Unlock()
@@ -390,10 +448,10 @@ func TestRestoreUnderLoad(t *testing.T) {
 
 // waitServedAtFloors waits until the nodes agree on a ring of all of them
 // and serve every partition under the claim etcd holds for it, at an epoch
-// at or above the floor the SQL table holds for it: after a restore, each
-// partition is served under a claim the restored etcd holds and its store
-// admits.
-func waitServedAtFloors(t *testing.T, nodes []*node, cli *clientv3.Client, db *sql.DB) {
+// at or above the floor each SQL database holds for it: after a restore,
+// each partition is served under a claim the restored etcd holds and its
+// stores admit.
+func waitServedAtFloors(t *testing.T, nodes []*node, cli *clientv3.Client, dbs []sqlStore) {
 	t.Helper()
 	o := make([]*ownership.Node, len(nodes))
 	for i, n := range nodes {
@@ -405,14 +463,16 @@ func waitServedAtFloors(t *testing.T, nodes []*node, cli *clientv3.Client, db *s
 		}
 		claims := fleettest.EtcdClaims(t, cli, fleetName)
 		for p := range partitions {
-			var floor int64
-			err := db.QueryRow("SELECT epoch FROM tenure_fences WHERE scope = ?", fence.PartitionScope(p)).Scan(&floor)
-			if err != nil {
-				return fmt.Errorf("partition %d's floor: %w", p, err)
-			}
-			for _, n := range o {
-				if r := n.LookupPartition(p); r.Epoch < floor || r.Epoch != claims[p].Epoch {
-					return fmt.Errorf("%s sees partition %d at epoch %d; its floor is %d, its claim's epoch %d", n.ID(), p, r.Epoch, floor, claims[p].Epoch)
+			for _, d := range dbs {
+				var floor int64
+				err := d.db.QueryRow("SELECT epoch FROM tenure_fences WHERE scope = "+d.ph(1), fence.PartitionScope(p)).Scan(&floor)
+				if err != nil {
+					return fmt.Errorf("partition %d's floor in %s: %w", p, d.name, err)
+				}
+				for _, n := range o {
+					if r := n.LookupPartition(p); r.Epoch < floor || r.Epoch != claims[p].Epoch {
+						return fmt.Errorf("%s sees partition %d at epoch %d; its floor in %s is %d, its claim's epoch %d", n.ID(), p, r.Epoch, d.name, floor, claims[p].Epoch)
+					}
 				}
 			}
 		}
@@ -468,16 +528,17 @@ func waitLine(t *testing.T, nodes []*node, msg string, timeout time.Duration) ma
 	return found
 }
 
-// checkWrites checks the SQL table's writes against its floors: in commit
-// order, the epochs of each scope's writes never go down (no write was
-// admitted below a floor a write had recorded), no write's epoch is above
-// its scope's floor, and every write since the bumped restore carries an
-// epoch above the bumped revision.
-func checkWrites(t *testing.T, db *sql.DB, bumped int64) {
+// checkWrites checks a SQL database's writes against its floors and the
+// acknowledged writes: in commit order, the epochs of each scope's writes
+// never go down (no write was admitted below a floor a write had
+// recorded), no write's epoch is above its scope's floor, every write
+// since the bumped restore carries an epoch above the bumped revision, and
+// every acknowledged write has its row (one at most: req is unique).
+func checkWrites(t *testing.T, d sqlStore, acked []string, bumped int64) {
 	t.Helper()
 	ctx := context.Background()
 	floors := map[string]int64{}
-	rows, err := db.QueryContext(ctx, "SELECT scope, epoch FROM tenure_fences")
+	rows, err := d.db.QueryContext(ctx, "SELECT scope, epoch FROM tenure_fences")
 	require.NoError(t, err)
 	for rows.Next() {
 		var s string
@@ -488,19 +549,21 @@ func checkWrites(t *testing.T, db *sql.DB, bumped int64) {
 	require.NoError(t, rows.Err())
 	rows.Close()
 
-	rows, err = db.QueryContext(ctx, "SELECT id, scope, epoch FROM writes ORDER BY id")
+	rows, err = d.db.QueryContext(ctx, "SELECT id, req, scope, epoch FROM writes ORDER BY id")
 	require.NoError(t, err)
 	defer rows.Close()
 	last := map[string]int64{}
+	written := map[string]bool{}
 	var n, stale, aboveFloor, afterBump int
 	for rows.Next() {
 		var id, e int64
-		var s string
-		require.NoError(t, rows.Scan(&id, &s, &e))
+		var req, s string
+		require.NoError(t, rows.Scan(&id, &req, &s, &e))
 		n++
+		written[req] = true
 		if e < last[s] {
 			stale++
-			t.Errorf("write %d of %s under epoch %d after a write under epoch %d", id, s, e, last[s])
+			t.Errorf("%s: write %d of %s under epoch %d after a write under epoch %d", d.name, id, s, e, last[s])
 		}
 		last[s] = max(last[s], e)
 		if e > floors[s] {
@@ -511,9 +574,17 @@ func checkWrites(t *testing.T, db *sql.DB, bumped int64) {
 		}
 	}
 	require.NoError(t, rows.Err())
-	assert.Zero(t, aboveFloor, "writes under an epoch above their scope's floor")
-	assert.Positive(t, afterBump)
-	t.Logf("SQL: %d writes, %d stale (below a floor recorded before them), %d under epochs of the bumped etcd (> %d)", n, stale, afterBump, bumped)
+	missing := 0
+	for _, req := range acked {
+		if !written[req] {
+			missing++
+		}
+	}
+	assert.Zero(t, aboveFloor, "%s: writes under an epoch above their scope's floor", d.name)
+	assert.Positive(t, afterBump, d.name)
+	assert.Zero(t, missing, "%s: acknowledged writes without their row", d.name)
+	t.Logf("%s: %d writes for %d acknowledged (%d acknowledged without a row), %d stale (below a floor recorded before them), %d under epochs of the bumped etcd (> %d)",
+		d.name, n, len(acked), missing, stale, afterBump, bumped)
 }
 
 // tail returns the last n bytes of s.

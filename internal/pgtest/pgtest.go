@@ -16,7 +16,10 @@
 // directory.
 //
 // If neither a DSN nor binaries are available, Open returns an error wrapping
-// ErrUnavailable; tests skip on it unless TENURE_REQUIRE_PG is set.
+// ErrUnavailable; tests skip on it unless TENURE_REQUIRE_PG is set (Check).
+// ForTest does all of this for one test: a fresh database, closed when the
+// test ends, on a private server of its own (about a second to start)
+// unless TENURE_PG_DSN names one.
 package pgtest
 
 import (
@@ -27,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -71,6 +75,9 @@ func Required() bool {
 type DB struct {
 	// DB is the connection pool to the test database (driver pgx).
 	DB *sql.DB
+	// DSN is the test database's URL (postgres://...), for programs under
+	// test that take one.
+	DSN string
 	// Source says where the server came from, for log lines.
 	Source string
 
@@ -133,7 +140,7 @@ func openFresh(ctx context.Context, dsn string) (*DB, error) {
 		_ = admin.Close()
 		return nil, fmt.Errorf("pgtest: connect: %w", err)
 	}
-	return &DB{DB: db, admin: admin, dbName: name}, nil
+	return &DB{DB: db, DSN: withDatabase(dsn, name), admin: admin, dbName: name}, nil
 }
 
 // Close closes the pool, drops the database and stops a private server.
@@ -292,4 +299,14 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// withDatabase returns dsn naming database name instead of its own: a URL
+// with name as its path, or a keyword/value DSN with dbname appended.
+func withDatabase(dsn, name string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + name
+		return u.String()
+	}
+	return dsn + " dbname=" + name
 }
