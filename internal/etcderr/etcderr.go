@@ -32,10 +32,15 @@ func ClientClosed(err error) bool {
 	return errors.Is(err, grpc.ErrClientConnClosing)
 }
 
+// raftStopped is the message of etcd's answer to a call that a member
+// held when its raft node stopped (raft.ErrStopped, code Unknown).
+const raftStopped = "raft: stopped"
+
 // Unavailable reports whether err says that etcd could not serve a call
 // for now, so that the same call may succeed later or through another
 // member: no leader, a leader change, an etcd-side timeout, an unhealthy
-// cluster, or a gRPC Unavailable or DeadlineExceeded status. Whether a
+// cluster, a member that stopped (removed or shutting down) while it held
+// the call, or a gRPC Unavailable or DeadlineExceeded status. Whether a
 // write that failed so was applied is unknown.
 func Unavailable(err error) bool {
 	if err == nil {
@@ -47,9 +52,13 @@ func Unavailable(err error) bool {
 	}
 	var gs interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &gs) {
-		switch gs.GRPCStatus().Code() {
+		switch st := gs.GRPCStatus(); st.Code() {
 		case codes.Unavailable, codes.DeadlineExceeded:
 			return true
+		case codes.Unknown:
+			// A member whose raft node stopped (removed from the cluster,
+			// shutting down) answers the calls it held so.
+			return st.Message() == raftStopped
 		}
 	}
 	return false

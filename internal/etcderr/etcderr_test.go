@@ -58,6 +58,8 @@ func TestUnavailable(t *testing.T) {
 		{status.Error(codes.DeadlineExceeded, "deadline"), true},
 		{rpctypes.ErrLeaseNotFound, false},
 		{status.Error(codes.InvalidArgument, "bad"), false},
+		{fmt.Errorf("commit: %w", status.Error(codes.Unknown, "raft: stopped")), true}, // a member removed while it held the call
+		{status.Error(codes.Unknown, "something else"), false},
 	} {
 		if got := etcderr.Unavailable(tt.err); got != tt.want {
 			t.Errorf("etcderr.Unavailable(%v) = %v, want %v", tt.err, got, tt.want)
