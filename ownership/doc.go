@@ -27,7 +27,7 @@
 // Each node publishes its build and the protocol features it understands
 // in its member key; the spec records the features in use (its requires).
 // A node whose build lacks one is refused at Join, and at a rejoin, with a
-// *ring.FeatureError naming it (errors.Is ring.ErrFeatureUnsupported): it
+// error naming it (errors.Is ring.ErrFeatureUnsupported): it
 // reads the spec after it writes its member key, and deletes the key
 // again, while a command that records a feature checks that no member key
 // was written since it read them.

@@ -10,7 +10,6 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // generation is one Session of the node, with its member key. The node
@@ -35,7 +34,7 @@ func (g *generation) end(cause error) {
 	g.cancel(cause)
 }
 
-// checkFeatures returns a *ring.FeatureError if spec, read after this
+// checkFeatures returns an error wrapping ring.ErrFeatureUnsupported if spec, read after this
 // node's member key was written at createRev, records a feature in use that
 // the node's build lacks; it deletes the member key first. A command that
 // records a feature checks in the same transaction that no member key was
@@ -50,7 +49,7 @@ func (n *Node) checkFeatures(ctx context.Context, spec fleetview.Spec, createRev
 		n.log.Warn("delete the member key of a refused join; it expires with the lease", "error", err)
 	}
 	n.log.Error("refused: the fleet uses a protocol feature this build does not understand", "feature", lacking[0], "build", fleetview.Build())
-	return &ring.FeatureError{Feature: lacking[0]}
+	return fleetview.FeatureError(lacking[0], nil)
 }
 
 // connect starts a generation: it opens a Session, creates the member key

@@ -52,7 +52,7 @@ type nodeMetrics struct {
 
 	acquiredTimeouts prometheus.Counter
 
-	etcdAlarm *prometheus.GaugeVec
+	etcdAlarm   *prometheus.GaugeVec
 	groupsMoved prometheus.Counter
 	groupMove   prometheus.Histogram
 }

@@ -55,7 +55,7 @@ type Client struct {
 // wrapping ownership.ErrClientClosed. Other errors wrap ErrNilArgument,
 // ErrInvalidConfig, ring.ErrSpecMismatch (cfg asserts a partition count,
 // load factor or ring algorithm that differs from the spec's; the error is an
-// *ring.SpecMismatchError), fleet.ErrPartitionMismatch (a claim outside
+// *ring.SpecMismatchError), ring.ErrSpecMismatch (a claim outside
 // the spec's partitions) or the etcd error.
 func NewClient(ctx context.Context, etcd fleet.FleetClient, cfg ClientConfig) (*Client, error) {
 	if nilness.Is(etcd) {

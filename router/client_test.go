@@ -166,7 +166,7 @@ func TestClientConfig(t *testing.T) {
 	_, err = cli.Put(ctx, keys.New("mismatch").Claim(100), "n1")
 	require.NoError(t, err)
 	_, err = router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch"})
-	assert.ErrorIs(t, err, fleet.ErrPartitionMismatch)
+	assert.ErrorIs(t, err, ring.ErrSpecMismatch)
 	_, err = cli.Delete(ctx, keys.New("mismatch").Claim(100))
 	require.NoError(t, err)
 	c, err := router.NewClient(ctx, cli, router.ClientConfig{Cluster: "mismatch", Partitions: 64})

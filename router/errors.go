@@ -7,7 +7,7 @@ import "errors"
 // answers ownership.ErrNotOwner (ownership.ErrNoOwner when no owner is
 // known), and NewClient reports ownership.ErrUnavailable,
 // ownership.ErrClientClosed, fleet.ErrNoSpec, ring.ErrSpecMismatch and
-// fleet.ErrPartitionMismatch.
+// ring.ErrSpecMismatch.
 var (
 	// ErrClosed reports an operation on a closed Router or Client, or on a
 	// Router whose node has been closed.

@@ -8,7 +8,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // RequireFeature makes sure the fleet may use feature: every live member
@@ -21,7 +20,7 @@ import (
 // its member key, see ownership's checkFeatures). A deleted member key
 // changes nothing: fewer members lack nothing more.
 //
-// It returns the spec as recorded, or a *ring.FeatureError naming the
+// It returns the spec as recorded, or an error from FeatureError naming the
 // members that lack feature (their IDs sorted), or the etcd error.
 func RequireFeature(ctx context.Context, kv clientv3.KV, layout keys.Layout, feature string) (Spec, error) {
 	for {
@@ -53,7 +52,7 @@ func RequireFeature(ctx context.Context, kv clientv3.KV, layout keys.Layout, fea
 		}
 		if len(lacking) > 0 {
 			slices.Sort(lacking)
-			return Spec{}, &ring.FeatureError{Feature: feature, Members: lacking}
+			return Spec{}, FeatureError(feature, lacking)
 		}
 		if Has(spec.Requires, feature) {
 			return spec, nil

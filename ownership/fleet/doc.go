@@ -61,7 +61,7 @@
 // balancer pauses meanwhile, operator pins are kept, every step is
 // audited, and a migration interrupted at any step resumes when it runs
 // again. Commands that need a protocol feature (Pin, the balancer's
-// moves, MigrateAlgorithm) are refused with a *ring.FeatureError naming
+// moves, MigrateAlgorithm) are refused with an error (ring.ErrFeatureUnsupported) naming
 // the live members whose builds lack it (see MemberStatus.Build and
 // Features, Status.Features and Requires).
 package fleet

@@ -18,11 +18,6 @@ var (
 	// ErrClosed reports an operation on an Observer that has been closed.
 	ErrClosed = errors.New("fleet: observer closed")
 
-	// ErrPartitionMismatch reports that claims exist for partitions outside
-	// [0, P): the partition count of an Observer (or a router Client)
-	// differs from the fleet's, and routing would be wrong.
-	ErrPartitionMismatch = errors.New("fleet: partition count does not match the fleet")
-
 	// ErrNoSpec reports a fleet whose spec is not in etcd yet: no node has
 	// joined it.
 	ErrNoSpec = errors.New("fleet: the fleet has no spec yet")

@@ -100,7 +100,7 @@ type Migration struct {
 // It needs the "algorithm_migration" protocol feature, and
 // "weighted_ring" for the weighted target: every live member must
 // understand them, and the spec records them in use (see
-// ring.FeatureError).
+// ring.ErrFeatureUnsupported).
 //
 // Errors wrap ErrInvalidConfig (no actor or reason, an invalid target or
 // budget, or another migration that runs), ErrNotFound (an abort with no

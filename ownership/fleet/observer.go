@@ -86,7 +86,7 @@ type table struct {
 // Validate), ring.ErrSpecMismatch (cfg.Ring contradicts the fleet's spec;
 // the error is a *ring.SpecMismatchError), ErrNoSpec (the fleet has no
 // spec yet and cfg.Ring.Algorithm is unset: which algorithm the fleet will
-// record is not known), ring.ErrInvalidSpec, ErrPartitionMismatch (a claim
+// record is not known), ring.ErrInvalidSpec, ring.ErrSpecMismatch (a claim
 // for a partition outside [0, cfg.Ring.Partitions) exists) or the etcd
 // error.
 func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observer, error) {
@@ -114,7 +114,7 @@ func Observe(ctx context.Context, etcd FleetClient, cfg ObserverConfig) (*Observ
 		return nil, err
 	}
 	if lst.Outside > 0 {
-		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ErrPartitionMismatch, lst.Outside, cfg.Ring.Partitions, layout.Prefix())
+		return nil, fmt.Errorf("%w: %d claims for partitions >= %d under %q", ring.ErrSpecMismatch, lst.Outside, cfg.Ring.Partitions, layout.Prefix())
 	}
 	o := newObserver(r, cfg, lst)
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -113,5 +113,5 @@ func TestObserveErrors(t *testing.T) {
 	fleettest.NewHandmade(t, cli, "beyond").Spec(8)
 	fleettest.NewHandmade(t, cli, "beyond").Claim(12, "n1")
 	_, err = fleet.Observe(ctx, cli, fleet.ObserverConfig{Cluster: "beyond", Ring: ring.Config{Partitions: 8, LoadFactor: 1.25}})
-	assert.ErrorIs(t, err, fleet.ErrPartitionMismatch)
+	assert.ErrorIs(t, err, ring.ErrSpecMismatch)
 }

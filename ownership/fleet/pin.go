@@ -37,11 +37,10 @@ const placementMove = "balance"
 // (Holder).
 //
 // A pin needs the "placements" protocol feature: every live member must
-// understand it, and the spec records it in use (see ring.FeatureError).
+// understand it, and the spec records it in use (see ring.ErrFeatureUnsupported).
 //
 // Errors wrap ErrInvalidConfig (no actor or reason), ErrInvalidPartition,
-// ring.ErrInvalidNodeID, ring.ErrFeatureUnsupported (a *ring.FeatureError
-// naming the members whose builds lack placements), ErrNotFound (node is
+// ring.ErrInvalidNodeID, ring.ErrFeatureUnsupported (naming the members whose builds lack placements), ErrNotFound (node is
 // not a member) or the etcd error.
 func (o *Operator) Pin(ctx context.Context, p int, node string, a Action) (AuditRecord, error) {
 	if err := a.check(true); err != nil {

@@ -41,5 +41,5 @@ var (
 // understand: a node whose build lacks a feature the fleet's spec records
 // in use, refused at Join, or a command that needs a feature some live
 // member's build lacks, refused until that member is upgraded or gone.
-// The error is a *FeatureError naming the feature and the members.
+// The error names the feature and the members.
 var ErrFeatureUnsupported = errors.New("ring: protocol feature not supported")
