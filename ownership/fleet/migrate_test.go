@@ -2,7 +2,7 @@ package fleet_test
 
 import (
 	"context"
-	"errors"
+
 	"fmt"
 	"strconv"
 	"sync"
