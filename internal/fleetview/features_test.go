@@ -79,9 +79,14 @@ func TestStateFollowsSpec(t *testing.T) {
 	assert.Equal(t, ring.AlgorithmWeighted, f.Ring.Algorithm())
 	f.Apply(Update{Rev: 5, Events: []Event{spec(3, ring.AlgorithmBounded, 64)}})
 	assert.Equal(t, ring.AlgorithmWeighted, f.Ring.Algorithm(), "an older spec")
+	// A spec of another partition count (a resize's end): its algorithm is
+	// followed; the count follows the shape, which the resize's keys change.
 	f.Apply(Update{Rev: 6, Events: []Event{spec(6, ring.AlgorithmBounded, 128)}})
-	assert.Equal(t, ring.AlgorithmWeighted, f.Ring.Algorithm(), "another partition count is not followed")
-	f.Apply(Update{Listing: &Listing{Rev: 7, Members: f.Members, Claims: make([]Claim, 64), Spec: spec(7, ring.AlgorithmBounded, 64).SpecRec}})
+	assert.Equal(t, ring.AlgorithmBounded, f.Ring.Algorithm(), "the algorithm of a spec of another partition count")
+	assert.Equal(t, 64, f.Ring.Partitions(), "the partition count follows the shape")
+	f.Apply(Update{Rev: 7, Events: []Event{spec(7, ring.AlgorithmWeighted, 64)}})
+	assert.Equal(t, ring.AlgorithmWeighted, f.Ring.Algorithm())
+	f.Apply(Update{Listing: &Listing{Rev: 8, Members: f.Members, Claims: make([]Claim, 64), Spec: spec(8, ring.AlgorithmBounded, 64).SpecRec}})
 	assert.Equal(t, ring.AlgorithmBounded, f.Ring.Algorithm(), "a listing's spec")
 }
 

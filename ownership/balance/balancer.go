@@ -276,10 +276,20 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		b.metrics.pass("idle")
 		return nil
 	}
+	specRev := pl.specRev
 	if len(pl.Moves) > 0 {
-		if _, err := fleetview.RequireFeature(ctx, b.kv, b.layout, fleetview.FeaturePlacements); err != nil {
+		spec, err := fleetview.RequireFeature(ctx, b.kv, b.layout, fleetview.FeaturePlacements)
+		if err != nil {
 			return b.refused(pl.Rev, err)
 		}
+		if spec.Resize != nil {
+			b.metrics.pass("stale")
+			return fmt.Errorf("%w: snapshot at revision %d, before resize %s of the partition count started", ErrStaleSnapshot, pl.Rev, spec.Resize.ID)
+		}
+		// Recording the feature wrote the spec, or found it written since
+		// the snapshot, with no resize in progress: the pass is guarded by
+		// the spec as recorded.
+		specRev = spec.ModRev
 	}
 	now := b.cfg.Clock.Now()
 	next := pl.Rev + 1
@@ -290,7 +300,7 @@ func (b *Balancer) Apply(ctx context.Context, term *election.Term, pl *Planned) 
 		clientv3.Compare(clientv3.CreateRevision(b.layout.Migration()), "=", 0),
 		clientv3.Compare(clientv3.ModRevision(b.layout.Members()), "<", next).WithPrefix(),
 		clientv3.Compare(clientv3.ModRevision(b.layout.DrainedPrefix()), "<", next).WithPrefix(),
-		clientv3.Compare(clientv3.ModRevision(b.layout.Spec()), "=", pl.specRev),
+		clientv3.Compare(clientv3.ModRevision(b.layout.Spec()), "=", specRev),
 	}
 	rec := keys.BalancePassRecord{Rev: pl.Rev, Term: term.Token().Epoch, Time: now.UTC(), Moves: make([]keys.BalanceMove, 0, len(pl.Moves)),
 		Before: pl.Before, After: pl.After, Upper: b.cfg.Upper, Lower: b.cfg.Lower, Budget: b.cfg.Budget, Cooldown: b.cfg.Cooldown}
