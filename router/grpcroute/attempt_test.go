@@ -100,10 +100,14 @@ func startSlowNode(t *testing.T, n *slowNode) string {
 // seen before only when the client cuts it off, and any later attempt of
 // the same call with the sum of its deltas (sum).
 func firstWaits() func(a arrival, _ grpc.ServerStream) (*counterpb.AddReply, error) {
-	seen := map[string]bool{} // the node answers one attempt at a time
+	var mu sync.Mutex // a retry may arrive while the attempt it replaces still returns
+	seen := map[string]bool{}
 	return func(a arrival, s grpc.ServerStream) (*counterpb.AddReply, error) {
-		if !seen[a.idem] {
-			seen[a.idem] = true
+		mu.Lock()
+		first := !seen[a.idem]
+		seen[a.idem] = true
+		mu.Unlock()
+		if first {
 			<-a.ctx.Done()
 			return nil, status.FromContextError(a.ctx.Err()).Err()
 		}

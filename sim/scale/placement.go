@@ -230,7 +230,7 @@ func balancerPass(ctx context.Context, cfg Config, rc ring.Config, ms []ring.Mem
 		return err
 	}
 	for _, m := range ms {
-		v, err := keys.EncodeMember(keys.Member{ID: m.ID, Addr: m.ID + ":1", Weight: m.Weight})
+		v, err := keys.EncodeMember(keys.Member{ID: m.ID, Addr: m.ID + ":1", Weight: m.Weight, Features: fleetview.Features()})
 		if err != nil {
 			return err
 		}
@@ -268,6 +268,11 @@ func balancerPass(ctx context.Context, cfg Config, rc ring.Config, ms []ring.Mem
 	}
 	b, err := balance.NewBalancer(cli, balance.Config{Cluster: cluster, Clock: fc})
 	if err != nil {
+		return err
+	}
+	// The fleet's first move records the placements feature in its spec,
+	// once per fleet: recorded here, so that the pass measured is any pass.
+	if _, err := fleetview.RequireFeature(ctx, cli, keys.New(cluster), fleetview.FeaturePlacements); err != nil {
 		return err
 	}
 	start := time.Now()
