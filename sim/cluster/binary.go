@@ -20,7 +20,10 @@ const memberPackage = "github.com/tenure-go/tenure/sim/cluster/etcdmember"
 
 // built is the etcdmember binary built by this process, shared by all its
 // clusters: it is built once per process.
-var built struct {
+var built cachedBinary
+
+// cachedBinary is a binary this process builds once, on first use.
+type cachedBinary struct {
 	mu   sync.Mutex
 	path string
 }
@@ -58,11 +61,19 @@ func memberCommand(ctx context.Context, cfg Config) ([]string, error) {
 // binary, and a binary built from other source gets another name. Binaries
 // unused for a week are removed.
 func memberBinary(ctx context.Context) (string, error) {
-	built.mu.Lock()
-	defer built.mu.Unlock()
-	if built.path != "" {
-		if _, err := os.Stat(built.path); err == nil {
-			return built.path, nil
+	return built.build(ctx, "etcdmember", memberPackage, " (set Config.MemberBinary where no Go toolchain is at hand)")
+}
+
+// build returns the path of b, go build's binary of pkg made in the current
+// directory, building it on first use, as memberBinary says: into the
+// user's cache directory as name-<content hash>, by an atomic rename. hint
+// is added to the error of a failed build.
+func (b *cachedBinary) build(ctx context.Context, name, pkg, hint string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.path != "" {
+		if _, err := os.Stat(b.path); err == nil {
+			return b.path, nil
 		}
 	}
 	dir, err := binaryDir()
@@ -71,30 +82,29 @@ func memberBinary(ctx context.Context) (string, error) {
 	}
 	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
-		return "", fmt.Errorf("cluster: build %s: %w", memberPackage, err)
+		return "", fmt.Errorf("cluster: build %s: %w", pkg, err)
 	}
 	defer os.RemoveAll(tmp)
-	out := filepath.Join(tmp, "etcdmember")
+	out := filepath.Join(tmp, name)
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", out, memberPackage)
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("cluster: build %s (set Config.MemberBinary where no Go toolchain is at hand): %w: %s",
-			memberPackage, err, bytes.TrimSpace(stderr.Bytes()))
+		return "", fmt.Errorf("cluster: build %s%s: %w: %s", pkg, hint, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	sum, err := fileHash(out)
 	if err != nil {
-		return "", fmt.Errorf("cluster: build %s: %w", memberPackage, err)
+		return "", fmt.Errorf("cluster: build %s: %w", pkg, err)
 	}
-	path := filepath.Join(dir, "etcdmember-"+sum)
+	path := filepath.Join(dir, name+"-"+sum)
 	if _, err := os.Stat(path); err == nil {
 		now := time.Now()
 		_ = os.Chtimes(path, now, now)
 	} else if err := os.Rename(out, path); err != nil {
-		return "", fmt.Errorf("cluster: build %s: %w", memberPackage, err)
+		return "", fmt.Errorf("cluster: build %s: %w", pkg, err)
 	}
 	prune(dir, path)
-	built.path = path
+	b.path = path
 	return path, nil
 }
 

@@ -9,9 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/tenure-go/tenure/sim/cluster/internal/memberspec"
 )
@@ -31,52 +29,14 @@ import (
 const etcdutlPackage = "go.etcd.io/etcd/etcdutl/v3"
 
 // builtEtcdutl is the etcdutl binary built by this process.
-var builtEtcdutl struct {
-	mu   sync.Mutex
-	path string
-}
+var builtEtcdutl cachedBinary
 
 // Etcdutl returns the path of an etcdutl binary built from etcd's module at
 // the version this module requires, building it on first use: go build in
 // the current directory, as the member binary is built (memberBinary),
 // into the user's cache directory under its content hash.
 func Etcdutl(ctx context.Context) (string, error) {
-	builtEtcdutl.mu.Lock()
-	defer builtEtcdutl.mu.Unlock()
-	if builtEtcdutl.path != "" {
-		if _, err := os.Stat(builtEtcdutl.path); err == nil {
-			return builtEtcdutl.path, nil
-		}
-	}
-	dir, err := binaryDir()
-	if err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(dir, "build-")
-	if err != nil {
-		return "", fmt.Errorf("cluster: build %s: %w", etcdutlPackage, err)
-	}
-	defer os.RemoveAll(tmp)
-	out := filepath.Join(tmp, "etcdutl")
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", out, etcdutlPackage)
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("cluster: build %s: %w: %s", etcdutlPackage, err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	sum, err := fileHash(out)
-	if err != nil {
-		return "", fmt.Errorf("cluster: build %s: %w", etcdutlPackage, err)
-	}
-	path := filepath.Join(dir, "etcdutl-"+sum)
-	if _, err := os.Stat(path); err == nil {
-		now := time.Now()
-		_ = os.Chtimes(path, now, now)
-	} else if err := os.Rename(out, path); err != nil {
-		return "", fmt.Errorf("cluster: build %s: %w", etcdutlPackage, err)
-	}
-	builtEtcdutl.path = path
-	return path, nil
+	return builtEtcdutl.build(ctx, "etcdutl", etcdutlPackage, "")
 }
 
 // SaveSnapshot saves a snapshot of the cluster's data from its leader to
