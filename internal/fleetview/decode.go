@@ -209,7 +209,7 @@ func (r *Reader) resizeEvent(ev *clientv3.Event) *ResizeEvent {
 	}
 	v := ev.Kv
 	if ev.Type != clientv3.EventTypePut {
-		v = ev.PrevKv
+		v = ev.PrevKv // nil on the fleet's watch: the State takes the record its shape knows
 	}
 	if v != nil {
 		if rs, err := keys.DecodeResize(v.Value, ring.MaxPartitions); err == nil {

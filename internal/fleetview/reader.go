@@ -320,7 +320,11 @@ func (r *Reader) watch(ctx context.Context, rev int64, timeout time.Duration, de
 	wctx, cancel := context.WithCancel(watchstream.Own(clientv3.WithRequireLeader(ctx)))
 	defer cancel()
 	mch := r.Watcher.Watch(wctx, r.Layout.Members(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithPrevKV())
+	// No previous values: a deleted resize record is the one the reader's
+	// shape knows (a deletion of another is ignored), and an embedded etcd
+	// v3.7.3 that stops while a watch with previous values sends reads its
+	// closed backend and panics.
+	cch := r.Watcher.Watch(wctx, r.Layout.Claims(), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	dch := r.Watcher.Watch(wctx, r.Layout.DrainedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithCreatedNotify())
 	// One watch, so one ordered stream, for the placements and the spec: a
 	// change of the ring algorithm and the deletion of placements that
