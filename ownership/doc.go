@@ -195,28 +195,17 @@
 //
 // # Changing the partition count
 //
-// A running fleet changes its partition count from F to T, one of them the
-// other times a power of two, by a resize: fleet.Operator.Resize, which
-// tenurectl spec resize runs. A key's partition under 2P is its partition
-// under P or that plus P, so partitions split into children, or children
-// merge into their parent, and data in the stores stays where it is. The
-// change moves group by group, each group as planned moves. Let
-// small = min(F, T): group s (0 <= s < small) has the source partitions
-// s + i*small (i < F/small) and the target partitions s + i*small
-// (i < T/small); 64 -> 256 splits source 17 into targets 17, 81, 145 and
-// 209, and 256 -> 64 merges those back into 17. The rule every reader
-// applies (a Node's Lookup and Hold, fleet.Observer, router.Client,
-// grpcroute.Conn, tenurectl owner-of): a key of hash h is in group
-// h mod small, and in partition h mod T if its group is done, else
-// h mod F. A partition number shared by a source and a target (17 above)
-// is told apart by its group's state, and its tenures by their epochs.
-//
-// etcd records the whole change, so that whoever drives it can crash at
-// any step and anyone can resume it. The spec records the resize in
-// progress beside the count F (id, target count, who, why, the budget,
-// when, whether it aborts), and the resize's keys live under the claim
-// prefix, so that every reader receives them on the watch that carries
-// the claims, in revision order with them:
+// A running fleet changes its partition count from F to T = F times or
+// divided by a power of two by a resize (fleet.Operator.Resize, tenurectl
+// spec resize); data in the stores stays where it is. With small =
+// min(F, T), group s holds the partitions s + i*small of both counts
+// (64 -> 256 splits 17 into 17, 81, 145 and 209). Every reader (Node,
+// fleet.Observer, router.Client, grpcroute.Conn, tenurectl) puts a key of
+// hash h in partition h mod T if its group h mod small is done, else
+// h mod F; a number shared by a source and a target is told apart by its
+// group's state, its tenures by their epochs. The spec records the resize
+// in progress, and its keys live under the claim prefix, so that readers
+// receive them in revision order with the claims:
 //
 //	<prefix>claims/resize/<id>/record     the resize in progress
 //	<prefix>claims/resize/<id>/moving/<s> the driver asks group s to move
@@ -224,14 +213,12 @@
 //	<prefix>claims/resize/<id>/back/<s>   group s moved back (an abort)
 //	<prefix>claims/resize/<id>/fenced/<s> group s's last change is fenced
 //
-// The driver writes the resize into the spec, then asks groups to move, at
-// most the budget at once (8 by default), and asks more as groups finish.
-// Each node that holds a source partition of a moving group hands it off
-// like any planned move (admission ends, the work in flight drains,
-// OnReleased with ErrMoved, the claim is deleted), and nobody claims it
-// again. Once no source of the group is claimed, every node that sees so,
-// the holders that released among them, tries the transaction that marks
-// the group done: if the spec is the one it knows, moving/<s> stands,
+// The driver (audited, one log line per step) writes the resize into the
+// spec, then asks at most the budget of groups (8 by default) to move at
+// once. Each holder of a source of a moving group hands it off like any
+// planned move, and nobody claims it again. Once no source of the group is
+// claimed, every node that sees so tries the transaction that marks the
+// group done: if the spec is the one it knows, moving/<s> stands,
 // done/<s> does not and every source's claim is absent, it creates
 // done/<s>, deletes moving/<s> and moves the placements: a pin (or the
 // balancer's move) on a parent becomes one on each child; on a merge the
@@ -260,35 +247,21 @@
 // paused holder of a parent (or of a child, across a merge) is refused at
 // every store whatever key it writes; see the fence package.
 //
-// Abort (fleet.ResizeOptions.Abort, tenurectl spec resize abort) returns
-// the resize to F the same way: the spec records it as aborting and the
-// groups not done stay where they are; each done group moves back as
-// planned moves: its targets are handed off, one transaction deletes
-// done/<s> and creates back/<s> (moving the placements back), and the
-// sources' new owners retire the targets at back/<s>'s revision before
-// they serve. At most the budget of groups move back at once, and the
-// resize ends with the spec at F once no group is done and every group
-// moved back is fenced.
-// An abort is driven, and resumed, like the resize.
+// Abort (fleet.ResizeOptions.Abort) returns the resize to F the same way:
+// each done group moves back as planned moves (one transaction deletes
+// done/<s> and creates back/<s>, moving the placements back), and the
+// sources' new owners retire the targets at back/<s>'s revision.
 //
-// A node that joins during a resize reads it with the claims and follows
-// the rule. The spec records F until the resize completes and T after: a
-// node started with another Config.Ring.Partitions than the spec records
-// is refused at Join (*ring.SpecMismatchError, field partitions, naming
-// the count a resize in progress moves to), so after a resize restart
-// nodes with Partitions set to T, or set Config.AdoptSpec, which takes the
-// spec's count whatever it is; a fleet.Observer configured with another
-// count, and a router.Client that asserts one, are refused the same way. Every node must run a build that knows the
-// resize: an older build ignores it.
-//
-// The driver logs one line per step (started, groups asked to move,
-// aborting, completed) and audits the start, an abort and the end. Each
-// node logs "resize: group done" (or "resize: group moved back") for each
-// group it moved, with the fields resize, group, from, to, ended and
-// begun (the partitions the move ended and began, as ranges) and
-// revision, counts it in tenure_resize_groups_moved_total and
-// tenure_resize_group_duration_seconds, and logs "resize: group fenced"
-// for each group it marked fenced.
+// A resize needs the "resize" feature of every live member (an older
+// build is refused, see above). A node that joins during one follows the
+// rule; one started with a Config.Ring.Partitions other than the spec's
+// is refused at Join (*ring.SpecMismatchError naming the count a resize
+// in progress moves to) unless Config.AdoptSpec is set, and so are a
+// fleet.Observer and a router.Client configured so. Each node logs
+// "resize: group done" (or "resize: group moved back"; fields resize,
+// group, from, to, ended and begun as ranges, revision) and "resize:
+// group fenced", and counts tenure_resize_groups_moved_total and
+// tenure_resize_group_duration_seconds.
 //
 // # Operability
 //
