@@ -124,7 +124,7 @@ func (o *Operator) MigrateAlgorithm(ctx context.Context, m Migration, a Action) 
 		return Migration{}, err
 	}
 	if m.Budget == 0 {
-		m.Budget = min(maxStepMoves, max(1, v.spec.Partitions/100))
+		m.Budget = min(maxStepMoves, max(1, v.stored.Spec.Partitions/100))
 	}
 	if v.migration != nil && ring.Algorithm(v.migration.Target) != m.Target {
 		return Migration{}, fmt.Errorf("%w: a migration to %v runs (abort it first)", ErrInvalidConfig, ring.Algorithm(v.migration.Target))
@@ -136,7 +136,7 @@ func (o *Operator) MigrateAlgorithm(ctx context.Context, m Migration, a Action) 
 	if m.DryRun {
 		return v.dryRun(m)
 	}
-	if v.migration == nil && v.spec.RingAlgorithm == m.Target {
+	if v.migration == nil && v.stored.Spec.RingAlgorithm == m.Target {
 		return o.cleanup(ctx, m, a)
 	}
 	if _, err := fleetview.RequireFeature(ctx, o.kv, o.layout, fleetview.FeatureAlgorithmMigration); err != nil {
@@ -159,10 +159,10 @@ func (v *view) dryRun(m Migration) (Migration, error) {
 	if err != nil {
 		return Migration{}, err
 	}
-	m.From, m.Revision = v.spec.RingAlgorithm, v.rev
+	m.From, m.Revision = v.stored.Spec.RingAlgorithm, v.rev
 	m.Moves, m.Placed = len(pl.writes), pl.placed
 	m.Steps = (m.Moves + m.Budget - 1) / m.Budget
-	m.Done = v.spec.RingAlgorithm == m.Target && v.migration == nil
+	m.Done = v.stored.Spec.RingAlgorithm == m.Target && v.migration == nil
 	return m, nil
 }
 
@@ -178,7 +178,7 @@ func (o *Operator) startMigration(ctx context.Context, m Migration, a Action) er
 			if ring.Algorithm(v.migration.Target) != m.Target {
 				return fmt.Errorf("%w: a migration to %v runs (abort it first)", ErrInvalidConfig, ring.Algorithm(v.migration.Target))
 			}
-			o.log.Info("migration resumed", "from", v.spec.RingAlgorithm, "to", m.Target, "started_by", v.migration.Actor)
+			o.log.Info("migration resumed", "from", v.stored.Spec.RingAlgorithm, "to", m.Target, "started_by", v.migration.Actor)
 			return nil
 		}
 		rec, ak := o.newRecord(a, actionMigrate, migrationTarget)
@@ -193,7 +193,7 @@ func (o *Operator) startMigration(ctx context.Context, m Migration, a Action) er
 			return fmt.Errorf("fleet: start the migration to the %v ring: %w", m.Target, err)
 		}
 		if resp.Succeeded {
-			o.log.Info("migration started", "from", v.spec.RingAlgorithm, "to", m.Target, "budget", m.Budget, "revision", resp.Header.Revision)
+			o.log.Info("migration started", "from", v.stored.Spec.RingAlgorithm, "to", m.Target, "budget", m.Budget, "revision", resp.Header.Revision)
 			return nil
 		}
 	}
@@ -209,7 +209,7 @@ func (o *Operator) runMigration(ctx context.Context, m Migration, a Action) (Mig
 			return Migration{}, err
 		}
 		if v.migration == nil { // flipped (by this call or another) or aborted
-			if v.spec.RingAlgorithm != m.Target {
+			if v.stored.Spec.RingAlgorithm != m.Target {
 				return Migration{}, fmt.Errorf("%w: the migration to %v was aborted", ErrNotFound, m.Target)
 			}
 			done, err := o.cleanup(ctx, m, a)
@@ -323,7 +323,7 @@ func (o *Operator) flip(ctx context.Context, v *view, m Migration, a Action) err
 		return fmt.Errorf("fleet: set the spec's ring algorithm to %v: %w", m.Target, err)
 	}
 	if resp.Succeeded {
-		o.log.Info("migration flipped", "from", v.spec.RingAlgorithm, "to", m.Target, "revision", resp.Header.Revision)
+		o.log.Info("migration flipped", "from", v.stored.Spec.RingAlgorithm, "to", m.Target, "revision", resp.Header.Revision)
 	}
 	return nil
 }

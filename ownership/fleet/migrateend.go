@@ -21,7 +21,7 @@ func (o *Operator) cleanup(ctx context.Context, m Migration, a Action) (Migratio
 		}
 		left := v.migrationPlacements()
 		if len(left) == 0 || v.migration != nil {
-			return Migration{Target: m.Target, Budget: m.Budget, From: v.spec.RingAlgorithm, Done: v.migration == nil && v.spec.RingAlgorithm == m.Target,
+			return Migration{Target: m.Target, Budget: m.Budget, From: v.stored.Spec.RingAlgorithm, Done: v.migration == nil && v.stored.Spec.RingAlgorithm == m.Target,
 				Revision: v.rev}, nil
 		}
 		if err := o.deletePlacements(ctx, v, left, actionCleanup, a, false); err != nil {
@@ -44,8 +44,8 @@ func (o *Operator) abortMigration(ctx context.Context, a Action) (Migration, err
 		}
 		first = false
 		if v.migration == nil && len(left) == 0 {
-			o.log.Info("migration aborted", "algorithm", v.spec.RingAlgorithm, "revision", v.rev)
-			return Migration{Abort: true, From: v.spec.RingAlgorithm, Target: v.spec.RingAlgorithm, Done: true, Revision: v.rev}, nil
+			o.log.Info("migration aborted", "algorithm", v.stored.Spec.RingAlgorithm, "revision", v.rev)
+			return Migration{Abort: true, From: v.stored.Spec.RingAlgorithm, Target: v.stored.Spec.RingAlgorithm, Done: true, Revision: v.rev}, nil
 		}
 		if err := o.deletePlacements(ctx, v, left, actionAbort, a, v.migration != nil); err != nil {
 			return Migration{}, err

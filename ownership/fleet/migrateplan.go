@@ -43,7 +43,7 @@ func (v *view) planMigration(target ring.Algorithm) (migrationPlan, error) {
 	for i, id := range f.IDs {
 		ms[i] = ring.Member{ID: id, Weight: f.Weights[i]}
 	}
-	cfg := v.spec.Config()
+	cfg := v.stored.Spec.Config()
 	cfg.Algorithm = target
 	base, err := ring.NewWeighted(ms, cfg)
 	if err != nil {
@@ -82,7 +82,7 @@ func (v *view) planMigration(target ring.Algorithm) (migrationPlan, error) {
 
 // migrationProgress reports the migration that runs in v.
 func (v *view) migrationProgress() Migration {
-	m := Migration{Target: ring.Algorithm(v.migration.Target), Budget: v.migration.Budget, From: v.spec.RingAlgorithm,
+	m := Migration{Target: ring.Algorithm(v.migration.Target), Budget: v.migration.Budget, From: v.stored.Spec.RingAlgorithm,
 		Actor: v.migration.Actor, Reason: v.migration.Reason, Started: v.migration.Time, Revision: v.rev}
 	if pl, err := v.planMigration(m.Target); err == nil {
 		m.Moves, m.Placed = len(pl.writes)+len(pl.deletes), pl.placed

@@ -18,7 +18,6 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/leaderkey"
 	"github.com/tenure-go/tenure/internal/nilness"
-	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // OperatorConfig configures an Operator. Cluster (or Prefix) is required.
@@ -160,8 +159,7 @@ type PartitionStatus struct {
 // not drained.
 type view struct {
 	rev    int64
-	spec   ring.Spec
-	stored fleetview.Spec // spec with its requires and revision
+	stored fleetview.Spec // the spec, with its requires, resize and revision
 	fleet  *fleetview.State
 	drains map[string]Mark
 	// migration is the ring-algorithm migration that runs, nil if none;
@@ -203,7 +201,7 @@ func (o *Operator) viewAt(ctx context.Context, rev int64) (*view, error) {
 	r := &fleetview.Reader{Layout: o.layout, Partitions: spec.Partitions, Log: log}
 	lst := r.Decode(resp.Header.Revision, kvs(1), kvs(2), kvs(3), kvs(4), kvs(0)[0])
 	lst.Spec = stored
-	v := &view{rev: lst.Rev, spec: spec, stored: stored, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]Mark)}
+	v := &view{rev: lst.Rev, stored: stored, fleet: fleetview.NewState(spec.Config(), log), drains: make(map[string]Mark)}
 	v.fleet.Apply(fleetview.Update{Listing: lst})
 	if m := kvs(5); len(m) > 0 {
 		rec := keys.DecodeMigration(m[0].Value)

@@ -81,7 +81,7 @@ func (o *Operator) Status(ctx context.Context) (Status, error) {
 	f := v.fleet
 	s := Status{
 		Revision:    v.rev,
-		Spec:        v.spec,
+		Spec:        v.stored.Spec,
 		RingVersion: f.Ring.Version(),
 		Members:     append([]string{}, f.All...),
 		Drained:     []string{},
