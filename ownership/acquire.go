@@ -124,6 +124,7 @@ func (l *loop) adopt(p int, epoch int64, prepared time.Time, claimedIn *fleetvie
 	}
 	t := newTenure(l.gen, l.n.slots.at(p), p, epoch, l.n.cfg.Signer)
 	t.prepared = prepared
+	t.count = l.fleet.Shape.Count(p)
 	t.retire = retireTokens(l.fleet.Shape, p)
 	if len(t.retire) == 0 && m != nil {
 		t.retire = retireTokens(m, p)

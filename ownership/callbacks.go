@@ -219,6 +219,16 @@ type Event struct {
 	Kind EventKind
 	// Partition is the partition concerned.
 	Partition int
+	// Partitions is the partition count Partition counts by: a key k is
+	// in it when ring.PartitionOf(k, Partitions) == Partition. It is the
+	// spec's count, except during a resize, where a partition of a group
+	// that is done counts by the target count (see "Changing the
+	// partition count"). It cannot change during a tenure, whose
+	// partition's group changes phase only once its claim is gone; a
+	// store that loads a partition by its keys reads this count, not one
+	// it remembers. For EventPrepare, the count of the partition the
+	// holder serves.
+	Partitions int
 	// Token is the tenure's fencing token; zero for EventPrepare (the
 	// node preparing a partition holds no token for it).
 	Token fence.Token
@@ -278,7 +288,7 @@ func (n *Node) fireAcquired(gen *generation, t *tenure) {
 	if f == nil {
 		return
 	}
-	e := Event{Kind: EventAcquired, Partition: t.p, Token: t.token, Context: t.ctx, Prepared: t.prepared}
+	e := Event{Kind: EventAcquired, Partition: t.p, Partitions: t.count, Token: t.token, Context: t.ctx, Prepared: t.prepared}
 	if !n.startsFirst() {
 		n.disp.enqueue(func() { f(e) })
 		return
@@ -303,7 +313,7 @@ func (n *Node) fireReleased(t *tenure) <-chan struct{} {
 		return nil
 	}
 	ack := make(chan struct{})
-	e := Event{Kind: EventReleased, Partition: t.p, Token: t.token, Reason: t.reason.cause()}
+	e := Event{Kind: EventReleased, Partition: t.p, Partitions: t.count, Token: t.token, Reason: t.reason.cause()}
 	n.disp.enqueue(func() {
 		defer close(ack)
 		f(e)

@@ -28,6 +28,7 @@ import (
 type preparation struct {
 	holder   string // the node that holds the partition
 	epoch    int64  // the epoch of the holder's claim
+	count    int    // the partition count p counts by (Event.Partitions)
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	done     chan struct{} // closed when runPrepare has returned
@@ -48,7 +49,7 @@ func (n *Node) prepares() bool { return n.warmEnabled() && n.cfg.Callbacks.OnPre
 // gives this node.
 func (l *loop) startPrepare(p int, c fleetview.Claim) {
 	n, gen := l.n, l.gen
-	pr := &preparation{holder: c.Owner, epoch: c.Epoch, done: make(chan struct{})}
+	pr := &preparation{holder: c.Owner, epoch: c.Epoch, count: l.fleet.Shape.Count(p), done: make(chan struct{})}
 	pr.ctx, pr.cancel = context.WithCancelCause(gen.ctx)
 	prev := l.prepRunning[p] // one OnPrepare per partition at a time
 	l.prepRunning[p] = pr
@@ -69,7 +70,7 @@ func (n *Node) runPrepare(gen *generation, p int, pr *preparation, prev *prepara
 	}
 	var err error
 	if f := n.cfg.Callbacks.OnPrepare; f != nil && pr.ctx.Err() == nil {
-		err = f(Event{Kind: EventPrepare, Partition: p, Holder: pr.holder, Context: pr.ctx})
+		err = f(Event{Kind: EventPrepare, Partition: p, Partitions: pr.count, Holder: pr.holder, Context: pr.ctx})
 	}
 	n.post(gen, prepareDone{p: p, prep: pr, err: err, at: n.clock.Now()})
 }

@@ -28,6 +28,7 @@ type tenure struct {
 	// change was made (see retireTokens): advanced with token, before
 	// the tenure admits work.
 	retire []fence.Token
+	count  int             // the partition count p counts by (Event.Partitions)
 	ctx    context.Context // cancelled when the tenure ends; carries token
 	cancel context.CancelCauseFunc
 	slot   *slot       // the partition's record

@@ -232,12 +232,12 @@ func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]res
 		keys = append(keys, k)
 	}
 	sort.Strings(keys) // one lock order on PostgreSQL
-	if err := c.insertMany(ctx, tx, "INSERT INTO "+countersTable+" (key, partition, value, epoch, seq) VALUES ",
-		" ON CONFLICT (key) DO UPDATE SET value = excluded.value, epoch = excluded.epoch, seq = excluded.seq", 5, len(keys),
+	if err := c.insertMany(ctx, tx, "INSERT INTO "+countersTable+" (key, partition, slot, value, epoch, seq) VALUES ",
+		" ON CONFLICT (key) DO UPDATE SET partition = excluded.partition, slot = excluded.slot, value = excluded.value, epoch = excluded.epoch, seq = excluded.seq", 6, len(keys),
 		func(i int) []any {
 			k := keys[i]
 			part := keyPart[k]
-			return []any{k, part.p, next[k], part.token.Epoch, seqs[part]}
+			return []any{k, part.p, slotOf(k), next[k], part.token.Epoch, seqs[part]}
 		}); err != nil {
 		return nil, fmt.Errorf("write counters: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // newTestStore returns a store on a fresh SQLite database with its schema.
@@ -42,6 +43,7 @@ func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *par
 	if err := f.Advance(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}
+	s.acquire(p, tok, testPartitions)
 	part, err := s.partition(p, tok)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +54,18 @@ func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *par
 	return part
 }
 
+// keyIn returns the first key prefix-<i> in partition p of testPartitions.
+func keyIn(t *testing.T, prefix string, p int) string {
+	t.Helper()
+	for i := range 10000 {
+		if k := fmt.Sprintf("%s-%d", prefix, i); ring.PartitionOf(k, testPartitions) == p {
+			return k
+		}
+	}
+	t.Fatalf("no key %s-* in partition %d", prefix, p)
+	return ""
+}
+
 // TestCommitBatch writes one batch that holds two increments of a key, a
 // retry of the first in the same batch, and an increment of another key,
 // then an increment of a partition whose floor a newer owner raised: the
@@ -59,6 +73,7 @@ func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *par
 // later retry gets the stored result.
 func TestCommitBatch(t *testing.T) {
 	s, f := newTestStore(t)
+	ka, kz, kb := keyIn(t, "a", 1), keyIn(t, "z", 1), keyIn(t, "b", 2)
 	p1 := acquire(t, s, f, 1, 5)
 	p2 := acquire(t, s, f, 2, 5)
 	if err := f.Advance(context.Background(), fence.Token{Scope: "p/2", Epoch: 9}); err != nil {
@@ -70,7 +85,7 @@ func TestCommitBatch(t *testing.T) {
 	}
 	defer c.close()
 	mk := func(part *partition, key, idem string) *incr { return &incr{part: part, key: key, idem: idem} }
-	batch := []*incr{mk(p1, "a", "i1"), mk(p1, "a", "i2"), mk(p1, "a", "i1"), mk(p1, "z", "i4")}
+	batch := []*incr{mk(p1, ka, "i1"), mk(p1, ka, "i2"), mk(p1, ka, "i1"), mk(p1, kz, "i4")}
 	var got []result
 	ctx := context.Background()
 	if err := s.fences.Do(ctx, s.db, p1.token, func(tx *sql.Tx) error {
@@ -88,27 +103,27 @@ func TestCommitBatch(t *testing.T) {
 		}
 	}
 	var se *fence.StaleError
-	if r := c.submit(p2, "b", "i3"); !errors.As(r.err, &se) || se.Current != 9 {
+	if r := c.submit(p2, kb, "i3"); !errors.As(r.err, &se) || se.Current != 9 {
 		t.Errorf("increment of the fenced partition: %v, want a *fence.StaleError at current epoch 9", r.err)
 	}
 	// The stale partition refuses everything from now on, without a transaction.
-	if r := c.submit(p2, "b", "i5"); !errors.Is(r.err, fence.ErrStale) {
+	if r := c.submit(p2, kb, "i5"); !errors.Is(r.err, fence.ErrStale) {
 		t.Errorf("after the stale refusal: %v, want fence.ErrStale", r.err)
 	}
 	// A retry in a later transaction gets the stored result.
-	if r := c.submit(p1, "a", "i2"); r != (result{value: 2, dup: true}) {
+	if r := c.submit(p1, ka, "i2"); r != (result{value: 2, dup: true}) {
 		t.Errorf("retry of i2: %+v, want value 2, duplicate", r)
 	}
-	if r := c.submit(p1, "a", "i6"); r != (result{value: 3}) {
+	if r := c.submit(p1, ka, "i6"); r != (result{value: 3}) {
 		t.Errorf("next increment: %+v, want 3", r)
 	}
 	// An idempotency key used before for another counter is refused.
-	if r := c.submit(p1, "z", "i6"); !errors.Is(r.err, errKeyReused) {
+	if r := c.submit(p1, kz, "i6"); !errors.Is(r.err, errKeyReused) {
 		t.Errorf("i6 reused for z: %+v, want errKeyReused", r)
 	}
 	counters := dbCounters(t, s.db)
-	if len(counters) != 2 || counters["a"] != 3 || counters["z"] != 1 {
-		t.Errorf("counters %v, want a=3 z=1", counters)
+	if len(counters) != 2 || counters[ka] != 3 || counters[kz] != 1 {
+		t.Errorf("counters %v, want %s=3 %s=1", counters, ka, kz)
 	}
 	if n := len(dbApplied(t, s.db)); n != 4 {
 		t.Errorf("%d increments applied, want 4", n)
@@ -121,10 +136,10 @@ func TestCommitBatch(t *testing.T) {
 		t.Errorf("partition under a released token: %v, want ownership.ErrMoved", err)
 	}
 	p1b := acquire(t, s, f, 1, 12)
-	if v := p1b.value("a"); v != 3 {
+	if v := p1b.value(ka); v != 3 {
 		t.Errorf("after reload a = %d, want 3", v)
 	}
-	if r := c.submit(p1, "a", "i7"); r.err == nil {
+	if r := c.submit(p1, ka, "i7"); r.err == nil {
 		t.Errorf("increment under the released tenure succeeded: %+v", r)
 	}
 }

@@ -11,8 +11,8 @@ import (
 )
 
 // The counter's tables. counters holds one row per key with its value and
-// the partition it hashes to (so that a new owner loads a partition with one
-// indexed query); increments holds one row per applied increment, keyed by
+// its slot (slot.go: a new owner loads a partition, by whatever count the
+// fleet uses, with one indexed range query); increments holds one row per applied increment, keyed by
 // its idempotency key, with the value it produced: a retried increment finds
 // its row and gets the same answer instead of a second increment.
 const (
@@ -49,12 +49,13 @@ func createSchema(ctx context.Context, db *sql.DB, dialect sqlfence.Dialect, fen
 	for _, ddl := range []string{
 		"CREATE TABLE IF NOT EXISTS " + countersTable + ` (
 	key       TEXT    NOT NULL PRIMARY KEY,
-	partition INTEGER NOT NULL, -- xxhash64(key) mod P, P of the fleet's spec
+	partition INTEGER NOT NULL, -- the key's partition when last written (informational: a resize changes it)
+	slot      BIGINT  NOT NULL DEFAULT 0, -- slotOf(key): the partitions of any power-of-two count are ranges of slots
 	value     BIGINT  NOT NULL,
 	epoch     BIGINT  NOT NULL, -- fencing token of the last write
 	seq       BIGINT  NOT NULL  -- above every earlier write's of the partition: what a prepared owner catches up from
 )`,
-		"CREATE INDEX IF NOT EXISTS counters_by_partition ON " + countersTable + " (partition, seq)",
+		"CREATE INDEX IF NOT EXISTS counters_by_slot ON " + countersTable + " (slot, seq)",
 		"CREATE TABLE IF NOT EXISTS " + incrementsTable + ` (
 	idem       TEXT   NOT NULL PRIMARY KEY, -- the Idempotency-Key header
 	key        TEXT   NOT NULL,

@@ -16,6 +16,7 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--etcd", ""}, err: "--etcd or --embedded-etcd"},
 		{args: []string{"--id", "a/b"}, err: "--id"},
 		{args: []string{"--partitions", "-1"}, err: "--partitions"},
+		{args: []string{"--partitions", "100"}, err: "power of two"},
 		{args: []string{"--ttl", "1s"}, err: "--ttl"},
 		{args: []string{"--max-batch", "0"}, err: "--max-batch"},
 		{args: []string{"--hold", "-1s"}, err: "--hold"},

@@ -9,6 +9,7 @@ import (
 	"github.com/tenure-go/tenure/examples/internal/app"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/router"
 )
 
@@ -42,6 +43,11 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	part, err := s.store.partition(p, tok)
 	if err == nil {
 		err = s.store.ready(r.Context(), part)
+	}
+	if err == nil && ring.PartitionOf(key, part.count) != p {
+		// The router admitted the key under p's token: p's tenure counts
+		// by part.count, so this is a bug, never a move.
+		err = fmt.Errorf("key %q is not in partition %d of %d", key, p, part.count)
 	}
 	if err != nil {
 		fail(w, r, err)

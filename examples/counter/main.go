@@ -68,7 +68,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("counter", flag.ContinueOnError)
 	c.Register(fs, "counter", "this node's ID in the fleet (unique per live process)", "fleet name: etcd key prefix /tenure/<cluster>/")
 	fs.StringVar(&c.db, "db", "sqlite:counter.db", "database: sqlite:PATH, or PostgreSQL: postgres://... or a key=value DSN (host=... dbname=...)")
-	fs.IntVar(&c.partitions, "partitions", 0, "partition count of the fleet, refused if the fleet's spec says otherwise (0: the fleet's count, or 1024 if this node creates the fleet; decided atomically with the spec's creation)")
+	fs.IntVar(&c.partitions, "partitions", 0, "partition count of the fleet, a power of two (slot.go), refused if the fleet's spec says otherwise (0: the fleet's count, or 1024 if this node creates the fleet; decided atomically with the spec's creation)")
 	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
 	fs.IntVar(&c.maxBatch, "max-batch", 256, "most increments per group commit")
@@ -89,6 +89,8 @@ func (c config) validate() error {
 		return fmt.Errorf("--cluster %q must be non-empty, without '/'", c.Cluster)
 	case c.partitions < 0 || c.partitions > ring.MaxPartitions:
 		return fmt.Errorf("--partitions %d must be in [0, %d]", c.partitions, ring.MaxPartitions)
+	case c.partitions != 0 && checkCount(c.partitions) != nil:
+		return fmt.Errorf("--partitions: %w", checkCount(c.partitions))
 	case c.ttl < election.MinTTL:
 		return fmt.Errorf("--ttl %v must be at least %v", c.ttl, election.MinTTL)
 	case c.maxBatch < 1:
@@ -173,6 +175,13 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	if err != nil {
 		_ = ln.Close()
 		return err
+	}
+	if err := checkCount(node.Ring().Partitions()); err != nil {
+		// A fleet created by another program with a count the slots do
+		// not support (slot.go).
+		_ = ln.Close()
+		_ = node.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("the fleet's %w", err)
 	}
 	rt, err := router.New(node, router.Config{Logger: log.Named("router"), Metrics: m.reg})
 	if err != nil {

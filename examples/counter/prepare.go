@@ -23,6 +23,7 @@ import (
 
 // snapshot is a partition's counters as a preparation read them.
 type snapshot struct {
+	count  int // the partition count it was read by: a snapshot of p under another count has other keys
 	values map[string]int64
 	seq    int64 // the highest seq read
 	taken  time.Time
@@ -43,13 +44,13 @@ func (s *store) prepare(e ownership.Event) error {
 		return context.Cause(e.Context)
 	}
 	began := time.Now()
-	values, seq, err := s.read(e.Context, e.Partition, -1)
+	values, seq, err := s.read(e.Context, e.Partition, e.Partitions, -1)
 	if err != nil {
 		return fmt.Errorf("prepare partition %d: %w", e.Partition, err)
 	}
 	s.metrics.loads.WithLabelValues("prepare").Inc()
 	s.metrics.rowsLoaded.WithLabelValues("prepare").Add(float64(len(values)))
-	snap := &snapshot{values: values, seq: seq, taken: began}
+	snap := &snapshot{count: e.Partitions, values: values, seq: seq, taken: began}
 	s.mu.Lock()
 	s.staged[e.Partition] = snap
 	s.mu.Unlock()
@@ -67,19 +68,26 @@ func (s *store) prepare(e ownership.Event) error {
 	return nil
 }
 
-// takeStaged removes and returns the snapshot staged for p, nil if none.
-func (s *store) takeStaged(p int) *snapshot {
+// takeStaged removes the snapshot staged for p and returns it if it was
+// read by count partitions, nil if there is none or it was read by
+// another count: a resize changed the keys of partition p since (a
+// partition a resize creates has no previous holder, so it is not
+// prepared and loads in full).
+func (s *store) takeStaged(p, count int) *snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := s.staged[p]
 	delete(s.staged, p)
+	if snap == nil || snap.count != count {
+		return nil
+	}
 	return snap
 }
 
 // catchUp completes snap, a snapshot of partition p, with the rows written
 // since it was taken.
-func (s *store) catchUp(ctx context.Context, p int, snap *snapshot) (map[string]int64, int64, error) {
-	changed, seq, err := s.read(ctx, p, snap.seq)
+func (s *store) catchUp(ctx context.Context, p, count int, snap *snapshot) (map[string]int64, int64, error) {
+	changed, seq, err := s.read(ctx, p, count, snap.seq)
 	if err != nil {
 		return nil, 0, err
 	}

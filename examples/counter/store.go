@@ -30,6 +30,7 @@ var errInvalidated = errors.New("counter: partition state invalidated after a fa
 // the truth once loaded: it changes only after a commit succeeded.
 type partition struct {
 	p      int
+	count  int // the partition count p counts by (ownership.Event.Partitions): its keys are one range of slots (slot.go)
 	token  fence.Token
 	loaded chan struct{} // closed once the load ended; then err is set
 	err    error
@@ -100,9 +101,10 @@ type store struct {
 	log     hclog.Logger
 	metrics *metrics
 
-	mu     sync.Mutex
-	parts  map[int]*partition
-	ended  map[int]int64     // per partition, the highest epoch whose tenure ended here
+	mu       sync.Mutex
+	parts    map[int]*partition
+	acquired map[int]tenure    // per partition, the tenure OnAcquired started last
+	ended    map[int]int64     // per partition, the highest epoch whose tenure ended here
 	staged map[int]*snapshot // per partition, a preparation's snapshot (prepare.go)
 	warm   bool              // prepare partitions before their claim (OnPrepare)
 
@@ -112,9 +114,16 @@ type store struct {
 func newStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log hclog.Logger, m *metrics, warm bool) *store {
 	return &store{
 		db: db, dialect: dialect, fences: fences, log: log, metrics: m,
-		parts: make(map[int]*partition), ended: make(map[int]int64), staged: make(map[int]*snapshot), warm: warm,
+		parts: make(map[int]*partition), acquired: make(map[int]tenure), ended: make(map[int]int64), staged: make(map[int]*snapshot), warm: warm,
 		preparing: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 	}
+}
+
+// tenure is a tenure as OnAcquired told it: its epoch, and the partition
+// count its partition counts by.
+type tenure struct {
+	epoch int64
+	count int
 }
 
 // callbacks are the node's: a new tenure starts loading its partition at
@@ -134,8 +143,8 @@ func (s *store) callbacks() ownership.Callbacks {
 		OnAcquired: func(e ownership.Event) {
 			p, t := e.Partition, e.Token
 			s.metrics.owned.Inc()
-			_, _ = s.partition(p, t)
-			s.log.Debug("acquired", "partition", p, "epoch", t.Epoch, "prepared", !e.Prepared.IsZero())
+			s.acquire(p, t, e.Partitions)
+			s.log.Debug("acquired", "partition", p, "partitions", e.Partitions, "epoch", t.Epoch, "prepared", !e.Prepared.IsZero())
 		},
 		OnReleased: func(e ownership.Event) {
 			p, t, r := e.Partition, e.Token, e.Reason
@@ -146,12 +155,27 @@ func (s *store) callbacks() ownership.Callbacks {
 	}
 }
 
+// acquire records the tenure of partition p under token t, whose
+// partition counts by count, and starts loading its counters
+// (OnAcquired).
+func (s *store) acquire(p int, t fence.Token, count int) {
+	s.mu.Lock()
+	if cur, ok := s.acquired[p]; !ok || cur.epoch < t.Epoch {
+		s.acquired[p] = tenure{epoch: t.Epoch, count: count}
+	}
+	s.mu.Unlock()
+	_, _ = s.partition(p, t)
+}
+
 // partition returns the state of partition p under token t, creating it and
 // starting its load if needed. OnAcquired creates it: the node admits
 // requests for a partition only once OnAcquired has returned (unless its
 // acquired timeout passed first), so a request finds the state there,
 // loading or loaded. A request starts the load itself when the state was
-// dropped after a failed commit (invalidate), or when OnAcquired was late.
+// dropped after a failed commit (invalidate). A request that comes before
+// OnAcquired (its timeout passed) is refused with the retryable answer:
+// the partition count the tenure counts by, and so the keys to load, are
+// known from OnAcquired only.
 func (s *store) partition(p int, t fence.Token) (*partition, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,7 +186,11 @@ func (s *store) partition(p int, t fence.Token) (*partition, error) {
 	if t.Epoch <= s.ended[p] || (cur != nil && cur.token.Epoch > t.Epoch) {
 		return nil, fmt.Errorf("partition %d: tenure at epoch %d is over: %w", p, t.Epoch, ownership.ErrMoved)
 	}
-	part := &partition{p: p, token: t, loaded: make(chan struct{})}
+	ten, ok := s.acquired[p]
+	if !ok || ten.epoch != t.Epoch {
+		return nil, fmt.Errorf("partition %d: tenure at epoch %d not started here yet: %w", p, t.Epoch, ownership.ErrMoved)
+	}
+	part := &partition{p: p, count: ten.count, token: t, loaded: make(chan struct{})}
 	s.parts[p] = part
 	go s.load(part)
 	return part, nil
@@ -173,6 +201,9 @@ func (s *store) release(p int, t fence.Token) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended[p] = max(s.ended[p], t.Epoch)
+	if cur, ok := s.acquired[p]; ok && cur.epoch <= t.Epoch {
+		delete(s.acquired, p)
+	}
 	if cur := s.parts[p]; cur != nil && cur.token.Epoch <= t.Epoch {
 		cur.kill(fmt.Errorf("partition %d: tenure at epoch %d ended: %w", p, t.Epoch, ownership.ErrMoved))
 		delete(s.parts, p)
@@ -201,11 +232,11 @@ func (s *store) load(part *partition) {
 	var seq int64
 	var err error
 	kind := "full"
-	if snap := s.takeStaged(part.p); snap != nil {
+	if snap := s.takeStaged(part.p, part.count); snap != nil {
 		kind = "catchup"
-		values, seq, err = s.catchUp(ctx, part.p, snap)
+		values, seq, err = s.catchUp(ctx, part.p, part.count, snap)
 	} else {
-		values, seq, err = s.read(ctx, part.p, -1)
+		values, seq, err = s.read(ctx, part.p, part.count, -1)
 		if err == nil {
 			s.metrics.loads.WithLabelValues("full").Inc()
 			s.metrics.rowsLoaded.WithLabelValues("full").Add(float64(len(values)))
@@ -221,14 +252,19 @@ func (s *store) load(part *partition) {
 	part.values, part.seq = values, seq
 	part.mu.Unlock()
 	s.metrics.keys.Add(float64(len(values)))
-	s.log.Trace("loaded", "partition", part.p, "epoch", part.token.Epoch, "kind", kind, "keys", len(values), "took", time.Since(began))
+	s.log.Trace("loaded", "partition", part.p, "partitions", part.count, "epoch", part.token.Epoch, "kind", kind, "keys", len(values), "took", time.Since(began))
 }
 
-// read returns the counters of partition p whose seq is above since (-1:
-// all of them) and the highest seq among them (since if none).
-func (s *store) read(ctx context.Context, p int, since int64) (map[string]int64, int64, error) {
+// read returns the counters of partition p under count partitions whose
+// seq is above since (-1: all of them) and the highest seq among them
+// (since if none): the rows of p's range of slots (slot.go).
+func (s *store) read(ctx context.Context, p, count int, since int64) (map[string]int64, int64, error) {
+	lo, hi, err := slotRange(p, count)
+	if err != nil {
+		return nil, 0, err
+	}
 	ph := s.dialect.Placeholder
-	rows, err := s.db.QueryContext(ctx, "SELECT key, value, seq FROM "+countersTable+" WHERE partition = "+ph(1)+" AND seq > "+ph(2), p, since)
+	rows, err := s.db.QueryContext(ctx, "SELECT key, value, seq FROM "+countersTable+" WHERE slot >= "+ph(1)+" AND slot < "+ph(2)+" AND seq > "+ph(3), lo, hi, since)
 	if err != nil {
 		return nil, 0, err
 	}
