@@ -105,8 +105,8 @@ type store struct {
 	parts    map[int]*partition
 	acquired map[int]tenure    // per partition, the tenure OnAcquired started last
 	ended    map[int]int64     // per partition, the highest epoch whose tenure ended here
-	staged map[int]*snapshot // per partition, a preparation's snapshot (prepare.go)
-	warm   bool              // prepare partitions before their claim (OnPrepare)
+	staged   map[int]*snapshot // per partition, a preparation's snapshot (prepare.go)
+	warm     bool              // prepare partitions before their claim (OnPrepare)
 
 	preparing chan struct{} // the preparations reading now (prepare.go)
 }
