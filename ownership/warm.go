@@ -41,11 +41,13 @@ type readyKey struct {
 // moveAway moves p, which this node serves (rec) and the ring gives to
 // another node, towards its handoff: it starts the move's prepare phase,
 // and releases p once the successor is ready for its epoch, or at once
-// if the prepare phase is off, nobody is next, or the successor does not
-// prepare (its member value says so).
+// if the prepare phase is off, nobody is next, the successor does not
+// prepare (its member value says so), or a resize of the partition count
+// asks p to move (Shape.Leaving): nobody claims p again, so nobody
+// prepares it.
 func (l *loop) moveAway(p int, rec *record) {
 	to, ok := l.fleet.Owner(p)
-	if !l.n.warmEnabled() || !ok || !l.fleet.Members[to].Member.Prepares {
+	if !l.n.warmEnabled() || !ok || l.fleet.Shape.Leaving(p) || !l.fleet.Members[to].Member.Prepares {
 		if l.mayRelease() {
 			l.release(p, rec.move, false)
 		}

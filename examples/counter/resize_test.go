@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/examples/internal/proctest"
+	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
+	"github.com/tenure-go/tenure/router"
+	"github.com/tenure-go/tenure/sim/cluster"
+)
+
+// TestResizeUnderLoad changes the shape of a counter fleet while it
+// serves: three processes (SQL store, group commit, warm handoff on),
+// keyed increments through a router.Client, and, driven through a
+// fleet.Operator from the test, the partition count 64 -> 256 -> 1,024 ->
+// 256, then the ring algorithm from count-only (bounded) to weighted. A
+// key's partition changes with the count (under 2P, p splits into p and
+// p+P), so each new partition's owner loads keys that other partitions
+// wrote. It checks that no increment failed at the client, that every
+// acknowledged increment is counted exactly once in the database, and
+// that after each change the client names each key's partition by the
+// new count; it reports, per phase, the increments' latency beside the
+// steady state before the changes, how long the change took and its etcd
+// writes.
+//
+// It runs on SQLite and on PostgreSQL (the server of TENURE_PG_DSN; the
+// PostgreSQL run is skipped without one, and fails if TENURE_REQUIRE_PG is
+// set).
+func TestResizeUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes")
+	}
+	bin := proctest.Build(t, "counter")
+	for _, d := range []sqlfence.Dialect{sqlfence.SQLite, sqlfence.Postgres} {
+		t.Run(d.String(), func(t *testing.T) {
+			if d == sqlfence.Postgres && os.Getenv(envPG) == "" {
+				if v := os.Getenv("TENURE_REQUIRE_PG"); v != "" && v != "0" {
+					t.Fatal("TENURE_REQUIRE_PG is set but TENURE_PG_DSN names no PostgreSQL server")
+				}
+				t.Skip("no PostgreSQL: set TENURE_PG_DSN to a postgres:// URL of a server the test may create databases on")
+			}
+			resizeUnderLoad(t, bin, d)
+		})
+	}
+}
+
+// A shape change of TestResizeUnderLoad: a resize to count, or (count 0)
+// the migration to the weighted ring.
+type shapeChange struct {
+	name   string
+	count  int
+	budget int // groups per step of a resize; partitions per step of a migration
+}
+
+func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
+	const (
+		start   = 64
+		nkeys   = 512
+		workers = 8
+		steady  = 3 * time.Second
+	)
+	changes := []shapeChange{
+		{"64->256", 256, 16},
+		{"256->1024", 1024, 64},
+		{"1024->256", 256, 64},
+		{"bounded->weighted", 0, 32},
+	}
+	etcd := cluster.New(t, 1)
+	spec, db, _ := testDB(t, d)
+	clusterName := "counter-resize-" + d.String()
+	cli := etcd.NewClient(t)
+	// A fleet of the count-only ring, as one created before the weighted
+	// ring was the default (a new fleet records the weighted one).
+	if _, err := cli.Put(context.Background(), keys.New(clusterName).Spec(),
+		fmt.Sprintf(`{"partitions":%d,"load_factor":%v,"ring_algorithm":%d}`, start, ring.DefaultConfig().LoadFactor, ring.AlgorithmBounded)); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{
+		"--etcd", strings.Join(etcd.Endpoints(), ","), "--db", spec, "--cluster", clusterName,
+		"--partitions", fmt.Sprint(start), "--ttl", testTTL.String(), "--prepare=true", "--group-commit=true",
+	}
+	procs := []*proctest.Proc{
+		proctest.Start(t, bin, "n1", args...),
+		proctest.Start(t, bin, "n2", args...),
+		proctest.Start(t, bin, "n3", args...),
+	}
+	client := newTestClient(t, etcd.NewClient(t), clusterName)
+	waitSettledN(t, client, start, procs...)
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: clusterName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := watchWrites(t, cli, fleet.DefaultPrefix(clusterName))
+
+	l := &load{client: client, stop: make(chan struct{}), acked: make(map[string]int64), ackedIdem: make(map[string]string)}
+	l.setPhase(phaseSteady)
+	lat := &latencies{by: map[string][]time.Duration{}}
+	for w := range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				phase := *l.phase.Load()
+				began := time.Now()
+				l.incr(fmt.Sprintf("key-%d", rand.IntN(nkeys)), fmt.Sprintf("w%d-%d", w, i))
+				lat.add(phase, time.Since(began))
+			}
+		}()
+	}
+	defer l.finish()
+	time.Sleep(steady)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	who := fleet.Action{Actor: "test", Reason: "TestResizeUnderLoad"}
+	var lines []string
+	for _, c := range changes {
+		l.setPhase(c.name)
+		began := time.Now()
+		from := writes.revision(t, ctx, cli)
+		var took time.Duration
+		var driver string
+		if c.count != 0 {
+			rep, err := op.Resize(ctx, c.count, fleet.ResizeOptions{Actor: who.Actor, Reason: who.Reason, Budget: c.budget})
+			if err != nil || !rep.Completed {
+				t.Fatalf("resize %s: %+v, %v", c.name, rep, err)
+			}
+			took = time.Duration(rep.Took)
+			driver = fmt.Sprintf("%d groups, %d moves, %d driver writes", rep.Groups, rep.Moves, rep.Writes)
+		} else {
+			mig := fleet.Migration{Target: ring.AlgorithmWeighted, Budget: c.budget}
+			dry := mig
+			dry.DryRun = true
+			plan, err := op.MigrateAlgorithm(ctx, dry, who)
+			if err != nil {
+				t.Fatalf("migration %s, dry run: %v", c.name, err)
+			}
+			from = writes.revision(t, ctx, cli)
+			m, err := op.MigrateAlgorithm(ctx, mig, who)
+			if err != nil || !m.Done {
+				t.Fatalf("migration %s: %+v, %v", c.name, m, err)
+			}
+			took = time.Since(began)
+			driver = fmt.Sprintf("%d moves planned (dry run), %d steps of at most %d", plan.Moves, m.Steps, c.budget)
+		}
+		to := writes.revision(t, ctx, cli)
+		count := c.count
+		if count == 0 {
+			count = 256
+		}
+		waitSettledN(t, client, count, procs...)
+		settled := time.Since(began)
+		waitAgree(t, client, count)
+		s := lat.summary(c.name)
+		lines = append(lines, fmt.Sprintf("  %-18s took %v (served everywhere after %v); %s; %d etcd revisions under the fleet's prefix (driver and nodes); increments %s",
+			c.name, took.Round(time.Millisecond), settled.Round(time.Millisecond), driver, writes.between(t, from, to), s))
+	}
+	l.setPhase("after")
+	time.Sleep(time.Second)
+	l.finish()
+
+	for _, e := range l.errs {
+		t.Errorf("%s phase: increment %s of %s failed at %s: %s", e.phase, e.idem, e.key, e.at.Format("15:04:05.000"), e.err)
+	}
+	if len(l.lost) > 0 {
+		t.Errorf("%d increments never acknowledged", len(l.lost))
+	}
+	for _, b := range l.badResends {
+		t.Errorf("resent increment not answered as a duplicate with its first value: %s", b)
+	}
+	loads := map[string]float64{}
+	for _, p := range procs {
+		for _, o := range []string{"warm", "cold"} {
+			v, _ := p.Metric(fmt.Sprintf(`tenure_partition_prepare_duration_seconds_count{node=%q,outcome=%q}`, p.ID, o))
+			loads["moves_"+o] += v
+		}
+		for _, k := range []string{"full", "catchup", "prepare"} {
+			v, _ := p.Metric(fmt.Sprintf(`counter_sql_loads_total{kind=%q}`, k))
+			loads[k] += v
+		}
+	}
+	for _, p := range procs {
+		p.Stop(t)
+	}
+	checkCounts(t, l, dbCounters(t, db), dbApplied(t, db))
+	steadyLat := lat.summary(phaseSteady)
+	t.Logf("%s: %d processes, %d keys, %d workers; steady (%v before the changes): increments %s\n%s\n  loads from SQL: %.0f full (after a claim, cold: every partition a resize creates), %.0f catch-up (warm), %.0f preparations; planned moves with a prepare phase: %.0f warm, %.0f cold; %d failed at the client",
+		d, len(procs), nkeys, workers, steady, steadyLat, strings.Join(lines, "\n"), loads["full"], loads["catchup"], loads["prepare"], loads["moves_warm"], loads["moves_cold"], len(l.errs))
+}
+
+// waitAgree waits until the client names, for a sample of keys, the
+// partition of the key under count partitions, claimed.
+func waitAgree(t *testing.T, c *router.Client, count int) {
+	t.Helper()
+	proctest.WaitFor(t, fmt.Sprintf("the client routing by %d partitions", count), func() bool {
+		for i := range 256 {
+			key := fmt.Sprintf("key-%d", i)
+			if r := c.Lookup(key); r.Partition != ring.PartitionOf(key, count) || r.Epoch == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// fleetWrites counts the etcd revisions that wrote under a fleet's prefix
+// (claims, resize keys, spec, placements, members, audit records), from a
+// watch.
+type fleetWrites struct {
+	cli  *clientv3.Client
+	mu   sync.Mutex
+	revs map[int64]bool
+	seen int64 // the watch has delivered every revision up to this one
+}
+
+func watchWrites(t *testing.T, cli *clientv3.Client, prefix string) *fleetWrites {
+	t.Helper()
+	w := &fleetWrites{cli: cli, revs: map[int64]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for resp := range wch {
+			w.mu.Lock()
+			for _, ev := range resp.Events {
+				w.revs[ev.Kv.ModRevision] = true
+			}
+			w.seen = max(w.seen, resp.Header.Revision)
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// revision returns etcd's current revision (a read outside the prefix).
+func (w *fleetWrites) revision(t *testing.T, ctx context.Context, cli *clientv3.Client) int64 {
+	t.Helper()
+	resp, err := cli.Get(ctx, "counter-resize-test-clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+// between returns the revisions in (a, b] that wrote under the prefix, once
+// the watch has delivered revision b (a progress request makes it say so).
+func (w *fleetWrites) between(t *testing.T, a, b int64) int {
+	t.Helper()
+	proctest.WaitFor(t, fmt.Sprintf("the watch of the fleet's writes at revision %d", b), func() bool {
+		w.mu.Lock()
+		seen := w.seen
+		w.mu.Unlock()
+		if seen < b {
+			_ = w.cli.RequestProgress(context.Background())
+		}
+		return seen >= b
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for r := range w.revs {
+		if r > a && r <= b {
+			n++
+		}
+	}
+	return n
+}
