@@ -107,3 +107,64 @@ func TestResizeReadersAgreeAtEachRevision(t *testing.T) {
 		}, nodes...))
 	}
 }
+
+// TestResizeWithPrepareTellsTheCount splits a fleet of 8 partitions into
+// 32 and merges it back, with a prepare phase whose warm timeout is an
+// hour: a partition a resize asks to move is released at once (nobody
+// claims it again, so nobody prepares it), or the resize would wait out
+// the timeout at every step. Every OnAcquired and OnPrepare tells the
+// partition count its partition counts by: the target count for a
+// partition a resize created.
+func TestResizeWithPrepareTellsTheCount(t *testing.T) {
+	c := cluster.New(t, 1)
+	cli := c.NewClient(t)
+	const name = "resize-prepare"
+	var (
+		mu     sync.Mutex
+		counts = map[int]map[int]int{} // count -> partition -> OnAcquired events
+		bad    []string
+	)
+	config := func(id string) Config {
+		cfg := testConfig(t, name, id, 8)
+		cfg.WarmTimeout = time.Hour
+		cfg.Callbacks = Callbacks{
+			OnPrepare: func(e Event) error {
+				if e.Partitions <= e.Partition {
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("prepare %d of %d", e.Partition, e.Partitions))
+					mu.Unlock()
+				}
+				return nil
+			},
+			OnAcquired: func(e Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				if counts[e.Partitions] == nil {
+					counts[e.Partitions] = map[int]int{}
+				}
+				counts[e.Partitions][e.Partition]++
+			},
+		}
+		return cfg
+	}
+	nodes := []*Node{join(t, cli, config("a")), join(t, c.NewClient(t), config("b"))}
+	require.NoError(t, waitFor(20*time.Second, func() error { return stableErr(nodes) }, nodes...))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: name})
+	require.NoError(t, err)
+	for _, to := range []int{32, 8} {
+		mu.Lock()
+		clear(counts)
+		mu.Unlock()
+		rep, err := op.Resize(ctx, to, fleet.ResizeOptions{Actor: "t", Reason: "prepare", Budget: 2})
+		require.NoError(t, err)
+		require.True(t, rep.Completed)
+		require.NoError(t, waitFor(20*time.Second, func() error { return stableErr(nodes) }, nodes...))
+		mu.Lock()
+		require.Empty(t, bad)
+		require.Len(t, counts, 1, "OnAcquired told one count during the resize to %d: %v", to, counts)
+		require.Len(t, counts[to], to, "every partition of %d acquired, by the count %d: %v", to, to, counts)
+		mu.Unlock()
+	}
+}

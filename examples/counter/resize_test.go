@@ -6,11 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
@@ -102,7 +99,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writes := watchWrites(t, cli, fleet.DefaultPrefix(clusterName))
+	writes := proctest.WatchWrites(t, cli, fleet.DefaultPrefix(clusterName))
 
 	l := &load{client: client, stop: make(chan struct{}), acked: make(map[string]int64), ackedIdem: make(map[string]string)}
 	l.setPhase(phaseSteady)
@@ -134,7 +131,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 	for _, c := range changes {
 		l.setPhase(c.name)
 		began := time.Now()
-		from := writes.revision(t, ctx, cli)
+		from := writes.Revision(t)
 		var took time.Duration
 		var driver string
 		if c.count != 0 {
@@ -152,7 +149,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 			if err != nil {
 				t.Fatalf("migration %s, dry run: %v", c.name, err)
 			}
-			from = writes.revision(t, ctx, cli)
+			from = writes.Revision(t)
 			m, err := op.MigrateAlgorithm(ctx, mig, who)
 			if err != nil || !m.Done {
 				t.Fatalf("migration %s: %+v, %v", c.name, m, err)
@@ -160,7 +157,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 			took = time.Since(began)
 			driver = fmt.Sprintf("%d moves planned (dry run), %d steps of at most %d", plan.Moves, m.Steps, c.budget)
 		}
-		to := writes.revision(t, ctx, cli)
+		to := writes.Revision(t)
 		count := c.count
 		if count == 0 {
 			count = 256
@@ -170,7 +167,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 		waitAgree(t, client, count)
 		s := lat.summary(c.name)
 		lines = append(lines, fmt.Sprintf("  %-18s took %v (served everywhere after %v); %s; %d etcd revisions under the fleet's prefix (driver and nodes); increments %s",
-			c.name, took.Round(time.Millisecond), settled.Round(time.Millisecond), driver, writes.between(t, from, to), s))
+			c.name, took.Round(time.Millisecond), settled.Round(time.Millisecond), driver, writes.Between(t, from, to), s))
 	}
 	l.setPhase("after")
 	time.Sleep(time.Second)
@@ -218,69 +215,4 @@ func waitAgree(t *testing.T, c *router.Client, count int) {
 		}
 		return true
 	})
-}
-
-// fleetWrites counts the etcd revisions that wrote under a fleet's prefix
-// (claims, resize keys, spec, placements, members, audit records), from a
-// watch.
-type fleetWrites struct {
-	cli  *clientv3.Client
-	mu   sync.Mutex
-	revs map[int64]bool
-	seen int64 // the watch has delivered every revision up to this one
-}
-
-func watchWrites(t *testing.T, cli *clientv3.Client, prefix string) *fleetWrites {
-	t.Helper()
-	w := &fleetWrites{cli: cli, revs: map[int64]bool{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		for resp := range wch {
-			w.mu.Lock()
-			for _, ev := range resp.Events {
-				w.revs[ev.Kv.ModRevision] = true
-			}
-			w.seen = max(w.seen, resp.Header.Revision)
-			w.mu.Unlock()
-		}
-	}()
-	return w
-}
-
-// revision returns etcd's current revision (a read outside the prefix).
-func (w *fleetWrites) revision(t *testing.T, ctx context.Context, cli *clientv3.Client) int64 {
-	t.Helper()
-	resp, err := cli.Get(ctx, "counter-resize-test-clock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Header.Revision
-}
-
-// between returns the revisions in (a, b] that wrote under the prefix, once
-// the watch has delivered revision b (a progress request makes it say so).
-func (w *fleetWrites) between(t *testing.T, a, b int64) int {
-	t.Helper()
-	proctest.WaitFor(t, fmt.Sprintf("the watch of the fleet's writes at revision %d", b), func() bool {
-		w.mu.Lock()
-		seen := w.seen
-		w.mu.Unlock()
-		if seen < b {
-			_ = w.cli.RequestProgress(context.Background())
-		}
-		return seen >= b
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for r := range w.revs {
-		if r > a && r <= b {
-			n++
-		}
-	}
-	return n
 }
