@@ -43,7 +43,7 @@ func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *par
 	if err := f.Advance(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}
-	s.acquire(p, tok, testPartitions)
+	s.acquire(p, tok, testPartitions, false)
 	part, err := s.partition(p, tok)
 	if err != nil {
 		t.Fatal(err)

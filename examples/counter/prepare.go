@@ -13,13 +13,19 @@ import (
 // this node the next owner of a partition, it loads the partition's
 // counters from the database while the current owner still serves and
 // writes them: a snapshot, with the highest seq it saw (every write of a
-// partition's counters stamps them with a seq above every earlier one of
-// that partition, whoever the owner). Once this node has claimed the
+// partition's counters stamps them with a seq above every earlier write of
+// that partition's keys, whoever the owner). Once this node has claimed the
 // partition, its fencers have shut the previous owner out, and the load
 // that follows reads only the rows whose seq is above the snapshot's: what
 // changed since (catchUp), instead of the whole partition. A snapshot
-// taken at any time is a correct base to catch up from; one that is
-// missing makes the load a full one, as without a prepare phase.
+// taken under the tenure that hands the partition over is a correct base
+// to catch up from; one that is missing makes the load a full one, as
+// without a prepare phase. A snapshot is used only by the tenure whose
+// claim followed its preparation (Event.Prepared) and counts by the same
+// partition count: across a resize of the count, a partition's keys
+// change, and the owners of its keys in between (the children of a
+// split, the sources of a merge) stamp seqs of their own, which a
+// snapshot's highest seq does not bound.
 
 // snapshot is a partition's counters as a preparation read them.
 type snapshot struct {

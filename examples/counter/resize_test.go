@@ -184,6 +184,9 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 	}
 	loads := map[string]float64{}
 	for _, p := range procs {
+		v, _ := p.Metric("counter_commit_failures_total")
+		loads["commit_failures"] += v
+		loads["load_failures"] += float64(len(p.Find("load failed", nil)))
 		for _, o := range []string{"warm", "cold"} {
 			v, _ := p.Metric(fmt.Sprintf(`tenure_partition_prepare_duration_seconds_count{node=%q,outcome=%q}`, p.ID, o))
 			loads["moves_"+o] += v
@@ -198,8 +201,9 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 	}
 	checkCounts(t, l, dbCounters(t, db), dbApplied(t, db))
 	steadyLat := lat.summary(phaseSteady)
-	t.Logf("%s: %d processes, %d keys, %d workers; steady (%v before the changes): increments %s\n%s\n  loads from SQL: %.0f full (after a claim, cold: every partition a resize creates), %.0f catch-up (warm), %.0f preparations; planned moves with a prepare phase: %.0f warm, %.0f cold; %d failed at the client",
-		d, len(procs), nkeys, workers, steady, steadyLat, strings.Join(lines, "\n"), loads["full"], loads["catchup"], loads["prepare"], loads["moves_warm"], loads["moves_cold"], len(l.errs))
+	t.Logf("%s: %d processes, %d keys, %d workers; steady (%v before the changes): increments %s\n%s\n  loads from SQL: %.0f full (after a claim, cold: every partition a resize creates), %.0f catch-up (warm), %.0f preparations; planned moves with a prepare phase: %.0f warm, %.0f cold; %.0f commits and %.0f loads failed (their partitions loaded again, the increments retried); %d failed at the client",
+		d, len(procs), nkeys, workers, steady, steadyLat, strings.Join(lines, "\n"), loads["full"], loads["catchup"], loads["prepare"], loads["moves_warm"], loads["moves_cold"],
+		loads["commit_failures"], loads["load_failures"], len(l.errs))
 }
 
 // waitAgree waits until the client names, for a sample of keys, the

@@ -143,7 +143,7 @@ func (s *store) callbacks() ownership.Callbacks {
 		OnAcquired: func(e ownership.Event) {
 			p, t := e.Partition, e.Token
 			s.metrics.owned.Inc()
-			s.acquire(p, t, e.Partitions)
+			s.acquire(p, t, e.Partitions, !e.Prepared.IsZero())
 			s.log.Debug("acquired", "partition", p, "partitions", e.Partitions, "epoch", t.Epoch, "prepared", !e.Prepared.IsZero())
 		},
 		OnReleased: func(e ownership.Event) {
@@ -157,11 +157,18 @@ func (s *store) callbacks() ownership.Callbacks {
 
 // acquire records the tenure of partition p under token t, whose
 // partition counts by count, and starts loading its counters
-// (OnAcquired).
-func (s *store) acquire(p int, t fence.Token, count int) {
+// (OnAcquired). Unless the node prepared p right before this tenure's
+// claim (prepared), a snapshot staged for p is dropped: it is from a
+// preparation whose move did not happen, and the writes since may carry
+// seqs below its own, under a shape of the fleet that changed meanwhile
+// (prepare.go).
+func (s *store) acquire(p int, t fence.Token, count int, prepared bool) {
 	s.mu.Lock()
 	if cur, ok := s.acquired[p]; !ok || cur.epoch < t.Epoch {
 		s.acquired[p] = tenure{epoch: t.Epoch, count: count}
+	}
+	if !prepared {
+		delete(s.staged, p)
 	}
 	s.mu.Unlock()
 	_, _ = s.partition(p, t)
