@@ -348,7 +348,7 @@ func TestClaimDeletedExternally(t *testing.T) {
 	<-h.Context.Done()
 	require.ErrorIs(t, context.Cause(h.Context), ErrLost)
 	e := <-ev
-	require.Equal(t, Event{Kind: EventReleased, Partition: 3, Token: h.Token, Reason: ErrLost}, e)
+	require.Equal(t, Event{Kind: EventReleased, Partition: 3, Partitions: parts, Token: h.Token, Reason: ErrLost}, e)
 	e = <-ev
 	require.Equal(t, EventAcquired, e.Kind)
 	require.Equal(t, 3, e.Partition)
