@@ -41,6 +41,9 @@ type partition struct {
 	seq    int64            // the highest seq of the partition's rows (see prepare.go)
 	dead   error            // set when the tenure is known to be over: every later increment fails with it
 	stale  bool             // the database has refused an increment of the partition as stale
+
+	prepared bool                // the load caught up a prepared snapshot (set before loaded is closed)
+	read     map[string]struct{} // the keys read in this tenure (countRead)
 }
 
 func (p *partition) value(key string) int64 {
@@ -218,7 +221,7 @@ func (s *store) load(part *partition) {
 		return
 	}
 	part.mu.Lock()
-	part.values, part.seq = values, seq
+	part.values, part.seq, part.prepared = values, seq, kind == "catchup"
 	part.mu.Unlock()
 	s.metrics.keys.Add(float64(len(values)))
 	s.log.Trace("loaded", "partition", part.p, "epoch", part.token.Epoch, "kind", kind, "keys", len(values), "took", time.Since(began))
@@ -245,6 +248,29 @@ func (s *store) read(ctx context.Context, p int, since int64) (map[string]int64,
 		top = max(top, seq)
 	}
 	return values, top, rows.Err()
+}
+
+// countRead counts a read of key in part, once loaded, if it is the first
+// of key in part's tenure: a hit of the warm handoff if the tenure's state
+// was prepared before the claim, a cold read if it was loaded after it.
+func (s *store) countRead(part *partition, key string) {
+	part.mu.Lock()
+	_, again := part.read[key]
+	if !again {
+		if part.read == nil {
+			part.read = make(map[string]struct{})
+		}
+		part.read[key] = struct{}{}
+	}
+	prepared := part.prepared
+	part.mu.Unlock()
+	switch {
+	case again:
+	case prepared:
+		s.metrics.preparedHits.Inc()
+	default:
+		s.metrics.coldReads.Inc()
+	}
 }
 
 // ready waits until part is loaded, or ctx ends.
