@@ -249,6 +249,13 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 // touches: what a cold load reads.
 func seedCounters(t *testing.T, db *sql.DB, d sqlfence.Dialect, n int) {
 	t.Helper()
+	if d == sqlfence.Postgres {
+		// One statement: a row at a time costs a round trip each.
+		if _, err := db.Exec("INSERT INTO "+countersTable+" (key, partition, value, epoch, seq) SELECT 'seed-' || p || '-' || i, p, 1, 0, 0 FROM generate_series(0, $1::int - 1) p, generate_series(0, $2::int - 1) i", testPartitions, n); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
