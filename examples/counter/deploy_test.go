@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tenure-go/tenure/examples/internal/proctest"
 )
 
 // deployRow is one run of TestRollingRestartWarm: a dialect, prepare on or
@@ -117,5 +119,32 @@ func traceRestarts(t *testing.T, samples []sample, restarts []restart) {
 			fmt.Fprintf(&b, "  took %6.1fms, began %s, ended %s\n", float64(s.took)/float64(time.Millisecond), rel(s.began), rel(s.began.Add(s.took)))
 		}
 		t.Log(b.String())
+	}
+}
+
+// logColdMoves logs what the processes' logs say of the moves that went
+// cold with --prepare: the handoffs with cold partitions, the acquisitions
+// with partitions not prepared, failed preparations, lost sessions, since
+// the deploy began.
+func logColdMoves(t *testing.T, procs []*proctest.Proc, since time.Time) {
+	t.Helper()
+	for _, p := range procs {
+		var lines []string
+		for _, prefix := range []string{"released ", "acquired ", "prepare failed", "session lost"} {
+			for _, l := range p.FindPrefix(prefix) {
+				if at, err := time.Parse(time.RFC3339Nano, l.Str("@timestamp")); err == nil && at.Before(since) {
+					continue
+				}
+				cold, _ := l["cold"].(float64)
+				count, _ := l["count"].(float64)
+				prepared, hasPrepared := l["prepared"].(float64)
+				if cold > 0 || (hasPrepared && prepared < count) || !strings.HasPrefix(prefix, "released") && !strings.HasPrefix(prefix, "acquired") {
+					lines = append(lines, fmt.Sprintf("%v %s %v", l["@timestamp"], l.Msg(), l))
+				}
+			}
+		}
+		if len(lines) > 0 {
+			t.Logf("moves of %s that went cold:\n%s", p.ID, strings.Join(lines, "\n"))
+		}
 	}
 }

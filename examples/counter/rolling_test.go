@@ -165,6 +165,7 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 	steadyFrom := time.Now()
 	time.Sleep(steady)
 
+	every := slices.Clone(procs) // every process of the run, for its logs
 	var restarts []restart
 	for i, p := range procs {
 		l.setPhase(phaseMoves)
@@ -173,6 +174,7 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 		p.Stop(t)
 		r.exited = time.Now()
 		procs[i] = proctest.Start(t, bin, p.ID, args...)
+		every = append(every, procs[i])
 		waitSettled(t, client, procs...)
 		r.settled = time.Now()
 		restarts = append(restarts, r)
@@ -208,6 +210,10 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 		t.Errorf("counter_prepared_hits_total rose by %.0f with --prepare=false", hits)
 	case prepare && hits == 0:
 		t.Errorf("counter_prepared_hits_total did not rise with --prepare (%.0f cold reads)", cold)
+	}
+
+	if prepare && cold > 0 {
+		logColdMoves(t, every, restarts[0].term)
 	}
 
 	var all []sample
