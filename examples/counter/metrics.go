@@ -78,11 +78,11 @@ func newMetrics() *metrics {
 	}, []string{"kind"})
 	m.preparedHits = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "counter_prepared_hits_total",
-		Help: "Reads of a counter (an increment or a GET), the first of that counter in its partition's tenure, served from state prepared before the claim (a snapshot caught up after it).",
+		Help: "Reads of a counter that has a value (an increment or a GET), the first of that counter in its partition's tenure, served from state prepared before the claim (a snapshot caught up after it).",
 	})
 	m.coldReads = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "counter_cold_reads_total",
-		Help: "Reads of a counter, the first of that counter in its partition's tenure, served from state loaded cold after the claim (a full load). The hit rate of the warm handoff is counter_prepared_hits_total over the sum of both.",
+		Help: "Reads of a counter that has a value, the first of that counter in its partition's tenure, served from state loaded cold after the claim (a full load). The hit rate of the warm handoff is counter_prepared_hits_total over the sum of both.",
 	})
 	for _, k := range []string{"prepare", "catchup", "full"} {
 		m.loads.WithLabelValues(k)

@@ -120,10 +120,13 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 
 	l := &load{client: client, stop: make(chan struct{}), acked: make(map[string]int64), ackedIdem: make(map[string]string)}
 	l.setPhase(phaseSteady)
-	for k := range testKeys * 4 {
-		// Every key read once in the tenures of the start, before the
-		// counts of first reads below.
-		l.incr(fmt.Sprintf("key-%d", k), fmt.Sprintf("warm-%d", k))
+	for i := range 2 {
+		// Every key created, then read, in the tenures of the start,
+		// before the counts of first reads below (which count only the
+		// keys that have a value).
+		for k := range testKeys * 4 {
+			l.incr(fmt.Sprintf("key-%d", k), fmt.Sprintf("warm-%d-%d", i, k))
+		}
 	}
 	samples := make([][]sample, testWorkers) // each worker's
 	for w := range testWorkers {

@@ -43,7 +43,7 @@ type partition struct {
 	stale  bool             // the database has refused an increment of the partition as stale
 
 	prepared bool                // the load caught up a prepared snapshot (set before loaded is closed)
-	read     map[string]struct{} // the keys read in this tenure (countRead)
+	read     map[string]struct{} // the keys with a value read in this tenure (countRead)
 }
 
 func (p *partition) value(key string) int64 {
@@ -253,9 +253,14 @@ func (s *store) read(ctx context.Context, p int, since int64) (map[string]int64,
 // countRead counts a read of key in part, once loaded, if it is the first
 // of key in part's tenure: a hit of the warm handoff if the tenure's state
 // was prepared before the claim, a cold read if it was loaded after it.
+// Only the keys that have a value are counted, so that the keys remembered
+// are at most those in memory (a client's reads of made-up keys add none).
 func (s *store) countRead(part *partition, key string) {
 	part.mu.Lock()
 	_, again := part.read[key]
+	if _, has := part.values[key]; !has {
+		again = true
+	}
 	if !again {
 		if part.read == nil {
 			part.read = make(map[string]struct{})
