@@ -53,6 +53,7 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
+	s.store.countRead(part, key)
 	a := answer{Key: key, Partition: p, Epoch: tok.Epoch, Node: s.node}
 	switch r.Method {
 	case http.MethodGet:

@@ -23,6 +23,8 @@ type metrics struct {
 	keys           prometheus.Gauge // counters held in memory
 	loads          *prometheus.CounterVec
 	rowsLoaded     *prometheus.CounterVec
+	preparedHits   prometheus.Counter // first reads of a counter in a tenure, from prepared state
+	coldReads      prometheus.Counter // first reads of a counter in a tenure, from a load after the claim
 }
 
 func newMetrics() *metrics {
@@ -74,11 +76,19 @@ func newMetrics() *metrics {
 		Name: "counter_sql_rows_loaded_total",
 		Help: "Counters read from the database, by the kind of read (see counter_sql_loads_total).",
 	}, []string{"kind"})
+	m.preparedHits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "counter_prepared_hits_total",
+		Help: "Reads of a counter that has a value (an increment or a GET), the first of that counter in its partition's tenure, served from state prepared before the claim (a snapshot caught up after it).",
+	})
+	m.coldReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "counter_cold_reads_total",
+		Help: "Reads of a counter that has a value, the first of that counter in its partition's tenure, served from state loaded cold after the claim (a full load). The hit rate of the warm handoff is counter_prepared_hits_total over the sum of both.",
+	})
 	for _, k := range []string{"prepare", "catchup", "full"} {
 		m.loads.WithLabelValues(k)
 		m.rowsLoaded.WithLabelValues(k)
 	}
 	m.reg = app.NewRegistry(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
-		m.commitSeconds, m.owned, m.keys, m.loads, m.rowsLoaded)
+		m.commitSeconds, m.owned, m.keys, m.loads, m.rowsLoaded, m.preparedHits, m.coldReads)
 	return m
 }

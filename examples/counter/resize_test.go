@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,7 +104,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 
 	l := &load{client: client, stop: make(chan struct{}), acked: make(map[string]int64), ackedIdem: make(map[string]string)}
 	l.setPhase(phaseSteady)
-	lat := &latencies{by: map[string][]time.Duration{}}
+	lat := &phaseSamples{by: map[string][]sample{}}
 	for w := range workers {
 		l.wg.Add(1)
 		go func() {
@@ -117,7 +118,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 				phase := *l.phase.Load()
 				began := time.Now()
 				l.incr(fmt.Sprintf("key-%d", rand.IntN(nkeys)), fmt.Sprintf("w%d-%d", w, i))
-				lat.add(phase, time.Since(began))
+				lat.add(phase, sample{began: began, took: time.Since(began)})
 			}
 		}()
 	}
@@ -219,4 +220,24 @@ func waitAgree(t *testing.T, c *router.Client, count int) {
 		}
 		return true
 	})
+}
+
+// phaseSamples are the increments' latencies by the phase they began in.
+type phaseSamples struct {
+	mu sync.Mutex
+	by map[string][]sample
+}
+
+func (l *phaseSamples) add(phase string, s sample) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.by[phase] = append(l.by[phase], s)
+}
+
+// summary summarizes the latencies of the increments begun in phase.
+func (l *phaseSamples) summary(phase string) latencySummary {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	all := span{to: time.Unix(1<<62, 0)}
+	return summarize(l.by[phase], all)
 }

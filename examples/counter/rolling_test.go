@@ -7,35 +7,50 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// Phases of TestRollingRestartWarm.
+// Phases of TestRollingRestartWarm, recorded with every failed attempt.
 const (
 	phaseMoves = "moves" // from a process's SIGTERM until the fleet of three serves everything again
-	phaseAfter = "after" // the 2s after each restart, before the next; steady state too
+	phaseAfter = "after" // the 2s after each restart, before the next
 )
 
-// TestRollingRestartWarm measures the warm handoff on the counter: three
-// processes, thousands of counters per partition in the database (so that
-// a cold load costs something), keyed increments through a router.Client,
-// and every process restarted one after another (SIGTERM, start again),
-// once with --prepare (the next owner loads a partition while the
-// previous one serves it, and catches up after its claim) and once
-// without, in the same run. It reports the latency of the increments
-// (p50, p99, max) in steady state and during the moves (from a SIGTERM
-// until the fleet serves everything again: a window so short that its p99
-// is mostly the calls that met a handoff), over the rolling restart as a
-// whole (the moves and the 2s after each) against the steady state before
-// it, and the loads from SQL after acquisition; it checks that no
-// increment failed at the client and that every acknowledged increment
-// counts once.
+// TestRollingRestartWarm measures the warm handoff as a user feels it over
+// a deploy: three counter processes, thousands of counters per partition
+// in the database (so that a cold load costs something), keyed increments
+// through a router.Client, and every process restarted one after another
+// (SIGTERM, start again, wait until the fleet serves everything, 2s,
+// the next), once with --prepare (the next owner loads a partition while
+// the previous one serves it, and catches up after its claim) and once
+// without. It reports the latency of the increments (p50, p99, max) by
+// the window they began in:
+//
+//   - steady: before the first SIGTERM (3s; TENURE_DEPLOY_WINDOWS=1: 30s),
+//     with the p99 of each 10s of it (of each half, if shorter than 20s)
+//     to show how stable it is;
+//   - deploy: from the first SIGTERM until the fleet serves everything
+//     after the last restart;
+//   - moves: from each SIGTERM until the fleet serves everything again (a
+//     window so short that its p99 is mostly the calls that met a
+//     handoff);
+//   - after: the 2s after the last restart;
+//
+// and the hit rate of the deploy: the first reads of a counter in a tenure
+// served from prepared state (counter_prepared_hits_total) over all of
+// them (with counter_cold_reads_total), and the loads from SQL after
+// acquisition. It checks that no increment failed at the client, that
+// every acknowledged increment counts once, and that the hit counters
+// follow --prepare (no hit without it). The last subtest prints the
+// figures of every run as one table. TENURE_DEPLOY_TRACE=1 also logs, for
+// each restart, when the leaving process exited and the longest time in
+// which no increment completed, and the slowest increments around it.
 //
 // It runs on SQLite and on PostgreSQL (the server of TENURE_PG_DSN; the
 // PostgreSQL runs are skipped without one, and fail if TENURE_REQUIRE_PG
@@ -49,23 +64,45 @@ func TestRollingRestartWarm(t *testing.T) {
 	if s := os.Getenv("TENURE_ROLLING_SEED"); s != "" {
 		_, _ = fmt.Sscan(s, &seed)
 	}
+	steady := 3 * time.Second
+	if envOn("TENURE_DEPLOY_WINDOWS") {
+		steady = 30 * time.Second
+	}
 	bin := proctest.Build(t, "counter")
+	var table deployTable
 	for _, d := range []sqlfence.Dialect{sqlfence.SQLite, sqlfence.Postgres} {
 		t.Run(d.String(), func(t *testing.T) {
 			if d == sqlfence.Postgres && os.Getenv(envPG) == "" {
-				if v := os.Getenv("TENURE_REQUIRE_PG"); v != "" && v != "0" {
+				if envOn("TENURE_REQUIRE_PG") {
 					t.Fatal("TENURE_REQUIRE_PG is set but TENURE_PG_DSN names no PostgreSQL server")
 				}
 				t.Skip("no PostgreSQL: set TENURE_PG_DSN to a postgres:// URL of a server the test may create databases on")
 			}
 			for _, prepare := range []bool{true, false} {
-				t.Run(fmt.Sprintf("prepare=%v", prepare), func(t *testing.T) { rollingRestart(t, bin, d, prepare, seed) })
+				t.Run(fmt.Sprintf("prepare=%v", prepare), func(t *testing.T) {
+					table.add(rollingRestart(t, bin, d, prepare, seed, steady))
+				})
 			}
 		})
 	}
+	t.Logf("the deploy's figures (steady %v, %d counters per partition, %d partitions, %d workers; noisy on a shared machine: compare the ratios of one run)\n%s",
+		steady, seed, testPartitions, testWorkers, table.String())
 }
 
-func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, seed int) {
+// envOn reports whether the environment variable name is set to something
+// other than "" or "0".
+func envOn(name string) bool {
+	v := os.Getenv(name)
+	return v != "" && v != "0"
+}
+
+// restart is one process's restart in a rolling restart, by the test's clock.
+type restart struct {
+	id                    string
+	term, exited, settled time.Time // SIGTERM sent; the process exited; the fleet serves everything again
+}
+
+func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, seed int, steady time.Duration) deployRow {
 	etcd := cluster.New(t, 1)
 	spec, db, dialect := testDB(t, d)
 	clusterName := fmt.Sprintf("counter-rolling-%s-%v", d, prepare)
@@ -84,7 +121,15 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 
 	l := &load{client: client, stop: make(chan struct{}), acked: make(map[string]int64), ackedIdem: make(map[string]string)}
 	l.setPhase(phaseSteady)
-	lat := &latencies{by: map[string][]time.Duration{}}
+	for i := range 2 {
+		// Every key created, then read, in the tenures of the start,
+		// before the counts of first reads below (which count only the
+		// keys that have a value).
+		for k := range testKeys * 4 {
+			l.incr(fmt.Sprintf("key-%d", k), fmt.Sprintf("warm-%d-%d", i, k))
+		}
+	}
+	samples := make([][]sample, testWorkers) // each worker's
 	for w := range testWorkers {
 		l.wg.Add(1)
 		go func() {
@@ -95,16 +140,13 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 					return
 				default:
 				}
-				phase := *l.phase.Load()
 				began := time.Now()
 				l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("w%d-%d", w, i))
-				lat.add(phase, time.Since(began))
+				samples[w] = append(samples[w], sample{began: began, took: time.Since(began)})
 			}
 		}()
 	}
 	defer l.finish()
-	time.Sleep(3 * time.Second)
-
 	loads := map[string]float64{}
 	count := func(p *proctest.Proc) {
 		for _, k := range []string{"full", "catchup", "prepare"} {
@@ -113,22 +155,37 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 			r, _ := p.Metric(fmt.Sprintf(`counter_sql_rows_loaded_total{kind=%q}`, k))
 			loads[k+"_rows"] += r
 		}
+		for _, m := range []string{"counter_prepared_hits_total", "counter_cold_reads_total"} {
+			v, _ := p.Metric(m)
+			loads[m] += v
+		}
 	}
 	for _, p := range procs {
-		count(p) // the loads of the start, before the rolling restart
+		count(p) // the loads and reads of the start, before the rolling restart
 	}
 	for k := range loads {
 		loads[k] = -loads[k]
 	}
+	steadyFrom := time.Now()
+	time.Sleep(steady)
+
+	every := slices.Clone(procs) // every process of the run, for its logs
+	var restarts []restart
 	for i, p := range procs {
 		l.setPhase(phaseMoves)
+		r := restart{id: p.ID, term: time.Now()}
 		count(p)
 		p.Stop(t)
+		r.exited = time.Now()
 		procs[i] = proctest.Start(t, bin, p.ID, args...)
+		every = append(every, procs[i])
 		waitSettled(t, client, procs...)
+		r.settled = time.Now()
+		restarts = append(restarts, r)
 		l.setPhase(phaseAfter)
 		time.Sleep(2 * time.Second)
 	}
+	end := time.Now()
 	l.finish()
 	for _, p := range procs {
 		count(p)
@@ -149,34 +206,88 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 		}
 	}
 	checkCounts(t, l, counters, dbApplied(t, db))
-	s, m := lat.summary(phaseSteady, phaseAfter), lat.summary(phaseMoves)
-	before, whole := lat.summary(phaseSteady), lat.summary(phaseMoves, phaseAfter)
-	t.Logf("%s, prepare=%v, %d counters per partition, %d partitions: steady %s; during moves %s; p99 moves/steady %.2f; the rolling restart as a whole (moves and the 2s after each) %s against the %s before it: p99 %.2f; loads from SQL after acquisition: %.0f full (%.0f rows), %.0f catch-up (%.0f rows); %.0f preparations (%.0f rows)",
-		d, prepare, seed, testPartitions, s, m, float64(m.p99)/float64(s.p99),
-		whole, before, float64(whole.p99)/float64(before.p99),
-		loads["full"], loads["full_rows"], loads["catchup"], loads["catchup_rows"], loads["prepare"], loads["prepare_rows"])
+	hits, cold := loads["counter_prepared_hits_total"], loads["counter_cold_reads_total"]
+	switch {
+	case hits+cold == 0:
+		t.Errorf("no first read of a counter after a move counted: counter_prepared_hits_total and counter_cold_reads_total did not rise")
+	case !prepare && hits != 0:
+		t.Errorf("counter_prepared_hits_total rose by %.0f with --prepare=false", hits)
+	case prepare && hits == 0:
+		t.Errorf("counter_prepared_hits_total did not rise with --prepare (%.0f cold reads)", cold)
+	}
+
+	if prepare && cold > 0 {
+		logColdMoves(t, every, restarts[0].term)
+	}
+
+	var all []sample
+	for _, s := range samples {
+		all = append(all, s...)
+	}
+	deploy := span{restarts[0].term, restarts[len(restarts)-1].settled}
+	var moves []span
+	for _, r := range restarts {
+		moves = append(moves, span{r.term, r.settled})
+	}
+	row := deployRow{
+		dialect: d.String(), prepare: prepare, failed: len(l.errs) + len(l.lost),
+		steady:     summarize(all, span{steadyFrom, deploy.from}),
+		deploy:     summarize(all, deploy),
+		moves:      summarize(all, moves...),
+		after:      summarize(all, span{deploy.to, end}),
+		deployTook: deploy.to.Sub(deploy.from),
+		hitRate:    hits / max(1, hits+cold), hits: hits, cold: cold,
+		full: loads["full"], catchup: loads["catchup"],
+	}
+	sub := 10 * time.Second
+	if steady < 2*sub {
+		sub = steady / 2
+	}
+	for from := steadyFrom; !from.Add(sub).After(deploy.from.Add(sub / 10)); from = from.Add(sub) {
+		row.steadyParts = append(row.steadyParts, summarize(all, span{from, from.Add(sub)}).p99)
+	}
+	t.Logf("%s, prepare=%v: steady %s (p99 by %v: %v); deploy %s (%v); moves %s; after %s; hit rate %.4f (%.0f prepared, %.0f cold); loads from SQL after acquisition: %.0f full (%.0f rows), %.0f catch-up (%.0f rows); %.0f preparations (%.0f rows)",
+		d, prepare, row.steady, sub, row.steadyParts, row.deploy, row.deployTook.Round(time.Millisecond), row.moves, row.after,
+		row.hitRate, hits, cold, loads["full"], loads["full_rows"], loads["catchup"], loads["catchup_rows"], loads["prepare"], loads["prepare_rows"])
+	if envOn("TENURE_DEPLOY_TRACE") {
+		traceRestarts(t, all, restarts)
+	}
+	return row
 }
 
-// seedCounters inserts n counters per partition that the load never
-// touches: what a cold load reads.
+// seedCounters inserts about n counters per partition that the load
+// never touches: what a cold load reads. Each row has its key's slot and
+// partition, as the counter writes them.
 func seedCounters(t *testing.T, db *sql.DB, d sqlfence.Dialect, n int) {
 	t.Helper()
+	total := testPartitions * n
+	keys, parts, slots := make([]string, total), make([]int64, total), make([]int64, total)
+	for j := range total {
+		keys[j] = fmt.Sprintf("seed-%d", j)
+		parts[j] = int64(ring.PartitionOf(keys[j], testPartitions))
+		slots[j] = slotOf(keys[j])
+	}
+	if d == sqlfence.Postgres {
+		// One statement: a row at a time costs a round trip each.
+		if _, err := db.Exec("INSERT INTO "+countersTable+" (key, partition, slot, value, epoch, seq) SELECT k, p, s, 1, 0, 0 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(k, p, s)", keys, parts, slots); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	ph := d.Placeholder
-	stmt, err := tx.Prepare("INSERT INTO " + countersTable + " (key, partition, value, epoch, seq) VALUES (" + ph(1) + ", " + ph(2) + ", 1, 0, 0)")
+	stmt, err := tx.Prepare("INSERT INTO " + countersTable + " (key, partition, slot, value, epoch, seq) VALUES (" + ph(1) + ", " + ph(2) + ", " + ph(3) + ", 1, 0, 0)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stmt.Close()
-	for p := range testPartitions {
-		for i := range n {
-			if _, err := stmt.Exec(fmt.Sprintf("seed-%d-%d", p, i), p); err != nil {
-				t.Fatal(err)
-			}
+	for j := range total {
+		if _, err := stmt.Exec(keys[j], parts[j], slots[j]); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -184,18 +295,14 @@ func seedCounters(t *testing.T, db *sql.DB, d sqlfence.Dialect, n int) {
 	}
 }
 
-// latencies are the increments' end-to-end latencies (retries included),
-// by the phase they began in.
-type latencies struct {
-	mu sync.Mutex
-	by map[string][]time.Duration
+// sample is one increment's end-to-end latency (retries included).
+type sample struct {
+	began time.Time
+	took  time.Duration
 }
 
-func (l *latencies) add(phase string, d time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.by[phase] = append(l.by[phase], d)
-}
+// span is a window of time: the increments begun in [from, to).
+type span struct{ from, to time.Time }
 
 type latencySummary struct {
 	n             int
@@ -206,14 +313,17 @@ func (s latencySummary) String() string {
 	return fmt.Sprintf("n=%d p50=%v p99=%v max=%v", s.n, s.p50.Round(10*time.Microsecond), s.p99.Round(10*time.Microsecond), s.max.Round(10*time.Microsecond))
 }
 
-// summary summarizes the latencies of the increments begun in phases.
-func (l *latencies) summary(phases ...string) latencySummary {
-	l.mu.Lock()
+// summarize summarizes the latencies of the samples begun in spans.
+func summarize(samples []sample, spans ...span) latencySummary {
 	var ds []time.Duration
-	for _, ph := range phases {
-		ds = append(ds, l.by[ph]...)
+	for _, s := range samples {
+		for _, w := range spans {
+			if !s.began.Before(w.from) && s.began.Before(w.to) {
+				ds = append(ds, s.took)
+				break
+			}
+		}
 	}
-	l.mu.Unlock()
 	if len(ds) == 0 {
 		return latencySummary{}
 	}

@@ -42,6 +42,9 @@ type partition struct {
 	seq    int64            // the highest seq of the partition's rows (see prepare.go)
 	dead   error            // set when the tenure is known to be over: every later increment fails with it
 	stale  bool             // the database has refused an increment of the partition as stale
+
+	prepared bool                // the load caught up a prepared snapshot (set before loaded is closed)
+	read     map[string]struct{} // the keys with a value read in this tenure (countRead)
 }
 
 func (p *partition) value(key string) int64 {
@@ -256,7 +259,7 @@ func (s *store) load(part *partition) {
 		return
 	}
 	part.mu.Lock()
-	part.values, part.seq = values, seq
+	part.values, part.seq, part.prepared = values, seq, kind == "catchup"
 	part.mu.Unlock()
 	s.metrics.keys.Add(float64(len(values)))
 	s.log.Trace("loaded", "partition", part.p, "partitions", part.count, "epoch", part.token.Epoch, "kind", kind, "keys", len(values), "took", time.Since(began))
@@ -288,6 +291,34 @@ func (s *store) read(ctx context.Context, p, count int, since int64) (map[string
 		top = max(top, seq)
 	}
 	return values, top, rows.Err()
+}
+
+// countRead counts a read of key in part, once loaded, if it is the first
+// of key in part's tenure: a hit of the warm handoff if the tenure's state
+// was prepared before the claim, a cold read if it was loaded after it.
+// Only the keys that have a value are counted, so that the keys remembered
+// are at most those in memory (a client's reads of made-up keys add none).
+func (s *store) countRead(part *partition, key string) {
+	part.mu.Lock()
+	_, again := part.read[key]
+	if _, has := part.values[key]; !has {
+		again = true
+	}
+	if !again {
+		if part.read == nil {
+			part.read = make(map[string]struct{})
+		}
+		part.read[key] = struct{}{}
+	}
+	prepared := part.prepared
+	part.mu.Unlock()
+	switch {
+	case again:
+	case prepared:
+		s.metrics.preparedHits.Inc()
+	default:
+		s.metrics.coldReads.Inc()
+	}
 }
 
 // ready waits until part is loaded, or ctx ends.

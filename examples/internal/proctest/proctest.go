@@ -149,6 +149,19 @@ func (p *Proc) SetHook(h func(LogLine)) {
 	p.mu.Unlock()
 }
 
+// FindPrefix returns the lines whose message begins with prefix, in order.
+func (p *Proc) FindPrefix(prefix string) []LogLine {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []LogLine
+	for _, l := range p.lines {
+		if strings.HasPrefix(l.Msg(), prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // Find returns the lines with message msg that match, in order.
 func (p *Proc) Find(msg string, match func(LogLine) bool) []LogLine {
 	p.mu.Lock()

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestMetricsDocumented checks README.md against the counter's registry:
+// every counter_* metric the README names is registered, and every one
+// registered is named in the README. (internal/doccheck checks the
+// tenure_* metrics.)
+func TestMetricsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, n := range regexp.MustCompile(`\bcounter_[a-z0-9_]+`).FindAllString(string(readme), -1) {
+		if n != incrementsTable { // a table
+			named[n] = true
+		}
+	}
+	mfs, err := newMetrics().reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := map[string]bool{}
+	for _, f := range mfs {
+		if strings.HasPrefix(f.GetName(), "counter_") {
+			registered[f.GetName()] = true
+		}
+	}
+	for n := range named {
+		if !registered[n] {
+			t.Errorf("README.md names %s, which the counter does not register", n)
+		}
+	}
+	for n := range registered {
+		if !named[n] {
+			t.Errorf("the counter registers %s, which README.md does not name", n)
+		}
+	}
+	if len(registered) == 0 {
+		t.Error("the counter registers no counter_* metric")
+	}
+}
