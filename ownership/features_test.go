@@ -19,7 +19,7 @@ import (
 // understands only features (none: the base protocol, as a build from
 // before features were published). It lets one process run nodes of
 // several feature levels; a separate binary of the previous level is
-// built with the tag tenure_featurelevel_prev (router's
+// built with the tag featurelevel_prev (router's
 // TestRollingUpgradeBuilds).
 func olderBuild(cfg Config, features ...string) Config {
 	cfg.features = append([]string{}, features...)

@@ -155,7 +155,7 @@ func waitClient(t *testing.T, c *router.Client, cond func() error) {
 }
 
 // TestRollingUpgradeBuilds builds the node (router/internal/upgradenode)
-// twice, as this build and with the tag tenure_featurelevel_prev (a build
+// twice, as this build and with the tag featurelevel_prev (a build
 // of the feature level before placements), runs three processes of the
 // older build under keyed load through a router.Client, and replaces them
 // one by one with the newer build (SIGTERM, then the new binary under the
@@ -167,7 +167,7 @@ func TestRollingUpgradeBuilds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the node twice")
 	}
-	oldBin := buildNode(t, "node-prev", "tenure_featurelevel_prev")
+	oldBin := buildNode(t, "node-prev", "featurelevel_prev")
 	newBin := buildNode(t, "node")
 	etcd := cluster.New(t, 1)
 	cli := etcd.NewClient(t)

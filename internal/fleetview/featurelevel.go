@@ -1,4 +1,4 @@
-//go:build !tenure_featurelevel_prev
+//go:build !featurelevel_prev
 
 package fleetview
 

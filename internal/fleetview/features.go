@@ -29,7 +29,7 @@ const (
 )
 
 // Features returns the protocol features of this build, sorted: all of
-// the above, or, in a build with the tag tenure_featurelevel_prev, those
+// the above, or, in a build with the tag featurelevel_prev, those
 // of the feature level before placements (featurelevel_prev.go).
 func Features() []string { return buildFeatures() }
 

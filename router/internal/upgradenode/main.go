@@ -4,7 +4,7 @@
 // with the token it ran under), writes "addr <host:port>" on standard
 // output once it listens, logs as JSON lines on standard error, and
 // leaves the fleet gracefully on SIGTERM. Built with the tag
-// tenure_featurelevel_prev it is a build of the previous feature level
+// featurelevel_prev it is a build of the previous feature level
 // (internal/fleetview's featurelevel_prev.go).
 //
 // Usage:
