@@ -135,7 +135,8 @@ func servedBy(c *router.Client, partitions int, procs map[string]*nodeProc) erro
 	return nil
 }
 
-// waitClient waits until cond holds for c, checking on every change c sees.
+// waitClient waits until cond holds for c, checking on every change c
+// sees (the processes' addresses are known before: see listening).
 func waitClient(t *testing.T, c *router.Client, cond func() error) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
@@ -147,7 +148,6 @@ func waitClient(t *testing.T, c *router.Client, cond func() error) {
 		}
 		select {
 		case <-ch:
-		case <-time.After(100 * time.Millisecond): // the node's address arrives on its standard output, not etcd
 		case <-deadline:
 			t.Fatalf("waiting: %v", err)
 		}
@@ -221,6 +221,7 @@ func TestRollingUpgradeBuilds(t *testing.T) {
 	defer func() { stopLoad(); wg.Wait() }()
 
 	who := fleet.Action{Actor: "test", Reason: "mixed builds"}
+	var during []int64 // requests served while each process was replaced
 	for i, id := range ids {
 		_, err := op.Pin(ctx, 0, "n1", who)
 		require.ErrorIs(t, err, ring.ErrFeatureUnsupported, "a pin before %s is upgraded", id)
@@ -244,6 +245,7 @@ func TestRollingUpgradeBuilds(t *testing.T) {
 		procs[id] = next
 		procsMu.Unlock()
 		waitClient(t, c, served)
+		during = append(during, ok.Load()-before)
 		waitServed(ctx, &ok, before+200) // the load runs across each replacement
 	}
 	waitServed(ctx, &ok, ok.Load()+500)
@@ -280,8 +282,8 @@ func TestRollingUpgradeBuilds(t *testing.T) {
 	assert.Zero(t, failed.Load(), "requests that failed: %v", failures)
 	assert.Zero(t, stats.Failed, "the client's failed requests")
 	require.Positive(t, ok.Load())
-	t.Logf("rolling upgrade of %d processes from the previous feature level through router.Client: %d requests served, %d failed; client: %d attempts, %d retried",
-		len(ids), ok.Load(), failed.Load(), stats.Attempts, stats.Retries)
+	t.Logf("rolling upgrade of %d processes from the previous feature level through router.Client: %d requests served (%v while each was replaced), %d failed; client: %d attempts, %d retried",
+		len(ids), ok.Load(), during, failed.Load(), stats.Attempts, stats.Retries)
 }
 
 // sendKeyed sends one request for key through c, with idem as its idempotency
