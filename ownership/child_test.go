@@ -31,10 +31,6 @@ const (
 	childEndpointsEnv  = "TENURE_OWNERSHIP_CHILD_ENDPOINTS"
 	childClusterEnv    = "TENURE_OWNERSHIP_CHILD_CLUSTER"
 	childPartitionsEnv = "TENURE_OWNERSHIP_CHILD_PARTITIONS"
-	// childFeaturesEnv, if set, is the protocol features of the child's
-	// build, comma-separated ("base": none), as a build of an older
-	// feature level publishes them.
-	childFeaturesEnv = "TENURE_OWNERSHIP_CHILD_FEATURES"
 )
 
 // runChild joins one node with a TTL of 2s, advertising the loopback port
@@ -78,13 +74,6 @@ func runChild() int {
 	cfg.Ring.Partitions = partitions
 	cfg.Session.TTL = 2 * time.Second
 	cfg.Logger, cfg.Metrics = log, reg
-	switch fs := os.Getenv(childFeaturesEnv); fs {
-	case "":
-	case "base":
-		cfg = olderBuild(cfg)
-	default:
-		cfg = olderBuild(cfg, strings.Split(fs, ",")...)
-	}
 	jctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	n, err := Join(jctx, cli, cfg)
 	cancel()

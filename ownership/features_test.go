@@ -17,7 +17,10 @@ import (
 
 // olderBuild returns cfg as a build of an older feature level: it
 // understands only features (none: the base protocol, as a build from
-// before features were published).
+// before features were published). It lets one process run nodes of
+// several feature levels; a separate binary of the previous level is
+// built with the tag featurelevel_prev (router's
+// TestRollingUpgradeBuilds).
 func olderBuild(cfg Config, features ...string) Config {
 	cfg.features = append([]string{}, features...)
 	return cfg

@@ -40,18 +40,10 @@ type child struct {
 // until it listens.
 func startChild(t *testing.T, endpoints []string, cluster, id string, partitions int) *child {
 	t.Helper()
-	return startChildBuild(t, endpoints, cluster, id, partitions, "")
-}
-
-// startChildBuild is startChild for a build of the protocol features
-// features (comma-separated; "base" for none, as a build from before
-// features were published); "" is this build's.
-func startChildBuild(t *testing.T, endpoints []string, cluster, id string, partitions int, features string) *child {
-	t.Helper()
 	c := &child{id: id, more: make(chan struct{})}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+id, childEndpointsEnv+"="+strings.Join(endpoints, ","),
-		childClusterEnv+"="+cluster, childPartitionsEnv+"="+strconv.Itoa(partitions), childFeaturesEnv+"="+features)
+		childClusterEnv+"="+cluster, childPartitionsEnv+"="+strconv.Itoa(partitions))
 	cmd.Stdout = &childproc.LineWriter{Line: func(b []byte) {
 		if f := strings.Fields(string(b)); len(f) == 2 && f[0] == "addr" {
 			c.add(nil, "", f[1])

@@ -15,7 +15,7 @@ func (l *loop) mine(p int) bool {
 // say: claim what is mine and free, hand off what is no longer mine.
 func (l *loop) reconcile() {
 	var toClaim []int
-	canClaim := !l.claimHold && !l.resyncing && l.lost == nil && l.fleet.Rev >= l.shapeWait
+	canClaim := !l.claimHold && !l.resyncing && l.lost == nil && l.shapeReached(l.shapeWait)
 	canPrepare := l.n.prepares() && !l.closing && !l.resyncing && l.lost == nil
 	l.started = nil
 	for p := range l.n.slots.len() {

@@ -225,13 +225,13 @@ func (l *loop) groupMoved(m groupDone) {
 	}
 }
 
-// awaitShape holds this node's claims until its view of the fleet reaches
-// rev, the revision of a change of the fleet's shape that a claim found
+// awaitShape holds this node's claims until its view of the fleet's shape
+// reaches rev, the revision of a change of the shape that a claim found
 // (claimTxn): claiming before would fail again. If the watch has not
 // brought it after a backoff (a spec written by other means than a resize
 // is not watched), claims resume all the same.
 func (l *loop) awaitShape(rev int64) {
-	if rev <= l.fleet.Rev || rev <= l.shapeWait {
+	if l.shapeReached(rev) || rev <= l.shapeWait {
 		return
 	}
 	l.shapeWait = rev
@@ -242,9 +242,19 @@ func (l *loop) awaitShape(rev int64) {
 type shapeWaitOver struct{ rev int64 }
 
 func (m shapeWaitOver) deliver(l *loop) {
-	if l.shapeWait == m.rev && l.fleet.Rev < m.rev {
-		l.n.log.Warn("resize: the fleet's shape changed at a revision the watch has not brought; claiming again", "revision", m.rev, "seen", l.fleet.Rev)
+	if l.shapeWait == m.rev && !l.shapeReached(m.rev) {
+		l.n.log.Warn("resize: the fleet's shape changed at a revision the watch has not brought; claiming again", "revision", m.rev, "seen", l.fleet.ShapeRev)
 		l.shapeWait = 0
 		l.dirty = true
 	}
+}
+
+// shapeReached reports whether this node's view of the fleet's shape has
+// reached rev: its claims' watch, which brings the resize keys in order,
+// has been applied up to rev, or the spec it knows was written at rev or
+// later. The fleet's Rev does not tell: the spec's watch may bring a
+// spec written with a resize's record before the claims' watch brings
+// the record.
+func (l *loop) shapeReached(rev int64) bool {
+	return rev <= l.fleet.ShapeRev || rev <= l.fleet.Shape.SpecRev
 }

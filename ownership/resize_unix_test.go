@@ -18,18 +18,20 @@ import (
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
+	"github.com/tenure-go/tenure/internal/pgtest"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
-// staleStores are the three kinds of fenced store a node advances: etcd
-// (etcdfence), SQLite (sqlfence) and an HTTP service (httpfence, whose
-// Handler advances a Gate).
+// staleStores are the kinds of fenced store a node advances: etcd
+// (etcdfence), SQLite and PostgreSQL (sqlfence) and an HTTP service
+// (httpfence, whose Handler advances a Gate).
 type staleStores struct {
 	etcd *etcdfence.Store
 	sql  sqlfence.Fencer
 	db   *sql.DB
+	pg   sqlfence.Fencer
 	gate *fence.Gate
 	http *httptest.Server
 }
@@ -40,6 +42,13 @@ func newStaleStores(t *testing.T, etcd *etcdfence.Store) *staleStores {
 	s.sql, s.db = openSQLiteFencer(t)
 	_, err := s.db.Exec("CREATE TABLE data (k TEXT PRIMARY KEY, v TEXT)")
 	require.NoError(t, err)
+	pg := pgtest.ForTest(t)
+	pgf, err := sqlfence.New(sqlfence.Config{Dialect: sqlfence.Postgres})
+	require.NoError(t, err)
+	require.NoError(t, pgf.CreateTable(context.Background(), pg.DB))
+	_, err = pg.DB.Exec("CREATE TABLE data (k TEXT PRIMARY KEY, v TEXT)")
+	require.NoError(t, err)
+	s.pg = sqlfence.Fencer{DB: pg.DB, Fences: pgf}
 	h, err := httpfence.New(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }),
 		httpfence.Config{Verifier: httpfence.InsecureNoVerify{}, Fencer: s.gate})
 	require.NoError(t, err)
@@ -48,7 +57,7 @@ func newStaleStores(t *testing.T, etcd *etcdfence.Store) *staleStores {
 	return s
 }
 
-func (s *staleStores) fencers() []fence.Fencer { return []fence.Fencer{s.etcd, s.sql, s.gate} }
+func (s *staleStores) fencers() []fence.Fencer { return []fence.Fencer{s.etcd, s.sql, s.pg, s.gate} }
 
 // requireRefused writes key under tok to each store and requires each
 // write refused as stale.
@@ -63,6 +72,11 @@ func (s *staleStores) requireRefused(t *testing.T, tok fence.Token, key string) 
 		return err
 	})
 	require.ErrorIs(t, err, fence.ErrStale, "sqlfence (SQLite), %s under %s", key, tok)
+	err = s.pg.Fences.Do(ctx, s.pg.DB, tok, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO data (k, v) VALUES ($1, 'stale')", key)
+		return err
+	})
+	require.ErrorIs(t, err, fence.ErrStale, "sqlfence (PostgreSQL), %s under %s", key, tok)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.http.URL+"/"+key, nil)
 	require.NoError(t, err)
 	require.NoError(t, httpfence.SetHeader(req.Header, tok, fence.Signature{}))
@@ -99,10 +113,12 @@ func heldBy(t *testing.T, b *Node, id string, n, min int) (int, fence.Token) {
 // own process, is frozen (SIGSTOP) before a split of 4 partitions into 8
 // and woken after both of its children are served by another node: its
 // writes under its token to keys of either child are refused by etcd
-// (etcdfence), SQLite (sqlfence) and an HTTP service (httpfence). The
-// same for a child's holder across the merge back to 4: its writes to the
-// merged partition's keys are refused, its scope retired by the merged
-// partition's holder (nobody else raises that scope after the merge).
+// (etcdfence), SQLite and PostgreSQL (sqlfence) and an HTTP service
+// (httpfence). The same for a child's holder across the merge back to 4:
+// its writes to the merged partition's keys are refused, its scope retired
+// at every store by the merged partition's holder (nobody else raises that
+// scope after the merge, so without the retirement these writes would be
+// admitted).
 func TestResizeStaleWritesRefused(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)
@@ -158,5 +174,8 @@ func TestResizeStaleWritesRefused(t *testing.T) {
 	stores.requireRefused(t, src, keyIn(r-4, 4))
 	floor, err := es.Floor(ctx, src.Scope)
 	require.NoError(t, err)
-	require.Greater(t, floor, src.Epoch, "the merged source's scope is retired")
+	require.Greater(t, floor, src.Epoch, "the merged source's scope is retired (etcd)")
+	floor, err = stores.pg.Fences.Floor(ctx, stores.pg.DB, src.Scope)
+	require.NoError(t, err)
+	require.Greater(t, floor, src.Epoch, "the merged source's scope is retired (PostgreSQL)")
 }

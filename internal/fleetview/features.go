@@ -28,10 +28,10 @@ const (
 	FeatureAlgorithmMigration = "algorithm_migration"
 )
 
-// Features returns the protocol features of this build, sorted.
-func Features() []string {
-	return []string{FeatureAlgorithmMigration, FeaturePlacements, FeatureResize, FeatureWeightedRing}
-}
+// Features returns the protocol features of this build, sorted: all of
+// the above, or, in a build with the tag featurelevel_prev, those
+// of the feature level before placements (featurelevel_prev.go).
+func Features() []string { return buildFeatures() }
 
 // Build returns this build's version: the main module's version as the Go
 // toolchain recorded it, or "devel" if it recorded none.

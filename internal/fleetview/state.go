@@ -44,6 +44,12 @@ type State struct {
 	Claims     []Claim // by partition number, Shape.Max() of them at least
 	lastRev    []int64 // by partition: the revision of Claims[p]
 	Rev        int64   // the latest revision applied
+	// ShapeRev is the latest revision of the claims' watch applied (the
+	// claims and the resize keys, in the order they were written), or of
+	// a listing: Shape holds every resize key written up to it. Rev may
+	// be ahead of it, raised by the other watches (the spec's among
+	// them).
+	ShapeRev int64
 	// Spec is the fleet's spec as last read (ModRev 0 before any); the
 	// rings follow its algorithm (see followSpec).
 	Spec Spec
@@ -103,6 +109,7 @@ func (f *State) Apply(u Update) {
 		f.Rev = max(f.Rev, e.Rev)
 		switch {
 		case e.Resize != nil:
+			f.ShapeRev = max(f.ShapeRev, e.Rev)
 			if f.applyResize(e) {
 				placed = true
 			}
@@ -141,6 +148,7 @@ func (f *State) Apply(u Update) {
 				placed = true
 			}
 		default:
+			f.ShapeRev = max(f.ShapeRev, e.Rev)
 			f.SetClaim(e.P, e.Rev, e.Claim)
 		}
 	}
@@ -154,6 +162,7 @@ func (f *State) Apply(u Update) {
 // revision than lst's (from a transaction's result) are kept.
 func (f *State) reset(lst *Listing, catchUp bool) {
 	f.Rev = max(f.Rev, lst.Rev)
+	f.ShapeRev = max(f.ShapeRev, lst.Rev)
 	before := f.Members
 	f.Members = maps.Clone(lst.Members)
 	f.Drained = maps.Clone(lst.Drained)

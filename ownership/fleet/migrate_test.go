@@ -1,8 +1,9 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
-
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -14,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/balance"
 	"github.com/tenure-go/tenure/ownership/fleet"
@@ -125,9 +128,14 @@ func TestMigrateAlgorithm(t *testing.T) {
 	assert.Equal(t, ring.AlgorithmBounded, st.Spec.RingAlgorithm)
 	waitStable(t, 30*time.Second, nodes...)
 
-	done, err := op.MigrateAlgorithm(ctx, to, who)
+	var logs testsupport.Buffer
+	op3, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: name,
+		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info, JSONFormat: true})})
+	require.NoError(t, err)
+	done, err := op3.MigrateAlgorithm(ctx, to, who)
 	require.NoError(t, err)
 	require.True(t, done.Done)
+	requireFlipLogged(ctx, t, cli, l, logs.Bytes())
 	for _, n := range nodes {
 		require.NoError(t, waitFor(30*time.Second, func() error {
 			if a := n.Ring().Algorithm(); a != ring.AlgorithmWeighted {
@@ -165,4 +173,39 @@ func TestMigrateAlgorithm(t *testing.T) {
 	for _, a := range []string{"algorithm-migrate", "algorithm-step", "algorithm-abort", "algorithm-flip"} {
 		assert.Positive(t, seen[a], "audited: %s", a)
 	}
+}
+
+// requireFlipLogged requires one "migration flipped" line among the
+// driver's log lines (hclog JSON), from bounded to weighted, at the
+// revision that wrote the spec's algorithm: the spec there records
+// weighted, and the one before it bounded.
+func requireFlipLogged(ctx context.Context, t *testing.T, cli *clientv3.Client, l keys.Layout, log []byte) {
+	t.Helper()
+	var flips []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(log), []byte("\n")) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(line, &m), "%s", line)
+		if m["@message"] == "migration flipped" {
+			flips = append(flips, m)
+		}
+	}
+	require.Len(t, flips, 1, "one flip logged:\n%s", log)
+	f := flips[0]
+	assert.Equal(t, "bounded", f["from"])
+	assert.Equal(t, "weighted", f["to"])
+	rev, ok := f["revision"].(float64)
+	require.True(t, ok, "the flip's revision: %v", f["revision"])
+	specAt := func(rev int64) (fleetview.Spec, int64) {
+		resp, err := cli.Get(ctx, l.Spec(), clientv3.WithRev(rev))
+		require.NoError(t, err)
+		require.Len(t, resp.Kvs, 1)
+		spec, err := fleetview.DecodeStored(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+		require.NoError(t, err)
+		return spec, resp.Kvs[0].ModRevision
+	}
+	after, modRev := specAt(int64(rev))
+	assert.Equal(t, int64(rev), modRev, "the flip wrote the spec at the revision it logged")
+	assert.Equal(t, ring.AlgorithmWeighted, after.RingAlgorithm)
+	before, _ := specAt(int64(rev) - 1)
+	assert.Equal(t, ring.AlgorithmBounded, before.RingAlgorithm)
 }

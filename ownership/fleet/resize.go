@@ -199,6 +199,8 @@ type driver struct {
 	opts ResizeOptions
 	log  hclog.Logger
 	rep  *ResizeReport
+	// waited is the last reason to wait the driver logged (explainWait).
+	waited resizeWait
 }
 
 // stop reports whether the test hook stops the driver after step.
@@ -260,10 +262,13 @@ func (d *driver) run(ctx context.Context, v *view, rs *keys.Resize) error {
 		}
 		ask := toMove(s)
 		if len(ask) == 0 {
+			if wait == maxResizeWait {
+				d.explainWait(v.fleet) // it has waited a while: say for what
+			}
 			if !clock.Sleep(ctx, o.clock, wait) {
 				return ctx.Err()
 			}
-			wait = min(2*wait, 200*time.Millisecond)
+			wait = min(2*wait, maxResizeWait)
 			continue
 		}
 		ops := make([]clientv3.Op, len(ask))
@@ -285,6 +290,11 @@ func (d *driver) run(ctx context.Context, v *view, rs *keys.Resize) error {
 		}
 	}
 }
+
+// maxResizeWait is the longest a resize's driver sleeps between two
+// reads of the fleet while its groups move; once its sleeps reach it, it
+// logs why it waits (explainWait).
+const maxResizeWait = 200 * time.Millisecond
 
 // toMove returns the groups of s's resize to ask to move now, within its
 // budget: groups not done (moving forward) or done (aborting) and not

@@ -1,0 +1,8 @@
+//go:build !featurelevel_prev
+
+package fleetview
+
+// buildFeatures returns every protocol feature, sorted: this build's.
+func buildFeatures() []string {
+	return []string{FeatureAlgorithmMigration, FeaturePlacements, FeatureResize, FeatureWeightedRing}
+}
