@@ -216,7 +216,8 @@ type Config struct {
 	// phase of the node's planned moves, on both sides (prepare, drain,
 	// release, hand-over; claim, fence raise, OnAcquired, first
 	// admission), and of its failovers. Nil means no spans (never the
-	// global provider). See the package documentation, "Tracing".
+	// global provider). The spans and their attributes are listed beside
+	// the code that opens them (trace.go) and in README.md's "Tracing".
 	TracerProvider trace.TracerProvider
 }
 
