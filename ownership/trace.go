@@ -180,7 +180,14 @@ func (tr *tracer) claimEnded(p int, why string) {
 // edge follows partition p's record from from to to (loop.transition);
 // end is why its tenure ends, if it does.
 func (tr *tracer) edge(l *loop, p int, from, to *record, end reason) {
-	if tr == nil || from.phase == to.phase && (to.move == nil) == (from.move == nil) {
+	if tr == nil {
+		return
+	}
+	if to.phase == phaseIdle && end == reasonLost {
+		tr.end(p, end.String()) // a claim in flight too: its answer is dropped
+		return
+	}
+	if from.phase == to.phase && (to.move == nil) == (from.move == nil) {
 		return
 	}
 	switch to.phase {
@@ -226,14 +233,7 @@ func (tr *tracer) edge(l *loop, p int, from, to *record, end reason) {
 	case phaseDeleting:
 		tr.phase(p, spanHandover, attrEpoch.Int64(to.epoch))
 	case phaseIdle:
-		switch {
-		case from.phase == phaseClaiming:
-			// claimed: its outcome follows (claimEnded, or fencing)
-		case from.phase == phaseDeleting || from.phase == phasePreparing || from.phase == phaseReady:
-			tr.end(p, "")
-		case end == reasonLost:
-			tr.end(p, end.String())
-		default:
+		if from.phase != phaseClaiming { // a claim's answer: its outcome follows (claimEnded, or fencing)
 			tr.end(p, "")
 		}
 	}
