@@ -214,7 +214,7 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// TracerProvider, if not nil, receives OpenTelemetry spans for every
 	// phase of the node's planned moves, on both sides (prepare, drain,
-	// release, hand-over; claim, fence raise, OnAcquired, first
+	// release, hand-over; claim, fence raise, OnAcquired, the start of
 	// admission), and of its failovers. Nil means no spans (never the
 	// global provider). The spans and their attributes are listed beside
 	// the code that opens them (trace.go) and in README.md's "Tracing".
