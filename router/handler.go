@@ -212,7 +212,11 @@ func (r *Router) forwardError(w http.ResponseWriter, req *http.Request, err erro
 		r.log.Debug("forward failed", "owner", ownerOf(we), "error", err)
 	}
 	kind := admit.Decide(admit.Situation{Self: r.id, Caller: req.Context(), Err: err, Hint: we, Unreachable: true})
-	_ = httpfence.WriteRefusal(w, hintRefusal(httpfence.RefusalKind(kind), r.id, we, "forward to the owner failed: "+err.Error()))
+	ref := hintRefusal(httpfence.RefusalKind(kind), r.id, we, "forward to the owner failed: "+err.Error())
+	if r.trace != nil {
+		refused(trace.SpanFromContext(req.Context()), ref)
+	}
+	_ = httpfence.WriteRefusal(w, ref)
 }
 
 func ownerOf(we *ownership.WrongOwnerError) string {
