@@ -58,6 +58,9 @@ func (l *loop) claimed(m claimDone) {
 			return
 		}
 		l.claimAttempt++
+		for _, p := range m.batch {
+			l.n.trace.claimEnded(p, "claim failed")
+		}
 		l.n.log.Warn("claim partitions", "error", m.err, "partitions", len(m.batch), "attempt", l.claimAttempt)
 		l.holdClaims()
 		return
@@ -65,6 +68,7 @@ func (l *loop) claimed(m claimDone) {
 	l.claimAttempt = 0
 	for i, p := range m.batch {
 		if !m.out[i].ok {
+			l.n.trace.claimEnded(p, "claim not made")
 			if m.out[i].kv == nil {
 				// Unclaimed: the node's shape of the fleet was stale.
 				l.awaitShape(m.out[i].seen)

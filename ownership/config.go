@@ -17,6 +17,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fence"
@@ -211,6 +212,13 @@ type Config struct {
 	// cannot; they are unregistered when the node stops. See the package
 	// documentation, "Operability".
 	Metrics prometheus.Registerer
+	// TracerProvider, if not nil, receives OpenTelemetry spans for every
+	// phase of the node's planned moves, on both sides (prepare, drain,
+	// release, hand-over; claim, fence raise, OnAcquired, the start of
+	// admission), and of its failovers. Nil means no spans (never the
+	// global provider). The spans and their attributes are listed beside
+	// the code that opens them (trace.go) and in README.md's "Tracing".
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns a Config with the documented defaults: 1024
@@ -280,7 +288,7 @@ func (c Config) Validate() error {
 			return errs.Nest(ErrInvalidConfig, fmt.Sprintf("fencer %d", i), fmt.Errorf("%w: %w", ErrForeignFencer, err))
 		}
 	}
-	if err := nilness.TypedNil(nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}, nilness.Field{Name: "metrics registerer", Value: c.Metrics}); err != nil {
+	if err := nilness.TypedNil(nilness.Field{Name: "logger", Value: c.Logger}, nilness.Field{Name: "clock", Value: c.Clock}, nilness.Field{Name: "metrics registerer", Value: c.Metrics}, nilness.Field{Name: "tracer provider", Value: c.TracerProvider}); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil

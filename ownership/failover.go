@@ -89,6 +89,7 @@ type failover struct {
 type lostClaim struct {
 	holder string
 	lease  clientv3.LeaseID
+	epoch  int64         // the deleted claim's epoch
 	rev    int64         // the deletion's revision
 	seen   time.Time     // when this node applied the deletion
 	ttl    time.Duration // the holder's lease TTL, as its member key published it; 0 unknown
@@ -175,7 +176,7 @@ func (fo *failovers) observe(f *fleetview.State, u fleetview.Update, self string
 // classify returns the record of the deletion at rev of claim c, seen at
 // now, with the fleet as v shows it at rev.
 func (fo *failovers) classify(c fleetview.Claim, rev int64, now time.Time, v overlay) lostClaim {
-	lc := lostClaim{holder: c.Owner, lease: c.Lease, rev: rev, seen: now}
+	lc := lostClaim{holder: c.Owner, lease: c.Lease, epoch: c.Epoch, rev: rev, seen: now}
 	m, member := v.member(c.Owner)
 	end, ended := fo.ended[c.Owner]
 	switch {

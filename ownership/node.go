@@ -52,6 +52,7 @@ type Node struct {
 	disp   *dispatcher
 	load   *loadMeter
 	report *report // what happens to the node, in its log and metrics (report.go, metrics.go)
+	trace  *tracer // the spans of its partitions' phases (trace.go); nil without Config.TracerProvider
 
 	rootCtx    context.Context // cancelled when the node stops for good
 	rootCancel context.CancelCauseFunc
@@ -110,6 +111,7 @@ func Join(ctx context.Context, cli Client, cfg Config) (*Node, error) {
 		clock:     cfg.Clock,
 		id:        cfg.NodeID,
 		load:      newLoadMeter(cfg.Ring.Partitions),
+		trace:     newTracer(cfg.TracerProvider, layout.Prefix(), cfg.NodeID),
 		disp:      newDispatcher(),
 		msgs:      make(chan envelope, 256),
 		loopDone:  make(chan struct{}),

@@ -169,6 +169,7 @@ func (l *loop) rec(p int) *record { return l.n.slots.at(p).load() }
 func (l *loop) transition(p int, to *record, end reason) (released <-chan struct{}) {
 	from := l.rec(p)
 	l.n.slots.at(p).cur.Store(to)
+	l.n.trace.edge(l, p, from, to, end)
 	l.dirty = true
 	t := from.t
 	switch {

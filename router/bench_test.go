@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/etcdfence"
@@ -22,7 +24,8 @@ import (
 
 // BenchmarkRouting measures the local routing overhead: Do on a key this
 // node owns with work that does nothing, with a plain and with a
-// cancellable caller context, next to the bare lookups it builds on.
+// cancellable caller context, next to the bare lookups it builds on, and
+// with a TracerProvider beside it without one.
 func BenchmarkRouting(b *testing.B) {
 	etcd := cluster.New(b, 1)
 	f := newFleet(b, etcd, "bench-routing", fleetOptions{Partitions: 64})
@@ -82,6 +85,24 @@ func BenchmarkRouting(b *testing.B) {
 				}
 			}
 		})
+	})
+	// Do with a TracerProvider (the SDK, spans exported synchronously to
+	// nothing): "Do" above is the same call without one.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	traced, err := router.New(m.node, router.Config{TracerProvider: tp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer traced.Close()
+	b.Run("Do/traced", func(b *testing.B) {
+		b.ReportAllocs()
+		ctx := context.Background()
+		for i := 0; b.Loop(); i++ {
+			if err := traced.Do(ctx, keys[i&1023], noop); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
 

@@ -12,6 +12,9 @@ import (
 
 	"github.com/tenure-go/tenure/internal/metrics"
 	"github.com/tenure-go/tenure/router/internal/follow"
+	"github.com/tenure-go/tenure/router/internal/spans"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/httpfence"
@@ -36,7 +39,8 @@ type Client struct {
 	attempts atomic.Int64
 	retries  atomic.Int64
 	results  clientResults
-	metrics  *metrics.Set // nil without ClientConfig.Metrics
+	metrics  *metrics.Set  // nil without ClientConfig.Metrics
+	trace    *spans.Tracer // nil without ClientConfig.TracerProvider
 }
 
 // NewClient reads the fleet's spec (its partition count, load factor and
@@ -97,7 +101,7 @@ func newClient(ctx context.Context, etcd fleet.FleetClient, cfg ClientConfig) (*
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, obs: obs, httpc: cfg.HTTPClient}
+	c := &Client{cfg: cfg, obs: obs, httpc: cfg.HTTPClient, trace: spans.New(cfg.TracerProvider, tracerScope)}
 	if c.metrics, err = registerClientMetrics(cfg.Metrics, c); err != nil {
 		obs.Close()
 		return nil, err
@@ -208,7 +212,11 @@ func (c *Client) Stats() ClientStats {
 // key safe.
 func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http.Response, err error) {
 	sent := 0 // attempts sent to a node
-	defer func() { c.results.record(sent, err) }()
+	ctx, sp := c.trace.Start(ctx, spanClientDo, trace.SpanKindClient)
+	defer func() {
+		c.results.record(sent, err)
+		spans.End(sp, err)
+	}()
 	if req == nil {
 		return nil, fmt.Errorf("%w: request", ErrNilArgument)
 	}
@@ -236,6 +244,7 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 			if !replayable && sent > 0 {
 				return nil, fmt.Errorf("%w: %w", ErrNotReplayable, last)
 			}
+			spans.Event(sp, spans.EventRetry, spans.Attempt.Int(attempt), spans.Reason.String(last.Error()))
 			if !now {
 				if err := c.wait(ctx, attempt-1, tried); err != nil {
 					return nil, fmt.Errorf("router: key %q: %w (last attempt: %w)", key, err, last)
@@ -268,8 +277,10 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		if sent > 1 {
 			c.retries.Add(1)
 		}
-		resp, err := c.send(ctx, req, body, idem, route.Addr)
+		actx, asp := c.startAttempt(ctx, route, attempt)
+		resp, err := c.send(actx, req, body, idem, route.Addr)
 		if err != nil {
+			spans.End(asp, err)
 			if cerr := ctx.Err(); cerr != nil {
 				if errors.Is(err, cerr) {
 					return nil, err
@@ -281,12 +292,16 @@ func (c *Client) Do(ctx context.Context, key string, req *http.Request) (_ *http
 		}
 		ref, err := readRefusal(resp)
 		if err != nil {
+			spans.End(asp, err)
 			drain(resp.Body)
 			return nil, fmt.Errorf("router: key %q: %s from %s: %w", key, resp.Status, route.Addr, err)
 		}
 		if ref == nil || !ref.Retryable() {
+			spans.End(asp, nil)
 			return resp, nil
 		}
+		spans.Event(asp, spans.EventRefused, spans.Refusal.String(string(ref.Kind)))
+		spans.End(asp, ref)
 		if hint, err = refusalHint(ref); err != nil {
 			drain(resp.Body)
 			return nil, fmt.Errorf("router: key %q: %s from %s: %w", key, resp.Status, route.Addr, err)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router/internal/follow"
@@ -29,6 +31,7 @@ func (c *Client) send(ctx context.Context, req *http.Request, body io.ReadCloser
 		out.Body = body
 	}
 	out.Header.Set(HeaderIdempotencyKey, idem)
+	c.trace.Inject(actx, propagation.HeaderCarrier(out.Header))
 	var timedOut atomic.Bool
 	stop := func() bool { return true }
 	if t := c.cfg.AttemptTimeout; t > 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/keys"
@@ -83,6 +84,12 @@ type ClientConfig struct {
 	// Metrics, if not nil, receives the Client's Prometheus metrics (see
 	// metrics.go); NewClient registers them and Close unregisters them.
 	Metrics prometheus.Registerer
+	// TracerProvider, if not nil, receives the Client's OpenTelemetry
+	// spans: Do and each of its attempts, with refusals and retries as
+	// events (see trace.go); each attempt carries its trace context in
+	// the W3C traceparent header. Nil means no spans (never the global
+	// provider).
+	TracerProvider trace.TracerProvider
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -129,7 +136,7 @@ func (c ClientConfig) Validate() error {
 	if err := d.bound().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	if err := nilFields(nil, c.Logger, c.Clock, c.Metrics); err != nil {
+	if err := nilFields(nil, c.Logger, c.Clock, c.Metrics, c.TracerProvider); err != nil {
 		return err
 	}
 	return validateBackoff(d.Backoff)

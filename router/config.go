@@ -8,6 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -83,6 +84,12 @@ type Config struct {
 	// the const label node=<node ID> (see metrics.go); New registers them
 	// and Close unregisters them.
 	Metrics prometheus.Registerer
+
+	// TracerProvider, if not nil, receives the Router's OpenTelemetry
+	// spans: Do, each attempt of it, and each request to its Handler (see
+	// trace.go); forwards carry the trace context in the W3C traceparent
+	// header. Nil means no spans (never the global provider).
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns the default configuration: a 2s handoff wait,
@@ -119,7 +126,7 @@ func (c Config) Validate() error {
 	case d.Scheme != "http" && d.Scheme != "https":
 		return fmt.Errorf("%w: scheme %q must be \"http\" or \"https\"", ErrInvalidConfig, d.Scheme)
 	}
-	if err := nilFields(c.Transport, c.Logger, c.Clock, c.Metrics); err != nil {
+	if err := nilFields(c.Transport, c.Logger, c.Clock, c.Metrics, c.TracerProvider); err != nil {
 		return err
 	}
 	return validateBackoff(d.Backoff)
@@ -133,12 +140,12 @@ func newTransport() *http.Transport {
 	return t
 }
 
-// nilFields reports a Transport, Logger, Clock or Metrics field that holds
+// nilFields reports a Transport, Logger, Clock, Metrics or TracerProvider field that holds
 // a typed nil, on which the first call would panic. (An untyped nil selects
 // the field's default.)
-func nilFields(transport http.RoundTripper, logger hclog.Logger, clk clockwork.Clock, reg prometheus.Registerer) error {
+func nilFields(transport http.RoundTripper, logger hclog.Logger, clk clockwork.Clock, reg prometheus.Registerer, tp trace.TracerProvider) error {
 	err := nilness.TypedNil(nilness.Field{Name: "transport", Value: transport}, nilness.Field{Name: "logger", Value: logger},
-		nilness.Field{Name: "clock", Value: clk}, nilness.Field{Name: "metrics registerer", Value: reg})
+		nilness.Field{Name: "clock", Value: clk}, nilness.Field{Name: "metrics registerer", Value: reg}, nilness.Field{Name: "tracer provider", Value: tp})
 	if err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrInvalidConfig, ErrNilArgument, err)
 	}

@@ -13,6 +13,10 @@ import (
 	"github.com/tenure-go/tenure/internal/nilness"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router/internal/admit"
+	"github.com/tenure-go/tenure/router/internal/spans"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // KeyFunc extracts the routing key from a request. It must not consume the
@@ -109,9 +113,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r := h.Router
+	req, sp := r.startServe(req)
+	defer spans.End(sp, nil)
 	if r.closed.Load() {
 		kind := admit.Decide(admit.Situation{Self: r.id, Closed: true})
-		r.refuse(w, hintRefusal(httpfence.RefusalKind(kind), r.id, nil, "closed"))
+		r.refuse(w, sp, hintRefusal(httpfence.RefusalKind(kind), r.id, nil, "closed"))
 		return
 	}
 	held, hint, err := r.hold(req.Context(), key)
@@ -123,15 +129,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		sig, _ := fence.SignatureFromContext(ctx)
 		_ = httpfence.SetHeader(req.Header, held.Token, sig) // a held token is valid
 		r.served.Add(1)
+		spans.Set(sp, spans.Partition.Int(held.Partition), spans.Epoch.Int64(held.Token.Epoch))
 		h.Local.ServeHTTP(w, req)
 		return
 	}
 	fwd, ref := r.route(req.Context(), hint, err, len(req.Header.Values(headerForwarded)) > 0)
 	if ref != nil {
-		r.refuse(w, ref)
+		r.refuse(w, sp, ref)
 		return
 	}
 	r.forwarded.Add(1)
+	spans.Event(sp, spans.EventForward, spans.Owner.String(fwd.Owner), spans.Partition.Int(fwd.Partition), spans.Epoch.Int64(fwd.Epoch))
 	ctx := context.WithValue(req.Context(), forwardKey{}, fwd)
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
@@ -158,9 +166,10 @@ func (r *Router) route(ctx context.Context, we *ownership.WrongOwnerError, err e
 }
 
 // refuse answers a request the router does not serve or forward, and
-// counts it.
-func (r *Router) refuse(w http.ResponseWriter, ref *httpfence.Refusal) {
+// counts it (and records it on sp, the request's span).
+func (r *Router) refuse(w http.ResponseWriter, sp trace.Span, ref *httpfence.Refusal) {
 	r.refused.Add(1)
+	refused(sp, ref)
 	_ = httpfence.WriteRefusal(w, ref)
 }
 
@@ -191,6 +200,7 @@ func (r *Router) target(pr *httputil.ProxyRequest, we *ownership.WrongOwnerError
 	pr.Out.Header.Del(httpfence.SignatureHeader)
 	pr.Out.Header.Set(headerForwarded, r.id) // a request that carries it is never forwarded: this is its one hop
 	pr.Out.Header.Set(headerRingVersion, strconv.FormatUint(we.RingVersion, 10))
+	r.trace.Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
 }
 
 // forwardError answers a request whose forwarding failed: the owner could
@@ -202,7 +212,11 @@ func (r *Router) forwardError(w http.ResponseWriter, req *http.Request, err erro
 		r.log.Debug("forward failed", "owner", ownerOf(we), "error", err)
 	}
 	kind := admit.Decide(admit.Situation{Self: r.id, Caller: req.Context(), Err: err, Hint: we, Unreachable: true})
-	_ = httpfence.WriteRefusal(w, hintRefusal(httpfence.RefusalKind(kind), r.id, we, "forward to the owner failed: "+err.Error()))
+	ref := hintRefusal(httpfence.RefusalKind(kind), r.id, we, "forward to the owner failed: "+err.Error())
+	if r.trace != nil {
+		refused(trace.SpanFromContext(req.Context()), ref)
+	}
+	_ = httpfence.WriteRefusal(w, ref)
 }
 
 func ownerOf(we *ownership.WrongOwnerError) string {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/metrics"
@@ -17,6 +18,7 @@ import (
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/router/internal/admit"
+	"github.com/tenure-go/tenure/router/internal/spans"
 )
 
 // Node is what a Router needs from the local node of the fleet.
@@ -47,7 +49,8 @@ type Router struct {
 	closed    atomic.Bool
 
 	served, forwarded, refused atomic.Int64
-	metrics                    *metrics.Set // nil without Config.Metrics
+	metrics                    *metrics.Set  // nil without Config.Metrics
+	trace                      *spans.Tracer // nil without Config.TracerProvider
 }
 
 // Stats counts what a Router did with the requests it received since it
@@ -86,7 +89,7 @@ func New(node Node, cfg Config) (*Router, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	r := &Router{node: node, id: node.ID(), cfg: cfg, log: cfg.Logger}
+	r := &Router{node: node, id: node.ID(), cfg: cfg, log: cfg.Logger, trace: spans.New(cfg.TracerProvider, tracerScope)}
 	rt := cfg.Transport
 	if rt == nil {
 		r.transport = newTransport()
@@ -147,10 +150,12 @@ func (r *Router) Close() {
 // idempotent (a write refused as stale did not happen). When every attempt
 // Config.Backoff allows reported the end of a tenure, the error wraps
 // ErrRetriesExhausted and fn's last error.
-func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context, t fence.Token) error) error {
+func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context, t fence.Token) error) (err error) {
 	if fn == nil {
 		return fmt.Errorf("%w: function", ErrNilArgument)
 	}
+	ctx, sp := r.trace.Start(ctx, spanDo, trace.SpanKindInternal)
+	defer func() { spans.End(sp, err) }()
 	for attempt := 1; ; attempt++ {
 		if r.closed.Load() {
 			return ErrClosed
@@ -164,13 +169,17 @@ func (r *Router) Do(ctx context.Context, key string, fn func(ctx context.Context
 			if errors.Is(err, ownership.ErrNotOwner) {
 				r.refused.Add(1)
 			}
+			spans.Event(sp, spans.EventRefused, refusalOf(err))
 			return err
 		}
 		r.served.Add(1)
-		ended, err := run(ctx, h, fn)
+		actx, asp := r.startDoAttempt(ctx, h, attempt)
+		ended, err := run(actx, h, fn)
+		spans.End(asp, err)
 		if !ended {
 			return err
 		}
+		spans.Event(sp, spans.EventRetry, spans.Reason.String("the work reports the end of its tenure"))
 		if attempt >= r.cfg.Backoff.MaxAttempts {
 			return fmt.Errorf("%w: %d attempts for key %q: %w", ErrRetriesExhausted, attempt, key, err)
 		}

@@ -25,6 +25,12 @@
 //     registry. Every metric registered is in README.md's metric table,
 //     and the tables' types and label values agree with what the
 //     registry gathers.
+//   - Spans: every span name and span attribute (tenure.move.out,
+//     tenure.partition) that the READMEs, the doc.go files and the
+//     tracing tables of the packages' trace.go name is one the program
+//     declares (a const named span..., or an attribute.Key("tenure...")
+//     const); each span name is declared once, and README.md names every
+//     one.
 //   - Logs: the events README.md's "Logs" paragraph names are lines a
 //     real node prints (JSON hclog into a buffer) as it joins, acquires,
 //     hands off, is drained, has a claim force-released and a store

@@ -85,6 +85,9 @@ func NewBalancer(kv clientv3.KV, cfg Config) (*Balancer, error) {
 	if nilness.Is(kv) {
 		return nil, fmt.Errorf("%w: etcd client", ErrNilArgument)
 	}
+	if cfg.TracerProvider != nil && nilness.Is(cfg.TracerProvider) {
+		return nil, fmt.Errorf("%w: tracer provider %T", ErrNilArgument, cfg.TracerProvider)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validateFleet(); err != nil {
 		return nil, err

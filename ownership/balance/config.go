@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenure-go/tenure/internal/keys"
 )
@@ -61,6 +62,9 @@ type Config struct {
 	Clock clockwork.Clock
 	// Metrics, if set, receives the balancer's metrics (see Balancer).
 	Metrics prometheus.Registerer
+	// TracerProvider, if set, receives a span for each pass of Run (see
+	// trace.go). Nil means no spans (never the global provider).
+	TracerProvider trace.TracerProvider
 }
 
 // defaultNoiseMargin is Config.NoiseMargin's default (see there why 0.1).

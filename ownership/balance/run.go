@@ -43,7 +43,8 @@ func (b *Balancer) lead(ctx context.Context, term *election.Term) {
 		if !clock.Sleep(tctx, b.cfg.Clock, b.cfg.Interval) || ctx.Err() != nil {
 			return
 		}
-		pl, err := b.Plan(tctx)
+		pctx, sp := b.startPass(tctx, term)
+		pl, err := b.Plan(pctx)
 		if err == nil {
 			if pl.Resizing != resizing {
 				if pl.Resizing != "" {
@@ -53,8 +54,9 @@ func (b *Balancer) lead(ctx context.Context, term *election.Term) {
 				}
 				resizing = pl.Resizing
 			}
-			err = b.Apply(tctx, term, pl)
+			err = b.Apply(pctx, term, pl)
 		}
+		endPass(sp, pl, err)
 		b.paused(&pause, pl, err)
 		switch {
 		case errors.Is(err, ErrDeposed):

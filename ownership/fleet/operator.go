@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/fleetview"
@@ -34,6 +35,10 @@ type OperatorConfig struct {
 	// Logger receives one line per step of a ring-algorithm migration
 	// (MigrateAlgorithm). Nil means no logging.
 	Logger hclog.Logger
+	// TracerProvider, if not nil, receives a span for each Resize and
+	// each of its steps (see trace.go). Nil means no spans (never the
+	// global provider).
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports whether c can configure an Operator. Errors wrap
@@ -41,6 +46,9 @@ type OperatorConfig struct {
 func (c OperatorConfig) Validate() error {
 	if err := keys.CheckFleet(c.Cluster, c.Prefix); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if err := nilness.TypedNil(nilness.Field{Name: "tracer provider", Value: c.TracerProvider}); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrInvalidConfig, ErrNilArgument, err)
 	}
 	return nil
 }
@@ -68,6 +76,7 @@ type Operator struct {
 	layout keys.Layout
 	clock  clockwork.Clock
 	log    hclog.Logger
+	tp     trace.TracerProvider // nil: no spans
 }
 
 // NewOperator returns an Operator of the fleet cfg names, reached through
@@ -89,7 +98,7 @@ func NewOperator(kv clientv3.KV, cfg OperatorConfig) (*Operator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	o := &Operator{kv: waitingKV{KV: kv, clock: cfg.Clock}, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock, alarms: kv, log: cfg.Logger}
+	o := &Operator{kv: waitingKV{KV: kv, clock: cfg.Clock}, layout: keys.For(cfg.Cluster, cfg.Prefix), clock: cfg.Clock, alarms: kv, log: cfg.Logger, tp: cfg.TracerProvider}
 	if l, ok := kv.(clientv3.Lease); ok {
 		o.lease = l
 	}

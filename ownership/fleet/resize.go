@@ -132,6 +132,8 @@ func reportOf(s *fleetview.Shape, rev int64) ResizeReport {
 // ErrNoSpec or the etcd error.
 func (o *Operator) Resize(ctx context.Context, to int, opts ResizeOptions) (rep ResizeReport, err error) {
 	start := o.clock.Now()
+	ctx, sp := o.startResize(ctx, to)
+	defer func() { endSpan(sp, err) }()
 	if err := (Action{Actor: opts.Actor, Reason: opts.Reason}).check(true); err != nil {
 		return ResizeReport{}, err
 	}
@@ -211,7 +213,9 @@ func (d *driver) run(ctx context.Context, v *view, rs *keys.Resize) error {
 	o, log := d.o, d.log
 	*d.rep = reportOf(v.fleet.Shape.WithResize(rs), v.rev)
 	if v.fleet.Shape.Resize == nil {
-		if err := o.writeResize(ctx, v, rs, actionResizeStart, Action{Actor: d.opts.Actor, Reason: d.opts.Reason}); err != nil {
+		sp := d.startStep(ctx, rs, "start")
+		err := o.writeResize(ctx, v, rs, actionResizeStart, Action{Actor: d.opts.Actor, Reason: d.opts.Reason})
+		if endSpan(sp, err); err != nil {
 			return err
 		}
 		d.rep.Writes++
@@ -222,7 +226,9 @@ func (d *driver) run(ctx context.Context, v *view, rs *keys.Resize) error {
 	} else if d.opts.Abort && !rs.Aborting {
 		ab := *rs
 		ab.Aborting = true
-		if err := o.writeResize(ctx, v, &ab, actionResizeAbort, Action{Actor: d.opts.Actor, Reason: d.opts.Reason}); err != nil {
+		sp := d.startStep(ctx, rs, "abort")
+		err := o.writeResize(ctx, v, &ab, actionResizeAbort, Action{Actor: d.opts.Actor, Reason: d.opts.Reason})
+		if endSpan(sp, err); err != nil {
 			return err
 		}
 		d.rep.Writes++
@@ -252,7 +258,9 @@ func (d *driver) run(ctx context.Context, v *view, rs *keys.Resize) error {
 		}
 		d.rep.Done, d.rep.Moving, d.rep.Fenced, d.rep.Revision = len(s.Done), len(s.Moving), len(s.Fenced), v.rev
 		if s.Settled() {
-			if err := o.completeResize(ctx, v, d.opts); err != nil {
+			sp := d.startStep(ctx, rs, "complete")
+			err := o.completeResize(ctx, v, d.opts)
+			if endSpan(sp, err); err != nil {
 				return err
 			}
 			d.rep.Writes++
@@ -275,7 +283,9 @@ func (d *driver) run(ctx context.Context, v *view, rs *keys.Resize) error {
 		for i, g := range ask {
 			ops[i] = clientv3.OpPut(o.layout.ResizeMoving(rs.ID, g), "")
 		}
+		sp := d.startStep(ctx, rs, "moving", attrGroups.Int(len(ask)))
 		resp, err := o.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(o.layout.Spec()), "=", s.SpecRev)).Then(ops...).Commit()
+		endSpan(sp, err)
 		if err != nil {
 			return fmt.Errorf("fleet: resize %s: ask groups to move: %w", rs.ID, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -19,6 +20,7 @@ import (
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/router/internal/follow"
+	"github.com/tenure-go/tenure/router/internal/spans"
 )
 
 // Client makes gRPC connections to a fleet that send each call to the
@@ -42,7 +44,8 @@ type Client struct {
 
 	attempts, retries   atomic.Int64
 	ok, retried, failed atomic.Int64
-	metrics             *metrics.Set // nil without ClientConfig.Metrics
+	metrics             *metrics.Set  // nil without ClientConfig.Metrics
+	trace               *spans.Tracer // nil without ClientConfig.TracerProvider
 }
 
 // ClientStats counts a Client's calls since it was created.
@@ -72,7 +75,7 @@ func NewClient(etcd fleet.FleetClient, cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Client{etcd: etcd, cfg: cfg, log: cfg.Logger, idem: idempotencyKeys{prefix: rand.Text()}}
+	c := &Client{etcd: etcd, cfg: cfg, log: cfg.Logger, idem: idempotencyKeys{prefix: rand.Text()}, trace: spans.New(cfg.TracerProvider, tracerScope)}
 	var err error
 	if c.metrics, err = registerClientMetrics(cfg.Metrics, c); err != nil {
 		return nil, err
@@ -137,17 +140,22 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 		return err
 	}
 	attempts := 0
-	defer func() { c.record(attempts, err) }()
+	ctx, sp := c.trace.Start(ctx, spanCall, trace.SpanKindClient, rpcMethod.String(method))
+	defer func() {
+		c.record(attempts, err)
+		spans.End(sp, err)
+	}()
 	for attempt := 1; ; attempt++ {
 		attempts = attempt
 		c.attempts.Add(1)
-		err := c.invoke(ctx, rt, method, req, reply, cc, invoker, opts)
+		err := c.invoke(ctx, rt, attempt, method, req, reply, cc, invoker, opts)
 		if err == nil {
 			return nil
 		}
 		if !c.again(ctx, rt, err) {
 			return err
 		}
+		spans.Event(sp, spans.EventRetry, spans.Attempt.Int(attempt+1), spans.Reason.String(err.Error()))
 		if werr := c.wait(ctx, method, rt, attempt, err); werr != nil {
 			return werr
 		}
@@ -156,13 +164,16 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 
 // invoke makes one attempt of a unary call, cut off if it has no answer
 // within the ClientConfig's AttemptTimeout once the balancer sent it.
-func (c *Client) invoke(ctx context.Context, rt *route, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+func (c *Client) invoke(ctx context.Context, rt *route, n int, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	a := c.newAttempt(ctx)
 	rt.attempt.Store(a)
+	actx, sp := c.trace.Start(a.context(ctx), spanAttempt, trace.SpanKindClient, spans.Attempt.Int(n))
 	a.enter()
-	err := invoker(a.context(ctx), method, req, reply, cc, opts...)
+	err := invoker(c.withTrace(actx), method, req, reply, cc, opts...)
 	a.leave(false)
-	return a.end(ctx, rt.tried().Addr, err)
+	err = a.end(ctx, rt.tried().Addr, err)
+	endAttempt(sp, rt, err)
+	return err
 }
 
 // prepare returns ctx with the call's route and metadata, and the route.

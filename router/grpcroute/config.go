@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tenure-go/tenure/internal/clock"
 	"github.com/tenure-go/tenure/internal/nilness"
@@ -42,6 +43,10 @@ type ServerConfig struct {
 	// Metrics, if not nil, receives the Server's Prometheus metrics (see
 	// metrics.go); NewServer registers them and Close unregisters them.
 	Metrics prometheus.Registerer
+	// TracerProvider, if not nil, receives a span for every routed call
+	// (see trace.go), continuing the trace its W3C traceparent metadata
+	// carries. Nil means no spans (never the global provider).
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultServerConfig returns the ServerConfig with every default filled in.
@@ -67,7 +72,7 @@ func (c ServerConfig) Validate() error {
 	if c.HandoffWait < 0 {
 		return fmt.Errorf("%w: handoff wait %v must not be negative", ErrInvalidConfig, c.HandoffWait)
 	}
-	return nilFields(c.Logger, c.Clock, c.Metrics)
+	return nilFields(c.Logger, c.Clock, c.Metrics, c.TracerProvider)
 }
 
 // ClientConfig configures a Client. The zero value of each field selects
@@ -136,6 +141,12 @@ type ClientConfig struct {
 	// Metrics, if not nil, receives the Client's Prometheus metrics (see
 	// metrics.go); NewClient registers them and Close unregisters them.
 	Metrics prometheus.Registerer
+	// TracerProvider, if not nil, receives the Client's spans: each unary
+	// call and each attempt of it, refusals and retries as events (see
+	// trace.go); every attempt carries its trace context in the W3C
+	// traceparent metadata. Nil means no spans (never the global
+	// provider).
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultClientConfig returns the ClientConfig with every default filled in.
@@ -168,7 +179,7 @@ func (c ClientConfig) Validate() error {
 	if err := c.Backoff.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return nilFields(c.Logger, c.Clock, c.Metrics)
+	return nilFields(c.Logger, c.Clock, c.Metrics, c.TracerProvider)
 }
 
 // policy converts Backoff to the type of tenure's retry loop, whose fields
@@ -183,8 +194,8 @@ func (c ClientConfig) bound() follow.Bound {
 }
 
 // nilFields returns an error if one of the optional fields is a typed nil.
-func nilFields(log hclog.Logger, clk clockwork.Clock, reg prometheus.Registerer) error {
-	for name, v := range map[string]any{"logger": log, "clock": clk, "metrics registerer": reg} {
+func nilFields(log hclog.Logger, clk clockwork.Clock, reg prometheus.Registerer, tp trace.TracerProvider) error {
+	for name, v := range map[string]any{"logger": log, "clock": clk, "metrics registerer": reg, "tracer provider": tp} {
 		if v != nil && nilness.Is(v) {
 			return fmt.Errorf("%w: %w: %s is a typed nil", ErrInvalidConfig, ErrNilArgument, name)
 		}

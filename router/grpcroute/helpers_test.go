@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -44,6 +45,7 @@ type testFleet struct {
 	serverKey  grpcroute.KeyFunc    // of every node's Server
 	serverOpts []grpc.ServerOption  // of every node's gRPC server, after the Server's
 	hosts      map[string]string    // the host a node listens on and advertises, by ID; default 127.0.0.1
+	tracing    trace.TracerProvider // of every node's Server; nil: none
 	mu         sync.Mutex
 	members    map[string]*member
 }
@@ -104,7 +106,7 @@ func (f *testFleet) start(id string) *member {
 	if f.logger != nil {
 		log = f.logger.With("node", id)
 	}
-	m.rs, err = grpcroute.NewServer(m.node, grpcroute.ServerConfig{Metrics: reg, Logger: log, Key: f.serverKey})
+	m.rs, err = grpcroute.NewServer(m.node, grpcroute.ServerConfig{Metrics: reg, Logger: log, Key: f.serverKey, TracerProvider: f.tracing})
 	require.NoError(f.tb, err)
 	m.srv = grpc.NewServer(append(m.rs.ServerOptions(), f.serverOpts...)...)
 	counterpb.RegisterCounterServer(m.srv, &counterService{id: id, store: f.store})
@@ -238,6 +240,7 @@ type store struct {
 	values  map[string]int64
 	applied map[string]int64 // idempotency key -> value after it
 	pause   func(ctx context.Context, key string)
+	refuse  func(ctx context.Context, key string) error // if set and it returns an error, add fails with it
 }
 
 func newStore() *store { return &store{values: map[string]int64{}, applied: map[string]int64{}} }
@@ -249,10 +252,15 @@ func (s *store) add(ctx context.Context, key string, delta int64, idem string) (
 		return 0, tok, status.Error(codes.Internal, "no token")
 	}
 	s.mu.Lock()
-	pause := s.pause
+	pause, refuse := s.pause, s.refuse
 	s.mu.Unlock()
 	if pause != nil {
 		pause(ctx, key)
+	}
+	if refuse != nil {
+		if err := refuse(ctx, key); err != nil {
+			return 0, tok, err
+		}
 	}
 	var v int64
 	err := s.gate.Do(tok, func() error {

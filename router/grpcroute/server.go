@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/router/grpcroute/tenurepb"
 	"github.com/tenure-go/tenure/router/internal/admit"
+	"github.com/tenure-go/tenure/router/internal/spans"
 )
 
 // Server admits the calls of one node of a fleet: a call whose key's
@@ -31,7 +33,8 @@ type Server struct {
 	closed  atomic.Bool
 	served  atomic.Int64
 	refused atomic.Int64
-	metrics *metrics.Set // nil without ServerConfig.Metrics
+	metrics *metrics.Set  // nil without ServerConfig.Metrics
+	trace   *spans.Tracer // nil without ServerConfig.TracerProvider
 }
 
 // ServerStats counts what a Server did with the calls it routed.
@@ -57,7 +60,7 @@ func NewServer(node router.Node, cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{node: node, id: node.ID(), cfg: cfg, log: cfg.Logger}
+	s := &Server{node: node, id: node.ID(), cfg: cfg, log: cfg.Logger, trace: spans.New(cfg.TracerProvider, tracerScope)}
 	var err error
 	if s.metrics, err = registerServerMetrics(cfg.Metrics, s); err != nil {
 		return nil, err
@@ -106,13 +109,17 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	if err != nil {
 		return nil, err
 	}
+	ctx, sp := s.startServe(ctx, info.FullMethod)
 	c, err := s.enter(ctx, key)
 	if err != nil {
+		endServe(sp, err)
 		return nil, err
 	}
 	defer c.leave()
 	resp, err := handler(c.ctx, req)
-	return resp, s.result(ctx, c, key, err)
+	err = s.result(ctx, c, key, err)
+	endServe(sp, err)
+	return resp, err
 }
 
 // stream is the Server's grpc.StreamServerInterceptor: unary for a
@@ -127,12 +134,16 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	if err != nil {
 		return err
 	}
+	ctx, sp := s.startServe(ctx, info.FullMethod)
 	c, err := s.enter(ctx, key)
 	if err != nil {
+		endServe(sp, err)
 		return err
 	}
 	defer c.leave()
-	return s.result(ctx, c, key, handler(srv, &workStream{ServerStream: ss, ctx: c.ctx}))
+	err = s.result(ctx, c, key, handler(srv, &workStream{ServerStream: ss, ctx: c.ctx}))
+	endServe(sp, err)
+	return err
 }
 
 // key returns the routing key of a unary call.
@@ -180,6 +191,9 @@ func (s *Server) enter(ctx context.Context, key string) (call, error) {
 		return call{}, statusOf(ref)
 	}
 	s.served.Add(1)
+	if s.trace != nil {
+		spans.Set(trace.SpanFromContext(ctx), spans.Partition.Int(held.Partition), spans.Epoch.Int64(held.Token.Epoch))
+	}
 	return call{held: held, ctx: admit.WorkContext(ctx, held, servedKey{}, key)}, nil
 }
 

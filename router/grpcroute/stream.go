@@ -28,7 +28,7 @@ func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		c.failed.Add(1)
 		return nil, err
 	}
-	s := &retryStream{c: c, ctx: ctx, rt: rt, desc: desc, cc: cc, method: method, streamer: streamer}
+	s := &retryStream{c: c, ctx: c.withTrace(ctx), rt: rt, desc: desc, cc: cc, method: method, streamer: streamer}
 	s.opts = opts
 	s.attempt = 1
 	c.attempts.Add(1)
