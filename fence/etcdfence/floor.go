@@ -69,9 +69,9 @@ func admitBound(e int64) []byte {
 }
 
 // valueCmp, createCmp, modCmp and versionCmp are clientv3.Compare on a
-// key's Value, CreateRevision, ModRevision or Version without the deep copy that Compare makes
-// of the comparison it builds (a reflective proto.Clone, the costliest
-// step of building a transaction's checks).
+// key's Value, CreateRevision, ModRevision or Version without the deep
+// copy that Compare makes of the comparison it builds (a reflective
+// proto.Clone, the costliest step of building a transaction's checks).
 func valueCmp(key string, result pb.Compare_CompareResult, value []byte) clientv3.Cmp {
 	c, pc := newCmp(key, result, pb.Compare_VALUE)
 	pc.TargetUnion = &pb.Compare_Value{Value: value}
