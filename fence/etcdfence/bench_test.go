@@ -279,10 +279,10 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 // transactions of one goroutine in alternating timed rounds:
 //
 //   - none: the Puts alone, unchecked;
-//   - value16: one Value comparison per scope, as Commit makes them for
-//     floors whose revision it does not know;
-//   - mod16: one ModRevision comparison per scope, as Commit makes them
-//     for floors it saw at a known revision;
+//   - value16: one Value comparison per scope, as Commit makes them;
+//   - mod16: one ModRevision comparison per scope, which etcd evaluates
+//     by reading the floor as it does for value16, with a varint revision
+//     for operand instead of a 20-byte bound;
 //   - range: one ModRevision comparison over the whole fence prefix, which
 //     etcd evaluates by reading every key in the range;
 //   - key1: one ModRevision comparison on one key, which checks no floor

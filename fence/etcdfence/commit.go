@@ -196,7 +196,7 @@ func (s *Store) single(ctx context.Context, e *entry) (Result, error) {
 	s.metrics.Admitted(1)
 	r := e.singleResult(resp.Header.Revision, resp.Responses)
 	if r.Err == nil {
-		s.floors.saw(e.Token.Scope, e.Token.Epoch, resp.Header.Revision)
+		s.floors.raise(e.Token.Scope, e.Token.Epoch)
 	}
 	return r, nil
 }
@@ -213,8 +213,7 @@ func (g *scopeGroup) hi() *entry { return g.entries[len(g.entries)-1] }
 // attempt runs one flat transaction for pending (distinct keys, none below
 // its known floor):
 //
-//	If(per scope: ModRevision(floor) = m   [floor seen at c <= lowest epoch since m; or
-//	              Value(floor) < admitBound(lowest epoch), or CreateRevision(floor) = 0 if known absent],
+//	If(per scope: Value(floor) < admitBound(lowest epoch)   [or CreateRevision(floor) = 0 if known absent],
 //	   per compare-and-swap: Version(key) = expected)
 //	Then(the writes, by scope and epoch; Put(floor, highest epoch) where it rises)
 //
@@ -259,8 +258,8 @@ func (s *Store) attempt(ctx context.Context, pending []entry, results []Result) 
 		}
 		if g.raise {
 			op++
-			s.floors.saw(g.hi().Token.Scope, g.hi().Token.Epoch, rev)
 		}
+		s.floors.raise(g.hi().Token.Scope, g.hi().Token.Epoch)
 	}
 	return nil, nil
 }

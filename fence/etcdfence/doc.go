@@ -31,19 +31,13 @@
 //	// the epoch raises it:
 //	If(Value(floor) < admitBound(epoch))  Then([Put(floor, epoch) if epoch > c,] write)
 //
-//	// The same, when the Store also remembers m, the revision at which it
-//	// saw the floor hold c: the comparison holds iff no one has written
-//	// the floor since, so that it still holds c.
-//	If(ModRevision(floor) = m)  Then([Put(floor, epoch) if epoch > c,] write)
-//
 // Admission depends only on the floors etcd records: any writer may raise
 // a floor (another Store, a process of another build, an operator's
 // etcdctl writing the 19-digit encoding), and the next write below it is
 // refused, whatever form it takes. The remembered floor is a hint that
 // only makes a write fail faster: a token older than it is refused without
 // a round trip, because floors only rise. A refused steady-form write
-// reads the floor in a second request to learn why (a floor rewritten to
-// the value it held refuses nothing: the writes then go again). A rejected write
+// reads the floor in a second request to learn why. A rejected write
 // returns a *fence.StaleError carrying the scope, the presented epoch and
 // the current floor; errors.Is(err, fence.ErrStale) holds. Advance raises a
 // scope's floor on its own, as a new owner does before its first write, so
@@ -71,8 +65,7 @@
 // transaction (split at etcd's ops-per-transaction and request-size limits)
 // in the steady form, with one floor comparison per scope:
 //
-//	If(per scope: Value(floor) < admitBound(lowest epoch) or ModRevision(floor) = m,
-//	   per compare-and-swap: Version(key) = expected)
+//	If(per scope: Value(floor) < admitBound(lowest epoch), per compare-and-swap: Version(key) = expected)
 //	Then(writes, [Put(floor, highest epoch) where it rises])
 //
 // If a check fails, the writes it refuses are answered alone and the

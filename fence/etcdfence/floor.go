@@ -68,10 +68,10 @@ func admitBound(e int64) []byte {
 	return b
 }
 
-// valueCmp, createCmp, modCmp and versionCmp are clientv3.Compare on a
-// key's Value, CreateRevision, ModRevision or Version without the deep
-// copy that Compare makes of the comparison it builds (a reflective
-// proto.Clone, the costliest step of building a transaction's checks).
+// valueCmp, createCmp and versionCmp are clientv3.Compare on a key's
+// Value, CreateRevision or Version without the deep copy that Compare makes
+// of the comparison it builds (a reflective proto.Clone, the costliest
+// step of building a transaction's checks).
 func valueCmp(key string, result pb.Compare_CompareResult, value []byte) clientv3.Cmp {
 	c, pc := newCmp(key, result, pb.Compare_VALUE)
 	pc.TargetUnion = &pb.Compare_Value{Value: value}
@@ -81,12 +81,6 @@ func valueCmp(key string, result pb.Compare_CompareResult, value []byte) clientv
 func createCmp(key string, result pb.Compare_CompareResult, rev int64) clientv3.Cmp {
 	c, pc := newCmp(key, result, pb.Compare_CREATE)
 	pc.TargetUnion = &pb.Compare_CreateRevision{CreateRevision: rev}
-	return c
-}
-
-func modCmp(key string, result pb.Compare_CompareResult, rev int64) clientv3.Cmp {
-	c, pc := newCmp(key, result, pb.Compare_MOD)
-	pc.TargetUnion = &pb.Compare_ModRevision{ModRevision: rev}
 	return c
 }
 
@@ -116,29 +110,15 @@ func staleCmp(floorKey string, epoch int64) clientv3.Cmp {
 //
 //   - a floor this Store saw absent: CreateRevision(floor) = 0, and the
 //     floor is written;
-//   - a floor this Store saw hold c <= lo since revision m (the floor
-//     key's ModRevision): ModRevision(floor) = m, which holds iff no one
-//     has written the floor key since, so that it still holds c; the floor
-//     is written iff hi > c. etcd reads the floor for it as for a value
-//     comparison, but its operand is a varint instead of a 20-byte bound,
-//     which every member decodes and the log carries;
 //   - otherwise Value(floor) < admitBound(lo), which holds iff floor <= lo.
 //     With a cached floor c <= lo, it proves c <= floor <= lo <= hi, so the
 //     floor need not be written if hi == c.
-//
-// Each is a comparison on the floor as etcd records it when the
-// transaction applies. A floor written since m by anyone (another Store,
-// an operator's etcdctl), even to the same value, fails the revision
-// comparison; the refused attempt then reads the floor (see refused).
 func (s *Store) steadyCmp(scope, floorKey string, lo, hi int64) (cmp clientv3.Cmp, raise bool) {
-	f, known := s.floors.get(scope)
-	switch {
-	case known && f.epoch == 0:
+	c, known := s.floors.get(scope)
+	if known && c == 0 {
 		return createCmp(floorKey, pb.Compare_EQUAL, 0), true
-	case known && f.mod > 0 && f.epoch <= lo:
-		return modCmp(floorKey, pb.Compare_EQUAL, f.mod), hi != f.epoch
 	}
-	return valueCmp(floorKey, pb.Compare_LESS, admitBound(lo)), !(known && hi == f.epoch)
+	return valueCmp(floorKey, pb.Compare_LESS, admitBound(lo)), !(known && hi == c)
 }
 
 // staleFrom builds the error for t from the floor read in a refused txn.
@@ -168,7 +148,7 @@ func (s *Store) floorOf(scope string, kvs []*mvccpb.KeyValue) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("scope %q: %w", scope, err)
 	}
-	s.floors.saw(scope, e, kvs[0].ModRevision)
+	s.floors.raise(scope, e)
 	return e, nil
 }
 
@@ -176,8 +156,8 @@ func (s *Store) floorOf(scope string, kvs []*mvccpb.KeyValue) (int64, error) {
 // Store has already seen for its scope (a lower bound of the real floor),
 // nil if not.
 func (s *Store) cachedStale(t fence.Token) error {
-	if f, ok := s.floors.get(t.Scope); ok {
-		return s.belowFloor(t, f.epoch)
+	if c, ok := s.floors.get(t.Scope); ok {
+		return s.belowFloor(t, c)
 	}
 	return nil
 }
@@ -215,73 +195,64 @@ func (s *Store) rejectCached(entries []entry, results []Result) []entry {
 // maxCachedScopes bounds the floor cache; past it the cache starts over.
 const maxCachedScopes = 1 << 16
 
-// floorSeen is what a Store last saw of one scope's floor: the floor held
-// epoch (0: there was no floor) from revision mod on, the floor key's
-// ModRevision (0: not known). A sight is a fact of etcd's history: the
-// floor key holds what was written at mod until it is written again.
-type floorSeen struct{ epoch, mod int64 }
-
 // floorCache remembers, per scope, the floor this process last saw. It is a
 // hint that lets a write compare the floor it expects instead of rewriting
 // it, never a source of truth: every write is still checked by etcd in its
-// own transaction. Because floors only rise, a cached epoch is a lower
+// own transaction. Because floors only rise, a cached value is a lower
 // bound of the real floor, so a token older than it is certainly stale.
 //
-// A scope is unknown (absent from the map), known to have no floor (epoch
-// 0), or known to have a floor of at least the cached epoch (> 0). Every
-// write reads it, so reads take no lock: a scope's entry is created once
-// and then replaced, atomically, by a later sight.
+// A scope is unknown (absent from the map), known to have no floor (0), or
+// known to have a floor of at least the cached value (> 0). Every write
+// reads it, so reads take no lock: a scope's entry is created once and
+// then only raised, atomically.
 type floorCache struct {
-	m sync.Map     // scope -> *atomic.Pointer[floorSeen]
+	m sync.Map     // scope -> *atomic.Int64
 	n atomic.Int64 // entries created since the map was last cleared
 }
 
 // positive reports whether a floor was seen for scope.
 func (c *floorCache) positive(scope string) bool {
 	f, ok := c.get(scope)
-	return ok && f.epoch > 0
+	return ok && f > 0
 }
 
-func (c *floorCache) get(scope string) (floorSeen, bool) {
+func (c *floorCache) get(scope string) (int64, bool) {
 	v, ok := c.m.Load(scope)
 	if !ok {
-		return floorSeen{}, false
+		return 0, false
 	}
-	return *v.(*atomic.Pointer[floorSeen]).Load(), true
+	return v.(*atomic.Int64).Load(), true
 }
 
-// saw records that scope's floor held e (> 0) from revision mod (> 0) on.
-// The sight at the later revision is kept: etcd's revisions order every
-// write of the floor key.
-func (c *floorCache) saw(scope string, e, mod int64) {
-	p := c.entry(scope, floorSeen{epoch: e, mod: mod})
-	next := &floorSeen{epoch: e, mod: mod}
+// raise records that scope's floor is at least e (> 0).
+func (c *floorCache) raise(scope string, e int64) {
+	a := c.entry(scope, e)
 	for {
-		cur := p.Load()
-		if cur.mod >= mod || p.CompareAndSwap(cur, next) {
+		cur := a.Load()
+		if cur >= e || a.CompareAndSwap(cur, e) {
 			return
 		}
 	}
 }
 
 // absent records that scope had no floor when last read.
-func (c *floorCache) absent(scope string) { c.entry(scope, floorSeen{}).Store(&floorSeen{}) }
+func (c *floorCache) absent(scope string) { c.entry(scope, 0).Store(0) }
 
-// entry returns scope's entry, created holding init if there is none.
+// entry returns scope's entry, created with value init if there is none.
 // Past maxCachedScopes entries, the cache starts over.
-func (c *floorCache) entry(scope string, init floorSeen) *atomic.Pointer[floorSeen] {
+func (c *floorCache) entry(scope string, init int64) *atomic.Int64 {
 	if v, ok := c.m.Load(scope); ok {
-		return v.(*atomic.Pointer[floorSeen])
+		return v.(*atomic.Int64)
 	}
 	if c.n.Add(1) > maxCachedScopes {
 		c.m.Clear()
 		c.n.Store(1)
 	}
-	p := new(atomic.Pointer[floorSeen])
-	p.Store(&init)
-	v, loaded := c.m.LoadOrStore(scope, p)
+	a := new(atomic.Int64)
+	a.Store(init)
+	v, loaded := c.m.LoadOrStore(scope, a)
 	if loaded {
 		c.n.Add(-1)
 	}
-	return v.(*atomic.Pointer[floorSeen])
+	return v.(*atomic.Int64)
 }

@@ -123,9 +123,8 @@ func TestForeignFloorPut(t *testing.T) {
 
 // TestForeignFloorRewrite: a plain etcd Put that rewrites a floor to the
 // value it holds, after 20 rounds of Commit over 16 scopes, changes no
-// admission: the next round commits every write (the Store compared the
-// floor's revision, finds it moved, reads the floor and commits again).
-// A raise behind its back after that is refused as before.
+// admission: the next round commits every write. A raise behind the
+// Store's back after that is refused as before.
 func TestForeignFloorRewrite(t *testing.T) {
 	ctx, cli, s := setup(t, "foreign-rewrite")
 	warmCommits(ctx, t, s)

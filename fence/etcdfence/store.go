@@ -211,14 +211,14 @@ func (s *Store) Advance(ctx context.Context, t fence.Token) error {
 		return err
 	}
 	floor := s.floorKey(t.Scope)
-	resp, stale, err := s.guarded(ctx, t, floor, clientv3.OpPut(floor, encodeEpoch(t.Epoch)))
+	_, stale, err := s.guarded(ctx, t, floor, clientv3.OpPut(floor, encodeEpoch(t.Epoch)))
 	if err != nil {
 		return fmt.Errorf("etcdfence: advance %s: %w", t, err)
 	}
 	if stale != nil {
 		return stale
 	}
-	s.floors.saw(t.Scope, t.Epoch, resp.Header.Revision)
+	s.floors.raise(t.Scope, t.Epoch)
 	s.metrics.Admitted(1)
 	return nil
 }
