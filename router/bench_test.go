@@ -275,6 +275,13 @@ func BenchmarkFencedWrites(b *testing.B) {
 			for k, way := range rot.Ways {
 				b.ReportMetric(rot.PerSecond(k), way.Name+"-ops/s")
 			}
+			var cm, wr, al uint64
+			for _, bt := range batchers {
+				st := bt.Stats()
+				cm, wr, al = cm+st.Commits, wr+st.Writes, al+st.Alone
+			}
+			b.ReportMetric(float64(wr)/float64(cm), "writes/commit")
+			b.ReportMetric(float64(al)/float64(cm), "alone/commit")
 			b.ReportMetric(rot.PerSecond(1)/rot.PerSecond(3), "routed/mutex")
 			b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(3), "batched/mutex")
 			b.ReportMetric(rot.PerSecond(2)/rot.PerSecond(1), "batched/routed")

@@ -280,6 +280,9 @@ func benchCeiling16(b *testing.B, cli *clientv3.Client) {
 //
 //   - none: the Puts alone, unchecked;
 //   - value16: one Value comparison per scope, as Commit makes them;
+//   - mod16: one ModRevision comparison per scope, which etcd evaluates
+//     by reading the floor as it does for value16, with a varint revision
+//     for operand instead of a 20-byte bound;
 //   - range: one ModRevision comparison over the whole fence prefix, which
 //     etcd evaluates by reading every key in the range;
 //   - key1: one ModRevision comparison on one key, which checks no floor
@@ -336,17 +339,30 @@ func benchFloorChecks(b *testing.B, cli *clientv3.Client) {
 		}
 		return c
 	}
-	last, err := cli.Get(ctx, fp, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	floors, err := cli.Get(ctx, fp, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		b.Fatal(err)
 	}
-	high := last.Kvs[0].ModRevision
+	var high int64
+	mods := make(map[string]int64, len(floors.Kvs))
+	for _, kv := range floors.Kvs {
+		mods[string(kv.Key[len(fp):])] = kv.ModRevision
+		high = max(high, kv.ModRevision)
+	}
 	rot := workload.Rotation{Ways: []workload.Way{
 		way("none", func(int) []clientv3.Cmp { return nil }),
 		way("value16", func(i int) []clientv3.Cmp {
 			cmps := make([]clientv3.Cmp, scopes)
 			for w := range cmps {
 				cmps[w] = cmp(fp+scope(w, i), "", pb.Compare_LESS, pb.Compare_VALUE, bound)
+			}
+			return cmps
+		}),
+		way("mod16", func(i int) []clientv3.Cmp {
+			cmps := make([]clientv3.Cmp, scopes)
+			for w := range cmps {
+				key := scope(w, i)
+				cmps[w] = cmp(fp+key, "", pb.Compare_EQUAL, pb.Compare_MOD, mods[key])
 			}
 			return cmps
 		}),

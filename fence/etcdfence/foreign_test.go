@@ -121,6 +121,26 @@ func TestForeignFloorPut(t *testing.T) {
 	require.Equal(t, "r19", string(got.Kvs[0].Value))
 }
 
+// TestForeignFloorRewrite: a plain etcd Put that rewrites a floor to the
+// value it holds, after 20 rounds of Commit over 16 scopes, changes no
+// admission: the next round commits every write. A raise behind the
+// Store's back after that is refused as before.
+func TestForeignFloorRewrite(t *testing.T) {
+	ctx, cli, s := setup(t, "foreign-rewrite")
+	warmCommits(ctx, t, s)
+	_, err := cli.Put(ctx, etcdfence.FloorKey(s, "p/3"), "0000000000000000010")
+	require.NoError(t, err)
+	for i, r := range commitRound(ctx, t, s, 20) {
+		require.NoError(t, r.Err, "scope %d", i)
+	}
+	got, err := cli.Get(ctx, etcdfence.DataPrefix(s)+"k3")
+	require.NoError(t, err)
+	require.Equal(t, "r20", string(got.Kvs[0].Value))
+	_, err = cli.Put(ctx, etcdfence.FloorKey(s, "p/3"), foreignFloor)
+	require.NoError(t, err)
+	requireRefusedAfterForeignRaise(t, cli, s, commitRound(ctx, t, s, 21), "r20")
+}
+
 // batcherRound puts one write per scope at foreignEpoch through bt from
 // 16 goroutines at once and returns their errors by scope.
 func batcherRound(ctx context.Context, bt *etcdfence.Batcher, round int) []error {
