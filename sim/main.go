@@ -39,7 +39,7 @@ type options struct {
 	out, svg             string
 	verbose, corpus      bool
 	nodes, faults, spins int
-	floorRaises          int
+	floorRaises, reshapes          int
 	duration, yield      time.Duration
 }
 
@@ -73,6 +73,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 0, "nodes (0: default)")
 	flag.IntVar(&o.faults, "faults", 0, "faults per run (0: default)")
 	flag.IntVar(&o.floorRaises, "floor-raises", 0, "floors raised per tenure run by a writer outside the fleet (0: default; negative: none)")
+	flag.IntVar(&o.reshapes, "reshapes", 0, "shape changes per tenure run: resizes of the partition count, migrations of the ring algorithm (0: default; negative: none)")
 	flag.DurationVar(&o.duration, "duration", 0, "virtual duration of a run (0: default)")
 	flag.IntVar(&o.parallel, "parallel", 0, "runs at once (0: GOMAXPROCS)")
 	flag.StringVar(&o.out, "out", "", "also write the markdown table to this file")
@@ -117,6 +118,9 @@ func run(o options) error {
 	}
 	if o.floorRaises != 0 {
 		cfg.FloorRaises = o.floorRaises
+	}
+	if o.reshapes != 0 {
+		cfg.Reshapes = o.reshapes
 	}
 	if o.duration > 0 {
 		cfg.Duration = o.duration

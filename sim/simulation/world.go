@@ -31,6 +31,8 @@ type world struct {
 	// outsider, if not nil, starts a RaiseFloor fault; nil: the strategy
 	// has no floors to raise.
 	outsider func(context.Context, Fault)
+	// reshape, if not nil, queues a Resize or Migrate.
+	reshape func(Fault)
 
 	mu       sync.Mutex
 	healedAt time.Duration // the last fault's actual end
@@ -215,6 +217,10 @@ func (w *world) inject(ctx context.Context, admin *memetcd.Client) {
 			}()
 		case DropWatches:
 			w.srv.DropWatches(n.cli.ID())
+		case Resize, Migrate:
+			if w.reshape != nil {
+				w.reshape(f)
+			}
 		case RaiseFloor:
 			if w.outsider != nil {
 				w.outsider(context.WithoutCancel(ctx), f)

@@ -1,0 +1,120 @@
+package simulation
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
+	"github.com/tenure-go/tenure/sim/memetcd"
+)
+
+// agreeEvery is how often, in virtual time, the readers are compared.
+const agreeEvery = 20 * time.Millisecond
+
+// readers compares, every agreeEvery of virtual time, the owner every
+// node names for each key of the workload with the one a fleet.Observer
+// (on an etcd client of its own) names, whenever the node and the
+// Observer are at one etcd revision: at a revision, every reader must
+// name the same partition, owner and epoch for every key, across planned
+// moves, resizes and migrations. A node names itself only for a claim it
+// serves, and knows its own claims from its transactions before its
+// watch brings them; those are the two differences allowed.
+type readers struct {
+	w     *world
+	nodes []*ownership.Node
+	cli   *memetcd.Client
+	obs   *fleet.Observer
+	stop  context.CancelFunc
+	done  sync.WaitGroup
+
+	mu        sync.Mutex
+	revs      map[int64]bool // revisions compared
+	compared  int            // comparisons of a node with the Observer
+	disagreed []string       // the first disagreements, in words
+	disagrees int
+}
+
+func startReaders(ctx context.Context, w *world, nodes []*ownership.Node) (*readers, error) {
+	r := &readers{w: w, nodes: nodes, cli: w.srv.NewClient(), revs: map[int64]bool{}}
+	rc := ring.DefaultConfig()
+	rc.Partitions = w.cfg.Partitions
+	octx, cancel := clock.WithTimeout(ctx, w.fc, time.Minute)
+	defer cancel()
+	obs, err := fleet.Observe(octx, r.cli, fleet.ObserverConfig{Cluster: cluster, Ring: rc, Clock: w.fc})
+	if err != nil {
+		_ = r.cli.Close()
+		return nil, err
+	}
+	r.obs = obs
+	ctx, r.stop = context.WithCancel(ctx)
+	r.done.Go(func() {
+		for clock.Sleep(ctx, w.fc, agreeEvery) {
+			for i, n := range r.nodes {
+				if !w.nodes[i].crashed.Load() {
+					r.compare(n)
+				}
+			}
+		}
+	})
+	return r, nil
+}
+
+// compare compares node n with the Observer if both are at one revision.
+func (r *readers) compare(n *ownership.Node) {
+	rev := n.Status().Revision
+	if rev == 0 || r.obs.Revision() != rev {
+		return
+	}
+	var bad []string
+	for k := range r.w.cfg.Keys {
+		key := keyName(k)
+		rn, ro := n.Lookup(key), r.obs.Lookup(key)
+		switch {
+		case ro.Owner == n.ID() && !rn.Local && rn.Partition == ro.Partition:
+			continue // its own claim, not served: it routes to the next owner
+		case rn.Owner == n.ID() && rn.Epoch > rev && rn.Partition == ro.Partition:
+			continue // its own claim, known from its transaction before its watch brings it
+		}
+		if rn.Partition != ro.Partition || rn.Epoch != ro.Epoch || (ro.Epoch != 0 && rn.Owner != ro.Owner) {
+			st := n.Status()
+			bad = append(bad, fmt.Sprintf("at revision %d (%v), %s: %s names p%d %s@%d (local %v; live %v, ready %v, serves %v), the Observer p%d %s@%d",
+				rev, r.w.now(), key, n.ID(), rn.Partition, rn.Owner, rn.Epoch, rn.Local, st.Live, st.Ready, st.Partitions, ro.Partition, ro.Owner, ro.Epoch))
+		}
+	}
+	// Both views must still be at rev, or the routes may come from
+	// another one.
+	if n.Status().Revision != rev || r.obs.Revision() != rev {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.compared++
+	r.revs[rev] = true
+	r.disagrees += len(bad)
+	for _, b := range bad {
+		if len(r.disagreed) < 5 {
+			r.disagreed = append(r.disagreed, b)
+		}
+	}
+}
+
+// result returns the comparisons made, the revisions they covered, the
+// disagreements found and the first of them in words.
+func (r *readers) result() (compared, revs, disagrees int, first []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.compared, len(r.revs), r.disagrees, r.disagreed
+}
+
+// close stops the comparisons.
+func (r *readers) close() {
+	r.stop()
+	r.done.Wait()
+	r.obs.Close()
+	_ = r.cli.Close()
+}
