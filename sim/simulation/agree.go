@@ -6,7 +6,10 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/ownership/ring"
@@ -82,8 +85,9 @@ func (r *readers) compare(n *ownership.Node) {
 		}
 		if rn.Partition != ro.Partition || rn.Epoch != ro.Epoch || (ro.Epoch != 0 && rn.Owner != ro.Owner) {
 			st := n.Status()
-			bad = append(bad, fmt.Sprintf("at revision %d (%v), %s: %s names p%d %s@%d (local %v; live %v, ready %v, serves %v), the Observer p%d %s@%d",
-				rev, r.w.now(), key, n.ID(), rn.Partition, rn.Owner, rn.Epoch, rn.Local, st.Live, st.Ready, st.Partitions, ro.Partition, ro.Owner, ro.Epoch))
+			bad = append(bad, fmt.Sprintf("at revision %d (%v), %s: %s names p%d %s@%d (local %v; live %v, ready %v, serves %v), the Observer p%d %s@%d; etcd: %s",
+				rev, r.w.now(), key, n.ID(), rn.Partition, rn.Owner, rn.Epoch, rn.Local, st.Live, st.Ready, st.Partitions, ro.Partition, ro.Owner, ro.Epoch,
+				r.claimAt(ro.Partition, rev)))
 		}
 	}
 	// Both views must still be at rev, or the routes may come from
@@ -101,6 +105,20 @@ func (r *readers) compare(n *ownership.Node) {
 			r.disagreed = append(r.disagreed, b)
 		}
 	}
+}
+
+// claimAt says what etcd held at revision rev as partition p's claim.
+func (r *readers) claimAt(p int, rev int64) string {
+	ctx, cancel := clock.WithTimeout(context.Background(), r.w.fc, time.Second)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, keys.New(cluster).Claim(p), clientv3.WithRev(rev))
+	switch {
+	case err != nil:
+		return err.Error()
+	case len(resp.Kvs) == 0:
+		return fmt.Sprintf("no claim of p%d", p)
+	}
+	return fmt.Sprintf("claim of p%d %q created at %d", p, resp.Kvs[0].Value, resp.Kvs[0].CreateRevision)
 }
 
 // result returns the comparisons made, the revisions they covered, the

@@ -74,11 +74,11 @@ func reshapes(cfg Config, window time.Duration) []Fault {
 // interrupted one a second driver on another client (another process)
 // that resumes it or aborts it.
 type reshaper struct {
-	w      *world
-	cli    [2]*memetcd.Client
-	op     [2]*fleet.Operator
-	queue  chan Fault
-	done   sync.WaitGroup
+	w     *world
+	cli   [2]*memetcd.Client
+	op    [2]*fleet.Operator
+	queue chan Fault
+	done  sync.WaitGroup
 	stats reshapeStats
 }
 

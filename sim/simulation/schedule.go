@@ -85,7 +85,7 @@ type Fault struct {
 	Node      int
 	Latency   time.Duration
 	N         int
-	Partition int // of a RaiseFloor
+	Partition int  // of a RaiseFloor
 	To        int  // of a Resize: the partition count
 	Abort     bool // of an interrupted Resize or Migrate
 }

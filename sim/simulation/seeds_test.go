@@ -41,14 +41,22 @@ func TestSeeds(t *testing.T) {
 	start := time.Now()
 	var failed []string
 	var prepares, hung, lost, balanced, moves int
+	var resizes, migrations, interrupted, aborted, unfinished, compared, revs, disagreements int
+	var refusals []string
 	progress := func(r *Result) {
 		prepares, hung, lost = prepares+r.Prepares, hung+r.PreparesHung, lost+r.PreparesLost
+		if r.Config.Strategy == Tenure {
+			resizes, migrations, interrupted, aborted = resizes+r.Resizes, migrations+r.Migrations, interrupted+r.Interrupted, aborted+r.Aborted
+			unfinished, compared, revs, disagreements = unfinished+r.Unfinished, compared+r.Compared, revs+r.ComparedRevisions, disagreements+r.Disagreements
+			refusals = append(refusals, r.Refusals...)
+		}
 		if r.Balanced {
 			balanced++
 			moves += r.BalancerMoves
 		}
 		if !r.OK() && r.Config.Strategy == Tenure {
 			vs := r.Report.Violations()
+			vs = append(r.Disagreed, vs...)
 			failed = append(failed, r.Command()+"\n    "+strings.Join(vs[:min(len(vs), 5)], "\n    "))
 		}
 	}
@@ -83,6 +91,20 @@ func TestSeeds(t *testing.T) {
 	t.Logf("tenure seeds: %d ran the balancer, which moved %d partitions", balanced, moves)
 	if balanced == 0 || moves == 0 {
 		t.Errorf("%d seeds ran the balancer, which moved %d partitions: the sweep should cover its moves", balanced, moves)
+	}
+	// The fleet changes its shape in every tenure seed: resizes of the
+	// partition count and migrations of the ring algorithm, some of them
+	// with their driver stopped mid-way and resumed or aborted by another,
+	// under the same checkers; the nodes' routes and an Observer's are
+	// compared whenever they are at one revision.
+	t.Logf("tenure seeds: %d resizes and %d migrations of the ring algorithm completed (%d interrupted, %d of them aborted), %d unfinished at the end; nodes and an Observer compared %d times at %d revisions: %d disagreements",
+		resizes, migrations, interrupted, aborted, unfinished, compared, revs, disagreements)
+	if resizes == 0 || migrations == 0 || interrupted == 0 || aborted == 0 || compared == 0 {
+		t.Errorf("the sweep should cover resizes (%d), migrations (%d), interrupted drivers (%d), aborts (%d) and readers compared (%d)",
+			resizes, migrations, interrupted, aborted, compared)
+	}
+	if len(refusals) > 0 {
+		t.Errorf("shape changes refused: %v", refusals[:min(len(refusals), 5)])
 	}
 	tt := tenure[0]
 	if tt.Runs != nTenure {
