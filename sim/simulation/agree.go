@@ -16,8 +16,13 @@ import (
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
 
-// agreeEvery is how often, in virtual time, the readers are compared.
-const agreeEvery = 20 * time.Millisecond
+// agreeEvery is how often, in virtual time, the readers are compared,
+// and agreeSettle how long a disagreement on a key must persist, at every
+// comparison at one revision, to count.
+const (
+	agreeEvery  = 50 * time.Millisecond
+	agreeSettle = 500 * time.Millisecond
+)
 
 // readers compares, every agreeEvery of virtual time, the owner every
 // node names for each key of the workload with the one a fleet.Observer
@@ -27,6 +32,14 @@ const agreeEvery = 20 * time.Millisecond
 // moves, resizes and migrations. A node names itself only for a claim it
 // serves, and knows its own claims from its transactions before its
 // watch brings them; those are the two differences allowed.
+//
+// A reader's revision is not a consistent cut: it follows the members,
+// claims, drain marks and placements on four watches, and each response
+// raises its revision to the response's header, so a reader at revision R
+// may not have applied yet an event at or below R that another watch is
+// about to bring. A disagreement therefore counts only if it persists,
+// at every comparison at one revision, for agreeSettle; the transient
+// ones are counted apart.
 type readers struct {
 	w     *world
 	nodes []*ownership.Node
@@ -36,14 +49,29 @@ type readers struct {
 	done  sync.WaitGroup
 
 	mu        sync.Mutex
-	revs      map[int64]bool // revisions compared
-	compared  int            // comparisons of a node with the Observer
-	disagreed []string       // the first disagreements, in words
-	disagrees int
+	revs      map[int64]bool      // revisions compared
+	compared  int                 // comparisons of a node with the Observer
+	pending   map[agreeKey]agreed // disagreements not yet resolved
+	disagreed []string            // the first disagreements that persisted, in words
+	disagrees int                 // disagreements that persisted
+	transient int                 // disagreements resolved within agreeSettle
+}
+
+// agreeKey is a node and a key of the workload.
+type agreeKey struct {
+	node int
+	key  string
+}
+
+// agreed is a disagreement in progress: since when, and in words.
+type agreed struct {
+	since   time.Duration
+	msg     string
+	counted bool
 }
 
 func startReaders(ctx context.Context, w *world, nodes []*ownership.Node) (*readers, error) {
-	r := &readers{w: w, nodes: nodes, cli: w.srv.NewClient(), revs: map[int64]bool{}}
+	r := &readers{w: w, nodes: nodes, cli: w.srv.NewClient(), revs: map[int64]bool{}, pending: map[agreeKey]agreed{}}
 	rc := ring.DefaultConfig()
 	rc.Partitions = w.cfg.Partitions
 	octx, cancel := clock.WithTimeout(ctx, w.fc, time.Minute)
@@ -59,7 +87,7 @@ func startReaders(ctx context.Context, w *world, nodes []*ownership.Node) (*read
 		for clock.Sleep(ctx, w.fc, agreeEvery) {
 			for i, n := range r.nodes {
 				if !w.nodes[i].crashed.Load() {
-					r.compare(n)
+					r.compare(i, n)
 				}
 			}
 		}
@@ -68,12 +96,12 @@ func startReaders(ctx context.Context, w *world, nodes []*ownership.Node) (*read
 }
 
 // compare compares node n with the Observer if both are at one revision.
-func (r *readers) compare(n *ownership.Node) {
+func (r *readers) compare(i int, n *ownership.Node) {
 	rev := n.Status().Revision
 	if rev == 0 || r.obs.Revision() != rev {
 		return
 	}
-	var bad []string
+	bad := map[string]string{}
 	for k := range r.w.cfg.Keys {
 		key := keyName(k)
 		rn, ro := n.Lookup(key), r.obs.Lookup(key)
@@ -85,9 +113,9 @@ func (r *readers) compare(n *ownership.Node) {
 		}
 		if rn.Partition != ro.Partition || rn.Epoch != ro.Epoch || (ro.Epoch != 0 && rn.Owner != ro.Owner) {
 			st := n.Status()
-			bad = append(bad, fmt.Sprintf("at revision %d (%v), %s: %s names p%d %s@%d (local %v; live %v, ready %v, serves %v), the Observer p%d %s@%d; etcd: %s",
+			bad[key] = fmt.Sprintf("at revision %d (%v), %s: %s names p%d %s@%d (local %v; live %v, ready %v, serves %v), the Observer p%d %s@%d; etcd: %s",
 				rev, r.w.now(), key, n.ID(), rn.Partition, rn.Owner, rn.Epoch, rn.Local, st.Live, st.Ready, st.Partitions, ro.Partition, ro.Owner, ro.Epoch,
-				r.claimAt(ro.Partition, rev)))
+				r.claimAt(ro.Partition, rev))
 		}
 	}
 	// Both views must still be at rev, or the routes may come from
@@ -99,10 +127,26 @@ func (r *readers) compare(n *ownership.Node) {
 	defer r.mu.Unlock()
 	r.compared++
 	r.revs[rev] = true
-	r.disagrees += len(bad)
-	for _, b := range bad {
-		if len(r.disagreed) < 5 {
-			r.disagreed = append(r.disagreed, b)
+	now := r.w.now()
+	for k := range r.w.cfg.Keys {
+		ak := agreeKey{i, keyName(k)}
+		msg, ok := bad[ak.key]
+		p, was := r.pending[ak]
+		switch {
+		case !ok && was:
+			if !p.counted {
+				r.transient++
+			}
+			delete(r.pending, ak)
+		case ok && !was:
+			r.pending[ak] = agreed{since: now, msg: msg}
+		case ok && !p.counted && now-p.since >= agreeSettle:
+			p.counted = true
+			r.pending[ak] = p
+			r.disagrees++
+			if len(r.disagreed) < 5 {
+				r.disagreed = append(r.disagreed, fmt.Sprintf("for %v from %s", now-p.since, p.msg))
+			}
 		}
 	}
 }
@@ -122,11 +166,12 @@ func (r *readers) claimAt(p int, rev int64) string {
 }
 
 // result returns the comparisons made, the revisions they covered, the
-// disagreements found and the first of them in words.
-func (r *readers) result() (compared, revs, disagrees int, first []string) {
+// disagreements that persisted and the first of them in words, and the
+// transient ones.
+func (r *readers) result() (compared, revs, disagrees int, first []string, transient int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.compared, len(r.revs), r.disagrees, r.disagreed
+	return r.compared, len(r.revs), r.disagrees, r.disagreed, r.transient
 }
 
 // close stops the comparisons.

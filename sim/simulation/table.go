@@ -38,9 +38,10 @@ type Totals struct {
 	FloorRaises int
 	// Resizes, Migrations, Interrupted and Aborted count the shape
 	// changes of the fleet (Result); Compared the comparisons of readers
-	// at a revision and Disagreements the keys they disagreed on.
+	// at a revision, Disagreements the keys they disagreed on and
+	// Transient the disagreements resolved within agreeSettle.
 	Resizes, Migrations, Interrupted, Aborted int
-	Compared, Disagreements                   int
+	Compared, Disagreements, Transient        int
 	// Failed lists the replay commands of failing runs.
 	Failed []string
 	// live: the strategy's runs were checked for liveness.
@@ -78,6 +79,7 @@ func (t *Totals) Add(r *Result) {
 	t.Aborted += r.Aborted
 	t.Compared += r.Compared
 	t.Disagreements += r.Disagreements
+	t.Transient += r.TransientDisagreements
 	if !r.OK() {
 		t.FailedRuns++
 		t.Failed = append(t.Failed, r.Command())
