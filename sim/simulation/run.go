@@ -112,7 +112,10 @@ func Run(cfg Config) (*Result, error) {
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
-	w := &world{cfg: cfg, sched: NewSchedule(cfg), fc: fc, srv: srv, ctx: workCtx}
+	endCtx, endRun := context.WithCancel(context.Background())
+	w := &world{cfg: cfg, sched: NewSchedule(cfg), fc: fc, srv: srv, ctx: workCtx, end: endCtx}
+	defer w.heals.Wait()
+	defer endRun()
 	w.start = fc.Now()
 	for i := range cfg.Nodes {
 		cli := srv.NewClient()
@@ -158,6 +161,10 @@ func Run(cfg Config) (*Result, error) {
 	until := w.now()
 	stopWork()
 	wg.Wait()
+	// A fault still in force outlasted the run (its injection was late):
+	// healed now.
+	endRun()
+	w.heals.Wait()
 	res := &Result{Config: cfg, Schedule: w.sched, Virtual: until}
 	scopes := cfg.Partitions
 	if shape != nil {
