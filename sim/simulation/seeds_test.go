@@ -25,10 +25,13 @@ func seedCounts() (tenure, baseline int) {
 }
 
 // testConfig is the configuration of the seed tests: the default, with
-// 15s of virtual time per run.
+// 15s of virtual time per run and one shape change per tenure run (a
+// resize or a migration of the ring algorithm, each costing a run about
+// a third more time).
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Duration = 15 * time.Second
+	cfg.Reshapes = 1
 	return cfg
 }
 
