@@ -104,7 +104,12 @@ func startShape(ctx context.Context, w *world, ex *tenureEx) (*reshaper, *reader
 		rd.close()
 		return nil, nil, err
 	}
-	w.reshape = func(f Fault) { r.queue <- f }
+	w.reshape = func(f Fault) {
+		select {
+		case r.queue <- f:
+		case <-ctx.Done():
+		}
+	}
 	return r, rd, nil
 }
 
