@@ -44,6 +44,11 @@ type NodeStatus struct {
 	Session election.SessionStatus `json:"session"`
 	// RingVersion is the Version of the ring the node routes by.
 	RingVersion uint64 `json:"ring_version"`
+	// Revision is the etcd revision of the view of the fleet the node
+	// routes by: its Lookup answers from the fleet as of this revision,
+	// except for its own claims, which it knows from its transactions
+	// before its watch brings them.
+	Revision int64 `json:"revision"`
 	// Members counts the registered members, drained ones included.
 	Members int `json:"members"`
 	// Assigned counts the partitions the ring gives this node.
@@ -78,6 +83,7 @@ func (n *Node) Status() NodeStatus {
 		ID:          n.id,
 		Closed:      s.closed,
 		RingVersion: s.ring.Version(),
+		Revision:    s.rev,
 		Members:     len(s.members),
 		Partitions:  make([]ServedPartition, 0, len(s.owned)),
 	}

@@ -32,15 +32,15 @@ import (
 
 // options are the command line's settings.
 type options struct {
-	seed                 int64
-	seeds, parallel      int
-	first                uint64
-	strategy             string
-	out, svg             string
-	verbose, corpus      bool
-	nodes, faults, spins int
-	floorRaises          int
-	duration, yield      time.Duration
+	seed                  int64
+	seeds, parallel       int
+	first                 uint64
+	strategy              string
+	out, svg              string
+	verbose, corpus       bool
+	nodes, faults, spins  int
+	floorRaises, reshapes int
+	duration, yield       time.Duration
 }
 
 // subcommands are the programs besides the simulation: go run ./sim NAME
@@ -73,6 +73,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 0, "nodes (0: default)")
 	flag.IntVar(&o.faults, "faults", 0, "faults per run (0: default)")
 	flag.IntVar(&o.floorRaises, "floor-raises", 0, "floors raised per tenure run by a writer outside the fleet (0: default; negative: none)")
+	flag.IntVar(&o.reshapes, "reshapes", 0, "shape changes per tenure run: resizes of the partition count, migrations of the ring algorithm (0: default; negative: none)")
 	flag.DurationVar(&o.duration, "duration", 0, "virtual duration of a run (0: default)")
 	flag.IntVar(&o.parallel, "parallel", 0, "runs at once (0: GOMAXPROCS)")
 	flag.StringVar(&o.out, "out", "", "also write the markdown table to this file")
@@ -118,6 +119,9 @@ func run(o options) error {
 	if o.floorRaises != 0 {
 		cfg.FloorRaises = o.floorRaises
 	}
+	if o.reshapes != 0 {
+		cfg.Reshapes = o.reshapes
+	}
 	if o.duration > 0 {
 		cfg.Duration = o.duration
 	}
@@ -133,7 +137,7 @@ func run(o options) error {
 		fmt.Printf("FAIL seed %d %s: %s\n  replay: %s\n", r.Config.Seed, r.Config.Strategy, r.Report.Summary(), r.Command())
 		if verbose {
 			fmt.Print(indent(r.Schedule.String()))
-			vs := r.Report.Violations()
+			vs := append(r.Disagreed, r.Report.Violations()...)
 			for i, v := range vs {
 				if i == 20 {
 					fmt.Printf("  ... %d more\n", len(vs)-i)
@@ -149,8 +153,8 @@ func run(o options) error {
 	}
 	wall := time.Since(start)
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "Seeds %d..%d, %d nodes, %d partitions, %d keys, %d clients, TTL %v, %v of virtual time and %d faults per run (and %d floor raises by a writer outside the fleet per tenure run); liveness bound %v after the last fault heals.\n\n",
-		first, first+uint64(seeds)-1, cfg.Nodes, cfg.Partitions, cfg.Keys, cfg.Clients, cfg.TTL, cfg.Duration, cfg.Faults, max(cfg.FloorRaises, 0), cfg.LivenessBound())
+	fmt.Fprintf(&md, "Seeds %d..%d, %d nodes, %d partitions, %d keys, %d clients, TTL %v, %v of virtual time and %d faults per run (and %d floor raises by a writer outside the fleet and %d shape changes, resizes of the partition count or migrations of the ring algorithm, per tenure run); liveness bound %v after the last fault heals (or shape change ends).\n\n",
+		first, first+uint64(seeds)-1, cfg.Nodes, cfg.Partitions, cfg.Keys, cfg.Clients, cfg.TTL, cfg.Duration, cfg.Faults, max(cfg.FloorRaises, 0), max(cfg.Reshapes, 0), cfg.LivenessBound())
 	if err := simulation.WriteMarkdown(&md, totals); err != nil {
 		return err
 	}
@@ -163,6 +167,10 @@ func run(o options) error {
 			t.Strategy, t.Pauses, t.Hangs, t.Refused)
 		if t.FloorRaises > 0 {
 			fmt.Fprintf(&md, ", %d floors raised by a writer outside the fleet", t.FloorRaises)
+		}
+		if t.Resizes+t.Migrations > 0 {
+			fmt.Fprintf(&md, ", %d resizes of the partition count and %d migrations of the ring algorithm (%d with their driver stopped mid-way, %d of them then aborted by another driver, the others resumed), nodes and an Observer compared %d times at one revision: %d disagreements (%d more resolved within 500ms: a reader's revision is not a consistent cut)",
+				t.Resizes, t.Migrations, t.Interrupted, t.Aborted, t.Compared, t.Disagreements, t.Transient)
 		}
 		md.WriteString(".")
 	}

@@ -17,6 +17,13 @@ type Config struct {
 	Linear LinearConfig
 	// Liveness, if not nil, is checked; nil skips the liveness check.
 	Liveness *LivenessSpec
+	// KeyEpochs says that the epochs of every scope are drawn from one
+	// sequence (etcd revisions, as tenure's are), so that a key written
+	// under several scopes (its partition split or merged) orders its
+	// writes by epoch across them: the stale check then also counts a
+	// write applied after a write to the same key under a higher epoch of
+	// any scope (StaleWritesByKey).
+	KeyEpochs bool
 }
 
 // Report is everything All found.
@@ -45,7 +52,11 @@ func All(h *History, cfg Config) (*Report, error) {
 	}
 	r := &Report{Writes: len(h.Writes), Ops: len(h.Ops)}
 	var err error
-	if r.Stale, err = StaleWrites(h); err != nil {
+	stale := StaleWrites
+	if cfg.KeyEpochs {
+		stale = StaleWritesByKey
+	}
+	if r.Stale, err = stale(h); err != nil {
 		return nil, err
 	}
 	if r.Double, err = DoubleExecutions(h); err != nil {

@@ -87,6 +87,49 @@ func StaleWrites(h *History) (StaleResult, error) {
 	return res, nil
 }
 
+// StaleWritesByKey is StaleWrites for a history whose epochs, in every
+// scope, are drawn from one sequence (etcd revisions): besides the floor
+// of its scope, a write must not be applied after a write to the same key
+// under a higher epoch, whatever scope that write carried. A key whose
+// partition is split or merged moves from one scope to another, and its
+// next owner's epoch is above its last owner's: a write of the last owner
+// applied after one of the next is stale even if no floor of its own
+// scope was raised. A write that breaks both rules is reported once, with
+// the higher floor.
+func StaleWritesByKey(h *History) (StaleResult, error) {
+	res, err := StaleWrites(h)
+	if err != nil || h == nil {
+		return res, err
+	}
+	x := newIndex(h)
+	byKey := make(map[string][]fact)
+	for _, a := range x.applied {
+		byKey[a.w.Key] = append(byKey[a.w.Key], a.fact())
+	}
+	ks := make([]string, 0, len(byKey))
+	for k := range byKey {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	seen := make(map[WriteID]int, len(res.Violations))
+	for i, v := range res.Violations {
+		seen[v.Write.ID] = i
+	}
+	for _, k := range ks {
+		for _, v := range staleInScope(byKey[k]) {
+			i, ok := seen[v.Write.ID]
+			switch {
+			case !ok:
+				seen[v.Write.ID] = len(res.Violations)
+				res.Violations = append(res.Violations, v)
+			case v.Floor > res.Violations[i].Floor:
+				res.Violations[i] = v
+			}
+		}
+	}
+	return res, nil
+}
+
 // staleInScope checks one scope's facts in O(n log n).
 func staleInScope(facts []fact) []StaleWrite {
 	// Facts in the store log, in log order, with the running maximum.

@@ -194,3 +194,47 @@ func TestUnknownOutcomeIgnoresReturn(t *testing.T) {
 		t.Fatalf("%v %v", r, err)
 	}
 }
+
+// TestStaleWritesByKey: a key whose partition split moves from the
+// parent's scope to a child's; the parent's holder, paused, writes after
+// the child's owner did. No floor of the parent's scope says so (its
+// retirement failed), but the child's epoch is above the parent's: stale
+// by key, not by scope. A write of the child after the parent's is not.
+func TestStaleWritesByKey(t *testing.T) {
+	child := wr(2, "B", 20, 30, 32, check.Accepted, "0", "1")
+	child.Scope = "p/16"
+	h := &check.History{
+		Writes: []check.Write{
+			wr(1, "A", 10, 0, 2, check.Accepted, "-", "0"),
+			child,
+			wr(3, "A", 10, 40, 42, check.Accepted, "0", "1"),
+		},
+		Store: []check.StoreEvent{apply(1, 1), apply(2, 31), apply(3, 41)},
+	}
+	r, err := check.StaleWrites(h)
+	mustNoErr(t, err)
+	if !r.OK() {
+		t.Fatalf("by scope: %v, want none", r.Violations)
+	}
+	r, err = check.StaleWritesByKey(h)
+	mustNoErr(t, err)
+	if len(r.Violations) != 1 || r.Violations[0].Write.ID != 3 || r.Violations[0].Floor != 20 {
+		t.Fatalf("by key: %v, want write 3 below 20", r.Violations)
+	}
+	// The parent's floor raised to the split's revision (15) before the
+	// child served: reported once, with the child's higher floor.
+	h.Store = []check.StoreEvent{apply(1, 1), {Kind: check.FloorRaised, Scope: "p/0", Epoch: 15, At: ms(20)}, apply(2, 31), apply(3, 41)}
+	r, err = check.StaleWritesByKey(h)
+	mustNoErr(t, err)
+	if len(r.Violations) != 1 || r.Violations[0].Floor != 20 {
+		t.Fatalf("by key with the parent's floor: %v, want write 3 below 20 once", r.Violations)
+	}
+	// In order: the parent's writes, then the child's.
+	h.Writes[2].Invoke, h.Writes[2].Return = ms(10), ms(12)
+	h.Store = []check.StoreEvent{apply(1, 1), apply(3, 11), apply(2, 31)}
+	r, err = check.StaleWritesByKey(h)
+	mustNoErr(t, err)
+	if !r.OK() {
+		t.Fatalf("in order: %v, want none", r.Violations)
+	}
+}

@@ -57,6 +57,11 @@ type Config struct {
 	// strategy holds besides Faults: a writer outside the fleet raising a
 	// partition's fence floor. Zero means 2; negative means none.
 	FloorRaises int
+	// Reshapes is how many shape changes of the fleet (Resize and Migrate
+	// entries: resizes of the partition count, migrations of the ring
+	// algorithm) the schedule of a tenure strategy holds besides Faults.
+	// Zero means 2; negative means none.
+	Reshapes int
 	// Step is how far the driver moves the virtual clock at a time and
 	// Yield the real time it sleeps between steps (zero: none; the
 	// scheduler yields of Spins suffice on an idle machine).
@@ -84,6 +89,7 @@ func DefaultConfig() Config {
 		FaultFraction: 0.7,
 		Faults:        8,
 		FloorRaises:   2,
+		Reshapes:      2,
 		Step:          10 * time.Millisecond,
 		Yield:         50 * time.Microsecond,
 		Spins:         8,
@@ -123,6 +129,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FloorRaises == 0 {
 		c.FloorRaises = d.FloorRaises
+	}
+	if c.Reshapes == 0 {
+		c.Reshapes = d.Reshapes
 	}
 	if c.Step == 0 {
 		c.Step = d.Step

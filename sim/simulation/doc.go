@@ -48,6 +48,32 @@
 // that floor like any other, so a write admitted below it after it counts
 // as stale.
 //
+// # Shape changes
+//
+// The schedules of the tenure strategies also hold Config.Reshapes (2)
+// shape changes of the fleet, run one after the other by the real
+// fleet.Operator on etcd clients of their own (reshape.go): two in three
+// resize the partition count by a power of two among 8, 16 and 32
+// (Operator.Resize, 2 to 8 groups at once), one in three migrates the ring
+// algorithm to the other one, weighted or bounded
+// (Operator.MigrateAlgorithm, 2 to 8 partitions a step). In half of them
+// the first driver's context ends 50ms to 1s after it started, and a second
+// driver, another process, resumes the change or aborts it. A resize moves
+// a key from its parent's scope to a child's (or the children's to the
+// merged partition's): the store admits a key's writes under the token of
+// whichever partition owns it at that shape, and since every scope's epochs
+// are etcd revisions, the stale check also orders each key's writes by
+// epoch across scopes (check.Config.KeyEpochs): a parent's holder whose
+// write lands after a child's is caught whether or not the parent's floor
+// was retired. Every 50ms of virtual time, each node's routes for the
+// workload's keys are compared with those of a fleet.Observer whenever both
+// are at one etcd revision (ownership.NodeStatus.Revision): they must name
+// the same partition, owner and epoch. A reader's revision is not a
+// consistent cut (it follows four watches, each raising it), so a
+// disagreement counts only if it persists for 500ms of comparisons
+// (agree.go). Liveness is measured from the end of the last shape change,
+// over the partitions of the final count.
+//
 // # Workload
 //
 // Clients increment counters (read-modify-write with an idempotency key

@@ -42,12 +42,29 @@ type Result struct {
 	// etcd); Balanced says whether the run had it.
 	BalancerMoves int
 	Balanced      bool
+	// Resizes and Migrations count the shape changes of the fleet that
+	// completed (aborts included), Aborted those aborted, Interrupted
+	// those whose first driver stopped before the end; Unfinished those
+	// still in progress when the workload stopped, and Refusals the
+	// errors that refused one.
+	Resizes, Migrations, Aborted, Interrupted, Unfinished int
+	Refusals                                              []string
+	// Compared counts the comparisons of a node's routes with a
+	// fleet.Observer's at one etcd revision, over ComparedRevisions
+	// revisions; Disagreements the keys on which a node and the Observer
+	// differed at every comparison for agreeSettle (the first of which
+	// Disagreed lists in words), TransientDisagreements those that were
+	// resolved sooner (a reader's revision is not a consistent cut: see
+	// agree.go).
+	Compared, ComparedRevisions, Disagreements, TransientDisagreements int
+	Disagreed                                                          []string
 	// HealedAt is when the last fault was over.
 	HealedAt time.Duration
 }
 
-// OK reports whether the run broke no checked property.
-func (r *Result) OK() bool { return r.Report.OK() }
+// OK reports whether the run broke no checked property: the checkers'
+// and the readers' agreement at every revision.
+func (r *Result) OK() bool { return r.Report.OK() && r.Disagreements == 0 }
 
 // Command is the command line that replays the run's schedule and
 // workload.
@@ -66,6 +83,9 @@ func ReplayCommand(cfg Config) string {
 	}
 	if cfg.FloorRaises != d.FloorRaises {
 		s += fmt.Sprintf(" -floor-raises %d", cfg.FloorRaises)
+	}
+	if cfg.Reshapes != d.Reshapes {
+		s += fmt.Sprintf(" -reshapes %d", cfg.Reshapes)
 	}
 	if cfg.Duration != d.Duration {
 		s += fmt.Sprintf(" -duration %v", cfg.Duration)
@@ -92,7 +112,10 @@ func Run(cfg Config) (*Result, error) {
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
-	w := &world{cfg: cfg, sched: NewSchedule(cfg), fc: fc, srv: srv, ctx: workCtx}
+	endCtx, endRun := context.WithCancel(context.Background())
+	w := &world{cfg: cfg, sched: NewSchedule(cfg), fc: fc, srv: srv, ctx: workCtx, end: endCtx}
+	defer w.heals.Wait()
+	defer endRun()
 	w.start = fc.Now()
 	for i := range cfg.Nodes {
 		cli := srv.NewClient()
@@ -116,8 +139,13 @@ func Run(cfg Config) (*Result, error) {
 
 	// The schedule's times count from the start of the run; faults begin
 	// after a TTL, by which the fleet has claimed every partition.
-	if cfg.Strategy == Tenure || cfg.Strategy == TenureUnfenced {
-		waitOwned(w, ex.(*tenureEx), cfg.TTL*5)
+	var shape *reshaper
+	var rd *readers
+	if t, ok := ex.(*tenureEx); ok {
+		waitOwned(w, t, cfg.TTL*5)
+		if shape, rd, err = startShape(workCtx, w, t); err != nil {
+			return nil, fmt.Errorf("simulation: seed %d: %w", cfg.Seed, err)
+		}
 	}
 	from := w.now()
 	admin := srv.NewClient()
@@ -133,13 +161,36 @@ func Run(cfg Config) (*Result, error) {
 	until := w.now()
 	stopWork()
 	wg.Wait()
+	// A fault still in force outlasted the run (its injection was late):
+	// healed now.
+	endRun()
+	w.heals.Wait()
+	res := &Result{Config: cfg, Schedule: w.sched, Virtual: until}
+	scopes := cfg.Partitions
+	if shape != nil {
+		p, inProgress, err := shape.finalPartitions()
+		shape.close()
+		rd.close()
+		if err != nil {
+			return nil, fmt.Errorf("simulation: seed %d: the partition count at the end: %w", cfg.Seed, err)
+		}
+		st := &shape.stats
+		res.Resizes, res.Migrations, res.Interrupted, res.Aborted = st.resizes, st.migrations, st.interrupted, st.aborted
+		res.Unfinished, res.Refusals = st.unfinished, st.refused
+		res.Compared, res.ComparedRevisions, res.Disagreements, res.Disagreed, res.TransientDisagreements = rd.result()
+		scopes = p
+		if inProgress {
+			// A resize still moving at the end: its groups' partitions
+			// are not all claimable yet; liveness is not measured.
+			w.healed(until)
+		}
+	}
 	for i := range cfg.Keys {
 		w.rec.SetFinal(keyName(i), ex.final(keyName(i)))
 	}
 	ex.close()
 	drv.Stop()
 
-	res := &Result{Config: cfg, Schedule: w.sched, Virtual: until}
 	if t, ok := ex.(*tenureEx); ok {
 		res.FloorRaises = int(t.raised.Load())
 		res.Prepares, res.PreparesHung, res.PreparesLost = int(t.prep.Prepares.Load()), int(t.prep.Hung.Load()), int(t.prep.Lost.Load())
@@ -151,7 +202,8 @@ func Run(cfg Config) (*Result, error) {
 	w.mu.Unlock()
 	ccfg := check.Config{Linear: check.LinearConfig{Timeout: 5 * time.Second, Parallelism: 1}}
 	if cfg.Strategy == Tenure || cfg.Strategy == TenureUnfenced {
-		scopes := make([]string, cfg.Partitions)
+		ccfg.KeyEpochs = true
+		scopes := make([]string, scopes)
 		for p := range scopes {
 			scopes[p] = fence.PartitionScope(p)
 		}

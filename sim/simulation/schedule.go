@@ -49,12 +49,26 @@ const (
 	// tenure strategies, whose floors these are, get it; their schedules
 	// hold Config.FloorRaises of them beside Faults.
 	RaiseFloor
+	// Resize: at At, an operator resizes the fleet's partition count to To
+	// with fleet.Operator.Resize, moving at most N groups at once. With Dur
+	// set, the driver's context ends Dur after it started, and a second
+	// driver in another process then aborts the resize (Abort) or resumes
+	// it. Shape changes run one after the other: one due while another
+	// runs waits for it. Only the tenure strategies get them; their
+	// schedules hold Config.Reshapes shape changes beside Faults.
+	Resize
+	// Migrate: at At, an operator migrates the fleet's ring algorithm to
+	// the other one (weighted to bounded, bounded to weighted) with
+	// fleet.Operator.MigrateAlgorithm, N partitions a step; Dur and Abort
+	// as for a Resize.
+	Migrate
 )
 
 var faultNames = map[FaultKind]string{
 	Pause: "pause", Crash: "crash", Partition: "partition", Latency: "latency",
 	LoseResponses: "lose-responses", LeaderChange: "leader-change", HangRelease: "hang-release",
 	DropWatches: "drop-watches", Compact: "compact", RaiseFloor: "raise-floor",
+	Resize: "resize", Migrate: "migrate",
 }
 
 func (k FaultKind) String() string {
@@ -71,7 +85,9 @@ type Fault struct {
 	Node      int
 	Latency   time.Duration
 	N         int
-	Partition int // of a RaiseFloor
+	Partition int  // of a RaiseFloor
+	To        int  // of a Resize: the partition count
+	Abort     bool // of an interrupted Resize or Migrate
 }
 
 // End is when the fault is over (for a crash: when it happened).
@@ -84,6 +100,19 @@ func (f Fault) String() string {
 	case LeaderChange, Compact:
 	case RaiseFloor:
 		fmt.Fprintf(&b, " p/%d", f.Partition)
+	case Resize, Migrate:
+		if f.Kind == Resize {
+			fmt.Fprintf(&b, " to %d", f.To)
+		}
+		fmt.Fprintf(&b, " budget %d", f.N)
+		if f.Dur > 0 {
+			then := "resumed"
+			if f.Abort {
+				then = "aborted"
+			}
+			fmt.Fprintf(&b, " driver stopped after %v, %s by another", f.Dur, then)
+		}
+		return b.String()
 	default:
 		fmt.Fprintf(&b, " n%d", f.Node+1)
 	}
@@ -172,6 +201,7 @@ func NewSchedule(cfg Config) Schedule {
 	}
 	if cfg.Strategy == Tenure || cfg.Strategy == TenureUnfenced {
 		s.Faults = append(s.Faults, floorRaises(cfg, window)...)
+		s.Faults = append(s.Faults, reshapes(cfg, window)...)
 	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 	for _, f := range s.Faults {

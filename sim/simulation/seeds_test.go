@@ -25,10 +25,13 @@ func seedCounts() (tenure, baseline int) {
 }
 
 // testConfig is the configuration of the seed tests: the default, with
-// 15s of virtual time per run.
+// 15s of virtual time per run and one shape change per tenure run (a
+// resize or a migration of the ring algorithm, each costing a run about
+// a third more time).
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Duration = 15 * time.Second
+	cfg.Reshapes = 1
 	return cfg
 }
 
@@ -41,14 +44,23 @@ func TestSeeds(t *testing.T) {
 	start := time.Now()
 	var failed []string
 	var prepares, hung, lost, balanced, moves int
+	var resizes, migrations, interrupted, aborted, unfinished, compared, revs, disagreements, transient int
+	var refusals []string
 	progress := func(r *Result) {
 		prepares, hung, lost = prepares+r.Prepares, hung+r.PreparesHung, lost+r.PreparesLost
+		if r.Config.Strategy == Tenure {
+			resizes, migrations, interrupted, aborted = resizes+r.Resizes, migrations+r.Migrations, interrupted+r.Interrupted, aborted+r.Aborted
+			unfinished, compared, revs, disagreements = unfinished+r.Unfinished, compared+r.Compared, revs+r.ComparedRevisions, disagreements+r.Disagreements
+			transient += r.TransientDisagreements
+			refusals = append(refusals, r.Refusals...)
+		}
 		if r.Balanced {
 			balanced++
 			moves += r.BalancerMoves
 		}
 		if !r.OK() && r.Config.Strategy == Tenure {
 			vs := r.Report.Violations()
+			vs = append(r.Disagreed, vs...)
 			failed = append(failed, r.Command()+"\n    "+strings.Join(vs[:min(len(vs), 5)], "\n    "))
 		}
 	}
@@ -83,6 +95,20 @@ func TestSeeds(t *testing.T) {
 	t.Logf("tenure seeds: %d ran the balancer, which moved %d partitions", balanced, moves)
 	if balanced == 0 || moves == 0 {
 		t.Errorf("%d seeds ran the balancer, which moved %d partitions: the sweep should cover its moves", balanced, moves)
+	}
+	// The fleet changes its shape in every tenure seed: resizes of the
+	// partition count and migrations of the ring algorithm, some of them
+	// with their driver stopped mid-way and resumed or aborted by another,
+	// under the same checkers; the nodes' routes and an Observer's are
+	// compared whenever they are at one revision.
+	t.Logf("tenure seeds: %d resizes and %d migrations of the ring algorithm completed (%d interrupted, %d of them aborted), %d unfinished at the end; nodes and an Observer compared %d times at %d revisions: %d disagreements, %d more resolved within %v",
+		resizes, migrations, interrupted, aborted, unfinished, compared, revs, disagreements, transient, agreeSettle)
+	if resizes == 0 || migrations == 0 || interrupted == 0 || aborted == 0 || compared == 0 {
+		t.Errorf("the sweep should cover resizes (%d), migrations (%d), interrupted drivers (%d), aborts (%d) and readers compared (%d)",
+			resizes, migrations, interrupted, aborted, compared)
+	}
+	if len(refusals) > 0 {
+		t.Errorf("shape changes refused: %v", refusals[:min(len(refusals), 5)])
 	}
 	tt := tenure[0]
 	if tt.Runs != nTenure {
@@ -171,5 +197,59 @@ func TestFloorRaisesSchedule(t *testing.T) {
 	cfg.FloorRaises, cfg.Strategy = 0, RedisLock
 	if n, _ := others(NewSchedule(cfg)); n != 0 {
 		t.Fatalf("a baseline's schedule holds %d floor raises", n)
+	}
+}
+
+// TestReshapesSchedule: a tenure strategy's schedule holds
+// Config.Reshapes shape changes in time order, each resize to a count a
+// power of two times the one before it (the count an aborted resize
+// leaves is its start), drawn apart from the other faults; a baseline's
+// holds none, and a negative count turns them off.
+func TestReshapesSchedule(t *testing.T) {
+	cfg := DefaultConfig()
+	split := func(s Schedule) (shape, rest []Fault) {
+		for _, f := range s.Faults {
+			if f.Kind == Resize || f.Kind == Migrate {
+				shape = append(shape, f)
+				continue
+			}
+			rest = append(rest, f)
+		}
+		return shape, rest
+	}
+	kinds := map[FaultKind]int{}
+	for seed := range uint64(40) {
+		cfg.Seed, cfg.Reshapes, cfg.Strategy = seed, 0, Tenure
+		shape, rest := split(NewSchedule(cfg))
+		if len(shape) != cfg.withDefaults().Reshapes {
+			t.Fatalf("seed %d: %d shape changes, want %d", seed, len(shape), cfg.withDefaults().Reshapes)
+		}
+		cur := cfg.Partitions
+		for _, f := range shape {
+			kinds[f.Kind]++
+			if f.Abort {
+				kinds[0]++
+			}
+			if f.Kind != Resize {
+				continue
+			}
+			if f.To == cur || (f.To%cur != 0 && cur%f.To != 0) || !slices.Contains(reshapeCounts(cfg.Partitions), f.To) {
+				t.Fatalf("seed %d: %v from %d partitions", seed, f, cur)
+			}
+			if !f.Abort {
+				cur = f.To
+			}
+		}
+		cfg.Reshapes = -1
+		if none, others := split(NewSchedule(cfg)); len(none) != 0 || !slices.Equal(others, rest) {
+			t.Fatalf("seed %d without shape changes: %v, other faults %v, want %v", seed, none, others, rest)
+		}
+		cfg.Reshapes, cfg.Strategy = 0, RedisLock
+		if shape, _ := split(NewSchedule(cfg)); len(shape) != 0 {
+			t.Fatalf("seed %d: a baseline's schedule holds %v", seed, shape)
+		}
+	}
+	if kinds[Resize] == 0 || kinds[Migrate] == 0 || kinds[0] == 0 {
+		t.Fatalf("40 seeds drew %d resizes, %d migrations, %d aborts", kinds[Resize], kinds[Migrate], kinds[0])
 	}
 }

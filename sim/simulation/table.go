@@ -36,6 +36,12 @@ type Totals struct {
 	Refused int
 	// FloorRaises counts the floors raised by a writer outside the fleet.
 	FloorRaises int
+	// Resizes, Migrations, Interrupted and Aborted count the shape
+	// changes of the fleet (Result); Compared the comparisons of readers
+	// at a revision, Disagreements the keys they disagreed on and
+	// Transient the disagreements resolved within agreeSettle.
+	Resizes, Migrations, Interrupted, Aborted int
+	Compared, Disagreements, Transient        int
 	// Failed lists the replay commands of failing runs.
 	Failed []string
 	// live: the strategy's runs were checked for liveness.
@@ -67,6 +73,13 @@ func (t *Totals) Add(r *Result) {
 	t.Refused += r.Refused
 	t.FloorRaises += r.FloorRaises
 	t.Wall += r.Wall
+	t.Resizes += r.Resizes
+	t.Migrations += r.Migrations
+	t.Interrupted += r.Interrupted
+	t.Aborted += r.Aborted
+	t.Compared += r.Compared
+	t.Disagreements += r.Disagreements
+	t.Transient += r.TransientDisagreements
 	if !r.OK() {
 		t.FailedRuns++
 		t.Failed = append(t.Failed, r.Command())
@@ -75,7 +88,7 @@ func (t *Totals) Add(r *Result) {
 
 // Violations is the number of safety violations counted.
 func (t *Totals) Violations() int64 {
-	return int64(t.StaleWritesAccepted+t.DoubleExecutions+t.EpochRegressions+t.NotLinearizable) + t.LostUpdates
+	return int64(t.StaleWritesAccepted+t.DoubleExecutions+t.EpochRegressions+t.NotLinearizable+t.Disagreements) + t.LostUpdates
 }
 
 // RunSeeds runs seeds [first, first+n) of each strategy on parallel

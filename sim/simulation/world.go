@@ -26,11 +26,16 @@ type world struct {
 	rec   check.Recorder
 	srv   *memetcd.Server
 	nodes []*simNode
-	// ctx ends when the workload stops.
-	ctx context.Context
+	// ctx ends when the workload stops; end when the run ends, which heals
+	// any fault still in force (heals waits for them).
+	ctx   context.Context
+	end   context.Context
+	heals sync.WaitGroup
 	// outsider, if not nil, starts a RaiseFloor fault; nil: the strategy
 	// has no floors to raise.
 	outsider func(context.Context, Fault)
+	// reshape, if not nil, queues a Resize or Migrate.
+	reshape func(Fault)
 
 	mu       sync.Mutex
 	healedAt time.Duration // the last fault's actual end
@@ -189,18 +194,18 @@ func (w *world) inject(ctx context.Context, admin *memetcd.Client) {
 			w.healed(w.now())
 		case Partition:
 			n.cut()
-			go func() {
-				clock.Sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
+			w.heals.Go(func() {
+				clock.Sleep(w.end, w.fc, f.Dur)
 				n.uncut()
 				w.healed(w.now())
-			}()
+			})
 		case Latency:
 			w.srv.SetLatency(n.cli.ID(), f.Latency)
-			go func() {
-				clock.Sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
+			w.heals.Go(func() {
+				clock.Sleep(w.end, w.fc, f.Dur)
 				w.srv.SetLatency(n.cli.ID(), 0)
 				w.healed(w.now())
-			}()
+			})
 		case LoseResponses:
 			w.srv.LoseResponses(n.cli.ID(), f.N)
 			n.mu.Lock()
@@ -208,13 +213,17 @@ func (w *world) inject(ctx context.Context, admin *memetcd.Client) {
 			n.mu.Unlock()
 		case LeaderChange:
 			w.srv.LoseLeader()
-			go func() {
-				clock.Sleep(context.WithoutCancel(ctx), w.fc, f.Dur)
+			w.heals.Go(func() {
+				clock.Sleep(w.end, w.fc, f.Dur)
 				w.srv.LeaderChange()
 				w.healed(w.now())
-			}()
+			})
 		case DropWatches:
 			w.srv.DropWatches(n.cli.ID())
+		case Resize, Migrate:
+			if w.reshape != nil {
+				w.reshape(f)
+			}
 		case RaiseFloor:
 			if w.outsider != nil {
 				w.outsider(context.WithoutCancel(ctx), f)

@@ -1,0 +1,183 @@
+package simulation
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/internal/clock"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/fleet"
+	"github.com/tenure-go/tenure/ownership/ring"
+	"github.com/tenure-go/tenure/sim/memetcd"
+)
+
+// agreeEvery is how often, in virtual time, the readers are compared,
+// and agreeSettle how long a disagreement on a key must persist, at every
+// comparison at one revision, to count.
+const (
+	agreeEvery  = 50 * time.Millisecond
+	agreeSettle = 500 * time.Millisecond
+)
+
+// readers compares, every agreeEvery of virtual time, the owner every
+// node names for each key of the workload with the one a fleet.Observer
+// (on an etcd client of its own) names, whenever the node and the
+// Observer are at one etcd revision: at a revision, every reader must
+// name the same partition, owner and epoch for every key, across planned
+// moves, resizes and migrations. A node names itself only for a claim it
+// serves, and knows its own claims from its transactions before its
+// watch brings them; those are the two differences allowed.
+//
+// A reader's revision is not a consistent cut: it follows the members,
+// claims, drain marks and placements on four watches, and each response
+// raises its revision to the response's header, so a reader at revision R
+// may not have applied yet an event at or below R that another watch is
+// about to bring. A disagreement therefore counts only if it persists,
+// at every comparison at one revision, for agreeSettle; the transient
+// ones are counted apart.
+type readers struct {
+	w     *world
+	nodes []*ownership.Node
+	cli   *memetcd.Client
+	obs   *fleet.Observer
+	stop  context.CancelFunc
+	done  sync.WaitGroup
+
+	mu        sync.Mutex
+	revs      map[int64]bool      // revisions compared
+	compared  int                 // comparisons of a node with the Observer
+	pending   map[agreeKey]agreed // disagreements not yet resolved
+	disagreed []string            // the first disagreements that persisted, in words
+	disagrees int                 // disagreements that persisted
+	transient int                 // disagreements resolved within agreeSettle
+}
+
+// agreeKey is a node and a key of the workload.
+type agreeKey struct {
+	node int
+	key  string
+}
+
+// agreed is a disagreement in progress: since when, and in words.
+type agreed struct {
+	since   time.Duration
+	msg     string
+	counted bool
+}
+
+func startReaders(ctx context.Context, w *world, nodes []*ownership.Node) (*readers, error) {
+	r := &readers{w: w, nodes: nodes, cli: w.srv.NewClient(), revs: map[int64]bool{}, pending: map[agreeKey]agreed{}}
+	rc := ring.DefaultConfig()
+	rc.Partitions = w.cfg.Partitions
+	octx, cancel := clock.WithTimeout(ctx, w.fc, time.Minute)
+	defer cancel()
+	obs, err := fleet.Observe(octx, r.cli, fleet.ObserverConfig{Cluster: cluster, Ring: rc, Clock: w.fc})
+	if err != nil {
+		_ = r.cli.Close()
+		return nil, err
+	}
+	r.obs = obs
+	ctx, r.stop = context.WithCancel(ctx)
+	r.done.Go(func() {
+		for clock.Sleep(ctx, w.fc, agreeEvery) {
+			for i, n := range r.nodes {
+				if !w.nodes[i].crashed.Load() {
+					r.compare(i, n)
+				}
+			}
+		}
+	})
+	return r, nil
+}
+
+// compare compares node n with the Observer if both are at one revision.
+func (r *readers) compare(i int, n *ownership.Node) {
+	rev := n.Status().Revision
+	if rev == 0 || r.obs.Revision() != rev {
+		return
+	}
+	bad := map[string]string{}
+	for k := range r.w.cfg.Keys {
+		key := keyName(k)
+		rn, ro := n.Lookup(key), r.obs.Lookup(key)
+		switch {
+		case ro.Owner == n.ID() && !rn.Local && rn.Partition == ro.Partition:
+			continue // its own claim, not served: it routes to the next owner
+		case rn.Owner == n.ID() && rn.Epoch > rev && rn.Partition == ro.Partition:
+			continue // its own claim, known from its transaction before its watch brings it
+		}
+		if rn.Partition != ro.Partition || rn.Epoch != ro.Epoch || (ro.Epoch != 0 && rn.Owner != ro.Owner) {
+			st := n.Status()
+			bad[key] = fmt.Sprintf("at revision %d (%v), %s: %s names p%d %s@%d (local %v; live %v, ready %v, serves %v), the Observer p%d %s@%d; etcd: %s",
+				rev, r.w.now(), key, n.ID(), rn.Partition, rn.Owner, rn.Epoch, rn.Local, st.Live, st.Ready, st.Partitions, ro.Partition, ro.Owner, ro.Epoch,
+				r.claimAt(ro.Partition, rev))
+		}
+	}
+	// Both views must still be at rev, or the routes may come from
+	// another one.
+	if n.Status().Revision != rev || r.obs.Revision() != rev {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.compared++
+	r.revs[rev] = true
+	now := r.w.now()
+	for k := range r.w.cfg.Keys {
+		ak := agreeKey{i, keyName(k)}
+		msg, ok := bad[ak.key]
+		p, was := r.pending[ak]
+		switch {
+		case !ok && was:
+			if !p.counted {
+				r.transient++
+			}
+			delete(r.pending, ak)
+		case ok && !was:
+			r.pending[ak] = agreed{since: now, msg: msg}
+		case ok && !p.counted && now-p.since >= agreeSettle:
+			p.counted = true
+			r.pending[ak] = p
+			r.disagrees++
+			if len(r.disagreed) < 5 {
+				r.disagreed = append(r.disagreed, fmt.Sprintf("for %v from %s", now-p.since, p.msg))
+			}
+		}
+	}
+}
+
+// claimAt says what etcd held at revision rev as partition p's claim.
+func (r *readers) claimAt(p int, rev int64) string {
+	ctx, cancel := clock.WithTimeout(context.Background(), r.w.fc, time.Second)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, keys.New(cluster).Claim(p), clientv3.WithRev(rev))
+	switch {
+	case err != nil:
+		return err.Error()
+	case len(resp.Kvs) == 0:
+		return fmt.Sprintf("no claim of p%d", p)
+	}
+	return fmt.Sprintf("claim of p%d %q created at %d", p, resp.Kvs[0].Value, resp.Kvs[0].CreateRevision)
+}
+
+// result returns the comparisons made, the revisions they covered, the
+// disagreements that persisted and the first of them in words, and the
+// transient ones.
+func (r *readers) result() (compared, revs, disagrees int, first []string, transient int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.compared, len(r.revs), r.disagrees, r.disagreed, r.transient
+}
+
+// close stops the comparisons.
+func (r *readers) close() {
+	r.stop()
+	r.done.Wait()
+	r.obs.Close()
+	_ = r.cli.Close()
+}
