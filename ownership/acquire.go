@@ -70,13 +70,16 @@ func (l *loop) claimed(m claimDone) {
 				l.awaitShape(m.out[i].seen)
 				continue
 			}
-			l.n.report.claimConflict(p)
-			l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(m.out[i].kv))
+			c := fleetview.ClaimOf(m.out[i].kv)
+			if c.Owner != l.n.id || c.Lease != m.w.lease { // else handed over to this node meanwhile
+				l.n.report.claimConflict(p)
+			}
+			l.fleet.SetClaim(p, m.rev, c)
 			continue
 		}
 		// Unless the watch delivered a later state (the claim gone again),
 		// the claim created at rev is ours.
-		l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, m.w.since)), CreateRevision: m.rev, Lease: int64(m.w.lease)}))
+		l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, m.w.since)), CreateRevision: m.rev, ModRevision: m.rev, Lease: int64(m.w.lease)}))
 		if l.fleet.Claims[p].Epoch == m.rev {
 			l.adopt(p, m.rev, prepared[i], m.w.shape)
 		}

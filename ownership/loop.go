@@ -23,7 +23,8 @@ type loop struct {
 	stopWatch context.CancelFunc
 	resyncing bool // the watch ended; a listing is on its way
 
-	batch          int // partitions per transaction
+	batch          int  // partitions per transaction
+	handoverAsked  bool // this generation asked the fleet to record the handover feature (handover.go)
 	claimsInFlight int
 	claimHold      bool
 	claimAttempt   int

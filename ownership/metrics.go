@@ -84,7 +84,7 @@ func newNodeMetrics(n *Node, o *report) (*nodeMetrics, error) {
 		}),
 		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "handoff_duration_seconds",
-			Help:    "Planned releases (moved or closed) whose claim this node deleted: time from the moment the partition stopped admitting work (in-flight work draining included) to the deletion of its claim.",
+			Help:    "Planned releases (moved or closed) whose claim this node deleted or handed over to the next owner: time from the moment the partition stopped admitting work (in-flight work draining included) to the transaction that deleted or handed over its claim.",
 			Buckets: handoffBuckets,
 		}),
 		prepare: prometheus.NewHistogramVec(prometheus.HistogramOpts{

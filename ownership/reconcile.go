@@ -25,7 +25,8 @@ func (l *loop) reconcile() {
 			c := l.fleet.Claims[p]
 			switch {
 			case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease:
-				// Ours, without a tenure: a claim transaction whose
+				// Ours, without a tenure: handed over to this node by its
+				// holder (handover.go), or a claim transaction whose
 				// response was lost but which committed.
 				l.adopt(p, c.Epoch, time.Time{}, nil)
 			case c.Epoch != 0 && c.Owner == l.n.id:

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/nilness"
 )
 
@@ -28,7 +29,7 @@ func ClaimGuard(claimKey string, t fence.Token) (clientv3.Cmp, error) {
 	if claimKey == "" {
 		return clientv3.Cmp{}, fmt.Errorf("%w: empty claim key", ErrInvalidKey)
 	}
-	return clientv3.Compare(clientv3.CreateRevision(claimKey), "=", t.Epoch), nil
+	return keys.ClaimAt(claimKey, t.Epoch), nil
 }
 
 // ClaimGuarded runs ops in one transaction that lands only while the claim
@@ -57,7 +58,7 @@ func ClaimGuarded(ctx context.Context, kv clientv3.KV, claimKey string, t fence.
 	if !resp.Succeeded {
 		var cur int64 // the epoch of the claim that stands now, 0 if none
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			cur = kvs[0].CreateRevision
+			cur = keys.ClaimEpoch(kvs[0])
 		}
 		return nil, &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: cur}
 	}
