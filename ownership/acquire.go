@@ -66,8 +66,12 @@ func (l *loop) claimed(m claimDone) {
 	for i, p := range m.batch {
 		if !m.out[i].ok {
 			if m.out[i].kv == nil {
-				// Unclaimed: the node's shape of the fleet was stale.
+				// Unclaimed: the node's shape of the fleet was stale. A
+				// prepared partition stays prepared for the next claim.
 				l.awaitShape(m.out[i].seen)
+				if !prepared[i].IsZero() {
+					l.warm[p] = prepared[i]
+				}
 				continue
 			}
 			c := fleetview.ClaimOf(m.out[i].kv)

@@ -34,8 +34,11 @@
 //
 // For each partition the ring gives it and nobody claims, a node creates the
 // claim claims/<p> with If(CreateRevision == 0), bound to its lease, many
-// partitions per transaction. The epoch is the claim's CreateRevision, so
-// epochs of successive owners strictly increase. Before any work runs under
+// partitions per transaction. The epoch is the claim's ModRevision: a
+// claim is written only when its holder changes (created, or handed over
+// by its holder, step 8 below), so epochs of successive owners strictly
+// increase, and every reader (node, Observer, Client, the stores' claim
+// guards) reads it so. Before any work runs under
 // a new epoch, the node advances every Fencer (the stores' fence floors) to
 // it; then it calls OnAcquired, and it admits work once OnAcquired has
 // returned, so that state the callback loads is in place before the first
@@ -84,14 +87,25 @@
 //	      Config.DrainTimeout passed (logged): context
 //	      cancelled (ErrMoved, ErrClosed), OnReleased called
 //	8     OnReleased returned, or the drain timeout of 7      deleting     Releasing      no
-//	      passed: claim deleted, If(CreateRevision == epoch)
-//	9     claim deleted; the next owner claims (its step 1)   idle         not the owner  no
+//	      passed: claim handed over to the next owner, or
+//	      deleted, If(ModRevision == epoch) (see below)
+//	9     claim handed over (the next owner fences it: its    idle         not the owner  no
+//	      step 2), or deleted (the next owner claims: its
+//	      step 1)
 //	loss  at any step from 1 to 8: the session ended, its     idle         SessionLost,   no
 //	      safe deadline passed, or someone else deleted                    or not the
 //	      the claim: context cancelled at once (ErrLost),                  owner
 //	      no more work admitted; OnReleased called
 //	      (ErrLost) if OnAcquired was, after it; the
 //	      claim goes with the lease (if no one deleted it)
+//
+// At step 8, once the spec requires the "handover" feature, the holder
+// puts the claim with the next owner's ID, bound to its lease, If(its own
+// claim at its epoch, the next owner's member key on that lease, the spec
+// unchanged): a move is one etcd write, at a higher epoch. Refused (the
+// next owner left), during a resize, or without the feature, it deletes
+// the claim. A node records the feature on a planned release once every
+// member publishes it, so older builds are refused at Join from then on.
 //
 // Callbacks run one at a time, in this order: OnAcquired always precedes
 // the OnReleased of its tenure, also when the tenure ends while OnAcquired

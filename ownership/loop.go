@@ -41,7 +41,7 @@ type loop struct {
 	prepRunning    map[int]*preparation // by partition: the last preparation whose OnPrepare may still run
 	pendingReady   []readyPut           // readiness keys to put
 	pendingUnready []int                // readiness keys of this node to delete
-	warm           map[int]time.Time    // by partition being claimed: when it was prepared, if it was
+	warm           map[int]time.Time    // by partition being claimed (or to claim again once the shape is known): when it was prepared, if it was
 
 	// vanished are served tenures that ended because their claims
 	// disappeared while the session looked alive; memberGone reports the

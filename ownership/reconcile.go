@@ -23,6 +23,9 @@ func (l *loop) reconcile() {
 		switch rec.phase {
 		case phaseIdle:
 			c := l.fleet.Claims[p]
+			if c.Epoch != 0 && len(l.warm) > 0 {
+				delete(l.warm, p) // claimed meanwhile: what was prepared is for an earlier holder
+			}
 			switch {
 			case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease:
 				// Ours, without a tenure: handed over to this node by its

@@ -12,12 +12,13 @@ import (
 )
 
 // ClaimGuard returns the comparison that holds iff the claim or leadership
-// key claimKey still stands as the one that issued t: its CreateRevision
-// equals t.Epoch. Put it in the If of your own transaction; the transaction's
+// key claimKey still stands as the one that issued t: its ModRevision
+// equals t.Epoch (a claim's epoch, which a hand-over to the next owner
+// raises; a leadership key is not rewritten while its term lasts). Put it in the If of your own transaction; the transaction's
 // Then branch then runs only while the writer still holds its claim, however
 // long it was paused before sending. To report a refusal as ClaimGuarded
 // does, add clientv3.OpGet(claimKey) to the Else branch and return a
-// *fence.StaleError for t whose Current is the CreateRevision of the claim
+// *fence.StaleError for t whose Current is the ModRevision of the claim
 // it reads (0 if none).
 //
 // It returns an error wrapping fence.ErrInvalidToken for an invalid token,
@@ -35,7 +36,7 @@ func ClaimGuard(claimKey string, t fence.Token) (clientv3.Cmp, error) {
 // ClaimGuarded runs ops in one transaction that lands only while the claim
 // (or leadership key) claimKey still stands as the one that issued t:
 //
-//	If(CreateRevision(claimKey) = t.Epoch) Then(ops...) Else(Get(claimKey))
+//	If(ModRevision(claimKey) = t.Epoch) Then(ops...) Else(Get(claimKey))
 //
 // It returns the transaction's response if it landed, or a
 // *fence.StaleError (errors.Is fence.ErrStale) whose Current is the epoch of

@@ -5,7 +5,8 @@
 //
 // The claim-bound guard, ClaimGuard, is a clientv3.Cmp that holds iff the
 // claim (or leadership key) that issued a token still stands: its
-// CreateRevision equals the token's epoch. Put it in the If of your own
+// ModRevision equals the token's epoch (a claim's epoch; a claim handed
+// over to the next owner is rewritten, and its ModRevision rises). Put it in the If of your own
 // transaction and the transaction lands only while its writer still holds
 // the claim. It is the strongest check etcd offers and keeps no state.
 // ClaimGuarded runs such a transaction for given operations and turns a
