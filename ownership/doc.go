@@ -371,10 +371,12 @@
 // timeout" (Warn; count, partitions, epochs, timeout) when partitions
 // admit work before their OnAcquired returned; "released N partitions"
 // once
-// per move batch (reason moved or closed), when its last claim is deleted,
-// with prepare, the longest prepare phase (start of the move to the end of
-// admission), warm and cold, how many successors were ready or timed out,
-// and handoff, how long it took from the end of admission; "session lost:
+// per move batch (reason moved or closed), when its last claim is deleted
+// or handed over (handed_over: how many were), with prepare, the longest
+// prepare phase (start of the move to the end of admission), warm and
+// cold, how many successors were ready or timed out, and handoff, how
+// long it took from the end of admission; "the fleet requires the
+// handover feature" once a node recorded it; "session lost:
 // released N partitions" (Warn; cause, as counted); "forced release
 // observed" (Warn, one line per batch of claims); drain and undrain
 // observed; fence rejection (a fencer's fence.ErrStale: partition, scope,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -16,6 +17,7 @@ import (
 	"github.com/tenure-go/tenure/fence/etcdfence"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -105,11 +107,23 @@ func TestHandoverOneWrite(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)
 	const P, name = 64, "handover"
-	n1 := join(t, cli, testConfig(t, name, "n1", P))
+	cfg1 := testConfig(t, name, "n1", P)
+	buf := &testsupport.Buffer{}
+	cfg1.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: buf, JSONFormat: true})
+	n1 := join(t, cli, cfg1)
 	waitStable(t, 30*time.Second, n1)
 	n2 := join(t, cli, testConfig(t, name, "n2", P))
 	waitStable(t, 30*time.Second, n1, n2)
 	waitRequires(t, cli, name, fleetview.FeatureHandover)
+	waitLogged(t, buf, 20*time.Second, func(lines []map[string]any) error {
+		if findLog(lines, "the fleet requires the handover feature", map[string]any{"node": "n1"}) == nil {
+			return fmt.Errorf("no line of the record")
+		}
+		if findLog(lines, "released ", map[string]any{"node": "n1", "reason": "moved", "handed_over": 0}) == nil {
+			return fmt.Errorf("no released line of the first move, by deletion")
+		}
+		return nil
+	})
 
 	before := etcdClaims(t, cli, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -153,6 +167,14 @@ func TestHandoverOneWrite(t *testing.T) {
 		}
 	}
 	require.Positive(t, moved, "the join moved partitions to n3")
+	waitLogged(t, buf, 20*time.Second, func(lines []map[string]any) error {
+		for _, l := range findLogs(lines, "released ", map[string]any{"node": "n1", "reason": "moved"}) {
+			if h, _ := l["handed_over"].(float64); h > 0 && h == l["count"] {
+				return nil
+			}
+		}
+		return fmt.Errorf("no released line whose partitions were all handed over")
+	})
 	assert.LessOrEqual(t, len(revs), 6, "%d partitions handed over in %d revisions", moved, len(revs))
 	t.Logf("join: %d partitions handed over in %d revisions", moved, len(revs))
 
