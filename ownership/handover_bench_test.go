@@ -61,9 +61,9 @@ func benchMove(b *testing.B, handover bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	holder := func() string { return n1.LookupPartition(p).Owner }
+	holder := n1.LookupPartition(p).Owner // stable: then each move's end is awaited
 	drain := func() {
 		for {
 			select {
@@ -76,9 +76,10 @@ func benchMove(b *testing.B, handover bool) {
 	}
 	move := func() time.Duration {
 		to := "n1"
-		if holder() == "n1" {
+		if holder == "n1" {
 			to = "n2"
 		}
+		holder = to
 		if _, err := op.Pin(ctx, p, to, fleet.Action{Actor: "bench", Reason: "move"}); err != nil {
 			b.Fatal(err)
 		}
@@ -87,7 +88,10 @@ func benchMove(b *testing.B, handover bool) {
 			select {
 			case rel = <-released:
 			case acq := <-acquired:
-				if rel.IsZero() {
+				if rel.IsZero() { // both were ready: select took this one
+					rel = <-released
+				}
+				if acq.Before(rel) {
 					b.Fatal("acquired before the release")
 				}
 				return acq.Sub(rel)
