@@ -99,13 +99,11 @@
 //	      (ErrLost) if OnAcquired was, after it; the
 //	      claim goes with the lease (if no one deleted it)
 //
-// At step 8, once the spec requires the "handover" feature, the holder
-// puts the claim with the next owner's ID, bound to its lease, If(its own
-// claim at its epoch, the next owner's member key on that lease, the spec
-// unchanged): a move is one etcd write, at a higher epoch. Refused (the
-// next owner left), during a resize, or without the feature, it deletes
-// the claim. A node records the feature on a planned release once every
-// member publishes it, so older builds are refused at Join from then on.
+// At step 8, once the spec requires the "handover" feature (a node records
+// it once every member publishes it), the holder puts the claim with the
+// next owner's ID and lease, If(its claim at its epoch, the next owner's
+// member key on that lease, the spec unchanged): one etcd write. Refused,
+// during a resize, or without the feature, it deletes the claim.
 //
 // Callbacks run one at a time, in this order: OnAcquired always precedes
 // the OnReleased of its tenure, also when the tenure ends while OnAcquired
@@ -292,7 +290,7 @@
 //	tenure_partition_acquisitions_total         counter            partitions acquired (claimed, fenced; OnAcquired queued)
 //	tenure_partition_releases_total             counter    reason  served tenures ended, by OnReleased's reason: moved, lost or closed
 //	tenure_partition_claim_conflicts_total      counter            claims beaten by another node's claim (contention)
-//	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission (drain included) to the claim's deletion
+//	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission (drain included) to the claim's hand-over or deletion
 //	tenure_partition_prepare_duration_seconds   histogram  outcome planned release: start of the move to the end of admission, the successor preparing: warm (ready) or cold
 //	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: from seeing the partition assigned to it and claimed by no other node to acquiring it (claimed, fenced)
 //	tenure_partition_acquired_timeouts_total    counter            tenures admitted before their OnAcquired returned: Config.AcquiredTimeout passed
