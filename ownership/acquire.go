@@ -125,6 +125,7 @@ func (l *loop) resumeClaims() {
 // partitions it replaced are retired all the same.
 func (l *loop) adopt(p int, epoch int64, prepared time.Time, claimedIn *fleetview.Shape) {
 	m := claimedIn
+	delete(l.handed, p)
 	if !l.mine(p) {
 		l.startDelete(p, epoch, nil)
 		return

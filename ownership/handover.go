@@ -24,6 +24,13 @@ import (
 // its lease ended) falls back to deleting the claim; a crash is still a
 // failover.
 //
+// The successor's view of the fleet comes from several watches, so it may
+// see the claim handed to it before the change that gives it the
+// partition (the leaving holder's member key deleted, a pin): a claim
+// handed over to a node that its view does not give it is kept, unserved,
+// for handedGrace before the node deletes it, so that a view a moment
+// behind costs no second move.
+//
 // A build that reads a claim's epoch as its CreateRevision must not meet a
 // handed-over claim, so the holder hands over only once the spec requires
 // the handover feature, which refuses such builds at Join. The holder of a
@@ -40,8 +47,8 @@ func (l *loop) handsOver() bool {
 
 // handTo returns the successor the claim of p (rec, queued for deletion)
 // is handed over to: for a planned release whose hand-over has not been
-// refused, the node the ring gives p, with its member's lease, outside a
-// resize; the zero successor otherwise.
+// refused, the node the ring gives p (without this node, if it closes),
+// with its member's lease, outside a resize; the zero successor otherwise.
 func (l *loop) handTo(p int, rec *record) successor {
 	if rec.handoff == nil || rec.direct {
 		return successor{}
@@ -54,6 +61,9 @@ func (l *loop) handTo(p int, rec *record) successor {
 		return successor{}
 	}
 	id, ok := l.fleet.Owner(p)
+	if l.closing && id == l.n.id { // its view may not show its member key deleted yet
+		id, ok = l.fleet.OwnerWithout(p, l.n.id)
+	}
 	if !ok || id == l.n.id {
 		return successor{}
 	}
@@ -111,4 +121,41 @@ func (l *loop) handoverRefused(p int, rec *record, s successor) {
 	l.n.log.Debug("hand-over refused: deleting the claim", "partition", p, "epoch", rec.epoch, "successor", s.id)
 	l.transition(p, &record{phase: phaseDeleting, epoch: rec.epoch, handoff: rec.handoff, direct: true}, 0)
 	l.pendingDeletes = append(l.pendingDeletes, p)
+}
+
+// handedGrace is how long a node keeps a claim handed over to it that its
+// view of the fleet does not give it, unserved, before it deletes it.
+const handedGrace = 500 * time.Millisecond
+
+// handedClaim is a claim handed over to this node at epoch that its view
+// did not give it; over once handedGrace has passed.
+type handedClaim struct {
+	epoch int64
+	over  bool
+}
+
+// graceOver reports whether the claim of p at epoch, this node's and not
+// given it by its view, has been kept for handedGrace; it starts the wait
+// if not.
+func (l *loop) graceOver(p int, epoch int64) bool {
+	h, ok := l.handed[p]
+	if ok && h.epoch == epoch {
+		return h.over
+	}
+	l.handed[p] = handedClaim{epoch: epoch}
+	l.n.after(l.gen, handedGrace, handedGraceOver{p: p, epoch: epoch})
+	return false
+}
+
+// handedGraceOver ends the grace of the claim of p at epoch.
+type handedGraceOver struct {
+	p     int
+	epoch int64
+}
+
+func (m handedGraceOver) deliver(l *loop) {
+	if h, ok := l.handed[m.p]; ok && h.epoch == m.epoch {
+		l.handed[m.p] = handedClaim{epoch: m.epoch, over: true}
+		l.dirty = true
+	}
 }

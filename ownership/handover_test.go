@@ -188,7 +188,7 @@ func TestHandoverOneWrite(t *testing.T) {
 	revs = map[int64]bool{}
 	for _, p := range held {
 		for _, ev := range evs[p] {
-			assert.Equal(t, mvccpb.PUT, ev.Type, "partition %d: handed over on leave", p)
+			assert.Equal(t, mvccpb.PUT, ev.Type, "partition %d: handed over on leave: %v", p, evs[p])
 			revs[ev.Kv.ModRevision] = true
 		}
 	}

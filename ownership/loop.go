@@ -23,8 +23,11 @@ type loop struct {
 	stopWatch context.CancelFunc
 	resyncing bool // the watch ended; a listing is on its way
 
-	batch          int  // partitions per transaction
-	handoverAsked  bool // this generation asked the fleet to record the handover feature (handover.go)
+	batch         int  // partitions per transaction
+	handoverAsked bool // this generation asked the fleet to record the handover feature (handover.go)
+	// handed holds, by partition, a claim handed over to this node that
+	// its view does not give it (yet): kept for handedGrace (handover.go).
+	handed         map[int]handedClaim
 	claimsInFlight int
 	claimHold      bool
 	claimAttempt   int
@@ -84,6 +87,7 @@ func newLoop(n *Node) *loop {
 		ready:       map[readyKey]int64{},
 		prepRunning: map[int]*preparation{},
 		warm:        map[int]time.Time{},
+		handed:      map[int]handedClaim{},
 
 		groupsInFlight: map[int]bool{},
 		movingSeen:     map[int]time.Time{},

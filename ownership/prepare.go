@@ -103,8 +103,10 @@ func (l *loop) prepared(m prepareDone) {
 func (l *loop) reconcilePrepare(p int, rec *record, canClaim bool) (claim bool) {
 	c := l.fleet.Claims[p]
 	switch {
-	case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease:
+	case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease && l.mine(p):
 		l.adopt(p, c.Epoch, l.endPrepare(p, rec), l.fleet.Shape)
+	case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease && !l.closing && !l.graceOver(p, c.Epoch):
+		// Handed over before this node's view gives it p: kept prepared.
 	case l.closing:
 		l.callOff(p, rec, ErrClosed)
 	case !l.mine(p) || l.resyncing || c.Epoch != 0 && c.Epoch != rec.prep.epoch:

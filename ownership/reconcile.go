@@ -31,7 +31,9 @@ func (l *loop) reconcile() {
 				// Ours, without a tenure: handed over to this node by its
 				// holder (handover.go), or a claim transaction whose
 				// response was lost but which committed.
-				l.adopt(p, c.Epoch, time.Time{}, nil)
+				if l.mine(p) || l.graceOver(p, c.Epoch) {
+					l.adopt(p, c.Epoch, time.Time{}, nil)
+				}
 			case c.Epoch != 0 && c.Owner == l.n.id:
 				// Left by an earlier session of this node, whose work has
 				// been cancelled.
