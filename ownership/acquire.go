@@ -70,17 +70,24 @@ func (l *loop) claimed(m claimDone) {
 		if !m.out[i].ok {
 			l.n.trace.claimEnded(p, "claim not made")
 			if m.out[i].kv == nil {
-				// Unclaimed: the node's shape of the fleet was stale.
+				// Unclaimed: the node's shape of the fleet was stale. A
+				// prepared partition stays prepared for the next claim.
 				l.awaitShape(m.out[i].seen)
+				if !prepared[i].IsZero() {
+					l.warm[p] = prepared[i]
+				}
 				continue
 			}
-			l.n.report.claimConflict(p)
-			l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(m.out[i].kv))
+			c := fleetview.ClaimOf(m.out[i].kv)
+			if c.Owner != l.n.id || c.Lease != m.w.lease { // else handed over to this node meanwhile
+				l.n.report.claimConflict(p)
+			}
+			l.fleet.SetClaim(p, m.rev, c)
 			continue
 		}
 		// Unless the watch delivered a later state (the claim gone again),
 		// the claim created at rev is ours.
-		l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, m.w.since)), CreateRevision: m.rev, Lease: int64(m.w.lease)}))
+		l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, m.w.since)), CreateRevision: m.rev, ModRevision: m.rev, Lease: int64(m.w.lease)}))
 		if l.fleet.Claims[p].Epoch == m.rev {
 			l.adopt(p, m.rev, prepared[i], m.w.shape)
 		}
@@ -122,6 +129,7 @@ func (l *loop) resumeClaims() {
 // partitions it replaced are retired all the same.
 func (l *loop) adopt(p int, epoch int64, prepared time.Time, claimedIn *fleetview.Shape) {
 	m := claimedIn
+	delete(l.handed, p)
 	if !l.mine(p) {
 		l.startDelete(p, epoch, nil)
 		return

@@ -156,8 +156,8 @@ type Callbacks struct {
 	// is called once in-flight work has drained (or the
 	// drain timed out) and the partition's context has been cancelled,
 	// and, unless it takes longer than what remains of the drain timeout,
-	// it returns before the claim is deleted and the next owner can take
-	// over.
+	// it returns before the claim is deleted (or handed over to the next
+	// owner) and the next owner can take over.
 	OnReleased func(e Event)
 	// OnPrepare is called with an EventPrepare when a planned move makes
 	// this node the next owner of e.Partition while e.Holder still serves

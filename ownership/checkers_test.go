@@ -16,9 +16,9 @@ import (
 )
 
 // claimChecker watches a cluster's claims from revision 1 and checks, at
-// every revision, that no claim is ever overwritten (so there is at most one
-// claim per partition: claims are only created with CreateRevision == 0 and
-// then deleted) and that the epochs of successive claims of a partition
+// every revision, that a claim is only created (CreateRevision == 0) or
+// handed over to another holder, never rewritten by its holder, and that
+// the epochs (keys.ClaimEpoch) of successive claims of a partition
 // strictly increase.
 type claimChecker struct {
 	layout keys.Layout
@@ -93,21 +93,24 @@ func (k *claimChecker) apply(events []*clientv3.Event) {
 			delete(k.cur, p)
 			continue
 		}
+		epoch, owner := keys.ClaimEpoch(kv), keys.DecodeClaim(kv.Value).Node
 		if e, live := k.cur[p]; live {
-			k.violate("rev %d: claim %d written while claim of epoch %d exists (value %q, version %d)", kv.ModRevision, p, e, kv.Value, kv.Version)
-		}
-		if kv.CreateRevision != kv.ModRevision || kv.Version != 1 {
+			// Only a hand-over rewrites a claim: to another holder.
+			if prev := k.created[fmt.Sprintf("%d@%d", p, e)]; prev == owner {
+				k.violate("rev %d: claim %d of %s rewritten by its holder at epoch %d (value %q, version %d)", kv.ModRevision, p, owner, e, kv.Value, kv.Version)
+			}
+		} else if kv.CreateRevision != kv.ModRevision || kv.Version != 1 {
 			k.violate("rev %d: claim %d modified, not created: create %d version %d", kv.ModRevision, p, kv.CreateRevision, kv.Version)
 		}
 		if kv.Lease == 0 {
 			k.violate("rev %d: claim %d without a lease", kv.ModRevision, p)
 		}
-		if e := k.last[p]; kv.CreateRevision <= e {
-			k.violate("rev %d: claim %d epoch %d not above previous epoch %d", kv.ModRevision, p, kv.CreateRevision, e)
+		if e := k.last[p]; epoch <= e {
+			k.violate("rev %d: claim %d epoch %d not above previous epoch %d", kv.ModRevision, p, epoch, e)
 		}
-		k.cur[p] = kv.CreateRevision
-		k.last[p] = kv.CreateRevision
-		k.created[fmt.Sprintf("%d@%d", p, kv.CreateRevision)] = keys.DecodeClaim(kv.Value).Node
+		k.cur[p] = epoch
+		k.last[p] = epoch
+		k.created[fmt.Sprintf("%d@%d", p, epoch)] = owner
 	}
 }
 

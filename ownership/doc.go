@@ -34,8 +34,11 @@
 //
 // For each partition the ring gives it and nobody claims, a node creates the
 // claim claims/<p> with If(CreateRevision == 0), bound to its lease, many
-// partitions per transaction. The epoch is the claim's CreateRevision, so
-// epochs of successive owners strictly increase. Before any work runs under
+// partitions per transaction. The epoch is the claim's ModRevision: a
+// claim is written only when its holder changes (created, or handed over
+// by its holder, step 8 below), so epochs of successive owners strictly
+// increase, and every reader (node, Observer, Client, the stores' claim
+// guards) reads it so. Before any work runs under
 // a new epoch, the node advances every Fencer (the stores' fence floors) to
 // it; then it calls OnAcquired, and it admits work once OnAcquired has
 // returned, so that state the callback loads is in place before the first
@@ -84,14 +87,23 @@
 //	      Config.DrainTimeout passed (logged): context
 //	      cancelled (ErrMoved, ErrClosed), OnReleased called
 //	8     OnReleased returned, or the drain timeout of 7      deleting     Releasing      no
-//	      passed: claim deleted, If(CreateRevision == epoch)
-//	9     claim deleted; the next owner claims (its step 1)   idle         not the owner  no
+//	      passed: claim handed over to the next owner, or
+//	      deleted, If(ModRevision == epoch) (see below)
+//	9     claim handed over (the next owner fences it: its    idle         not the owner  no
+//	      step 2), or deleted (the next owner claims: its
+//	      step 1)
 //	loss  at any step from 1 to 8: the session ended, its     idle         SessionLost,   no
 //	      safe deadline passed, or someone else deleted                    or not the
 //	      the claim: context cancelled at once (ErrLost),                  owner
 //	      no more work admitted; OnReleased called
 //	      (ErrLost) if OnAcquired was, after it; the
 //	      claim goes with the lease (if no one deleted it)
+//
+// At step 8, once the spec requires the "handover" feature (a node records
+// it once every member publishes it), the holder puts the claim with the
+// next owner's ID and lease, If(its claim at its epoch, the next owner's
+// member key on that lease, the spec unchanged): one etcd write. Refused,
+// during a resize, or without the feature, it deletes the claim.
 //
 // Callbacks run one at a time, in this order: OnAcquired always precedes
 // the OnReleased of its tenure, also when the tenure ends while OnAcquired
@@ -278,7 +290,7 @@
 //	tenure_partition_acquisitions_total         counter            partitions acquired (claimed, fenced; OnAcquired queued)
 //	tenure_partition_releases_total             counter    reason  served tenures ended, by OnReleased's reason: moved, lost or closed
 //	tenure_partition_claim_conflicts_total      counter            claims beaten by another node's claim (contention)
-//	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission (drain included) to the claim's deletion
+//	tenure_partition_handoff_duration_seconds   histogram          planned release (moved, closed): end of admission (drain included) to the claim's hand-over or deletion
 //	tenure_partition_prepare_duration_seconds   histogram  outcome planned release: start of the move to the end of admission, the successor preparing: warm (ready) or cold
 //	tenure_partition_unowned_duration_seconds   histogram          at each acquisition: from seeing the partition assigned to it and claimed by no other node to acquiring it (claimed, fenced)
 //	tenure_partition_acquired_timeouts_total    counter            tenures admitted before their OnAcquired returned: Config.AcquiredTimeout passed
@@ -357,10 +369,12 @@
 // timeout" (Warn; count, partitions, epochs, timeout) when partitions
 // admit work before their OnAcquired returned; "released N partitions"
 // once
-// per move batch (reason moved or closed), when its last claim is deleted,
-// with prepare, the longest prepare phase (start of the move to the end of
-// admission), warm and cold, how many successors were ready or timed out,
-// and handoff, how long it took from the end of admission; "session lost:
+// per move batch (reason moved or closed), when its last claim is deleted
+// or handed over (handed_over: how many were), with prepare, the longest
+// prepare phase (start of the move to the end of admission), warm and
+// cold, how many successors were ready or timed out, and handoff, how
+// long it took from the end of admission; "the fleet requires the
+// handover feature" once a node recorded it; "session lost:
 // released N partitions" (Warn; cause, as counted); "forced release
 // observed" (Warn, one line per batch of claims); drain and undrain
 // observed; fence rejection (a fencer's fence.ErrStale: partition, scope,

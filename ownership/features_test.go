@@ -72,7 +72,9 @@ func TestFeatureGateMixedBuilds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{fleetview.FeaturePlacements, fleetview.FeatureWeightedRing}, st.Requires)
 
-	_, err = Join(ctx, cli, olderBuild(testConfig(t, name, "n3", P), fleetview.FeatureWeightedRing))
+	// (n1, alone, may have recorded the handover feature meanwhile: the
+	// older builds below have it, so that each lacks the one feature named.)
+	_, err = Join(ctx, cli, olderBuild(testConfig(t, name, "n3", P), fleetview.FeatureWeightedRing, fleetview.FeatureHandover))
 	require.ErrorIs(t, err, ring.ErrFeatureUnsupported)
 	assert.Contains(t, err.Error(), `"placements", which this build does not understand`)
 	resp, err := cli.Get(ctx, keys.New(name).Member("n3"))
@@ -80,7 +82,7 @@ func TestFeatureGateMixedBuilds(t *testing.T) {
 	assert.Empty(t, resp.Kvs, "a refused node leaves no member key")
 
 	// A build that lacks the weighted ring is refused by a fleet of it.
-	_, err = Join(ctx, cli, olderBuild(testConfig(t, name, "n4", P), fleetview.FeaturePlacements))
+	_, err = Join(ctx, cli, olderBuild(testConfig(t, name, "n4", P), fleetview.FeaturePlacements, fleetview.FeatureHandover))
 	require.ErrorIs(t, err, ring.ErrFeatureUnsupported)
 	assert.Contains(t, err.Error(), `"weighted_ring", which this build does not understand`)
 	waitStable(t, 30*time.Second, n1)

@@ -23,7 +23,11 @@ type loop struct {
 	stopWatch context.CancelFunc
 	resyncing bool // the watch ended; a listing is on its way
 
-	batch          int // partitions per transaction
+	batch         int  // partitions per transaction
+	handoverAsked bool // this generation asked the fleet to record the handover feature (handover.go)
+	// handed holds, by partition, a claim handed over to this node that
+	// its view does not give it (yet): kept for handedGrace (handover.go).
+	handed         map[int]handedClaim
 	claimsInFlight int
 	claimHold      bool
 	claimAttempt   int
@@ -40,7 +44,7 @@ type loop struct {
 	prepRunning    map[int]*preparation // by partition: the last preparation whose OnPrepare may still run
 	pendingReady   []readyPut           // readiness keys to put
 	pendingUnready []int                // readiness keys of this node to delete
-	warm           map[int]time.Time    // by partition being claimed: when it was prepared, if it was
+	warm           map[int]time.Time    // by partition being claimed (or to claim again once the shape is known): when it was prepared, if it was
 
 	// vanished are served tenures that ended because their claims
 	// disappeared while the session looked alive; memberGone reports the
@@ -83,6 +87,7 @@ func newLoop(n *Node) *loop {
 		ready:       map[readyKey]int64{},
 		prepRunning: map[int]*preparation{},
 		warm:        map[int]time.Time{},
+		handed:      map[int]handedClaim{},
 
 		groupsInFlight: map[int]bool{},
 		movingSeen:     map[int]time.Time{},

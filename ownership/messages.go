@@ -137,6 +137,8 @@ func (m releasedAck) deliver(l *loop) { l.released(m.ts) }
 type deleteDone struct {
 	batch []int
 	recs  []*record
+	to    []successor // by partition: the successor its claim was handed over to; zero: deleted
+	since time.Time   // the claims' since, for those handed over
 	rev   int64
 	out   []outcome
 	err   error

@@ -84,7 +84,7 @@ func newNodeMetrics(n *Node, o *report) (*nodeMetrics, error) {
 		}),
 		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "handoff_duration_seconds",
-			Help:    "Planned releases (moved or closed) whose claim this node deleted: time from the moment the partition stopped admitting work (in-flight work draining included) to the deletion of its claim.",
+			Help:    "Planned releases (moved or closed) whose claim this node deleted or handed over to the next owner: time from the moment the partition stopped admitting work (in-flight work draining included) to the transaction that deleted or handed over its claim.",
 			Buckets: handoffBuckets,
 		}),
 		prepare: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -94,7 +94,7 @@ func newNodeMetrics(n *Node, o *report) (*nodeMetrics, error) {
 		}, []string{"outcome"}),
 		unowned: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: sub, Name: "unowned_duration_seconds",
-			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition went unowned: from the moment this node saw it assigned to it by the ring with no other node's claim (the previous claim deleted, or gone with its lease) to this node acquiring it (claimed and fenced).",
+			Help:    "Observed when this node acquires a partition: how long, as this node saw it, the partition went unowned: from the moment this node saw it assigned to it by the ring with no other node's claim (the previous claim deleted, handed over to this node, or gone with its lease) to this node acquiring it (claimed and fenced).",
 			Buckets: handoffBuckets,
 		}),
 		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -96,12 +96,18 @@ func (l *loop) prepared(m prepareDone) {
 	l.pendingReady = append(l.pendingReady, readyPut{p: m.p, epoch: m.prep.epoch})
 }
 
-// reconcilePrepare moves p, which this node prepares (rec), on: called off
-// if the ring gives it to another node or another claim took the place of
-// the holder's, claimed once the holder's claim is gone (reported true).
+// reconcilePrepare moves p, which this node prepares (rec), on: adopted
+// if the holder handed its claim over to this node (handover.go), called
+// off if the ring gives it to another node or another claim took the
+// place of the holder's, claimed once the holder's claim is gone
+// (reported true).
 func (l *loop) reconcilePrepare(p int, rec *record, canClaim bool) (claim bool) {
 	c := l.fleet.Claims[p]
 	switch {
+	case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease && l.mine(p):
+		l.adopt(p, c.Epoch, l.endPrepare(p, rec), l.fleet.Shape)
+	case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease && !l.closing && !l.graceOver(p, c.Epoch):
+		// Handed over before this node's view gives it p: kept prepared.
 	case l.closing:
 		l.callOff(p, rec, ErrClosed)
 	case !l.mine(p) || l.resyncing || c.Epoch != 0 && c.Epoch != rec.prep.epoch:

@@ -23,11 +23,17 @@ func (l *loop) reconcile() {
 		switch rec.phase {
 		case phaseIdle:
 			c := l.fleet.Claims[p]
+			if c.Epoch != 0 && len(l.warm) > 0 {
+				delete(l.warm, p) // claimed meanwhile: what was prepared is for an earlier holder
+			}
 			switch {
 			case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease:
-				// Ours, without a tenure: a claim transaction whose
+				// Ours, without a tenure: handed over to this node by its
+				// holder (handover.go), or a claim transaction whose
 				// response was lost but which committed.
-				l.adopt(p, c.Epoch, time.Time{}, nil)
+				if l.mine(p) || l.graceOver(p, c.Epoch) {
+					l.adopt(p, c.Epoch, time.Time{}, nil)
+				}
 			case c.Epoch != 0 && c.Owner == l.n.id:
 				// Left by an earlier session of this node, whose work has
 				// been cancelled.

@@ -47,6 +47,7 @@ type record struct {
 	epoch    int64        // deleting, deleteWait: the epoch of the claim to delete
 	attempts int          // failed fencing or deletion attempts in a row
 	handoff  *handoff     // serving with a move, draining to deleteWait: the batch of a planned release (and its reason); nil otherwise
+	direct   bool         // deleting, deleteWait: delete the claim, hand it over to no one (a hand-over was refused, or a deletion failed)
 	prep     *preparation // preparing, ready: this node's preparation
 	move     *move        // serving: the planned move away that waits for the successor's preparation; nil otherwise
 }

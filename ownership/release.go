@@ -20,7 +20,8 @@ type handoff struct {
 	reason  reason            // why its tenures end: reasonMoved or reasonClosed
 	stopped map[int]time.Time // by partition: when it stopped admitting work
 	pending int               // partitions still in the batch
-	done    []int             // partitions whose claims were deleted
+	done    []int             // partitions whose claims were deleted or handed over
+	handed  int               // of done, those handed over to their successors (handover.go)
 	longest time.Duration     // the slowest of them: end of admission to the deletion
 
 	// The prepare phase of its partitions (warm.go): how many the

@@ -162,8 +162,8 @@ func (o *report) acquired(acq []acquisition, lease string) {
 // it queues that OnReleased.
 func (o *report) tenureEnded(t *tenure) { o.m.released(t.reason) }
 
-// handoffDone records one partition of b whose claim was deleted: its
-// handoff took from the end of admission to now.
+// handoffDone records one partition of b whose claim was deleted or
+// handed over: its handoff took from the end of admission to now.
 func (o *report) handoffDone(b *handoff, p int) {
 	d := o.n.clock.Now().Sub(b.stopped[p])
 	o.m.handoffDone(d)
@@ -185,10 +185,12 @@ func (o *report) prepareEnded(b *handoff, m *move, ready bool) {
 }
 
 // handoffEnded logs a handoff batch whose partitions have all left it: one
-// Info line with the partitions whose claims were deleted, how long their
+// Info line with the partitions whose claims were deleted or handed over
+// (handed_over: how many of them were handed over), how long their
 // prepare phase took at most (from the start of the move to the end of
 // admission; warm: successor ready, cold: the warm timeout passed) and how
-// long the batch took from the end of admission to the last deletion.
+// long the batch took from the end of admission to the last deletion or
+// hand-over.
 // Partitions lost meanwhile are told by the loss's own line.
 func (o *report) handoffEnded(b *handoff, lease string) {
 	if len(b.done) == 0 {
@@ -196,7 +198,7 @@ func (o *report) handoffEnded(b *handoff, lease string) {
 	}
 	o.n.log.Info("released "+partitionCount(len(b.done)), "reason", b.reason.String(), "count", len(b.done),
 		"partitions", partitionRanges(b.done), "lease", lease, "prepare", b.prepare, "warm", b.warm, "cold", b.cold,
-		"handoff", b.longest)
+		"handoff", b.longest, "handed_over", b.handed)
 }
 
 // sessionLost logs, in one Warn line, the tenures ts that ended with the

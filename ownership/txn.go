@@ -83,27 +83,38 @@ func (n *Node) claimTxn(ctx context.Context, w claimWrite, ps []int) (int64, []o
 	return n.batchTxn(ctx, ops)
 }
 
-// deleteTxn deletes the claims of ps whose epochs are still epochs[i], in
-// one transaction that also makes the put put (the node's handoff key,
-// nospace.go), so that etcd refuses the deletions whenever it refuses
-// puts.
-func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64, put clientv3.Op) (int64, []outcome, error) {
-	return n.condTxn(ctx, ps, func(i int) int64 { return epochs[i] }, func(k string) clientv3.Op { return clientv3.OpDelete(k) }, put)
+// successor is the next owner a claim is handed over to (handover.go):
+// its ID and the lease its member key is bound to, as this node knows
+// them. The zero successor hands over nothing: the claim is deleted.
+type successor struct {
+	id    string
+	lease clientv3.LeaseID
 }
 
-// condTxn runs, for every partition ps[i], the nested transaction
-// If(CreateRevision(claim) == rev(i)) Then(then(claim)) Else(Get(claim)),
-// all in one transaction, followed by the operations extra.
-func (n *Node) condTxn(ctx context.Context, ps []int, rev func(i int) int64, then func(key string) clientv3.Op, extra ...clientv3.Op) (int64, []outcome, error) {
+// deleteTxn ends this node's claims of ps whose epochs are still
+// epochs[i], in one transaction that also makes the put put (the node's
+// handoff key, nospace.go), so that etcd refuses it whenever it refuses
+// puts. A claim whose to[i] names a successor is handed over to it: put,
+// valued keys.EncodeClaim(successor, since) and bound to the successor's
+// lease, if the successor's member key is still bound to that lease and
+// the spec still at specRev (0: not compared); its epoch is then the
+// transaction's revision. Every other claim is deleted.
+func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64, to []successor, specRev int64, since time.Time, put clientv3.Op) (int64, []outcome, error) {
 	ops := make([]clientv3.Op, len(ps))
 	for i, p := range ps {
 		k := n.layout.Claim(p)
-		ops[i] = clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", rev(i))},
-			[]clientv3.Op{then(k)},
-			[]clientv3.Op{clientv3.OpGet(k)})
+		cmps := []clientv3.Cmp{keys.ClaimAt(k, epochs[i])}
+		then := clientv3.OpDelete(k)
+		if s := to[i]; s.id != "" {
+			cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(n.layout.Member(s.id)), "=", int64(s.lease)))
+			if specRev != 0 {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(n.layout.Spec()), "=", specRev))
+			}
+			then = clientv3.OpPut(k, keys.EncodeClaim(s.id, since), clientv3.WithLease(s.lease))
+		}
+		ops[i] = clientv3.OpTxn(cmps, []clientv3.Op{then}, []clientv3.Op{clientv3.OpGet(k)})
 	}
-	return n.batchTxn(ctx, ops, extra...)
+	return n.batchTxn(ctx, ops, put)
 }
 
 // batchTxn commits the nested transactions ops, then the operations

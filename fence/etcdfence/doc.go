@@ -4,9 +4,11 @@
 // It offers both forms of the check that the fencing rules ask for.
 //
 // The claim-bound guard, ClaimGuard, is a clientv3.Cmp that holds iff the
-// claim (or leadership key) that issued a token still stands: its
-// CreateRevision equals the token's epoch. Put it in the If of your own
-// transaction and the transaction lands only while its writer still holds
+// claim (or leadership key) that issued a token still stands: its epoch
+// equals the token's, a claim's ModRevision (a claim handed over to the
+// next owner is rewritten, and its ModRevision rises) or a leadership
+// key's CreateRevision (Proclaim rewrites it and keeps that). Put it in
+// the If of your own transaction and the transaction lands only while its writer still holds
 // the claim. It is the strongest check etcd offers and keeps no state.
 // ClaimGuarded runs such a transaction for given operations and turns a
 // refusal into a *fence.StaleError.

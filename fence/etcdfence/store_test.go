@@ -115,8 +115,28 @@ func TestClaimGuard(t *testing.T) {
 	fencetest.RequireStale(t, write(old, "zombie"), old.Scope, old.Epoch, cur.Epoch)
 	require.NoError(t, write(cur, "new owner"))
 
+	// Handed over by its holder to the next owner: the claim rewritten in
+	// place (its CreateRevision kept), its epoch the rewrite's ModRevision.
+	put, err := cli.Put(ctx, claim, "next owner")
+	require.NoError(t, err)
+	next := fence.Token{Scope: old.Scope, Epoch: put.Header.Revision}
+	fencetest.RequireStale(t, write(cur, "previous holder"), cur.Scope, cur.Epoch, next.Epoch)
+	require.NoError(t, write(next, "new owner"))
+	cur = next
+
+	// A leadership key keeps its epoch, its CreateRevision, when its value
+	// is rewritten (Proclaim).
+	leader := "/test/guard/leader/x/1"
+	lput, err := cli.Put(ctx, leader, "a")
+	require.NoError(t, err)
+	lt := fence.Token{Scope: fence.LeaderScope("x"), Epoch: lput.Header.Revision}
+	_, err = cli.Put(ctx, leader, "a, proclaimed")
+	require.NoError(t, err)
+	_, err = etcdfence.ClaimGuarded(ctx, cli, leader, lt, clientv3.OpPut("/test/guard/leader-data", "v"))
+	require.NoError(t, err, "the term's token after a Proclaim")
+
 	// No claim at all: refused, current unknown.
-	_, err := cli.Delete(ctx, claim)
+	_, err = cli.Delete(ctx, claim)
 	require.NoError(t, err)
 	fencetest.RequireStale(t, write(cur, "orphan"), cur.Scope, cur.Epoch, 0)
 

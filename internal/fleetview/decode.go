@@ -124,7 +124,7 @@ func ClaimOf(kv *mvccpb.KeyValue) Claim {
 		return Claim{}
 	}
 	c := keys.DecodeClaim(kv.Value)
-	return Claim{Owner: c.Node, Epoch: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Since: c.Since}
+	return Claim{Owner: c.Node, Epoch: keys.ClaimEpoch(kv), Lease: clientv3.LeaseID(kv.Lease), Since: c.Since}
 }
 
 // eventKind says which of the fleet's watches a response came from.

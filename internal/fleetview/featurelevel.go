@@ -4,5 +4,5 @@ package fleetview
 
 // buildFeatures returns every protocol feature, sorted: this build's.
 func buildFeatures() []string {
-	return []string{FeatureAlgorithmMigration, FeaturePlacements, FeatureResize, FeatureWeightedRing}
+	return []string{FeatureAlgorithmMigration, FeatureHandover, FeaturePlacements, FeatureResize, FeatureWeightedRing}
 }

@@ -26,6 +26,11 @@ const (
 	// migration placements, a spec whose algorithm changes while nodes
 	// run, and the balancer paused meanwhile.
 	FeatureAlgorithmMigration = "algorithm_migration"
+	// FeatureHandover is the hand-over of a claim by its holder to the next
+	// owner in one transaction, and the claim's epoch read as its
+	// ModRevision (keys.ClaimEpoch): a build without it reads a claim's
+	// epoch as its CreateRevision, which a hand-over leaves behind.
+	FeatureHandover = "handover"
 )
 
 // Features returns the protocol features of this build, sorted: all of

@@ -82,7 +82,7 @@ type MemberRec struct {
 // Claim is a decoded claim key; the zero Claim is no claim.
 type Claim struct {
 	Owner string
-	Epoch int64 // CreateRevision; 0 when there is no claim
+	Epoch int64 // keys.ClaimEpoch; 0 when there is no claim
 	Lease clientv3.LeaseID
 	Since time.Time // when the owner created it, by its clock; zero if unknown
 }

@@ -29,6 +29,7 @@ type State struct {
 	All     []string        // sorted IDs of all members, drained ones included
 	IDs     []string        // sorted IDs of the members not drained: the ring's input
 	Weights []int           // Weights[i] is the published weight of IDs[i]
+	without *without        // the ring without one member (OwnerWithout)
 	// Placements are the pins and moves by partition.
 	Placements map[int]Placement
 	// Shape is how the fleet partitions its keys: the partition count and

@@ -6,7 +6,7 @@
 //	<prefix>drained/<nodeID>     JSON fleet.Mark: an operator's drain mark; the ring excludes the node
 //	<prefix>claims/<partition>   JSON Claim {node, since} (or the bare node
 //	                             ID, Since unknown), lease = owner's Session;
-//	                             epoch = CreateRevision
+//	                             epoch = ModRevision (see ClaimEpoch)
 //	<prefix>claims/resize/<id>/record     JSON Resize: a partition-count resize in progress
 //	<prefix>claims/resize/<id>/moving/<s> the resize driver asks group s to move
 //	<prefix>claims/resize/<id>/done/<s>   group s follows the resize's target count
@@ -285,7 +285,7 @@ func DecodeMember(v []byte) (Member, error) {
 
 // Claim is the value of a claim key: the owner and the wall-clock time at
 // which it created the claim. The time is informational only (it comes
-// from the owner's clock); the claim's epoch is its CreateRevision.
+// from the owner's clock); the claim's epoch is ClaimEpoch's.
 type Claim struct {
 	Node  string    `json:"node"`
 	Since time.Time `json:"since"`

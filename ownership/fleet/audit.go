@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/fence"
@@ -164,7 +165,7 @@ func (o *Operator) ForceRelease(ctx context.Context, scope string, a Action) (Au
 	var cur *held
 	if len(resp.Kvs) > 0 {
 		kv := resp.Kvs[0]
-		cur = &held{key: string(kv.Key), epoch: kv.CreateRevision, holder: keys.DecodeClaim(kv.Value).Node}
+		cur = &held{key: string(kv.Key), epoch: keys.ClaimEpoch(kv), claim: true, holder: keys.DecodeClaim(kv.Value).Node}
 	}
 	return o.release(ctx, a, target, k, cur)
 }
@@ -193,6 +194,7 @@ type held struct {
 	key    string
 	epoch  int64
 	holder string
+	claim  bool // a claim key (epoch keys.ClaimEpoch), else a leader key (epoch its CreateRevision)
 }
 
 // release deletes cur (the key that holds target, nil if none) if its
@@ -214,7 +216,7 @@ func (o *Operator) release(ctx context.Context, a Action, target, lookedUp strin
 	rec.Holder, rec.OldEpoch = cur.holder, epoch
 	k := cur.key
 	resp, err := o.kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", epoch)).
+		If(cur.standsAt(epoch)).
 		Then(clientv3.OpDelete(k), clientv3.OpPut(ak, encodeRecord(rec))).
 		Else(clientv3.OpGet(k)).
 		Commit()
@@ -225,7 +227,7 @@ func (o *Operator) release(ctx context.Context, a Action, target, lookedUp strin
 		var now int64
 		if len(resp.Responses) > 0 {
 			if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-				now = rr.Kvs[0].CreateRevision
+				now = cur.epochOf(rr.Kvs[0])
 			}
 		}
 		if now == 0 {
@@ -326,7 +328,7 @@ func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, e
 	holders := make(map[string]int64) // target -> epoch of its holder now
 	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
 		if p, ok := o.layout.ClaimPartition(string(kv.Key)); ok {
-			holders[fence.PartitionScope(p)] = kv.CreateRevision
+			holders[fence.PartitionScope(p)] = keys.ClaimEpoch(kv)
 		}
 	}
 	for name, cs := range leaders {
@@ -352,4 +354,20 @@ func (o *Operator) Audit(ctx context.Context, since time.Time) ([]AuditRecord, e
 	}
 	slices.SortFunc(out, func(a, b AuditRecord) int { return cmp.Compare(a.Revision, b.Revision) })
 	return out, nil
+}
+
+// standsAt returns the comparison that holds iff h's key stands at epoch.
+func (h *held) standsAt(epoch int64) clientv3.Cmp {
+	if h.claim {
+		return keys.ClaimAt(h.key, epoch)
+	}
+	return clientv3.Compare(clientv3.CreateRevision(h.key), "=", epoch)
+}
+
+// epochOf returns the epoch of kv, a version of h's key.
+func (h *held) epochOf(kv *mvccpb.KeyValue) int64 {
+	if h.claim {
+		return keys.ClaimEpoch(kv)
+	}
+	return kv.CreateRevision
 }

@@ -30,8 +30,8 @@
 // 250ms, so it follows the fleet again as soon as etcd serves.
 //
 // An Observer is also an httpfence.Verifier: Observer.Verify admits a
-// partition token only if its epoch is the CreateRevision of the
-// partition's claim, so a downstream service that can reach etcd refuses
+// partition token only if its epoch is the epoch (the ModRevision) of
+// the partition's claim, so a downstream service that can reach etcd refuses
 // made-up tokens without a round trip per request. Nodes configured with
 // ownership.Config.Signer sign every tenure's token instead, for services
 // that hold only a public key.
@@ -43,7 +43,8 @@
 // node's and client's ring while it stays a member, alive and serving
 // nothing, and its partitions hand off as planned moves. Force release of
 // a fence scope deletes its claim (or its leader key: the first
-// created of its election) under If(CreateRevision == epoch), so it never
+// created of its election) under If(epoch unchanged: a claim's ModRevision,
+// a leader key's CreateRevision), so it never
 // releases a newer holder; the holder's tenure ends as for a lost claim,
 // and the next claim's higher epoch fences the old holder out. Every
 // operator action writes an audit record audit/<id> in the same

@@ -146,7 +146,7 @@ type PartitionStatus struct {
 	Owner string `json:"owner,omitempty"`
 	// Addr is Owner's advertised address, empty if unknown.
 	Addr string `json:"addr,omitempty"`
-	// Epoch is the claim's epoch (its CreateRevision), 0 if unclaimed.
+	// Epoch is the claim's epoch (keys.ClaimEpoch), 0 if unclaimed.
 	Epoch int64 `json:"epoch,omitempty"`
 	// Since is when Owner created the claim, by its clock; zero if unknown.
 	Since time.Time `json:"since,omitzero"`

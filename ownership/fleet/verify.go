@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // maxVerifyReads bounds the etcd reads that Verify makes at once on
@@ -41,7 +42,7 @@ func (o *Observer) claimEpochs() claimEpochs {
 // httpfence.Verifier; sig is not consulted). For a partition's scope
 // "p/<n>" with n in [0, P):
 //
-//   - t's epoch is the CreateRevision of the partition's current claim:
+//   - t's epoch is the epoch (keys.ClaimEpoch) of the partition's current claim:
 //     nil, without a round trip to etcd;
 //   - it is older than the current claim, or, while no claim stands, at or
 //     below the newest claim the view has seen (that tenure has ended): a
@@ -49,7 +50,7 @@ func (o *Observer) claimEpochs() claimEpochs {
 //     epoch;
 //   - it is newer than every claim the view knows: the view may lag a
 //     claim just created, so Verify reads the claim key once, linearizably,
-//     and returns nil if the claim's CreateRevision is t's epoch, a
+//     and returns nil if the claim's epoch is t's epoch, a
 //     *fence.StaleError if it is newer, and otherwise (an older claim, or
 //     none) an error wrapping fence.ErrUnknownEpoch: no owner of the
 //     partition was issued that epoch. With no claim in etcd no token is
@@ -108,13 +109,13 @@ func (o *Observer) verifyRead(ctx context.Context, t fence.Token, p int, high in
 		return fmt.Errorf("fleet: verify %s: read the claim of partition %d: %w", t, p, err)
 	}
 	if len(resp.Kvs) == 1 {
-		switch rev := resp.Kvs[0].CreateRevision; {
+		switch rev := keys.ClaimEpoch(resp.Kvs[0]); {
 		case rev == t.Epoch:
 			return nil
 		case rev > t.Epoch:
 			return &fence.StaleError{Scope: t.Scope, Presented: t.Epoch, Current: rev}
 		}
-		return fmt.Errorf("%w: %s: the claim of partition %d has epoch %d", fence.ErrUnknownEpoch, t, p, resp.Kvs[0].CreateRevision)
+		return fmt.Errorf("%w: %s: the claim of partition %d has epoch %d", fence.ErrUnknownEpoch, t, p, keys.ClaimEpoch(resp.Kvs[0]))
 	}
 	return fmt.Errorf("%w: %s: partition %d has no claim (the newest the view has seen: %d)", fence.ErrUnknownEpoch, t, p, high)
 }

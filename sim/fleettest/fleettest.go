@@ -136,7 +136,7 @@ func WaitObserver[N Node](t testing.TB, o *fleet.Observer, cond func() error, no
 }
 
 // Claim is a partition's claim as etcd holds it: its holder, its epoch
-// (the claim's CreateRevision), the holder's lease and when the holder
+// (keys.ClaimEpoch: the claim's ModRevision), the holder's lease and when the holder
 // created it, by its clock.
 type Claim struct {
 	Owner string

@@ -34,7 +34,7 @@ func (ex *tenureEx) raiseFloor(ctx context.Context, f Fault) {
 	}
 	var claim, floor int64 // the claim's epoch and the floor key's mod revision; 0: absent
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		claim = kvs[0].CreateRevision
+		claim = keys.ClaimEpoch(kvs[0])
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
 		floor = kvs[0].ModRevision
@@ -53,7 +53,7 @@ func (ex *tenureEx) raiseFloor(ctx context.Context, f Fault) {
 	dctx, cancel := clock.WithTimeout(ctx, w.fc, ex.requestTimeout())
 	defer cancel()
 	_, _ = ex.admin.Txn(dctx).
-		If(clientv3.Compare(clientv3.CreateRevision(claimKey), "=", claim)).
+		If(keys.ClaimAt(claimKey, claim)).
 		Then(clientv3.OpDelete(claimKey)).
 		Commit()
 	w.healed(w.now())
