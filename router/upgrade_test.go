@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,7 +275,16 @@ func TestRollingUpgradeBuilds(t *testing.T) {
 	late.mu.Lock()
 	refusal := joinError(late.lines)
 	late.mu.Unlock()
-	assert.Contains(t, refusal, `protocol feature "placements", which this build does not understand`)
+	// The refusal names a feature the fleet requires and the older build
+	// lacks (placements, or handover once every member of the new build
+	// has recorded it).
+	named := regexp.MustCompile(`protocol feature "(\w+)", which this build does not understand`).FindStringSubmatch(refusal)
+	if assert.NotNil(t, named, "the refusal names no feature: %s", refusal) {
+		now, err := op.Status(ctx)
+		require.NoError(t, err)
+		assert.Contains(t, now.Requires, named[1], "the named feature is one the fleet requires")
+		assert.Contains(t, []string{fleetview.FeaturePlacements, fleetview.FeatureHandover}, named[1], "the named feature is one the older build lacks")
+	}
 	resp, err := cli.Get(ctx, keys.New(name).Member("n4"))
 	require.NoError(t, err)
 	assert.Empty(t, resp.Kvs, "a refused node leaves no member key")
