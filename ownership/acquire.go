@@ -85,6 +85,7 @@ func (l *loop) claimed(m claimDone) {
 			l.fleet.SetClaim(p, m.rev, c)
 			continue
 		}
+		l.shapeRefusals = 0
 		// Unless the watch delivered a later state (the claim gone again),
 		// the claim created at rev is ours.
 		l.fleet.SetClaim(p, m.rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(l.n.id, m.w.since)), CreateRevision: m.rev, ModRevision: m.rev, Lease: int64(m.w.lease)}))

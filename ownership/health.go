@@ -44,10 +44,12 @@ type NodeStatus struct {
 	Session election.SessionStatus `json:"session"`
 	// RingVersion is the Version of the ring the node routes by.
 	RingVersion uint64 `json:"ring_version"`
-	// Revision is the etcd revision of the view of the fleet the node
-	// routes by: its Lookup answers from the fleet as of this revision,
-	// except for its own claims, which it knows from its transactions
-	// before its watch brings them.
+	// Revision is the latest etcd revision that the node's view of the
+	// fleet has applied from any of its watches. Each watch is applied in
+	// order, but the watches are not ordered with each other: a change at
+	// or below Revision on another watch may still be on its way, and the
+	// node knows its own claims from its transactions before a watch
+	// brings them.
 	Revision int64 `json:"revision"`
 	// Members counts the registered members, drained ones included.
 	Members int `json:"members"`

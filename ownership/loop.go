@@ -63,6 +63,9 @@ type loop struct {
 	// shapeWait is a revision this node's view must reach before it
 	// claims: a claim found the fleet's shape changed there (awaitShape).
 	shapeWait int64
+	// shapeRefusals counts claims refused in a row by a shape the view
+	// already held (awaitShape); a claim made resets it.
+	shapeRefusals int
 
 	closing        bool
 	memberDeleting bool

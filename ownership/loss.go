@@ -110,7 +110,7 @@ func (l *loop) loseAll(err error) {
 	ended := l.endAll(reasonLost)
 	l.claimsInFlight = 0
 	clear(l.groupsInFlight) // their results, of this generation, are dropped
-	l.shapeWait = 0
+	l.shapeWait, l.shapeRefusals = 0, 0
 	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
 	l.pendingReady, l.pendingUnready = nil, nil
 	l.memberDeleting = false

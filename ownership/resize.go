@@ -231,7 +231,20 @@ func (l *loop) groupMoved(m groupDone) {
 // brought it after a backoff (a spec written by other means than a resize
 // is not watched), claims resume all the same.
 func (l *loop) awaitShape(rev int64) {
-	if l.shapeReached(rev) || rev <= l.shapeWait {
+	if rev <= l.shapeWait {
+		return
+	}
+	if l.shapeReached(rev) {
+		// The view holds the shape the claim found, and etcd refused the
+		// claim all the same: claiming at once would fail again, so the
+		// claims wait for a backoff, and say why once.
+		l.shapeRefusals++
+		if l.shapeRefusals == 1 {
+			l.n.log.Warn("claim refused by a fleet shape this node's view already holds; claiming again after a backoff",
+				"revision", rev, "spec_revision", l.fleet.Shape.SpecRev, "seen", l.fleet.ShapeRev)
+		}
+		l.claimAttempt = max(l.claimAttempt, l.shapeRefusals)
+		l.holdClaims()
 		return
 	}
 	l.shapeWait = rev

@@ -175,6 +175,12 @@ func (f *State) reset(lst *Listing, catchUp bool) {
 		f.Placements = make(map[int]Placement)
 	}
 	if lst.Spec.ModRev != 0 {
+		if lst.Spec.ModRev < f.Spec.ModRev && lst.Rev >= f.Spec.ModRev {
+			// Read after the spec's write this reader knows, the listing
+			// holds an earlier one: etcd's revisions went backwards (a
+			// restore from a snapshot). The listing is what etcd holds.
+			f.Spec.ModRev = 0
+		}
 		f.followSpec(lst.Spec)
 	}
 	if lst.Shape != nil {

@@ -104,3 +104,33 @@ func TestFleetStateDepartedInListing(t *testing.T) {
 	f.Apply(Update{Listing: &Listing{Rev: 6, Members: map[string]MemberRec{}, Claims: make([]Claim, 4)}, CatchUp: true})
 	assert.Empty(t, f.departed, "a's last claim ended")
 }
+
+// TestFleetStateListingAfterRewind: a listing read after the spec's write
+// that the state knows, holding an earlier write of the spec, is what etcd
+// holds after a restore from a snapshot: the state follows it, and claims
+// compare the listed spec's revision (a claim comparing the later one
+// would be refused for ever). A listing read before the known write does
+// not take it back.
+func TestFleetStateListingAfterRewind(t *testing.T) {
+	cfg := ring.Config{Partitions: 8, LoadFactor: ring.DefaultConfig().LoadFactor}
+	spec := func(rev int64, requires ...string) Spec {
+		return Spec{Spec: ring.Spec{Partitions: 8, LoadFactor: cfg.LoadFactor}, Requires: requires, ModRev: rev}
+	}
+	listing := func(rev int64, s Spec) *Listing {
+		return &Listing{Rev: rev, Spec: s, Shape: NewShape(8, s.ModRev), Claims: make([]Claim, 8)}
+	}
+	f := NewState(cfg, hclog.NewNullLogger())
+	f.Apply(Update{Listing: listing(10, spec(5))})
+	f.Apply(Update{Rev: 266, Events: []Event{{Rev: 266, Spec: true, SpecRec: spec(266, FeatureHandover)}}})
+	require.Equal(t, int64(266), f.Spec.ModRev)
+	require.Equal(t, int64(266), f.Shape.SpecRev, "a spec write that changes no resize raises the revision claims compare")
+
+	f.Apply(Update{Listing: listing(200, spec(5))})
+	assert.Equal(t, int64(266), f.Spec.ModRev, "a listing read before the known write")
+	assert.Equal(t, int64(266), f.Shape.SpecRev)
+
+	f.Apply(Update{Listing: listing(1_000_000_300, spec(5))})
+	assert.Equal(t, int64(5), f.Spec.ModRev, "the restored spec")
+	assert.Empty(t, f.Spec.Requires)
+	assert.Equal(t, int64(5), f.Shape.SpecRev, "claims compare the restored spec's revision")
+}

@@ -211,7 +211,10 @@ func (o *Observer) Lookup(key string) Route {
 	return t.routes[t.shape.Of(key)]
 }
 
-// Revision returns the etcd revision of the Observer's view of the fleet.
+// Revision returns the latest etcd revision that the Observer's view of
+// the fleet has applied from any of its watches. Each watch is applied in
+// order, but the watches are not ordered with each other: a change at or
+// below it on another watch may still be on its way.
 func (o *Observer) Revision() int64 { return o.table.Load().rev }
 
 // Changed returns a channel that is closed the next time the Observer's
