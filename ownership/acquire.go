@@ -72,7 +72,7 @@ func (l *loop) claimed(m claimDone) {
 			if m.out[i].kv == nil {
 				// Unclaimed: the node's shape of the fleet was stale. A
 				// prepared partition stays prepared for the next claim.
-				l.awaitShape(m.out[i].seen)
+				l.awaitShape(m.out[i].seen, m.w.shape)
 				if !prepared[i].IsZero() {
 					l.warm[p] = prepared[i]
 				}

@@ -226,18 +226,22 @@ func (l *loop) groupMoved(m groupDone) {
 }
 
 // awaitShape holds this node's claims until its view of the fleet's shape
-// reaches rev, the revision of a change of the shape that a claim found
-// (claimTxn): claiming before would fail again. If the watch has not
-// brought it after a backoff (a spec written by other means than a resize
-// is not watched), claims resume all the same.
-func (l *loop) awaitShape(rev int64) {
+// reaches rev, the revision of a change of the shape that a claim made in
+// shape claimedIn found (claimTxn): claiming before would fail again. If
+// the watch has not brought it after a backoff (a spec written by other
+// means than a resize is not watched), claims resume all the same.
+func (l *loop) awaitShape(rev int64, claimedIn *fleetview.Shape) {
 	if rev <= l.shapeWait {
 		return
 	}
 	if l.shapeReached(rev) {
-		// The view holds the shape the claim found, and etcd refused the
-		// claim all the same: claiming at once would fail again, so the
-		// claims wait for a backoff, and say why once.
+		if l.fleet.Shape != claimedIn {
+			l.shapeRefusals = 0
+			return // the view has moved on since the claim: claim again at once
+		}
+		// The view held the shape the claim found when it claimed, and
+		// etcd refused the claim all the same: claiming at once would
+		// fail again, so the claims wait for a backoff, and say why once.
 		l.shapeRefusals++
 		if l.shapeRefusals == 1 {
 			l.n.log.Warn("claim refused by a fleet shape this node's view already holds; claiming again after a backoff",
