@@ -153,25 +153,16 @@
 // node has rejoined, Hold answers with a *WrongOwnerError whose SessionLost
 // is set (errors.Is ErrLost), and Lookup never names this node as an owner.
 //
-// A rejoin waits on nothing that an etcd outage leaves behind, so that
-// once etcd serves again every node serves its partitions again within
-// about 250ms plus the round trips of its grant, member key, listing,
-// claims and fencers, however long the outage lasted. While it rejoins, the
-// node asks its etcd client to reconnect every 250ms (gRPC's own
-// reconnect backoff grows to minutes; a client without a gRPC connection,
-// not a *clientv3.Client, reconnects on its own schedule), and retries a
-// failed attempt within 250ms. Its new member key takes over the one of
-// its old lease in the same transaction (the fleet never sees the member
-// leave), it deletes the claims left under the old lease itself, and the
-// old lease is revoked in the background, best effort, bounded by its TTL.
-// TestRecoveryAfterEtcdOutage measures it on an etcd killed for 5s and
-// 30s: 0.05-0.21s from etcd serving to every node ready. The fleet's
-// reader, of a Node and of a fleet.Observer, asks its etcd client to
-// reconnect every 250ms while the connection is down, so that an Observer
-// (and a router.Client) follows the fleet again as soon: a watch does not
-// fail while etcd is unreachable, it waits for the connection.
-// TestObserverAfterEtcdOutage measures 0.06-0.18s from etcd serving to an
-// Observer whose view is current.
+// A rejoin waits on nothing an etcd outage leaves behind: the node asks
+// its etcd client to reconnect every 250ms (gRPC's own backoff grows to
+// minutes), retries a failed attempt within 250ms, takes over its old
+// member key in the same transaction (the fleet never sees it leave),
+// deletes the claims of its old lease itself and revokes that lease in the
+// background. TestRecoveryAfterEtcdOutage (etcd killed for 5s and 30s):
+// 0.05-0.21s from etcd serving to every node ready. The fleet's reader (of
+// a Node, a fleet.Observer, a router.Client) reconnects the same way: its
+// watches wait for the connection; TestObserverAfterEtcdOutage: 0.06-0.18s
+// to a current view.
 //
 // Work whose tenure ended under it (its context is done, or a store
 // refused its token) should return an error that says so: the context's
@@ -185,13 +176,10 @@
 // # Routing
 //
 // Lookup maps a key to its fleet.Route (partition, owner, address, epoch)
-// without locks or allocation: the event loop publishes an immutable
-// snapshot through an atomic pointer, and Changed signals every new one.
-// The route of a partition is its claim's holder while one stands (with an
-// empty address if the holder advertised none), otherwise the ring's
-// owner; on top of that rule, which fleet.Observer shares, a node marks
-// what it serves Local and never names itself for a partition it holds
-// without serving it.
+// without locks or allocation (an immutable snapshot behind an atomic
+// pointer; Changed signals each new one): its claim's holder while one
+// stands, else the ring's owner (fleet.Observer's rule); a node marks what
+// it serves Local and never names itself for a partition it does not serve.
 //
 // # Reading and operating the fleet from outside
 //
@@ -388,28 +376,20 @@
 // N partitions go with the lease, as in a crash" (Warn). The node's sessions
 // log with the node's logger and its node field: session opened, lost
 // (cause) or closed, renewal attempts failed (Debug) and failing (Warn).
-// Nothing the node logs carries a credential: it never sees a DSN, and an
-// etcd client's username and password stay in the client.
+// Nothing the node logs carries a credential (it sees no DSN or password).
 //
-// Give the node an etcd client made with its session's settings,
-// clientv3.New(cfg.Session.ClientConfig(endpoints)) with every member's
-// endpoint (see election.SessionConfig.ClientConfig): a member that is
-// defragmented, replaced, upgraded or paused then costs no session and
-// no partition, only the latency of the requests that reach it.
+// Give the node clientv3.New(cfg.Session.ClientConfig(endpoints)), every
+// member an endpoint: a member defragmented, replaced, upgraded or paused
+// then costs no session or partition, only its requests' latency.
 //
-// The etcd client logs on its own, through zap, as JSON on standard error.
-// Silence it with one line of its configuration,
-// clientv3.Config{..., Logger: zap.NewNop()}, or keep its errors only with
-// Logger: zap.Must(zap.NewProduction(zap.IncreaseLevel(zap.ErrorLevel))).
+// The etcd client logs on its own (zap, JSON on standard error): silence
+// it with clientv3.Config{..., Logger: zap.NewNop()}.
 //
-// Node.Status is a snapshot for dashboards (session statistics, the lease,
-// the served partitions with their epochs and acquire times, the ring
-// version, the member count); its Live (the session is valid) and Ready
-// (live, and serving every partition the ring gives the node) back
-// Node.HealthHandler, which answers /livez and /readyz probes with
-// 200 or 503 and a short JSON body; after a session loss, its reason names
-// the loss's cause ("no live session: lost (expired)"), as NodeStatus's
-// SessionEnd does.
+// Node.Status is a snapshot for dashboards (session, lease, served
+// partitions with epochs, ring version, members); its Live and Ready back
+// Node.HealthHandler's /livez and /readyz (200 or 503, a short JSON body
+// whose reason names a lost session's cause, "no live session: lost
+// (expired)").
 //
 // # Simulation
 //

@@ -2,7 +2,7 @@ package doccheck
 
 import (
 	"fmt"
-	"go/parser"
+	"go/ast"
 	"go/token"
 	"os"
 	"path/filepath"
@@ -161,30 +161,7 @@ var notMetrics = map[string]string{
 // name.
 func commentMetrics(root string) (map[string][]metricRef, error) {
 	out := map[string][]metricRef{}
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		name := d.Name()
-		if d.IsDir() {
-			if rel == "sim" || rel == "examples" || rel == "internal/doccheck" || name == "testdata" || strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".") && rel != "." {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || strings.HasSuffix(name, ".pb.go") {
-			return nil
-		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	err := libraryFiles(root, func(rel string, fset *token.FileSet, f *ast.File) {
 		for _, g := range f.Comments {
 			for _, c := range g.List {
 				for _, r := range metricRefs(c.Text) {
@@ -195,7 +172,6 @@ func commentMetrics(root string) (map[string][]metricRef, error) {
 				}
 			}
 		}
-		return nil
 	})
 	return out, err
 }
