@@ -18,6 +18,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/examples/internal/counterdb"
+	"github.com/tenure-go/tenure/examples/internal/counterdb/counterdbtest"
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/router"
@@ -60,7 +62,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes")
 	}
-	for _, d := range dialects() {
+	for _, d := range counterdbtest.Dialects() {
 		t.Run(d.String(), func(t *testing.T) { testChaos(t, d) })
 	}
 }
@@ -69,7 +71,7 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 	began := time.Now()
 	bin := proctest.Build(t, "counter")
 	etcd := cluster.New(t, 3)
-	spec, db, _ := testDB(t, d)
+	spec, db, _ := counterdbtest.DB(t, d)
 	const clusterName = "counter-chaos"
 	args := []string{
 		"--etcd", strings.Join(etcd.Endpoints(), ","), "--db", spec, "--cluster", clusterName,
@@ -202,7 +204,7 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 	for _, p := range []*proctest.Proc{n1, n2, n3} {
 		p.Stop(t)
 	}
-	checkCounts(t, l, dbCounters(t, db), dbApplied(t, db))
+	checkCounts(t, l, counterdbtest.Counters(t, db), counterdbtest.Applied(t, db))
 	t.Logf("%s: %v in all", d, time.Since(began).Round(time.Millisecond))
 }
 
@@ -210,7 +212,7 @@ func testChaos(t *testing.T, d sqlfence.Dialect) {
 // each counter equals its key's acknowledged increments, every acknowledged
 // idempotency key is applied once to its key, nothing else is applied, and
 // a key's applied values are exactly 1..value.
-func checkCounts(t *testing.T, l *load, counters map[string]int64, applied map[string]appliedRow) {
+func checkCounts(t *testing.T, l *load, counters map[string]int64, applied map[string]counterdb.AppliedRow) {
 	t.Helper()
 	for key, n := range l.acked {
 		if counters[key] != n {
@@ -227,11 +229,11 @@ func checkCounts(t *testing.T, l *load, counters map[string]int64, applied map[s
 		key, ok := l.ackedIdem[idem]
 		switch {
 		case !ok:
-			t.Errorf("increment %s of %s (value %d, by %s at epoch %d) applied but never acknowledged", idem, r.key, r.value, r.node, r.epoch)
-		case key != r.key:
-			t.Errorf("increment %s applied to %s, sent for %s", idem, r.key, key)
+			t.Errorf("increment %s of %s (value %d, by %s at epoch %d) applied but never acknowledged", idem, r.Key, r.Value, r.Node, r.Epoch)
+		case key != r.Key:
+			t.Errorf("increment %s applied to %s, sent for %s", idem, r.Key, key)
 		}
-		values[r.key] = append(values[r.key], r.value)
+		values[r.Key] = append(values[r.Key], r.Value)
 	}
 	for idem, key := range l.ackedIdem {
 		if _, ok := applied[idem]; !ok {

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/tenure-go/tenure/examples/internal/counterdb"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -32,10 +34,10 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("%q: error %v, want one about %s", tc.args, err, tc.err)
 		}
 	}
-	if _, _, err := openDB("mysql://x", 0); err == nil {
+	if _, _, err := counterdb.Open("mysql://x", 0); err == nil {
 		t.Error("openDB accepted mysql://")
 	}
-	if _, _, err := openDB("sqlite:", 0); err == nil {
+	if _, _, err := counterdb.Open("sqlite:", 0); err == nil {
 		t.Error("openDB accepted an empty SQLite path")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/tenure-go/tenure/examples/internal/app"
+	"github.com/tenure-go/tenure/examples/internal/counterdb"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/ownership/ring"
@@ -28,8 +29,8 @@ type answer struct {
 // request's context.
 type service struct {
 	node  string
-	store *store
-	com   *committer
+	store *counterdb.Store
+	com   *counterdb.Committer
 }
 
 func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,40 +41,40 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key := r.PathValue("key")
 	p := partitionOf(tok)
-	part, err := s.store.partition(p, tok)
+	part, err := s.store.Partition(p, tok)
 	if err == nil {
-		err = s.store.ready(r.Context(), part)
+		err = s.store.Ready(r.Context(), part)
 	}
-	if err == nil && ring.PartitionOf(key, part.count) != p {
+	if err == nil && ring.PartitionOf(key, part.Count()) != p {
 		// The router admitted the key under p's token: p's tenure counts
-		// by part.count, so this is a bug, never a move.
-		err = fmt.Errorf("key %q is not in partition %d of %d", key, p, part.count)
+		// by part.Count(), so this is a bug, never a move.
+		err = fmt.Errorf("key %q is not in partition %d of %d", key, p, part.Count())
 	}
 	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	s.store.countRead(part, key)
+	s.store.CountRead(part, key)
 	a := answer{Key: key, Partition: p, Epoch: tok.Epoch, Node: s.node}
 	switch r.Method {
 	case http.MethodGet:
-		if err := part.failure(); err != nil {
+		if err := part.Failure(); err != nil {
 			fail(w, r, err)
 			return
 		}
-		a.Value = part.value(key)
+		a.Value = part.Value(key)
 	case http.MethodPost:
 		idem := r.Header.Get(router.HeaderIdempotencyKey)
 		if idem == "" {
 			http.Error(w, "an increment needs an "+router.HeaderIdempotencyKey+" header", http.StatusBadRequest)
 			return
 		}
-		res := s.com.submit(part, key, idem)
-		if res.err != nil {
-			fail(w, r, res.err)
+		res := s.com.Submit(part, key, idem, 1)
+		if res.Err != nil {
+			fail(w, r, res.Err)
 			return
 		}
-		a.Value, a.Duplicate = res.value, res.dup
+		a.Value, a.Duplicate = res.Value, res.Dup
 	default:
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
@@ -86,7 +87,7 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // token, a moved or lost partition), 422 for an idempotency key reused for
 // another counter, 500 otherwise.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, errKeyReused) {
+	if errors.Is(err, counterdb.ErrKeyReused) {
 		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 		return
 	}
@@ -112,7 +113,7 @@ func partitionOf(t fence.Token) int {
 //	/healthz                   200 while the process runs
 //	/readyz                    200 when this node serves every partition the ring gives it (Node.HealthHandler)
 //	/livez                     200 while this node's session is valid
-func handler(rt *router.Router, node *ownership.Node, svc *service, m *metrics) (http.Handler, error) {
+func handler(rt *router.Router, node *ownership.Node, svc *service, m *counterdb.Metrics) (http.Handler, error) {
 	h, err := rt.Handler(router.KeyFromPathValue("key"), svc)
 	if err != nil {
 		return nil, err
@@ -120,7 +121,7 @@ func handler(rt *router.Router, node *ownership.Node, svc *service, m *metrics) 
 	mux := http.NewServeMux()
 	mux.Handle("POST /counters/{key}/incr", h)
 	mux.Handle("GET /counters/{key}", h)
-	app.Handle(mux, m.reg)         // /metrics, /healthz
+	app.Handle(mux, m.Registry)    // /metrics, /healthz
 	health := node.HealthHandler() // /livez and /readyz, with a JSON body
 	mux.Handle("GET /readyz", health)
 	mux.Handle("GET /livez", health)

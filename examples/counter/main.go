@@ -40,6 +40,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/examples/internal/app"
+	"github.com/tenure-go/tenure/examples/internal/counterdb"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/ownership"
@@ -68,7 +69,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("counter", flag.ContinueOnError)
 	c.Register(fs, "counter", "this node's ID in the fleet (unique per live process)", "fleet name: etcd key prefix /tenure/<cluster>/")
 	fs.StringVar(&c.db, "db", "sqlite:counter.db", "database: sqlite:PATH, or PostgreSQL: postgres://... or a key=value DSN (host=... dbname=...)")
-	fs.IntVar(&c.partitions, "partitions", 0, "partition count of the fleet, a power of two (slot.go), refused if the fleet's spec says otherwise (0: the fleet's count, or 1024 if this node creates the fleet; decided atomically with the spec's creation)")
+	fs.IntVar(&c.partitions, "partitions", 0, "partition count of the fleet, a power of two (counterdb's slot.go), refused if the fleet's spec says otherwise (0: the fleet's count, or 1024 if this node creates the fleet; decided atomically with the spec's creation)")
 	fs.DurationVar(&c.ttl, "ttl", election.DefaultTTL, "etcd lease TTL: how long a crashed or paused process keeps its partitions (at least 2s)")
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
 	fs.IntVar(&c.maxBatch, "max-batch", 256, "most increments per group commit")
@@ -89,8 +90,8 @@ func (c config) validate() error {
 		return fmt.Errorf("--cluster %q must be non-empty, without '/'", c.Cluster)
 	case c.partitions < 0 || c.partitions > ring.MaxPartitions:
 		return fmt.Errorf("--partitions %d must be in [0, %d]", c.partitions, ring.MaxPartitions)
-	case c.partitions != 0 && checkCount(c.partitions) != nil:
-		return fmt.Errorf("--partitions: %w", checkCount(c.partitions))
+	case c.partitions != 0 && counterdb.CheckCount(c.partitions) != nil:
+		return fmt.Errorf("--partitions: %w", counterdb.CheckCount(c.partitions))
 	case c.ttl < election.MinTTL:
 		return fmt.Errorf("--ttl %v must be at least %v", c.ttl, election.MinTTL)
 	case c.maxBatch < 1:
@@ -123,18 +124,18 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	}
 	defer stopEtcd() // last: the others may still be leaving through it
 
-	m := newMetrics()
-	db, dialect, err := openDB(cfg.db, cfg.ttl)
+	m := counterdb.NewMetrics()
+	db, dialect, err := counterdb.Open(cfg.db, cfg.ttl)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: m.reg})
+	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: m.Registry})
 	if err != nil {
 		return err
 	}
 	if err := app.Retry(ctx, schemaTimeout, log, "create schema", func(ctx context.Context) error {
-		return createSchema(ctx, db, dialect, fences)
+		return counterdb.CreateSchema(ctx, db, dialect, fences)
 	}); err != nil {
 		return err
 	}
@@ -155,17 +156,17 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	}
 	defer cli.Close()
 
-	st := newStore(db, dialect, fences, log.Named("store"), m, cfg.prepare)
+	st := counterdb.NewStore(db, dialect, fences, log.Named("store"), m, cfg.prepare)
 	ncfg := ownership.DefaultConfig()
 	ncfg.Cluster = cfg.Cluster
 	ncfg.NodeID = cfg.ID
 	ncfg.Addr = addr
 	ncfg.Session.TTL = cfg.ttl
 	ncfg.Logger = log.Named("node")
-	ncfg.Callbacks = st.callbacks()
+	ncfg.Callbacks = st.Callbacks()
 	ncfg.WarmTimeout = cfg.warm
 	ncfg.Fencers = []fence.Fencer{sqlfence.Fencer{DB: db, Fences: fences}}
-	ncfg.Metrics = m.reg // tenure_partition_*, tenure_session_*, ... labelled node=<id>
+	ncfg.Metrics = m.Registry // tenure_partition_*, tenure_session_*, ... labelled node=<id>
 	if cfg.partitions != 0 {
 		ncfg.Ring.Partitions = cfg.partitions // the fleet's spec must say the same
 	} else {
@@ -176,20 +177,20 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		_ = ln.Close()
 		return err
 	}
-	if err := checkCount(node.Ring().Partitions()); err != nil {
+	if err := counterdb.CheckCount(node.Ring().Partitions()); err != nil {
 		// A fleet created by another program with a count the slots do
-		// not support (slot.go).
+		// not support (counterdb's slot.go).
 		_ = ln.Close()
 		_ = node.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("the fleet's %w", err)
 	}
-	rt, err := router.New(node, router.Config{Logger: log.Named("router"), Metrics: m.reg})
+	rt, err := router.New(node, router.Config{Logger: log.Named("router"), Metrics: m.Registry})
 	if err != nil {
 		_ = ln.Close()
 		_ = node.Close(context.WithoutCancel(ctx))
 		return err
 	}
-	com, err := newCommitter(st, cfg.ID, cfg.groupCommit, cfg.maxBatch, cfg.hold, log.Named("commit"))
+	com, err := counterdb.NewCommitter(st, cfg.ID, cfg.groupCommit, cfg.maxBatch, cfg.hold, log.Named("commit"))
 	if err != nil {
 		_ = ln.Close()
 		rt.Close()
@@ -200,7 +201,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	if err != nil {
 		_ = ln.Close()
 		rt.Close()
-		com.close()
+		com.Close()
 		_ = node.Close(context.WithoutCancel(ctx))
 		return err
 	}
@@ -218,7 +219,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		_ = srv.Shutdown(lctx)
 		<-served
 		rt.Close()
-		com.close()
+		com.Close()
 	}()
 	// The node's own "joined" line says how many partitions the fleet has.
 	log.Info("serving HTTP", "addr", ln.Addr().String(), "advertise", addr, "pid", os.Getpid(), "db", dialect,

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tenure-go/tenure/examples/internal/counterdb"
 )
 
 // TestMetricsDocumented checks README.md against the counter's registry:
@@ -18,11 +20,11 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 	named := map[string]bool{}
 	for _, n := range regexp.MustCompile(`\bcounter_[a-z0-9_]+`).FindAllString(string(readme), -1) {
-		if n != incrementsTable { // a table
+		if n != counterdb.IncrementsTable { // a table
 			named[n] = true
 		}
 	}
-	mfs, err := newMetrics().reg.Gather()
+	mfs, err := counterdb.NewMetrics().Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/examples/internal/counterdb/counterdbtest"
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/internal/keys"
@@ -43,11 +43,8 @@ func TestResizeUnderLoad(t *testing.T) {
 	bin := proctest.Build(t, "counter")
 	for _, d := range []sqlfence.Dialect{sqlfence.SQLite, sqlfence.Postgres} {
 		t.Run(d.String(), func(t *testing.T) {
-			if d == sqlfence.Postgres && os.Getenv(envPG) == "" {
-				if v := os.Getenv("TENURE_REQUIRE_PG"); v != "" && v != "0" {
-					t.Fatal("TENURE_REQUIRE_PG is set but TENURE_PG_DSN names no PostgreSQL server")
-				}
-				t.Skip("no PostgreSQL: set TENURE_PG_DSN to a postgres:// URL of a server the test may create databases on")
+			if d == sqlfence.Postgres {
+				counterdbtest.NeedPG(t)
 			}
 			resizeUnderLoad(t, bin, d)
 		})
@@ -76,7 +73,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 		{"bounded->weighted", 0, 32},
 	}
 	etcd := cluster.New(t, 1)
-	spec, db, _ := testDB(t, d)
+	spec, db, _ := counterdbtest.DB(t, d)
 	clusterName := "counter-resize-" + d.String()
 	cli := etcd.NewClient(t)
 	// A fleet of the count-only ring, as one created before the weighted
@@ -200,7 +197,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 	for _, p := range procs {
 		p.Stop(t)
 	}
-	checkCounts(t, l, dbCounters(t, db), dbApplied(t, db))
+	checkCounts(t, l, counterdbtest.Counters(t, db), counterdbtest.Applied(t, db))
 	steadyLat := lat.summary(phaseSteady)
 	t.Logf("%s: %d processes, %d keys, %d workers; steady (%v before the changes): increments %s\n%s\n  loads from SQL: %.0f full (after a claim, cold: every partition a resize creates), %.0f catch-up (warm), %.0f preparations; planned moves with a prepare phase: %.0f warm, %.0f cold; %.0f commits and %.0f loads failed (their partitions loaded again, the increments retried); %d failed at the client",
 		d, len(procs), nkeys, workers, steady, steadyLat, strings.Join(lines, "\n"), loads["full"], loads["catchup"], loads["prepare"], loads["moves_warm"], loads["moves_cold"],

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/examples/internal/counterdb"
+	"github.com/tenure-go/tenure/examples/internal/counterdb/counterdbtest"
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/ownership/ring"
@@ -72,11 +74,8 @@ func TestRollingRestartWarm(t *testing.T) {
 	var table deployTable
 	for _, d := range []sqlfence.Dialect{sqlfence.SQLite, sqlfence.Postgres} {
 		t.Run(d.String(), func(t *testing.T) {
-			if d == sqlfence.Postgres && os.Getenv(envPG) == "" {
-				if envOn("TENURE_REQUIRE_PG") {
-					t.Fatal("TENURE_REQUIRE_PG is set but TENURE_PG_DSN names no PostgreSQL server")
-				}
-				t.Skip("no PostgreSQL: set TENURE_PG_DSN to a postgres:// URL of a server the test may create databases on")
+			if d == sqlfence.Postgres {
+				counterdbtest.NeedPG(t)
 			}
 			for _, prepare := range []bool{true, false} {
 				t.Run(fmt.Sprintf("prepare=%v", prepare), func(t *testing.T) {
@@ -104,7 +103,7 @@ type restart struct {
 
 func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, seed int, steady time.Duration) deployRow {
 	etcd := cluster.New(t, 1)
-	spec, db, dialect := testDB(t, d)
+	spec, db, dialect := counterdbtest.DB(t, d)
 	clusterName := fmt.Sprintf("counter-rolling-%s-%v", d, prepare)
 	args := []string{
 		"--etcd", strings.Join(etcd.Endpoints(), ","), "--db", spec, "--cluster", clusterName,
@@ -199,13 +198,13 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 	for _, b := range l.badResends {
 		t.Errorf("resent increment not answered as a duplicate with its first value: %s", b)
 	}
-	counters := dbCounters(t, db)
+	counters := counterdbtest.Counters(t, db)
 	for k := range counters {
 		if strings.HasPrefix(k, "seed-") {
 			delete(counters, k)
 		}
 	}
-	checkCounts(t, l, counters, dbApplied(t, db))
+	checkCounts(t, l, counters, counterdbtest.Applied(t, db))
 	hits, cold := loads["counter_prepared_hits_total"], loads["counter_cold_reads_total"]
 	switch {
 	case hits+cold == 0:
@@ -265,11 +264,11 @@ func seedCounters(t *testing.T, db *sql.DB, d sqlfence.Dialect, n int) {
 	for j := range total {
 		keys[j] = fmt.Sprintf("seed-%d", j)
 		parts[j] = int64(ring.PartitionOf(keys[j], testPartitions))
-		slots[j] = slotOf(keys[j])
+		slots[j] = counterdb.SlotOf(keys[j])
 	}
 	if d == sqlfence.Postgres {
 		// One statement: a row at a time costs a round trip each.
-		if _, err := db.Exec("INSERT INTO "+countersTable+" (key, partition, slot, value, epoch, seq) SELECT k, p, s, 1, 0, 0 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(k, p, s)", keys, parts, slots); err != nil {
+		if _, err := db.Exec("INSERT INTO "+counterdb.CountersTable+" (key, partition, slot, value, epoch, seq) SELECT k, p, s, 1, 0, 0 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(k, p, s)", keys, parts, slots); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -280,7 +279,7 @@ func seedCounters(t *testing.T, db *sql.DB, d sqlfence.Dialect, n int) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	ph := d.Placeholder
-	stmt, err := tx.Prepare("INSERT INTO " + countersTable + " (key, partition, slot, value, epoch, seq) VALUES (" + ph(1) + ", " + ph(2) + ", " + ph(3) + ", 1, 0, 0)")
+	stmt, err := tx.Prepare("INSERT INTO " + counterdb.CountersTable + " (key, partition, slot, value, epoch, seq) VALUES (" + ph(1) + ", " + ph(2) + ", " + ph(3) + ", 1, 0, 0)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/examples/internal/counterdb/counterdbtest"
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -50,11 +51,11 @@ func TestThroughput(t *testing.T) {
 		p50, p99  time.Duration
 	}
 	var figures []figure
-	for _, d := range dialects() {
+	for _, d := range counterdbtest.Dialects() {
 		for _, group := range []bool{true, false} {
 			name := fmt.Sprintf("%s/group-commit=%v", d, group)
 			t.Run(name, func(t *testing.T) {
-				spec, db, _ := testDB(t, d)
+				spec, db, _ := counterdbtest.DB(t, d)
 				clusterName := fmt.Sprintf("counter-bench-%d-%v", d, group)
 				args := []string{
 					"--etcd", strings.Join(etcd.Endpoints(), ","), "--db", spec, "--cluster", clusterName,
@@ -77,7 +78,7 @@ func TestThroughput(t *testing.T) {
 					p.Stop(t)
 				}
 				var sum int64
-				for _, v := range dbCounters(t, db) {
+				for _, v := range counterdbtest.Counters(t, db) {
 					sum += v
 				}
 				if sum != n {

@@ -1,4 +1,4 @@
-package main
+package counterdb
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,11 +6,13 @@ import (
 	"github.com/tenure-go/tenure/examples/internal/app"
 )
 
-// metrics are the counter's Prometheus metrics, in a registry of its own
-// (never the global one): what /metrics serves, with sqlfence's
-// tenure_fence_* metrics registered in the same registry.
-type metrics struct {
-	reg *prometheus.Registry
+// Metrics are the store's Prometheus metrics (counter_*), in a registry of
+// its own (never the global one): what a process's /metrics serves, with
+// the library's tenure_* metrics registered in the same registry.
+type Metrics struct {
+	// Registry holds the metrics; a process registers the library's in it
+	// too.
+	Registry *prometheus.Registry
 
 	applied        prometheus.Counter // increments committed
 	duplicates     prometheus.Counter // retried increments answered from the stored result
@@ -27,8 +29,9 @@ type metrics struct {
 	coldReads      prometheus.Counter // first reads of a counter in a tenure, from a load after the claim
 }
 
-func newMetrics() *metrics {
-	m := &metrics{
+// NewMetrics returns the store's metrics in a new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
 		applied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "counter_increments_applied_total",
 			Help: "Increments this process committed.",
@@ -88,7 +91,7 @@ func newMetrics() *metrics {
 		m.loads.WithLabelValues(k)
 		m.rowsLoaded.WithLabelValues(k)
 	}
-	m.reg = app.NewRegistry(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
+	m.Registry = app.NewRegistry(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
 		m.commitSeconds, m.owned, m.keys, m.loads, m.rowsLoaded, m.preparedHits, m.coldReads)
 	return m
 }

@@ -1,4 +1,4 @@
-package main
+package counterdb
 
 import (
 	"context"
@@ -12,16 +12,17 @@ import (
 
 // The counter's tables. counters holds one row per key with its value and
 // its slot (slot.go: a new owner loads a partition, by whatever count the
-// fleet uses, with one indexed range query); increments holds one row per applied increment, keyed by
-// its idempotency key, with the value it produced: a retried increment finds
-// its row and gets the same answer instead of a second increment.
+// fleet uses, with one indexed range query); increments holds one row per
+// applied increment, keyed by its idempotency key, with the value it
+// produced: a retried increment finds its row and gets the same answer
+// instead of a second increment.
 const (
-	countersTable   = "counters"
-	incrementsTable = "counter_increments"
+	CountersTable   = "counters"
+	IncrementsTable = "counter_increments"
 	countersIndex   = "counters_by_slot" // counters by (slot, seq): a load, a catch-up
 )
 
-// openDB opens the database named by spec (sqldb.Open). SQLite commits
+// Open opens the database named by spec (sqldb.Open). SQLite commits
 // with synchronous=NORMAL: in WAL mode a crash of the process loses
 // nothing, and a crash of the machine may lose the last commits but never
 // corrupts the file.
@@ -33,7 +34,7 @@ const (
 // acquisition fill, would spend about a tenth of a second of the database
 // machine's CPU at the moment the fleet takes over the exiting process's
 // partitions. The loads of an acquisition wait for a connection in turn.
-func openDB(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
+func Open(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
 	db, dialect, err := sqldb.Open(spec, ttl, "synchronous(NORMAL)")
 	if err == nil && dialect == sqlfence.Postgres {
 		db.SetMaxOpenConns(pgConns)
@@ -47,9 +48,9 @@ func openDB(spec string, ttl time.Duration) (*sql.DB, sqlfence.Dialect, error) {
 // partitions, with room to spare.
 const pgConns = 8
 
-// createSchema creates the fences table and the counter's tables if they do
+// CreateSchema creates the fences table and the counter's tables if they do
 // not exist. Several processes starting together may run it at once.
-func createSchema(ctx context.Context, db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences) error {
+func CreateSchema(ctx context.Context, db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("create schema: %w", err)
@@ -66,15 +67,15 @@ func createSchema(ctx context.Context, db *sql.DB, dialect sqlfence.Dialect, fen
 		return fmt.Errorf("create schema: %w", err)
 	}
 	for _, ddl := range []string{
-		"CREATE TABLE IF NOT EXISTS " + countersTable + ` (
+		"CREATE TABLE IF NOT EXISTS " + CountersTable + ` (
 	key       TEXT    NOT NULL PRIMARY KEY,
 	partition INTEGER NOT NULL, -- the key's partition when last written (informational: a resize changes it)
-	slot      BIGINT  NOT NULL DEFAULT 0, -- slotOf(key): the partitions of any power-of-two count are ranges of slots
+	slot      BIGINT  NOT NULL DEFAULT 0, -- SlotOf(key): the partitions of any power-of-two count are ranges of slots
 	value     BIGINT  NOT NULL,
 	epoch     BIGINT  NOT NULL, -- fencing token of the last write
 	seq       BIGINT  NOT NULL  -- above every earlier write's of the partition: what a prepared owner catches up from
 )`,
-		"CREATE TABLE IF NOT EXISTS " + incrementsTable + ` (
+		"CREATE TABLE IF NOT EXISTS " + IncrementsTable + ` (
 	idem       TEXT   NOT NULL PRIMARY KEY, -- the Idempotency-Key header
 	key        TEXT   NOT NULL,
 	value      BIGINT NOT NULL, -- the counter's value after this increment
@@ -102,7 +103,7 @@ func createSchema(ctx context.Context, db *sql.DB, dialect sqlfence.Dialect, fen
 		return fmt.Errorf("create schema: %w", err)
 	}
 	if indexes == 0 {
-		if _, err := tx.ExecContext(ctx, "CREATE INDEX "+countersIndex+" ON "+countersTable+" (slot, seq)"); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE INDEX "+countersIndex+" ON "+CountersTable+" (slot, seq)"); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}
 	}
@@ -110,4 +111,51 @@ func createSchema(ctx context.Context, db *sql.DB, dialect sqlfence.Dialect, fen
 		return fmt.Errorf("create schema: commit: %w", err)
 	}
 	return nil
+}
+
+// ReadCounters returns every counter in db: key -> value.
+func ReadCounters(ctx context.Context, db *sql.DB) (map[string]int64, error) {
+	out := make(map[string]int64)
+	rows, err := db.QueryContext(ctx, "SELECT key, value FROM "+CountersTable)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// AppliedRow is one applied increment as the increments table records it.
+type AppliedRow struct {
+	Key   string
+	Value int64 // the counter's value after it
+	Node  string
+	Epoch int64
+}
+
+// ReadApplied returns every applied increment in db: idempotency key ->
+// row.
+func ReadApplied(ctx context.Context, db *sql.DB) (map[string]AppliedRow, error) {
+	out := make(map[string]AppliedRow)
+	rows, err := db.QueryContext(ctx, "SELECT idem, key, value, node, epoch FROM "+IncrementsTable)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var r AppliedRow
+		if err := rows.Scan(&id, &r.Key, &r.Value, &r.Node, &r.Epoch); err != nil {
+			return nil, err
+		}
+		out[id] = r
+	}
+	return out, rows.Err()
 }

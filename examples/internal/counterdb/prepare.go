@@ -1,4 +1,4 @@
-package main
+package counterdb
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type snapshot struct {
 // the reads leave the node's own work (its watch of the fleet, the
 // requests it serves, its claims) its share of the CPU: a preparation is
 // not urgent, since the holder serves until the successor is ready.
-func (s *store) prepare(e ownership.Event) error {
+func (s *Store) prepare(e ownership.Event) error {
 	select {
 	case s.preparing <- struct{}{}:
 		defer func() { <-s.preparing }()
@@ -79,7 +79,7 @@ func (s *store) prepare(e ownership.Event) error {
 // another count: a resize changed the keys of partition p since (a
 // partition a resize creates has no previous holder, so it is not
 // prepared and loads in full).
-func (s *store) takeStaged(p, count int) *snapshot {
+func (s *Store) takeStaged(p, count int) *snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := s.staged[p]
@@ -92,7 +92,7 @@ func (s *store) takeStaged(p, count int) *snapshot {
 
 // catchUp completes snap, a snapshot of partition p, with the rows written
 // since it was taken.
-func (s *store) catchUp(ctx context.Context, p, count int, snap *snapshot) (map[string]int64, int64, error) {
+func (s *Store) catchUp(ctx context.Context, p, count int, snap *snapshot) (map[string]int64, int64, error) {
 	changed, seq, err := s.read(ctx, p, count, snap.seq)
 	if err != nil {
 		return nil, 0, err

@@ -1,4 +1,4 @@
-package main
+package counterdb
 
 import (
 	"context"
@@ -25,10 +25,10 @@ const loadTimeout = 10 * time.Second
 // from the database.
 var errInvalidated = errors.New("counter: partition state invalidated after a failed commit; retry")
 
-// partition is one partition's counters in memory, under one tenure (one
+// Partition is one partition's counters in memory, under one tenure (one
 // token). The owner is the only writer of its partitions, so the memory is
 // the truth once loaded: it changes only after a commit succeeded.
-type partition struct {
+type Partition struct {
 	p      int
 	count  int // the partition count p counts by (ownership.Event.Partitions): its keys are one range of slots (slot.go)
 	token  fence.Token
@@ -47,25 +47,31 @@ type partition struct {
 	read     map[string]struct{} // the keys with a value read in this tenure (countRead)
 }
 
-func (p *partition) value(key string) int64 {
+// Value returns key's committed value (0 if it has none).
+func (p *Partition) Value(key string) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.values[key]
 }
 
-func (p *partition) lastSeq() int64 {
+func (p *Partition) lastSeq() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.seq
 }
 
-func (p *partition) size() int {
+func (p *Partition) size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.values)
 }
 
-func (p *partition) failure() error {
+// Count returns the partition count p counts by: a key is in p if
+// ring.PartitionOf(key, p.Count()) is p's number.
+func (p *Partition) Count() int { return p.count }
+
+// Failure returns the error that ended p's tenure, or nil while it lasts.
+func (p *Partition) Failure() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.dead
@@ -76,7 +82,7 @@ func (p *partition) failure() error {
 // it reports whether this is the partition's first stale refusal, which
 // is logged even when the tenure's end was known before (its release
 // callback ran first).
-func (p *partition) refusedStale(se *fence.StaleError) (first bool) {
+func (p *Partition) refusedStale(se *fence.StaleError) (first bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dead == nil {
@@ -87,7 +93,7 @@ func (p *partition) refusedStale(se *fence.StaleError) (first bool) {
 }
 
 // kill ends the partition's tenure with err, unless it has ended.
-func (p *partition) kill(err error) {
+func (p *Partition) kill(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dead == nil {
@@ -95,17 +101,17 @@ func (p *partition) kill(err error) {
 	}
 }
 
-// store keeps the counters of the partitions this node owns. It is safe for
+// Store keeps the counters of the partitions this node owns. It is safe for
 // concurrent use.
-type store struct {
+type Store struct {
 	db      *sql.DB
 	dialect sqlfence.Dialect
 	fences  *sqlfence.Fences
 	log     hclog.Logger
-	metrics *metrics
+	metrics *Metrics
 
 	mu       sync.Mutex
-	parts    map[int]*partition
+	parts    map[int]*Partition
 	acquired map[int]tenure    // per partition, the tenure OnAcquired started last
 	ended    map[int]int64     // per partition, the highest epoch whose tenure ended here
 	staged   map[int]*snapshot // per partition, a preparation's snapshot (prepare.go)
@@ -114,10 +120,12 @@ type store struct {
 	preparing chan struct{} // the preparations reading now (prepare.go)
 }
 
-func newStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log hclog.Logger, m *metrics, warm bool) *store {
-	return &store{
+// NewStore returns a store of the counters in db, whose floors fences
+// keeps; warm turns the prepare phase on (Callbacks' OnPrepare).
+func NewStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log hclog.Logger, m *Metrics, warm bool) *Store {
+	return &Store{
 		db: db, dialect: dialect, fences: fences, log: log, metrics: m,
-		parts: make(map[int]*partition), acquired: make(map[int]tenure), ended: make(map[int]int64), staged: make(map[int]*snapshot), warm: warm,
+		parts: make(map[int]*Partition), acquired: make(map[int]tenure), ended: make(map[int]int64), staged: make(map[int]*snapshot), warm: warm,
 		preparing: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 	}
 }
@@ -129,14 +137,14 @@ type tenure struct {
 	count int
 }
 
-// callbacks are the node's: a new tenure starts loading its partition at
+// Callbacks are the node's: a new tenure starts loading its partition at
 // once (the node has raised the partition's floor in the database before,
 // so the previous owner's last commit is visible and nothing of it can
 // commit later), from the snapshot its preparation staged if there is one
 // (prepare.go); an ended tenure drops the partition's memory. OnAcquired
 // starts the load and returns: loads of the partitions acquired together
 // run in parallel, and each request waits for its partition's (ready).
-func (s *store) callbacks() ownership.Callbacks {
+func (s *Store) Callbacks() ownership.Callbacks {
 	var prepare func(ownership.Event) error
 	if s.warm {
 		prepare = s.prepare
@@ -165,7 +173,7 @@ func (s *store) callbacks() ownership.Callbacks {
 // preparation whose move did not happen, and the writes since may carry
 // seqs below its own, under a shape of the fleet that changed meanwhile
 // (prepare.go).
-func (s *store) acquire(p int, t fence.Token, count int, prepared bool) {
+func (s *Store) acquire(p int, t fence.Token, count int, prepared bool) {
 	s.mu.Lock()
 	if cur, ok := s.acquired[p]; !ok || cur.epoch < t.Epoch {
 		s.acquired[p] = tenure{epoch: t.Epoch, count: count}
@@ -174,10 +182,10 @@ func (s *store) acquire(p int, t fence.Token, count int, prepared bool) {
 		delete(s.staged, p)
 	}
 	s.mu.Unlock()
-	_, _ = s.partition(p, t)
+	_, _ = s.Partition(p, t)
 }
 
-// partition returns the state of partition p under token t, creating it and
+// Partition returns the state of partition p under token t, creating it and
 // starting its load if needed. OnAcquired creates it: the node admits
 // requests for a partition only once OnAcquired has returned (unless its
 // acquired timeout passed first), so a request finds the state there,
@@ -186,7 +194,7 @@ func (s *store) acquire(p int, t fence.Token, count int, prepared bool) {
 // OnAcquired (its timeout passed) is refused with the retryable answer:
 // the partition count the tenure counts by, and so the keys to load, are
 // known from OnAcquired only.
-func (s *store) partition(p int, t fence.Token) (*partition, error) {
+func (s *Store) Partition(p int, t fence.Token) (*Partition, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.parts[p]
@@ -200,14 +208,14 @@ func (s *store) partition(p int, t fence.Token) (*partition, error) {
 	if !ok || ten.epoch != t.Epoch {
 		return nil, fmt.Errorf("partition %d: tenure at epoch %d not started here yet: %w", p, t.Epoch, ownership.ErrMoved)
 	}
-	part := &partition{p: p, count: ten.count, token: t, loaded: make(chan struct{})}
+	part := &Partition{p: p, count: ten.count, token: t, loaded: make(chan struct{})}
 	s.parts[p] = part
 	go s.load(part)
 	return part, nil
 }
 
 // release drops partition p's memory at the end of the tenure under t.
-func (s *store) release(p int, t fence.Token) {
+func (s *Store) release(p int, t fence.Token) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended[p] = max(s.ended[p], t.Epoch)
@@ -223,7 +231,7 @@ func (s *store) release(p int, t fence.Token) {
 
 // invalidate drops part's memory after a transaction whose outcome is
 // unknown: the next request loads the partition again from the database.
-func (s *store) invalidate(part *partition) {
+func (s *Store) invalidate(part *Partition) {
 	part.kill(errInvalidated)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -233,7 +241,7 @@ func (s *store) invalidate(part *partition) {
 	}
 }
 
-func (s *store) load(part *partition) {
+func (s *Store) load(part *Partition) {
 	defer close(part.loaded)
 	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 	defer cancel()
@@ -268,13 +276,13 @@ func (s *store) load(part *partition) {
 // read returns the counters of partition p under count partitions whose
 // seq is above since (-1: all of them) and the highest seq among them
 // (since if none): the rows of p's range of slots (slot.go).
-func (s *store) read(ctx context.Context, p, count int, since int64) (map[string]int64, int64, error) {
+func (s *Store) read(ctx context.Context, p, count int, since int64) (map[string]int64, int64, error) {
 	lo, hi, err := slotRange(p, count)
 	if err != nil {
 		return nil, 0, err
 	}
 	ph := s.dialect.Placeholder
-	rows, err := s.db.QueryContext(ctx, "SELECT key, value, seq FROM "+countersTable+" WHERE slot >= "+ph(1)+" AND slot < "+ph(2)+" AND seq > "+ph(3), lo, hi, since)
+	rows, err := s.db.QueryContext(ctx, "SELECT key, value, seq FROM "+CountersTable+" WHERE slot >= "+ph(1)+" AND slot < "+ph(2)+" AND seq > "+ph(3), lo, hi, since)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -293,12 +301,12 @@ func (s *store) read(ctx context.Context, p, count int, since int64) (map[string
 	return values, top, rows.Err()
 }
 
-// countRead counts a read of key in part, once loaded, if it is the first
+// CountRead counts a read of key in part, once loaded, if it is the first
 // of key in part's tenure: a hit of the warm handoff if the tenure's state
 // was prepared before the claim, a cold read if it was loaded after it.
 // Only the keys that have a value are counted, so that the keys remembered
 // are at most those in memory (a client's reads of made-up keys add none).
-func (s *store) countRead(part *partition, key string) {
+func (s *Store) CountRead(part *Partition, key string) {
 	part.mu.Lock()
 	_, again := part.read[key]
 	if _, has := part.values[key]; !has {
@@ -321,8 +329,8 @@ func (s *store) countRead(part *partition, key string) {
 	}
 }
 
-// ready waits until part is loaded, or ctx ends.
-func (s *store) ready(ctx context.Context, part *partition) error {
+// Ready waits until part is loaded, or ctx ends.
+func (s *Store) Ready(ctx context.Context, part *Partition) error {
 	select {
 	case <-part.loaded:
 		return part.err

@@ -1,4 +1,4 @@
-package main
+package counterdb
 
 import (
 	"context"
@@ -26,38 +26,39 @@ const commitTimeout = 10 * time.Second
 // default limit is 32766, PostgreSQL's 65535).
 const maxParams = 30000
 
-// errKeyReused reports an idempotency key that was applied to another
-// counter: a client bug, answered 422 and not retried.
-var errKeyReused = errors.New("idempotency key already used for another counter")
+// ErrKeyReused reports an idempotency key that was applied to another
+// counter: a client bug, answered as such and not retried.
+var ErrKeyReused = errors.New("idempotency key already used for another counter")
 
 // incr is one increment waiting for its commit.
 type incr struct {
-	part *partition
-	key  string
-	idem string
-	seq  int64 // the seq its write stamps on its counter (see prepare.go)
+	part  *Partition
+	key   string
+	idem  string
+	delta int64
+	seq   int64 // the seq its write stamps on its counter (see prepare.go)
 }
 
-// result is an increment's outcome: the counter's value after it, and
+// Result is an increment's outcome: the counter's value after it, and
 // whether it had been applied before (a retry).
-type result struct {
-	value int64
-	dup   bool
-	err   error
+type Result struct {
+	Value int64
+	Dup   bool  // the idempotency key had been applied: Value is its stored result
+	Err   error // a *fence.StaleError, ErrKeyReused, or a failed commit (retry with the same key)
 }
 
-// committer writes increments through to the database. With group commit,
+// Committer writes increments through to the database. With group commit,
 // a sqlfence.Batcher commits every increment queued while the previous
 // transaction was in flight in one transaction; without it, each increment
 // commits in a fenced transaction of its own, one at a time per partition.
 // Either way the transaction runs write, and committed brings memory up to
 // date once it has committed.
-type committer struct {
-	store   *store
+type Committer struct {
+	store   *Store
 	node    string
 	hold    time.Duration
 	log     hclog.Logger
-	batcher *sqlfence.Batcher[*incr, result] // nil without group commit
+	batcher *sqlfence.Batcher[*incr, Result] // nil without group commit
 
 	// With hold: holding admits one hold at a time, and quiet keeps
 	// commits out of it (a commit read-locks quiet, a hold write-locks it).
@@ -65,10 +66,14 @@ type committer struct {
 	quiet   sync.RWMutex
 }
 
-func newCommitter(s *store, node string, group bool, maxBatch int, hold time.Duration, log hclog.Logger) (*committer, error) {
-	c := &committer{store: s, node: node, hold: hold, log: log}
+// NewCommitter returns the committer of s's increments, which records node
+// as the node that applied them: with group commit (group), up to maxBatch
+// increments per transaction; hold is the --hold demonstration knob (0:
+// off).
+func NewCommitter(s *Store, node string, group bool, maxBatch int, hold time.Duration, log hclog.Logger) (*Committer, error) {
+	c := &Committer{store: s, node: node, hold: hold, log: log}
 	if group {
-		b, err := sqlfence.NewBatcher(s.db, s.fences, sqlfence.Writer[*incr, result]{Write: c.write, Committed: c.committed},
+		b, err := sqlfence.NewBatcher(s.db, s.fences, sqlfence.Writer[*incr, Result]{Write: c.write, Committed: c.committed},
 			sqlfence.BatcherConfig{MaxBatch: maxBatch, Timeout: commitTimeout})
 		if err != nil {
 			return nil, err
@@ -78,28 +83,28 @@ func newCommitter(s *store, node string, group bool, maxBatch int, hold time.Dur
 	return c, nil
 }
 
-// close stops the committer once the increments queued so far are
+// Close stops the committer once the increments queued so far are
 // committed. Call it after the last increment was submitted.
-func (c *committer) close() {
+func (c *Committer) Close() {
 	if c.batcher != nil {
 		c.batcher.Close()
 	}
 }
 
-// submit commits one increment of key under part's token and returns its
-// result. It waits for the answer whatever happens to the request: the
-// database decides. A stale token ends the partition's tenure here: every
+// Submit adds delta to key's counter under part's token, once per
+// idempotency key idem, and returns its result. It waits for the answer
+// whatever happens to the request: the database decides. A stale token ends the partition's tenure here: every
 // later increment of it fails without a transaction.
-func (c *committer) submit(part *partition, key, idem string) result {
-	if err := part.failure(); err != nil {
-		return result{err: err}
+func (c *Committer) Submit(part *Partition, key, idem string, delta int64) Result {
+	if err := part.Failure(); err != nil {
+		return Result{Err: err}
 	}
 	if c.hold > 0 {
 		c.holdOne()
 		c.quiet.RLock()
 	}
 	m := c.store.metrics
-	in := &incr{part: part, key: key, idem: idem}
+	in := &incr{part: part, key: key, idem: idem, delta: delta}
 	began := time.Now()
 	r, err := c.commit(in)
 	if c.hold > 0 {
@@ -113,7 +118,7 @@ func (c *committer) submit(part *partition, key, idem string) result {
 		if part.refusedStale(se) {
 			c.log.Warn("stale increments rejected", "partition", part.p, "epoch", se.Presented, "current_epoch", se.Current)
 		}
-		return result{err: err}
+		return Result{Err: err}
 	case err != nil:
 		// The outcome is unknown (a failed commit may have committed):
 		// drop the partition's memory, so that it is loaded again, and
@@ -121,9 +126,9 @@ func (c *committer) submit(part *partition, key, idem string) result {
 		m.commitFailures.Inc()
 		c.log.Warn("commit failed", "partition", part.p, "error", err)
 		c.store.invalidate(part)
-		return result{err: err}
-	case r.err != nil: // an idempotency key reused for another counter
-	case r.dup:
+		return Result{Err: err}
+	case r.Err != nil: // an idempotency key reused for another counter
+	case r.Dup:
 		m.duplicates.Inc()
 	default:
 		m.applied.Inc()
@@ -137,7 +142,7 @@ func (c *committer) submit(part *partition, key, idem string) result {
 // (SIGSTOP) is likely to fall in that wait, where the process holds no
 // database lock: a process stopped inside a SQLite write transaction keeps
 // the database's write lock, and every other process waits on it.
-func (c *committer) holdOne() {
+func (c *Committer) holdOne() {
 	if !c.holding.TryLock() {
 		return
 	}
@@ -149,7 +154,7 @@ func (c *committer) holdOne() {
 }
 
 // commit runs in through the Batcher, or in a transaction of its own.
-func (c *committer) commit(in *incr) (result, error) {
+func (c *Committer) commit(in *incr) (Result, error) {
 	if c.batcher != nil {
 		return c.batcher.Do(context.Background(), in.part.token, in)
 	}
@@ -158,14 +163,14 @@ func (c *committer) commit(in *incr) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 	defer cancel()
 	batch := []*incr{in}
-	var res []result
+	var res []Result
 	err := c.store.fences.Do(ctx, c.store.db, in.part.token, func(tx *sql.Tx) error {
 		var err error
 		res, err = c.write(ctx, tx, batch)
 		return err
 	})
 	if err != nil {
-		return result{}, err
+		return Result{}, err
 	}
 	c.committed(batch, res)
 	return res[0], nil
@@ -177,8 +182,8 @@ func (c *committer) commit(in *incr) (result, error) {
 // result; the others get the next value of their counter, one row each in
 // the increments table (whose primary key refuses an idempotency key
 // applied twice), and every counter touched gets its new value.
-func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]result, error) {
-	res := make([]result, len(batch))
+func (c *Committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]Result, error) {
+	res := make([]Result, len(batch))
 	ids := make([]string, len(batch))
 	for i, in := range batch {
 		ids[i] = in.idem
@@ -195,22 +200,22 @@ func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]res
 	}
 	var rows []row
 	next := make(map[string]int64)         // key -> value after this batch
-	seqs := make(map[*partition]int64)     // partition -> the seq of this batch's writes
-	keyPart := make(map[string]*partition) // key -> its partition
+	seqs := make(map[*Partition]int64)     // partition -> the seq of this batch's writes
+	keyPart := make(map[string]*Partition) // key -> its partition
 	for i, in := range batch {
 		if pr, ok := prior[in.idem]; ok {
 			if pr.key != in.key {
-				res[i] = result{err: fmt.Errorf("%w: %q was applied to %q", errKeyReused, in.idem, pr.key)}
+				res[i] = Result{Err: fmt.Errorf("%w: %q was applied to %q", ErrKeyReused, in.idem, pr.key)}
 				continue
 			}
-			res[i] = result{value: pr.value, dup: true}
+			res[i] = Result{Value: pr.value, Dup: true}
 			continue
 		}
 		cur, ok := next[in.key]
 		if !ok {
-			cur = in.part.value(in.key)
+			cur = in.part.Value(in.key)
 		}
-		cur++
+		cur += in.delta
 		next[in.key] = cur
 		keyPart[in.key] = in.part
 		if _, ok := seqs[in.part]; !ok {
@@ -218,12 +223,12 @@ func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]res
 		}
 		in.seq = seqs[in.part]
 		prior[in.idem] = applied{in.key, cur} // a second attempt in the same batch is a duplicate
-		res[i] = result{value: cur}
+		res[i] = Result{Value: cur}
 		rows = append(rows, row{in.idem, in.key, cur, in.part.token.Epoch})
 	}
 
 	now := time.Now().UnixMilli()
-	if err := c.insertMany(ctx, tx, "INSERT INTO "+incrementsTable+" (idem, key, value, epoch, node, applied_at) VALUES ", "", 6, len(rows),
+	if err := c.insertMany(ctx, tx, "INSERT INTO "+IncrementsTable+" (idem, key, value, epoch, node, applied_at) VALUES ", "", 6, len(rows),
 		func(i int) []any { r := rows[i]; return []any{r.idem, r.key, r.value, r.epoch, c.node, now} }); err != nil {
 		return nil, fmt.Errorf("insert increments: %w", err)
 	}
@@ -232,12 +237,12 @@ func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]res
 		keys = append(keys, k)
 	}
 	sort.Strings(keys) // one lock order on PostgreSQL
-	if err := c.insertMany(ctx, tx, "INSERT INTO "+countersTable+" (key, partition, slot, value, epoch, seq) VALUES ",
+	if err := c.insertMany(ctx, tx, "INSERT INTO "+CountersTable+" (key, partition, slot, value, epoch, seq) VALUES ",
 		" ON CONFLICT (key) DO UPDATE SET partition = excluded.partition, slot = excluded.slot, value = excluded.value, epoch = excluded.epoch, seq = excluded.seq", 6, len(keys),
 		func(i int) []any {
 			k := keys[i]
 			part := keyPart[k]
-			return []any{k, part.p, slotOf(k), next[k], part.token.Epoch, seqs[part]}
+			return []any{k, part.p, SlotOf(k), next[k], part.token.Epoch, seqs[part]}
 		}); err != nil {
 		return nil, fmt.Errorf("write counters: %w", err)
 	}
@@ -246,12 +251,12 @@ func (c *committer) write(ctx context.Context, tx *sql.Tx, batch []*incr) ([]res
 
 // committed brings memory up to date with a committed batch, before the
 // next batch reads it, and counts the transaction.
-func (c *committer) committed(batch []*incr, res []result) {
+func (c *Committer) committed(batch []*incr, res []Result) {
 	m := c.store.metrics
 	m.batches.Inc()
 	m.batchSize.Observe(float64(len(batch)))
 	for i, in := range batch {
-		if res[i].err != nil || res[i].dup {
+		if res[i].Err != nil || res[i].Dup {
 			continue
 		}
 		part := in.part
@@ -261,7 +266,7 @@ func (c *committer) committed(batch []*incr, res []result) {
 			if _, had := part.values[in.key]; !had {
 				m.keys.Inc()
 			}
-			part.values[in.key] = res[i].value // in arrival order: the last is the highest
+			part.values[in.key] = res[i].Value // in arrival order: the last is the highest
 		}
 		part.mu.Unlock()
 	}
@@ -276,13 +281,13 @@ type applied struct {
 
 // applied returns the stored results of the idempotency keys ids that were
 // applied already.
-func (c *committer) applied(ctx context.Context, tx *sql.Tx, ids []string) (map[string]applied, error) {
+func (c *Committer) applied(ctx context.Context, tx *sql.Tx, ids []string) (map[string]applied, error) {
 	out := make(map[string]applied)
 	ph := c.store.dialect.Placeholder
 	for len(ids) > 0 {
 		n := min(len(ids), maxParams)
 		var q strings.Builder
-		q.WriteString("SELECT idem, key, value FROM " + incrementsTable + " WHERE idem IN (")
+		q.WriteString("SELECT idem, key, value FROM " + IncrementsTable + " WHERE idem IN (")
 		args := make([]any, n)
 		for i := range n {
 			if i > 0 {
@@ -316,7 +321,7 @@ func (c *committer) applied(ctx context.Context, tx *sql.Tx, ids []string) (map[
 
 // insertMany runs head VALUES (...), (...) tail for n rows of cols columns
 // each, as few statements as the parameter limit allows.
-func (c *committer) insertMany(ctx context.Context, tx *sql.Tx, head, tail string, cols, n int, row func(int) []any) error {
+func (c *Committer) insertMany(ctx context.Context, tx *sql.Tx, head, tail string, cols, n int, row func(int) []any) error {
 	ph := c.store.dialect.Placeholder
 	per := maxParams / cols
 	for start := 0; start < n; start += per {

@@ -1,4 +1,4 @@
-package main
+package counterdb
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 func TestSlotRange(t *testing.T) {
 	for i := range 2000 {
 		key := fmt.Sprintf("key-%d", i)
-		s := slotOf(key)
+		s := SlotOf(key)
 		for k := 0; k <= slotBits; k++ {
 			count := 1 << k
 			p := ring.PartitionOf(key, count)

@@ -1,4 +1,4 @@
-package main
+package counterdb
 
 import (
 	"context"
@@ -17,10 +17,13 @@ import (
 	"github.com/tenure-go/tenure/ownership/ring"
 )
 
+// testPartitions is the partition count the tests' stores count by.
+const testPartitions = 32
+
 // newTestStore returns a store on a fresh SQLite database with its schema.
-func newTestStore(t *testing.T) (*store, sqlfence.Fencer) {
+func newTestStore(t *testing.T) (*Store, sqlfence.Fencer) {
 	t.Helper()
-	db, dialect, err := openDB("sqlite:"+filepath.Join(t.TempDir(), "c.db"), 2*time.Second)
+	db, dialect, err := Open("sqlite:"+filepath.Join(t.TempDir(), "c.db"), 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,26 +32,26 @@ func newTestStore(t *testing.T) (*store, sqlfence.Fencer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := createSchema(context.Background(), db, dialect, fences); err != nil {
+	if err := CreateSchema(context.Background(), db, dialect, fences); err != nil {
 		t.Fatal(err)
 	}
-	return newStore(db, dialect, fences, hclog.NewNullLogger(), newMetrics(), false), sqlfence.Fencer{DB: db, Fences: fences}
+	return NewStore(db, dialect, fences, hclog.NewNullLogger(), NewMetrics(), false), sqlfence.Fencer{DB: db, Fences: fences}
 }
 
 // acquire raises p's floor to epoch, as the node does, and returns the
 // loaded partition.
-func acquire(t *testing.T, s *store, f sqlfence.Fencer, p int, epoch int64) *partition {
+func acquire(t *testing.T, s *Store, f sqlfence.Fencer, p int, epoch int64) *Partition {
 	t.Helper()
 	tok := fence.Token{Scope: fence.PartitionScope(p), Epoch: epoch}
 	if err := f.Advance(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}
 	s.acquire(p, tok, testPartitions, false)
-	part, err := s.partition(p, tok)
+	part, err := s.Partition(p, tok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ready(context.Background(), part); err != nil {
+	if err := s.Ready(context.Background(), part); err != nil {
 		t.Fatal(err)
 	}
 	return part
@@ -79,14 +82,16 @@ func TestCommitBatch(t *testing.T) {
 	if err := f.Advance(context.Background(), fence.Token{Scope: "p/2", Epoch: 9}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := newCommitter(s, "n1", false, 16, 0, hclog.NewNullLogger())
+	c, err := NewCommitter(s, "n1", false, 16, 0, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
-	mk := func(part *partition, key, idem string) *incr { return &incr{part: part, key: key, idem: idem} }
+	defer c.Close()
+	mk := func(part *Partition, key, idem string) *incr {
+		return &incr{part: part, key: key, idem: idem, delta: 1}
+	}
 	batch := []*incr{mk(p1, ka, "i1"), mk(p1, ka, "i2"), mk(p1, ka, "i1"), mk(p1, kz, "i4")}
-	var got []result
+	var got []Result
 	ctx := context.Background()
 	if err := s.fences.Do(ctx, s.db, p1.token, func(tx *sql.Tx) error {
 		var err error
@@ -96,50 +101,54 @@ func TestCommitBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.committed(batch, got)
-	want := []result{{value: 1}, {value: 2}, {value: 1, dup: true}, {value: 1}}
+	want := []Result{{Value: 1}, {Value: 2}, {Value: 1, Dup: true}, {Value: 1}}
 	for i, in := range batch {
 		if got[i] != want[i] {
 			t.Errorf("increment %d (%s): %+v, want %+v", i, in.idem, got[i], want[i])
 		}
 	}
 	var se *fence.StaleError
-	if r := c.submit(p2, kb, "i3"); !errors.As(r.err, &se) || se.Current != 9 {
-		t.Errorf("increment of the fenced partition: %v, want a *fence.StaleError at current epoch 9", r.err)
+	if r := c.Submit(p2, kb, "i3", 1); !errors.As(r.Err, &se) || se.Current != 9 {
+		t.Errorf("increment of the fenced partition: %v, want a *fence.StaleError at current epoch 9", r.Err)
 	}
 	// The stale partition refuses everything from now on, without a transaction.
-	if r := c.submit(p2, kb, "i5"); !errors.Is(r.err, fence.ErrStale) {
-		t.Errorf("after the stale refusal: %v, want fence.ErrStale", r.err)
+	if r := c.Submit(p2, kb, "i5", 1); !errors.Is(r.Err, fence.ErrStale) {
+		t.Errorf("after the stale refusal: %v, want fence.ErrStale", r.Err)
 	}
 	// A retry in a later transaction gets the stored result.
-	if r := c.submit(p1, ka, "i2"); r != (result{value: 2, dup: true}) {
+	if r := c.Submit(p1, ka, "i2", 1); r != (Result{Value: 2, Dup: true}) {
 		t.Errorf("retry of i2: %+v, want value 2, duplicate", r)
 	}
-	if r := c.submit(p1, ka, "i6"); r != (result{value: 3}) {
+	if r := c.Submit(p1, ka, "i6", 1); r != (Result{Value: 3}) {
 		t.Errorf("next increment: %+v, want 3", r)
 	}
 	// An idempotency key used before for another counter is refused.
-	if r := c.submit(p1, kz, "i6"); !errors.Is(r.err, errKeyReused) {
-		t.Errorf("i6 reused for z: %+v, want errKeyReused", r)
+	if r := c.Submit(p1, kz, "i6", 1); !errors.Is(r.Err, ErrKeyReused) {
+		t.Errorf("i6 reused for z: %+v, want ErrKeyReused", r)
 	}
-	counters := dbCounters(t, s.db)
+	counters := readCounters(t, s.db)
 	if len(counters) != 2 || counters[ka] != 3 || counters[kz] != 1 {
 		t.Errorf("counters %v, want %s=3 %s=1", counters, ka, kz)
 	}
-	if n := len(dbApplied(t, s.db)); n != 4 {
+	applied, err := ReadApplied(ctx, s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(applied); n != 4 {
 		t.Errorf("%d increments applied, want 4", n)
 	}
 
 	// A new tenure of partition 1 loads what the previous one committed;
 	// the old one's state is gone and its token refused.
 	s.release(1, p1.token)
-	if _, err := s.partition(1, p1.token); !errors.Is(err, ownership.ErrMoved) {
+	if _, err := s.Partition(1, p1.token); !errors.Is(err, ownership.ErrMoved) {
 		t.Errorf("partition under a released token: %v, want ownership.ErrMoved", err)
 	}
 	p1b := acquire(t, s, f, 1, 12)
-	if v := p1b.value(ka); v != 3 {
+	if v := p1b.Value(ka); v != 3 {
 		t.Errorf("after reload a = %d, want 3", v)
 	}
-	if r := c.submit(p1, ka, "i7"); r.err == nil {
+	if r := c.Submit(p1, ka, "i7", 1); r.Err == nil {
 		t.Errorf("increment under the released tenure succeeded: %+v", r)
 	}
 }
@@ -149,25 +158,35 @@ func TestCommitBatch(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	s, f := newTestStore(t)
 	p := acquire(t, s, f, 3, 7)
-	c, err := newCommitter(s, "n1", true, 64, 0, hclog.NewNullLogger())
+	c, err := NewCommitter(s, "n1", true, 64, 0, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 200
-	results := make(chan result, n)
+	results := make(chan Result, n)
 	for i := range n {
-		go func() { results <- c.submit(p, "k", fmt.Sprintf("g%d", i)) }()
+		go func() { results <- c.Submit(p, "k", fmt.Sprintf("g%d", i), 1) }()
 	}
 	seen := make(map[int64]bool)
 	for range n {
 		r := <-results
-		if r.err != nil || r.dup || seen[r.value] {
-			t.Errorf("result %+v (seen before: %v)", r, seen[r.value])
+		if r.Err != nil || r.Dup || seen[r.Value] {
+			t.Errorf("result %+v (seen before: %v)", r, seen[r.Value])
 		}
-		seen[r.value] = true
+		seen[r.Value] = true
 	}
-	c.close()
-	if v := dbCounters(t, s.db)["k"]; v != n {
+	c.Close()
+	if v := readCounters(t, s.db)["k"]; v != n {
 		t.Errorf("k = %d, want %d", v, n)
 	}
+}
+
+// readCounters returns the counters in db.
+func readCounters(t *testing.T, db *sql.DB) map[string]int64 {
+	t.Helper()
+	c, err := ReadCounters(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -1,4 +1,4 @@
-package main
+package counterdb
 
 import (
 	"fmt"
@@ -26,8 +26,8 @@ import (
 // mod that factor), which this example does not do.
 const slotBits = 20 // log2(ring.MaxPartitions)
 
-// slotOf returns key's slot.
-func slotOf(key string) int64 {
+// SlotOf returns key's slot.
+func SlotOf(key string) int64 {
 	low := uint32(ring.PartitionOf(key, 1<<slotBits))
 	return int64(bits.Reverse32(low) >> (32 - slotBits))
 }
@@ -36,7 +36,7 @@ func slotOf(key string) int64 {
 // count partitions, or an error if count is not a power of two in [1,
 // 2^slotBits] or p is not below it.
 func slotRange(p, count int) (lo, hi int64, err error) {
-	if err := checkCount(count); err != nil {
+	if err := CheckCount(count); err != nil {
 		return 0, 0, err
 	}
 	if p < 0 || p >= count {
@@ -51,9 +51,9 @@ func slotRange(p, count int) (lo, hi int64, err error) {
 	return top * width, (top + 1) * width, nil
 }
 
-// checkCount reports an error unless count is a partition count the
+// CheckCount reports an error unless count is a partition count the
 // counter's slots support: a power of two up to 2^slotBits.
-func checkCount(count int) error {
+func CheckCount(count int) error {
 	if count < 1 || count > 1<<slotBits || count&(count-1) != 0 {
 		return fmt.Errorf("partition count %d: the counter needs a power of two in [1, %d]", count, 1<<slotBits)
 	}
