@@ -3,14 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/tenure-go/tenure/examples/internal/app"
 	"github.com/tenure-go/tenure/examples/internal/counterdb"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership"
-	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/router"
 )
 
@@ -40,22 +38,12 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.PathValue("key")
-	p := partitionOf(tok)
-	part, err := s.store.Partition(p, tok)
-	if err == nil {
-		err = s.store.Ready(r.Context(), part)
-	}
-	if err == nil && ring.PartitionOf(key, part.Count()) != p {
-		// The router admitted the key under p's token: p's tenure counts
-		// by part.Count(), so this is a bug, never a move.
-		err = fmt.Errorf("key %q is not in partition %d of %d", key, p, part.Count())
-	}
+	part, err := s.store.Serve(r.Context(), tok, key)
 	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	s.store.CountRead(part, key)
-	a := answer{Key: key, Partition: p, Epoch: tok.Epoch, Node: s.node}
+	a := answer{Key: key, Partition: part.Number(), Epoch: tok.Epoch, Node: s.node}
 	switch r.Method {
 	case http.MethodGet:
 		if err := part.Failure(); err != nil {
@@ -94,15 +82,6 @@ func fail(w http.ResponseWriter, r *http.Request, err error) {
 	if !router.WriteError(w, r, err) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
-}
-
-// partitionOf reads the partition from a token's scope "p/<n>".
-func partitionOf(t fence.Token) int {
-	var p int
-	if _, err := fmt.Sscanf(t.Scope, "p/%d", &p); err != nil {
-		return -1
-	}
-	return p
 }
 
 // handler serves the process's HTTP endpoints:

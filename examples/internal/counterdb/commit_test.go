@@ -47,11 +47,11 @@ func acquire(t *testing.T, s *Store, f sqlfence.Fencer, p int, epoch int64) *Par
 		t.Fatal(err)
 	}
 	s.acquire(p, tok, testPartitions, false)
-	part, err := s.Partition(p, tok)
+	part, err := s.partition(p, tok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Ready(context.Background(), part); err != nil {
+	if err := s.ready(context.Background(), part); err != nil {
 		t.Fatal(err)
 	}
 	return part
@@ -141,7 +141,7 @@ func TestCommitBatch(t *testing.T) {
 	// A new tenure of partition 1 loads what the previous one committed;
 	// the old one's state is gone and its token refused.
 	s.release(1, p1.token)
-	if _, err := s.Partition(1, p1.token); !errors.Is(err, ownership.ErrMoved) {
+	if _, err := s.partition(1, p1.token); !errors.Is(err, ownership.ErrMoved) {
 		t.Errorf("partition under a released token: %v, want ownership.ErrMoved", err)
 	}
 	p1b := acquire(t, s, f, 1, 12)

@@ -4,8 +4,8 @@
 // the partition and written through with fenced transactions.
 //
 //   - store.go: a partition's state under one tenure (Store.Callbacks
-//     loads it on OnAcquired and drops it on OnReleased; Store.Partition
-//     and Store.Ready give a request the loaded state).
+//     loads it on OnAcquired and drops it on OnReleased; Store.Serve gives
+//     a request the loaded state of its token's partition).
 //   - commit.go: Committer writes increments through, in groups
 //     (sqlfence.Batcher) or one transaction each, once per idempotency key;
 //     a former owner's write is refused by the partition's floor.

@@ -14,6 +14,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/ownership"
+	"github.com/tenure-go/tenure/ownership/ring"
 )
 
 // loadTimeout bounds the query that loads a partition's counters.
@@ -66,9 +67,8 @@ func (p *Partition) size() int {
 	return len(p.values)
 }
 
-// Count returns the partition count p counts by: a key is in p if
-// ring.PartitionOf(key, p.Count()) is p's number.
-func (p *Partition) Count() int { return p.count }
+// Number returns the partition's number.
+func (p *Partition) Number() int { return p.p }
 
 // Failure returns the error that ended p's tenure, or nil while it lasts.
 func (p *Partition) Failure() error {
@@ -182,10 +182,10 @@ func (s *Store) acquire(p int, t fence.Token, count int, prepared bool) {
 		delete(s.staged, p)
 	}
 	s.mu.Unlock()
-	_, _ = s.Partition(p, t)
+	_, _ = s.partition(p, t)
 }
 
-// Partition returns the state of partition p under token t, creating it and
+// partition returns the state of partition p under token t, creating it and
 // starting its load if needed. OnAcquired creates it: the node admits
 // requests for a partition only once OnAcquired has returned (unless its
 // acquired timeout passed first), so a request finds the state there,
@@ -194,7 +194,7 @@ func (s *Store) acquire(p int, t fence.Token, count int, prepared bool) {
 // OnAcquired (its timeout passed) is refused with the retryable answer:
 // the partition count the tenure counts by, and so the keys to load, are
 // known from OnAcquired only.
-func (s *Store) Partition(p int, t fence.Token) (*Partition, error) {
+func (s *Store) partition(p int, t fence.Token) (*Partition, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.parts[p]
@@ -301,12 +301,12 @@ func (s *Store) read(ctx context.Context, p, count int, since int64) (map[string
 	return values, top, rows.Err()
 }
 
-// CountRead counts a read of key in part, once loaded, if it is the first
+// countRead counts a read of key in part, once loaded, if it is the first
 // of key in part's tenure: a hit of the warm handoff if the tenure's state
 // was prepared before the claim, a cold read if it was loaded after it.
 // Only the keys that have a value are counted, so that the keys remembered
 // are at most those in memory (a client's reads of made-up keys add none).
-func (s *Store) CountRead(part *Partition, key string) {
+func (s *Store) countRead(part *Partition, key string) {
 	part.mu.Lock()
 	_, again := part.read[key]
 	if _, has := part.values[key]; !has {
@@ -329,12 +329,37 @@ func (s *Store) CountRead(part *Partition, key string) {
 	}
 }
 
-// Ready waits until part is loaded, or ctx ends.
-func (s *Store) Ready(ctx context.Context, part *Partition) error {
+// ready waits until part is loaded, or ctx ends.
+func (s *Store) ready(ctx context.Context, part *Partition) error {
 	select {
 	case <-part.loaded:
 		return part.err
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// Serve returns the state of the partition that token t fences (its scope
+// is fence.PartitionScope's), loaded, for a request for key that the node
+// admitted under t, and counts the read (countRead). It waits for the
+// load, or until ctx ends. A tenure that is over or not started here yet
+// is refused with ownership.ErrMoved (the retryable answer); a key that is
+// not in the partition is an error, a bug of the caller, never a move.
+func (s *Store) Serve(ctx context.Context, t fence.Token, key string) (*Partition, error) {
+	var p int
+	if _, err := fmt.Sscanf(t.Scope, "p/%d", &p); err != nil || fence.PartitionScope(p) != t.Scope {
+		return nil, fmt.Errorf("token scope %q names no partition", t.Scope)
+	}
+	part, err := s.partition(p, t)
+	if err == nil {
+		err = s.ready(ctx, part)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ring.PartitionOf(key, part.count) != p {
+		return nil, fmt.Errorf("key %q is not in partition %d of %d", key, p, part.count)
+	}
+	s.countRead(part, key)
+	return part, nil
 }
