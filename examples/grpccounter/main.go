@@ -1,6 +1,7 @@
 // Command grpccounter is a small keyed gRPC service to copy: counters
 // partitioned over a fleet of copies of this binary, each served by its
-// key's owner and stored in etcd with fenced writes.
+// key's owner and stored with fenced writes: in etcd, or with --db in SQL
+// (SQLite or PostgreSQL) as examples/counter stores them.
 //
 //	grpccounter --embedded-etcd /tmp/etcd --id a --listen 127.0.0.1:9081 &
 //	grpccounter --id b --listen 127.0.0.1:9082 &
@@ -13,11 +14,18 @@
 // owners with grpcroute.Client (see client.go's dial): its resolver
 // follows the fleet in etcd, its balancer sends each call to the owner of
 // the request's key, and it retries refused calls at the new owner with
-// the same idempotency key. Each counter is one etcd key written with
+// the same idempotency key.
+//
+// Without --db, each counter is one etcd key written with
 // etcdfence.Store.CompareAndSwap under the owner's token, together with
 // the idempotency keys it applied, so that a retried call is applied once
 // and a former owner's late write is refused as stale (and retried by the
-// client at the new owner).
+// client at the new owner). With --db, the counters are kept by the
+// counter example's SQL store (sqlstore.go): a partition's counters in
+// its owner's memory, loaded when it acquires the partition, written
+// through in fenced transactions (in groups with --group-commit) that
+// record each idempotency key, and, with --prepare, read ahead by a
+// planned move's next owner while the holder serves.
 //
 // HTTP on --http: /metrics, /healthz. SIGTERM or SIGINT leaves the fleet
 // gracefully (its partitions move in milliseconds, no call fails) and exits
@@ -35,10 +43,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/examples/internal/app"
+	"github.com/tenure-go/tenure/examples/internal/counterdb"
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router/grpcroute"
@@ -51,6 +61,12 @@ type config struct {
 	http       string
 	partitions int
 	ttl        time.Duration
+
+	db          string // empty: the counters in etcd
+	groupCommit bool
+	maxBatch    int
+	prepare     bool
+	warm        time.Duration
 }
 
 func main() {
@@ -65,7 +81,25 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.http, "http", "127.0.0.1:0", "HTTP address of /metrics and /healthz")
 	fs.IntVar(&c.partitions, "partitions", 0, "partition count P (0: the fleet's, or the default for a new fleet)")
 	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "session lease TTL")
-	return c, c.Parse(fs, args)
+	fs.StringVar(&c.db, "db", "", "SQL store of the counters: sqlite:PATH, or PostgreSQL: postgres://... or a key=value DSN (host=... dbname=...); empty: each counter in an etcd key")
+	fs.BoolVar(&c.groupCommit, "group-commit", true, "with --db: commit the increments that arrive while a commit is in flight in one transaction; false: one transaction per increment")
+	fs.IntVar(&c.maxBatch, "max-batch", 256, "with --db: most increments per group commit")
+	fs.BoolVar(&c.prepare, "prepare", true, "with --db, warm handoff: load a partition's counters while its previous owner still serves it (ownership OnPrepare), and catch up after the claim")
+	fs.DurationVar(&c.warm, "warm-timeout", 3*time.Second, "with --db: how long a planned move waits for the next owner's preparation before it goes on cold (ownership Config.WarmTimeout; negative: no prepare phase)")
+	if err := c.Parse(fs, args); err != nil {
+		return config{}, err
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	switch {
+	case c.maxBatch < 1:
+		return fmt.Errorf("--max-batch %d must be at least 1", c.maxBatch)
+	case c.db != "" && c.partitions != 0 && counterdb.CheckCount(c.partitions) != nil:
+		return fmt.Errorf("--partitions with --db: %w", counterdb.CheckCount(c.partitions))
+	}
+	return nil
 }
 
 // Timeouts of the start and the graceful stop.
@@ -86,10 +120,32 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		return err
 	}
 	defer cli.Close()
-	reg := app.NewRegistry()
-	store, err := newStore(cli, cfg.Cluster, reg)
-	if err != nil {
-		return err
+	ncfg := ownership.DefaultConfig()
+	var (
+		reg   *prometheus.Registry
+		store store
+		kind  = "etcd" // the store, as the "serving gRPC" line names it
+	)
+	if cfg.db == "" {
+		reg = app.NewRegistry()
+		es, err := newEtcdStore(cli, cfg.Cluster, reg)
+		if err != nil {
+			return err
+		}
+		store = es
+		ncfg.Fencers = []fence.Fencer{es.fences} // the partition's floor is raised before its first call
+	} else {
+		m := counterdb.NewMetrics()
+		reg = m.Registry
+		ss, err := openSQLStore(ctx, cfg, log, m)
+		if err != nil {
+			return err
+		}
+		defer ss.close() // after the gRPC server's stop: every call answered
+		store, kind = ss, ss.dialect.String()
+		ncfg.Fencers = []fence.Fencer{ss.fencer} // the partition's floor is raised before its load
+		ncfg.Callbacks = ss.store.Callbacks()
+		ncfg.WarmTimeout = cfg.warm
 	}
 
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -101,11 +157,9 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		_ = ln.Close()
 		return fmt.Errorf("--http: %w", err)
 	}
-	ncfg := ownership.DefaultConfig()
 	ncfg.Cluster, ncfg.NodeID, ncfg.Addr = cfg.Cluster, cfg.ID, ln.Addr().String()
 	ncfg.Session.TTL = cfg.ttl
 	ncfg.Logger = log.Named("node")
-	ncfg.Fencers = []fence.Fencer{store.fences} // the partition's floor is raised before its first call
 	ncfg.Metrics = reg
 	if cfg.partitions != 0 {
 		ncfg.Ring.Partitions = cfg.partitions
@@ -117,6 +171,16 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		_ = ln.Close()
 		_ = hln.Close()
 		return err
+	}
+	if cfg.db != "" {
+		if err := counterdb.CheckCount(node.Ring().Partitions()); err != nil {
+			// A fleet created with a count the SQL store's slots do not
+			// support (counterdb's slot.go).
+			_ = ln.Close()
+			_ = hln.Close()
+			_ = node.Close(context.WithoutCancel(ctx))
+			return fmt.Errorf("the fleet's %w", err)
+		}
 	}
 	rs, err := grpcroute.NewServer(node, grpcroute.ServerConfig{Key: requestKey, Logger: log.Named("grpcroute"), Metrics: reg})
 	if err != nil {
@@ -145,7 +209,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		rs.Close()
 		_ = hsrv.Shutdown(lctx)
 	}()
-	log.Info("serving gRPC", "addr", ln.Addr().String(), "partitions", node.Ring().Partitions(), "ttl", cfg.ttl, "pid", os.Getpid())
+	log.Info("serving gRPC", "addr", ln.Addr().String(), "partitions", node.Ring().Partitions(), "ttl", cfg.ttl, "pid", os.Getpid(), "store", kind)
 	log.Info("serving HTTP", "addr", hln.Addr().String())
 	return app.Wait(ctx, log, node, "gRPC", served)
 }

@@ -11,37 +11,61 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
+	"github.com/tenure-go/tenure/examples/internal/counterdb"
+	"github.com/tenure-go/tenure/examples/internal/counterdb/counterdbtest"
 	"github.com/tenure-go/tenure/examples/internal/proctest"
+	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/ownership/ring"
+	"github.com/tenure-go/tenure/router/grpcroute"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
 // TestResizeUnderLoad changes the shape of a grpccounter fleet while Add
-// calls run through a grpcroute.Conn: three processes, the partition
+// calls run through a grpcroute.Conn: three processes with the SQL store
+// (--db), group commit and the warm handoff (--prepare) on, the partition
 // count 64 -> 256 -> 1,024 -> 256, then the ring algorithm from
-// count-only (bounded) to weighted, driven through a fleet.Operator. The
-// grpccounter keeps each counter in an etcd key of its own, written under
-// its partition's token through etcdfence, and nothing per partition in
-// memory, so a key's partition changing needs nothing of it. No call
-// fails at the caller and every counter holds exactly its acknowledged
-// increments; the test reports, per change, the calls' latency beside
-// the steady state before the changes, how long the change took and its
-// etcd writes.
+// count-only (bounded) to weighted, driven through a fleet.Operator. A
+// key's partition changes with the count (under 2P, p splits into p and
+// p+P), so each new partition's owner loads keys that other partitions
+// wrote. No call fails at the caller, every counter holds exactly its
+// acknowledged increments (read through the client and in the database),
+// and every acknowledged call's idempotency key is applied once, to its
+// key, with the value its reply carried; the test reports, per change,
+// the calls' latency beside the steady state before the changes, how
+// long the change took and its etcd writes, and the loads from SQL.
+//
+// It runs on SQLite and on PostgreSQL (the server of TENURE_PG_DSN; the
+// PostgreSQL run is skipped without one, and fails if TENURE_REQUIRE_PG is
+// set).
 func TestResizeUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes")
 	}
+	bin := proctest.Build(t, "grpccounter")
+	for _, d := range []sqlfence.Dialect{sqlfence.SQLite, sqlfence.Postgres} {
+		t.Run(d.String(), func(t *testing.T) {
+			if d == sqlfence.Postgres {
+				counterdbtest.NeedPG(t)
+			}
+			resizeUnderLoad(t, bin, d)
+		})
+	}
+}
+
+func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 	const (
-		name    = "grpccounter-resize"
 		start   = 64
 		nkeys   = 256
 		workers = 8
 		steady  = 3 * time.Second
 	)
+	name := "grpccounter-resize-" + d.String()
+	spec, db, _ := counterdbtest.DB(t, d)
 	etcd := cluster.New(t, 1)
 	cli := etcd.NewClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -51,12 +75,11 @@ func TestResizeUnderLoad(t *testing.T) {
 	_, err := cli.Put(ctx, keys.New(name).Spec(),
 		fmt.Sprintf(`{"partitions":%d,"load_factor":%v,"ring_algorithm":%d}`, start, ring.DefaultConfig().LoadFactor, ring.AlgorithmBounded))
 	require.NoError(t, err)
-	bin := proctest.Build(t, "grpccounter")
 	ids := []string{"a", "b", "c"}
 	var procs []*proctest.Proc
 	for _, id := range ids {
 		procs = append(procs, proctest.Start(t, bin, id, "--etcd", strings.Join(etcd.Endpoints(), ","), "--cluster", name,
-			"--partitions", fmt.Sprint(start), "--ttl", "2s"))
+			"--partitions", fmt.Sprint(start), "--ttl", "2s", "--db", spec, "--group-commit=true", "--prepare=true"))
 	}
 	op, err := fleet.NewOperator(cli, fleet.OperatorConfig{Cluster: name})
 	require.NoError(t, err)
@@ -86,19 +109,20 @@ func TestResizeUnderLoad(t *testing.T) {
 	defer closeClient()
 
 	var (
-		mu     sync.Mutex
-		phase  = "steady"
-		acked  = map[string]int64{}
-		lat    = map[string][]time.Duration{}
-		errs   []string
-		stop   = make(chan struct{})
-		wg     sync.WaitGroup
-		phases []string
+		mu      sync.Mutex
+		phase   = "steady"
+		acked   = map[string]int64{}
+		replies = map[string]reply{} // idempotency key -> the acknowledged call's key and value
+		lat     = map[string][]time.Duration{}
+		errs    []string
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+		phases  []string
 	)
 	setPhase := func(p string) { mu.Lock(); phase = p; mu.Unlock() }
-	for range workers {
+	for w := range workers {
 		wg.Go(func() {
-			for {
+			for i := 0; ; i++ {
 				select {
 				case <-stop:
 					return
@@ -110,7 +134,9 @@ func TestResizeUnderLoad(t *testing.T) {
 				mu.Unlock()
 				began := time.Now()
 				cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
-				_, err := counter.Add(cctx, &counterpb.AddRequest{Key: key, Delta: 1})
+				idem := fmt.Sprintf("w%d-%d", w, i)
+				cctx = metadata.AppendToOutgoingContext(cctx, grpcroute.MetadataIdempotencyKey, idem)
+				r, err := counter.Add(cctx, &counterpb.AddRequest{Key: key, Delta: 1})
 				ccancel()
 				d := time.Since(began)
 				mu.Lock()
@@ -118,6 +144,7 @@ func TestResizeUnderLoad(t *testing.T) {
 					errs = append(errs, fmt.Sprintf("%s phase: Add %s: %v", ph, key, err))
 				} else {
 					acked[key]++
+					replies[idem] = reply{key, r.Value}
 					lat[ph] = append(lat[ph], d)
 				}
 				mu.Unlock()
@@ -181,9 +208,7 @@ func TestResizeUnderLoad(t *testing.T) {
 	time.Sleep(time.Second)
 	stopLoad()
 
-	mu.Lock()
 	require.Empty(t, errs, "calls failed at the caller")
-	mu.Unlock()
 	var total int64
 	for key, n := range acked {
 		reply, err := counter.Get(ctx, &counterpb.GetRequest{Key: key})
@@ -191,9 +216,63 @@ func TestResizeUnderLoad(t *testing.T) {
 		require.Equal(t, n, reply.Value, "counter %s: acknowledged increments", key)
 		total += n
 	}
-	t.Logf("%d processes, %d keys, %d workers; %d increments acknowledged, each counted once; 0 failed at the caller; steady (%v before the changes): Add %s\n%s",
-		len(procs), nkeys, workers, total, steady, summary("steady"), strings.Join(phases, "\n"))
+	loads := map[string]float64{}
+	for _, p := range procs {
+		v, _ := p.Metric("counter_commit_failures_total")
+		loads["commit_failures"] += v
+		loads["load_failures"] += float64(len(p.Find("load failed", nil)))
+		for _, o := range []string{"warm", "cold"} {
+			v, _ := p.Metric(fmt.Sprintf(`tenure_partition_prepare_duration_seconds_count{node=%q,outcome=%q}`, p.ID, o))
+			loads["moves_"+o] += v
+		}
+		for _, k := range []string{"full", "catchup", "prepare"} {
+			v, _ := p.Metric(fmt.Sprintf(`counter_sql_loads_total{kind=%q}`, k))
+			loads[k] += v
+		}
+	}
 	for _, p := range procs {
 		p.Stop(t)
+	}
+	checkDB(t, acked, replies, counterdbtest.Counters(t, db), counterdbtest.Applied(t, db))
+	t.Logf("%s: %d processes, %d keys, %d workers; %d increments acknowledged, each counted once; 0 failed at the caller; steady (%v before the changes): Add %s\n%s\n  loads from SQL: %.0f full (after a claim, cold: every partition a resize creates), %.0f catch-up (warm), %.0f preparations; planned moves with a prepare phase: %.0f warm, %.0f cold; %.0f commits and %.0f loads failed (their partitions loaded again, the calls retried)",
+		d, len(procs), nkeys, workers, total, steady, summary("steady"), strings.Join(phases, "\n"),
+		loads["full"], loads["catchup"], loads["prepare"], loads["moves_warm"], loads["moves_cold"], loads["commit_failures"], loads["load_failures"])
+}
+
+// reply is an acknowledged Add of one: its key and the value it answered.
+type reply struct {
+	key   string
+	value int64
+}
+
+// checkDB checks the database against the acknowledged calls: each
+// counter holds its key's acknowledged increments and no other counter
+// has a value; every acknowledged idempotency key is applied once, to its
+// key, with the value its reply carried; nothing else is applied.
+func checkDB(t *testing.T, acked map[string]int64, replies map[string]reply, counters map[string]int64, applied map[string]counterdb.AppliedRow) {
+	t.Helper()
+	for key, n := range acked {
+		if counters[key] != n {
+			t.Errorf("counter %s = %d in the database, %d increments acknowledged", key, counters[key], n)
+		}
+	}
+	for key, v := range counters {
+		if _, ok := acked[key]; !ok {
+			t.Errorf("counter %s = %d in the database, no increment acknowledged", key, v)
+		}
+	}
+	for idem, r := range applied {
+		a, ok := replies[idem]
+		switch {
+		case !ok:
+			t.Errorf("call %s of %s (value %d, by %s at epoch %d) applied but never acknowledged", idem, r.Key, r.Value, r.Node, r.Epoch)
+		case a.key != r.Key || a.value != r.Value:
+			t.Errorf("call %s applied to %s with value %d, acknowledged for %s with value %d", idem, r.Key, r.Value, a.key, a.value)
+		}
+	}
+	for idem, a := range replies {
+		if _, ok := applied[idem]; !ok {
+			t.Errorf("call %s of %s acknowledged but not in the database", idem, a.key)
+		}
 	}
 }

@@ -21,7 +21,18 @@ import (
 type service struct {
 	counterpb.UnimplementedCounterServer
 	id    string
-	store *store
+	store store
+}
+
+// store keeps the counters: etcdStore (etcdstore.go), or sqlStore
+// (sqlstore.go) with --db. Both write under the call's token, so that a
+// former owner's write is refused.
+type store interface {
+	// add adds delta to key's counter, once per idempotency key id, and
+	// returns the counter's value after the call that id names.
+	add(ctx context.Context, t fence.Token, key string, delta int64, id string) (int64, error)
+	// get returns key's counter.
+	get(ctx context.Context, t fence.Token, key string) (int64, error)
 }
 
 func token(ctx context.Context) (fence.Token, error) {

@@ -18,10 +18,12 @@ import (
 // retries a call within seconds, far fewer calls than this per key.
 const rememberIDs = 256
 
-// store keeps each counter in one etcd key, written under the owner's
+// etcdStore keeps each counter in one etcd key, written under the owner's
 // token with etcdfence: a write whose token is older than the partition's
 // floor is refused as stale (fence.ErrStale), whatever the writer believes.
-type store struct {
+// It keeps nothing per partition in memory, so a key's partition changing
+// (a resize) asks nothing of it. It is the store without --db.
+type etcdStore struct {
 	fences *etcdfence.Store
 }
 
@@ -32,18 +34,18 @@ type counter struct {
 	IDs []string `json:"ids,omitempty"`
 }
 
-func newStore(cli *clientv3.Client, cluster string, reg prometheus.Registerer) (*store, error) {
+func newEtcdStore(cli *clientv3.Client, cluster string, reg prometheus.Registerer) (*etcdStore, error) {
 	fs, err := etcdfence.New(cli, etcdfence.Config{Cluster: cluster, Prefix: "/grpccounter/" + cluster + "/c/", Metrics: reg})
 	if err != nil {
 		return nil, err
 	}
-	return &store{fences: fs}, nil
+	return &etcdStore{fences: fs}, nil
 }
 
 // add adds delta to key's counter under token t, once per idempotency key
 // id (an empty id is applied every time), and returns the counter's value
 // after the call that id names.
-func (s *store) add(ctx context.Context, t fence.Token, key string, delta int64, id string) (int64, error) {
+func (s *etcdStore) add(ctx context.Context, t fence.Token, key string, delta int64, id string) (int64, error) {
 	for {
 		it, err := s.fences.Get(ctx, t, key)
 		if err != nil {
@@ -78,7 +80,7 @@ func (s *store) add(ctx context.Context, t fence.Token, key string, delta int64,
 }
 
 // get returns key's counter, read under token t.
-func (s *store) get(ctx context.Context, t fence.Token, key string) (int64, error) {
+func (s *etcdStore) get(ctx context.Context, t fence.Token, key string) (int64, error) {
 	it, err := s.fences.Get(ctx, t, key)
 	if err != nil || !it.Exists() {
 		return 0, err
