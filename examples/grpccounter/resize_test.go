@@ -234,7 +234,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 		p.Stop(t)
 	}
 	checkDB(t, acked, replies, counterdbtest.Counters(t, db), counterdbtest.Applied(t, db))
-	t.Logf("%s: %d processes, %d keys, %d workers; %d increments acknowledged, each counted once; 0 failed at the caller; steady (%v before the changes): Add %s\n%s\n  loads from SQL: %.0f full (after a claim, cold: every partition a resize creates), %.0f catch-up (warm), %.0f preparations; planned moves with a prepare phase: %.0f warm, %.0f cold; %.0f commits and %.0f loads failed (their partitions loaded again, the calls retried)",
+	t.Logf("%s: %d processes, %d keys, %d workers; %d increments acknowledged; 0 failed at the caller; steady (%v before the changes): Add %s\n%s\n  loads from SQL: %.0f full (after a claim, cold: every partition a resize creates), %.0f catch-up (warm), %.0f preparations; planned moves with a prepare phase: %.0f warm, %.0f cold; %.0f commits and %.0f loads failed (their partitions loaded again, the calls retried)",
 		d, len(procs), nkeys, workers, total, steady, summary("steady"), strings.Join(phases, "\n"),
 		loads["full"], loads["catchup"], loads["prepare"], loads["moves_warm"], loads["moves_cold"], loads["commit_failures"], loads["load_failures"])
 }
@@ -275,4 +275,9 @@ func checkDB(t *testing.T, acked map[string]int64, replies map[string]reply, cou
 			t.Errorf("call %s of %s acknowledged but not in the database", idem, a.key)
 		}
 	}
+	var sum int64
+	for _, v := range counters {
+		sum += v
+	}
+	t.Logf("database: %d counters summing to %d, %d calls applied, %d acknowledged", len(counters), sum, len(applied), len(replies))
 }
