@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -15,7 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
+	"github.com/tenure-go/tenure/examples/internal/counterdb/counterdbtest"
 	"github.com/tenure-go/tenure/examples/internal/proctest"
+	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/router/grpcroute"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -30,17 +33,30 @@ const testPartitions = 16
 // Add (unary) and AddStream (client streaming) calls through a
 // grpcroute.Client from several goroutines, and meanwhile restarts every
 // process in turn (SIGTERM, start again). No call fails at the caller, and
-// every counter in etcd holds exactly its acknowledged increments.
+// every counter holds exactly its acknowledged increments. It runs on each
+// store: etcd, and SQLite (--db, with group commit and the warm handoff),
+// whose counters table is checked too.
 func TestRollingRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes")
 	}
-	etcd := cluster.New(t, 1)
 	bin := proctest.Build(t, "grpccounter")
+	t.Run("etcd", func(t *testing.T) { rollingRestart(t, bin, nil) })
+	t.Run("sqlite", func(t *testing.T) {
+		spec, db, _ := counterdbtest.DB(t, sqlfence.SQLite)
+		rollingRestart(t, bin, db, "--db", spec)
+	})
+}
+
+// rollingRestart is TestRollingRestart on the store of the flags store,
+// whose database is db (nil: the etcd store).
+func rollingRestart(t *testing.T, bin string, db *sql.DB, store ...string) {
+	etcd := cluster.New(t, 1)
 	const name = "grpccounter"
 	start := func(id string) *proctest.Proc {
-		return proctest.Start(t, bin, id, "--etcd", strings.Join(etcd.Endpoints(), ","), "--cluster", name,
-			"--partitions", fmt.Sprint(testPartitions), "--ttl", "2s")
+		args := append([]string{"--etcd", strings.Join(etcd.Endpoints(), ","), "--cluster", name,
+			"--partitions", fmt.Sprint(testPartitions), "--ttl", "2s"}, store...)
+		return proctest.Start(t, bin, id, args...)
 	}
 	ids := []string{"a", "b", "c"}
 	procs := map[string]*proctest.Proc{}
@@ -149,6 +165,12 @@ func TestRollingRestart(t *testing.T) {
 	t.Logf("%d increments acknowledged and stored once", total)
 	for _, id := range ids {
 		procs[id].Stop(t)
+	}
+	if db != nil {
+		counters := counterdbtest.Counters(t, db)
+		for k := range keys {
+			assert.Equal(t, acked[k].Load(), counters[fmt.Sprintf("k%d", k)], "key k%d in the database", k)
+		}
 	}
 }
 
