@@ -122,9 +122,9 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	defer cli.Close()
 	ncfg := ownership.DefaultConfig()
 	var (
-		reg   *prometheus.Registry
-		store store
-		kind  = "etcd" // the store, as the "serving gRPC" line names it
+		reg  *prometheus.Registry
+		st   store
+		kind = "etcd" // the store, as the "serving gRPC" line names it
 	)
 	if cfg.db == "" {
 		reg = app.NewRegistry()
@@ -132,7 +132,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		if err != nil {
 			return err
 		}
-		store = es
+		st = es
 		ncfg.Fencers = []fence.Fencer{es.fences} // the partition's floor is raised before its first call
 	} else {
 		m := counterdb.NewMetrics()
@@ -142,7 +142,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 			return err
 		}
 		defer ss.close() // after the gRPC server's stop: every call answered
-		store, kind = ss, ss.dialect.String()
+		st, kind = ss, ss.dialect.String()
 		ncfg.Fencers = []fence.Fencer{ss.fencer} // the partition's floor is raised before its load
 		ncfg.Callbacks = ss.store.Callbacks()
 		ncfg.WarmTimeout = cfg.warm
@@ -190,7 +190,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		return err
 	}
 	srv := grpc.NewServer(rs.ServerOptions()...)
-	counterpb.RegisterCounterServer(srv, &service{id: cfg.ID, store: store})
+	counterpb.RegisterCounterServer(srv, &service{id: cfg.ID, store: st})
 	mux := http.NewServeMux()
 	app.Handle(mux, reg)
 	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
