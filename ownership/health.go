@@ -44,12 +44,11 @@ type NodeStatus struct {
 	Session election.SessionStatus `json:"session"`
 	// RingVersion is the Version of the ring the node routes by.
 	RingVersion uint64 `json:"ring_version"`
-	// Revision is the latest etcd revision that the node's view of the
-	// fleet has applied from any of its watches. Each watch is applied in
-	// order, but the watches are not ordered with each other: a change at
-	// or below Revision on another watch may still be on its way, and the
-	// node knows its own claims from its transactions before a watch
-	// brings them.
+	// Revision is the etcd revision the node's view of the fleet is at:
+	// the view holds every change of the fleet's members, drain marks,
+	// claims, placements and spec up to it and none after it, except the
+	// node's own claims, which it knows from its transactions before its
+	// watches bring them.
 	Revision int64 `json:"revision"`
 	// Members counts the registered members, drained ones included.
 	Members int `json:"members"`

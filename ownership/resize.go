@@ -245,7 +245,7 @@ func (l *loop) awaitShape(rev int64, claimedIn *fleetview.Shape) {
 		l.shapeRefusals++
 		if l.shapeRefusals == 1 {
 			l.n.log.Warn("claim refused by a fleet shape this node's view already holds; claiming again after a backoff",
-				"revision", rev, "spec_revision", l.fleet.Shape.SpecRev, "seen", l.fleet.ShapeRev)
+				"revision", rev, "spec_revision", l.fleet.Shape.SpecRev, "seen", l.fleet.Rev)
 		}
 		l.claimAttempt = max(l.claimAttempt, l.shapeRefusals)
 		l.holdClaims()
@@ -260,18 +260,15 @@ type shapeWaitOver struct{ rev int64 }
 
 func (m shapeWaitOver) deliver(l *loop) {
 	if l.shapeWait == m.rev && !l.shapeReached(m.rev) {
-		l.n.log.Warn("resize: the fleet's shape changed at a revision the watch has not brought; claiming again", "revision", m.rev, "seen", l.fleet.ShapeRev)
+		l.n.log.Warn("resize: the fleet's shape changed at a revision the watch has not brought; claiming again", "revision", m.rev, "seen", l.fleet.Rev)
 		l.shapeWait = 0
 		l.dirty = true
 	}
 }
 
 // shapeReached reports whether this node's view of the fleet's shape has
-// reached rev: its claims' watch, which brings the resize keys in order,
-// has been applied up to rev, or the spec it knows was written at rev or
-// later. The fleet's Rev does not tell: the spec's watch may bring a
-// spec written with a resize's record before the claims' watch brings
-// the record.
+// reached rev: the view holds every change up to its Rev (a consistent
+// cut), or the spec it knows was written at rev or later.
 func (l *loop) shapeReached(rev int64) bool {
-	return rev <= l.fleet.ShapeRev || rev <= l.fleet.Shape.SpecRev
+	return rev <= l.fleet.Rev || rev <= l.fleet.Shape.SpecRev
 }

@@ -3,7 +3,6 @@ package ownership
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -69,11 +68,6 @@ type lagClient struct {
 	claimsWatch gate
 	claims      gate
 	specRev     chan int64 // the revision of each response of the spec's watch, as delivered
-
-	// onStale, if set, runs once when a claim finds the shape stale,
-	// before the node sees the result.
-	onStale     func()
-	onStaleOnce sync.Once
 
 	mu     sync.Mutex
 	events []string
@@ -203,9 +197,6 @@ func (t *lagTxn) Commit() (*clientv3.TxnResponse, error) {
 		}
 	}
 	t.c.record(ev)
-	if ev == "stale" && t.c.onStale != nil {
-		t.c.onStaleOnce.Do(t.c.onStale)
-	}
 	return resp, err
 }
 
@@ -231,9 +222,9 @@ func (t *lagTxn) claimOps() []int {
 // TestClaimWaitsForTheClaimsWatch: a node whose claims watch lags the
 // spec during a resize (its spec's watch brought the abort of the resize,
 // its claims watch has not brought the resize's record that goes with
-// it, and its other watches are past both) claims a target partition
-// under the shape it knows; etcd refuses the claim (its shape is stale),
-// and the node claims nothing more until its claims watch has brought
+// it, so its view, a consistent cut, stays before both) claims a target
+// partition under the shape it knows; etcd refuses the claim (its shape
+// is stale), and the node claims nothing more until its view has reached
 // that revision or a backoff has passed (then it logs why it claims
 // again); no claim of its succeeds meanwhile. Once its watch catches up, the
 // abort completes and every partition is served.
@@ -281,20 +272,6 @@ func TestClaimWaitsForTheClaimsWatch(t *testing.T) {
 		}
 	}
 
-	// Before b sees the stale claim's result, its view's revision passes
-	// the claim's: a drain mark of no member, on a watch of its own, is
-	// applied, so that only the shape (its claims' watch) lags.
-	lag.onStale = func() {
-		put, err := cli.Put(ctx, keys.New(name).Drained("nobody"), "")
-		if err == nil {
-			_ = waitFor(30*time.Second, func() error {
-				if rev := b.snap.Load().rev; rev < put.Header.Revision {
-					return fmt.Errorf("b's view is at %d, the probe at %d", rev, put.Header.Revision)
-				}
-				return nil
-			}, b)
-		}
-	}
 	lag.claims.open()
 	evs := lag.waitEvent(t, "a stale claim", func(evs []string) bool { return slices.Index(evs[start:], "stale") >= 0 })
 	from := start + slices.Index(evs[start:], "stale")

@@ -169,8 +169,8 @@ func run(o options) error {
 			fmt.Fprintf(&md, ", %d floors raised by a writer outside the fleet", t.FloorRaises)
 		}
 		if t.Resizes+t.Migrations > 0 {
-			fmt.Fprintf(&md, ", %d resizes of the partition count and %d migrations of the ring algorithm (%d with their driver stopped mid-way, %d of them then aborted by another driver, the others resumed), nodes and an Observer compared %d times at one revision: %d disagreements (%d more resolved within 500ms: a reader's revision is not a consistent cut)",
-				t.Resizes, t.Migrations, t.Interrupted, t.Aborted, t.Compared, t.Disagreements, t.Transient)
+			fmt.Fprintf(&md, ", %d resizes of the partition count and %d migrations of the ring algorithm (%d with their driver stopped mid-way, %d of them then aborted by another driver, the others resumed), nodes and an Observer compared %d times at one revision: %d disagreements",
+				t.Resizes, t.Migrations, t.Interrupted, t.Aborted, t.Compared, t.Disagreements)
 		}
 		md.WriteString(".")
 	}

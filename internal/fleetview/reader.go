@@ -309,8 +309,9 @@ func (r *Reader) relist(ctx context.Context, timeout time.Duration) *Listing {
 var errStopped = errors.New("fleet: consumer stopped")
 
 // watch delivers the decoded events of the member, drain, claim,
-// placement and spec watches after revision rev until a watch fails, ctx ends or
-// deliver returns false. The watches start at etcd's current revision; each
+// placement and spec watches after revision rev, merged in revision order
+// at consistent cuts (see cut), until a watch fails, ctx ends or deliver
+// returns false. The watches start at etcd's current revision; each
 // says at creation the revision it watches after, and when the highest of
 // these is above rev, watch delivers a catch-up listing read after the four
 // were created and drops every event at or below the listing's revision:
@@ -335,11 +336,14 @@ func (r *Reader) watch(ctx context.Context, rev int64, timeout time.Duration, de
 	if err != nil {
 		return err
 	}
+	c := newCut(floor)
+	var again <-chan time.Time // a progress request went unanswered
 	for {
 		var (
 			resp clientv3.WatchResponse
 			ok   bool
 			kind eventKind
+			late bool
 		)
 		select {
 		case resp, ok = <-mch:
@@ -350,21 +354,31 @@ func (r *Reader) watch(ctx context.Context, rev int64, timeout time.Duration, de
 			kind = drainEvents
 		case resp, ok = <-pch:
 			kind = placementEvents
+		case <-again:
+			ok, late = true, true
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 		switch {
+		case late:
 		case resp.Err() != nil:
 			return fmt.Errorf("%w (compact revision %d): %w", errWatchEnded, resp.CompactRevision, resp.Err())
 		case !ok || resp.Canceled:
 			return errWatchEnded
+		default:
+			c.add(kind, resp, r.decode(after(resp.Events, floor), kind))
 		}
-		evs := after(resp.Events, floor)
-		if len(evs) == 0 {
-			continue
+		if at, evs, moved := c.next(); moved && len(evs) > 0 {
+			if !deliver(Update{Rev: at, Events: evs}) {
+				return errStopped
+			}
 		}
-		if !deliver(Update{Rev: resp.Header.Revision, Events: r.decode(evs, kind)}) {
-			return errStopped
+		if c.ask(late) {
+			// Answered on every watch of the stream its context names.
+			_ = r.Watcher.RequestProgress(wctx)
+			again = r.Clock.After(askAgain)
+		} else if c.asked == 0 {
+			again = nil
 		}
 	}
 }

@@ -44,13 +44,11 @@ type State struct {
 	TargetRing *ring.Ring
 	Claims     []Claim // by partition number, Shape.Max() of them at least
 	lastRev    []int64 // by partition: the revision of Claims[p]
-	Rev        int64   // the latest revision applied
-	// ShapeRev is the latest revision of the claims' watch applied (the
-	// claims and the resize keys, in the order they were written), or of
-	// a listing: Shape holds every resize key written up to it. Rev may
-	// be ahead of it, raised by the other watches (the spec's among
-	// them).
-	ShapeRev int64
+	// Rev is the revision of the latest update or listing applied: the
+	// state holds every change up to it and none after it (a Reader
+	// delivers consistent cuts), except for claims known from a
+	// transaction's result before the watch brings them (SetClaim).
+	Rev int64
 	// Spec is the fleet's spec as last read (ModRev 0 before any); the
 	// rings follow its algorithm (see followSpec).
 	Spec Spec
@@ -110,7 +108,6 @@ func (f *State) Apply(u Update) {
 		f.Rev = max(f.Rev, e.Rev)
 		switch {
 		case e.Resize != nil:
-			f.ShapeRev = max(f.ShapeRev, e.Rev)
 			if f.applyResize(e) {
 				placed = true
 			}
@@ -149,7 +146,6 @@ func (f *State) Apply(u Update) {
 				placed = true
 			}
 		default:
-			f.ShapeRev = max(f.ShapeRev, e.Rev)
 			f.SetClaim(e.P, e.Rev, e.Claim)
 		}
 	}
@@ -163,7 +159,6 @@ func (f *State) Apply(u Update) {
 // revision than lst's (from a transaction's result) are kept.
 func (f *State) reset(lst *Listing, catchUp bool) {
 	f.Rev = max(f.Rev, lst.Rev)
-	f.ShapeRev = max(f.ShapeRev, lst.Rev)
 	before := f.Members
 	f.Members = maps.Clone(lst.Members)
 	f.Drained = maps.Clone(lst.Drained)

@@ -211,10 +211,10 @@ func (o *Observer) Lookup(key string) Route {
 	return t.routes[t.shape.Of(key)]
 }
 
-// Revision returns the latest etcd revision that the Observer's view of
-// the fleet has applied from any of its watches. Each watch is applied in
-// order, but the watches are not ordered with each other: a change at or
-// below it on another watch may still be on its way.
+// Revision returns the etcd revision the Observer's view of the fleet is
+// at: the view holds every change of the fleet's members, drain marks,
+// claims, placements and spec up to it and none after it, so two readers
+// at one revision route every key alike.
 func (o *Observer) Revision() int64 { return o.table.Load().rev }
 
 // Changed returns a channel that is closed the next time the Observer's

@@ -16,13 +16,8 @@ import (
 	"github.com/tenure-go/tenure/sim/memetcd"
 )
 
-// agreeEvery is how often, in virtual time, the readers are compared,
-// and agreeSettle how long a disagreement on a key must persist, at every
-// comparison at one revision, to count.
-const (
-	agreeEvery  = 50 * time.Millisecond
-	agreeSettle = 500 * time.Millisecond
-)
+// agreeEvery is how often, in virtual time, the readers are compared.
+const agreeEvery = 50 * time.Millisecond
 
 // readers compares, every agreeEvery of virtual time, the owner every
 // node names for each key of the workload with the one a fleet.Observer
@@ -49,29 +44,14 @@ type readers struct {
 	done  sync.WaitGroup
 
 	mu        sync.Mutex
-	revs      map[int64]bool      // revisions compared
-	compared  int                 // comparisons of a node with the Observer
-	pending   map[agreeKey]agreed // disagreements not yet resolved
-	disagreed []string            // the first disagreements that persisted, in words
-	disagrees int                 // disagreements that persisted
-	transient int                 // disagreements resolved within agreeSettle
-}
-
-// agreeKey is a node and a key of the workload.
-type agreeKey struct {
-	node int
-	key  string
-}
-
-// agreed is a disagreement in progress: since when, and in words.
-type agreed struct {
-	since   time.Duration
-	msg     string
-	counted bool
+	revs      map[int64]bool // revisions compared
+	compared  int            // comparisons of a node with the Observer
+	disagreed []string       // the first disagreements, in words
+	disagrees int            // keys a node and the Observer differed on, per comparison
 }
 
 func startReaders(ctx context.Context, w *world, nodes []*ownership.Node) (*readers, error) {
-	r := &readers{w: w, nodes: nodes, cli: w.srv.NewClient(), revs: map[int64]bool{}, pending: map[agreeKey]agreed{}}
+	r := &readers{w: w, nodes: nodes, cli: w.srv.NewClient(), revs: map[int64]bool{}}
 	rc := ring.DefaultConfig()
 	rc.Partitions = w.cfg.Partitions
 	octx, cancel := clock.WithTimeout(ctx, w.fc, time.Minute)
@@ -127,25 +107,11 @@ func (r *readers) compare(i int, n *ownership.Node) {
 	defer r.mu.Unlock()
 	r.compared++
 	r.revs[rev] = true
-	now := r.w.now()
 	for k := range r.w.cfg.Keys {
-		ak := agreeKey{i, keyName(k)}
-		msg, ok := bad[ak.key]
-		p, was := r.pending[ak]
-		switch {
-		case !ok && was:
-			if !p.counted {
-				r.transient++
-			}
-			delete(r.pending, ak)
-		case ok && !was:
-			r.pending[ak] = agreed{since: now, msg: msg}
-		case ok && !p.counted && now-p.since >= agreeSettle:
-			p.counted = true
-			r.pending[ak] = p
+		if msg, ok := bad[keyName(k)]; ok {
 			r.disagrees++
 			if len(r.disagreed) < 5 {
-				r.disagreed = append(r.disagreed, fmt.Sprintf("for %v from %s", now-p.since, p.msg))
+				r.disagreed = append(r.disagreed, msg)
 			}
 		}
 	}
@@ -166,12 +132,11 @@ func (r *readers) claimAt(p int, rev int64) string {
 }
 
 // result returns the comparisons made, the revisions they covered, the
-// disagreements that persisted and the first of them in words, and the
-// transient ones.
-func (r *readers) result() (compared, revs, disagrees int, first []string, transient int) {
+// disagreements and the first of them in words.
+func (r *readers) result() (compared, revs, disagrees int, first []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.compared, len(r.revs), r.disagrees, r.disagreed, r.transient
+	return r.compared, len(r.revs), r.disagrees, r.disagreed
 }
 
 // close stops the comparisons.

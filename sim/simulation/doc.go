@@ -68,10 +68,8 @@
 // was retired. Every 50ms of virtual time, each node's routes for the
 // workload's keys are compared with those of a fleet.Observer whenever both
 // are at one etcd revision (ownership.NodeStatus.Revision): they must name
-// the same partition, owner and epoch. A reader's revision is not a
-// consistent cut (it follows four watches, each raising it), so a
-// disagreement counts only if it persists for 500ms of comparisons
-// (agree.go). Liveness is measured from the end of the last shape change,
+// the same partition, owner and epoch; a reader's revision is a
+// consistent cut, so every difference counts (agree.go). Liveness is measured from the end of the last shape change,
 // over the partitions of the final count.
 //
 // # Workload

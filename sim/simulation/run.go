@@ -52,12 +52,10 @@ type Result struct {
 	// Compared counts the comparisons of a node's routes with a
 	// fleet.Observer's at one etcd revision, over ComparedRevisions
 	// revisions; Disagreements the keys on which a node and the Observer
-	// differed at every comparison for agreeSettle (the first of which
-	// Disagreed lists in words), TransientDisagreements those that were
-	// resolved sooner (a reader's revision is not a consistent cut: see
-	// agree.go).
-	Compared, ComparedRevisions, Disagreements, TransientDisagreements int
-	Disagreed                                                          []string
+	// differed, per comparison (the first of which Disagreed lists in
+	// words).
+	Compared, ComparedRevisions, Disagreements int
+	Disagreed                                  []string
 	// HealedAt is when the last fault was over.
 	HealedAt time.Duration
 }
@@ -177,7 +175,7 @@ func Run(cfg Config) (*Result, error) {
 		st := &shape.stats
 		res.Resizes, res.Migrations, res.Interrupted, res.Aborted = st.resizes, st.migrations, st.interrupted, st.aborted
 		res.Unfinished, res.Refusals = st.unfinished, st.refused
-		res.Compared, res.ComparedRevisions, res.Disagreements, res.Disagreed, res.TransientDisagreements = rd.result()
+		res.Compared, res.ComparedRevisions, res.Disagreements, res.Disagreed = rd.result()
 		scopes = p
 		if inProgress {
 			// A resize still moving at the end: its groups' partitions

@@ -38,10 +38,9 @@ type Totals struct {
 	FloorRaises int
 	// Resizes, Migrations, Interrupted and Aborted count the shape
 	// changes of the fleet (Result); Compared the comparisons of readers
-	// at a revision, Disagreements the keys they disagreed on and
-	// Transient the disagreements resolved within agreeSettle.
+	// at a revision and Disagreements the keys they disagreed on.
 	Resizes, Migrations, Interrupted, Aborted int
-	Compared, Disagreements, Transient        int
+	Compared, Disagreements                   int
 	// Failed lists the replay commands of failing runs.
 	Failed []string
 	// live: the strategy's runs were checked for liveness.
@@ -79,7 +78,6 @@ func (t *Totals) Add(r *Result) {
 	t.Aborted += r.Aborted
 	t.Compared += r.Compared
 	t.Disagreements += r.Disagreements
-	t.Transient += r.TransientDisagreements
 	if !r.OK() {
 		t.FailedRuns++
 		t.Failed = append(t.Failed, r.Command())
