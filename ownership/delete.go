@@ -85,6 +85,9 @@ func (l *loop) deleted(m deleteDone) {
 		case m.to[i].id != "" && l.stillMine(m.out[i].kv, rec.epoch):
 			l.handoverRefused(p, rec, m.to[i])
 		default:
+			if m.out[i].ok {
+				l.n.trace.wrote(p, m.rev, "")
+			}
 			if rec.handoff != nil {
 				l.n.report.handoffDone(rec.handoff, p)
 			}

@@ -103,6 +103,7 @@ func (l *loop) askHandover() {
 
 // handedOver handles the hand-over of p's claim (rec) to s at rev.
 func (l *loop) handedOver(p int, rec *record, s successor, rev int64, since time.Time) {
+	l.n.trace.wrote(p, rev, s.id)
 	rec.handoff.handed++
 	l.n.report.handoffDone(rec.handoff, p)
 	l.fleet.SetClaim(p, rev, fleetview.ClaimOf(&mvccpb.KeyValue{Value: []byte(keys.EncodeClaim(s.id, since)), CreateRevision: rev, ModRevision: rev, Lease: int64(s.lease)}))

@@ -21,7 +21,7 @@ import (
 //	tenure.move.prepare   both       holder: waiting for the successor's readiness; successor: OnPrepare and its readiness put
 //	tenure.move.drain     holder     admission ended                     the work in flight finished
 //	tenure.move.release   holder     context cancelled, OnReleased       OnReleased returned
-//	tenure.move.handover  holder     the claim's deletion queued         the claim deleted
+//	tenure.move.handover  holder     the claim's deletion queued         the claim deleted or handed over
 //	tenure.move.in        successor  p assigned here, held by another    p admits work
 //	tenure.failover       successor  p claimed after its holder's        p admits work
 //	                                 session was lost (event "loss
@@ -36,7 +36,14 @@ import (
 // partition admits its first call), "loss seen". Attributes (keys below):
 // tenure.partition, tenure.epoch (the holder's epoch on tenure.move.out,
 // the new one on the successor's phases once claimed), tenure.node,
-// tenure.failover.cause, tenure.holder.
+// tenure.failover.cause, tenure.holder; on tenure.move.handover,
+// tenure.revision (the revision of the transaction that deleted the claim
+// or handed it over: the moves of one leave batched in a transaction
+// share it) and tenure.successor (the node the claim was handed over to,
+// absent when it was deleted). A handed-over claim's epoch is that
+// revision: the successor's tenure.epoch equals its holder's
+// tenure.revision, one write; after a deletion the successor's own claim
+// is a second.
 //
 // Both sides of one move share a trace without trusting the network: the
 // trace ID is derived from what etcd records, the cluster prefix, the
@@ -69,6 +76,8 @@ const (
 	attrNode        = attribute.Key("tenure.node")
 	attrCause       = attribute.Key("tenure.failover.cause")
 	attrHolder      = attribute.Key("tenure.holder")
+	attrRevision    = attribute.Key("tenure.revision")
+	attrSuccessor   = attribute.Key("tenure.successor")
 	tracerScopeName = "github.com/tenure-go/tenure/ownership"
 )
 
@@ -166,6 +175,23 @@ func (tr *tracer) end(p int, failure string) {
 			s.SetStatus(codes.Error, failure)
 		}
 		s.End()
+	}
+}
+
+// wrote records, on p's current span (the holder's tenure.move.handover),
+// the revision rev at which its claim was deleted or, to a successor to
+// (not empty), handed over.
+func (tr *tracer) wrote(p int, rev int64, to string) {
+	if tr == nil {
+		return
+	}
+	ps := tr.parts[p]
+	if ps == nil || ps.cur == nil {
+		return
+	}
+	ps.cur.SetAttributes(attrRevision.Int64(rev))
+	if to != "" {
+		ps.cur.SetAttributes(attrSuccessor.String(to))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/fleetview"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -140,6 +141,84 @@ func TestTraceMove(t *testing.T) {
 	fenceSpan, _ := s.of("b", p).named(spanFence)
 	assert.Equal(t, strconv.FormatInt(epoch, 10), attrOf(fenceSpan, attrEpoch))
 	assert.False(t, out.EndTime.After(in.EndTime), "the holder's hand-over ends before the successor admits")
+	handover, _ := s.of("a", p).named(spanHandover)
+	rev, err := strconv.ParseInt(attrOf(handover, attrRevision), 10, 64)
+	require.NoError(t, err, "the claim's deletion says its revision")
+	assert.Less(t, rev, epoch, "deleted, then claimed by the successor: two writes")
+	assert.Empty(t, attrOf(handover, attrSuccessor), "deleted, not handed over")
+}
+
+// TestTraceHandover shows the spans of a real planned move whose claim is
+// handed over: the fleet's spec requires the handover feature before the
+// first node joins, so every planned move hands over and no spec write
+// races one. The holder waits for the successor's preparation, drains,
+// releases and hands the claim over in one transaction (its revision and
+// the successor on tenure.move.handover); the successor prepares and,
+// without a claim of its own, raises its fence to that revision and
+// starts. Both sides are in the trace of the holder's epoch.
+func TestTraceHandover(t *testing.T) {
+	c := cluster.New(t, 1)
+	const name, parts = "tracehandover", 16
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	cli := c.NewClient(t)
+	cfg := func(id string) Config {
+		cfg := testConfig(t, name, id, parts)
+		cfg.TracerProvider = tp
+		cfg.Fencers = []fence.Fencer{fleetStore(t, cli, name)}
+		cfg.Callbacks = Callbacks{OnAcquired: func(Event) {}, OnPrepare: func(Event) error { return nil }}
+		return cfg
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	layout := keys.New(name)
+	_, err := fleetview.EnsureSpec(ctx, cli, layout, cfg("a").Ring, false)
+	require.NoError(t, err)
+	spec, err := fleetview.RequireFeature(ctx, cli, layout, fleetview.FeatureHandover)
+	require.NoError(t, err)
+	require.Contains(t, spec.Requires, fleetview.FeatureHandover)
+
+	a := join(t, c.NewClient(t), cfg("a"))
+	waitStable(t, 30*time.Second, a)
+	p := movingPartition(t, parts, []string{"a"}, "a", "b")
+	old := a.LookupPartition(p).Epoch
+	b := join(t, c.NewClient(t), cfg("b"))
+	waitStable(t, 30*time.Second, a, b)
+	epoch := b.LookupPartition(p).Epoch
+	require.Greater(t, epoch, old)
+
+	var out, in tracetest.SpanStub
+	require.NoError(t, waitFor(30*time.Second, func() error {
+		s := spanSet(exp.GetSpans())
+		var ok1, ok2 bool
+		out, ok1 = s.of("a", p).named(spanMoveOut)
+		in, ok2 = s.of("b", p).named(spanMoveIn)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("no %s and %s of partition %d yet", spanMoveOut, spanMoveIn, p)
+		}
+		return nil
+	}, a, b))
+	s := spanSet(exp.GetSpans())
+	assert.Equal(t, []string{spanPrepare, spanDrain, spanRelease, spanHandover}, s.children(out), "the holder's phases, in order")
+	assert.Equal(t, []string{spanPrepare, spanFence, spanStart}, s.children(in), "the successor's phases: no claim of its own")
+	assert.Equal(t, out.SpanContext.TraceID(), in.SpanContext.TraceID(), "one trace for both sides")
+	assert.Equal(t, out.Parent.SpanID(), in.Parent.SpanID(), "one parent derived from the move")
+	assert.Equal(t, strconv.FormatInt(old, 10), attrOf(out, attrEpoch))
+	assert.Equal(t, strconv.FormatInt(epoch, 10), attrOf(in, attrEpoch))
+	assert.Equal(t, "a", attrOf(in, attrHolder))
+	assert.True(t, hasEvent(in, eventAdmit), "the successor's root says when it admits")
+	prep, _ := s.of("b", p).named(spanPrepare)
+	assert.True(t, hasEvent(prep, eventReady))
+	handover, _ := s.of("a", p).named(spanHandover)
+	assert.Equal(t, strconv.FormatInt(epoch, 10), attrOf(handover, attrRevision), "the successor's epoch is the hand-over's revision: one write")
+	assert.Equal(t, "b", attrOf(handover, attrSuccessor))
+	fenceSpan, _ := s.of("b", p).named(spanFence)
+	assert.Equal(t, strconv.FormatInt(epoch, 10), attrOf(fenceSpan, attrEpoch))
+	resp, err := cli.Get(ctx, layout.Claim(p))
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	assert.Less(t, resp.Kvs[0].CreateRevision, epoch, "the claim was put over, never deleted")
 }
 
 // TestTraceFailover shows the spans of a real failover: the holder's

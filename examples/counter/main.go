@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/examples/internal/app"
@@ -61,6 +62,7 @@ type config struct {
 	advertise   string
 	prepare     bool
 	warm        time.Duration
+	traceFile   string
 }
 
 // parseFlags parses args (without the program name).
@@ -77,6 +79,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.prepare, "prepare", true, "warm handoff: load a partition's counters while its previous owner still serves it (ownership OnPrepare), and catch up after the claim")
 	fs.DurationVar(&c.warm, "warm-timeout", 3*time.Second, "how long a planned move waits for the next owner's preparation before it goes on cold (ownership Config.WarmTimeout; negative: no prepare phase)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address (port 0: any)")
+	fs.StringVar(&c.traceFile, "trace-file", "", "append every finished OpenTelemetry span of the node and the router (a planned move's phases, each request served) to `PATH` as one JSON line (spans.go); empty: no spans")
 	fs.StringVar(&c.advertise, "advertise", "", "address the other nodes reach this one at (default: the listening address)")
 	if err := c.Parse(fs, args); err != nil {
 		return config{}, err
@@ -156,6 +159,22 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	}
 	defer cli.Close()
 
+	var tp *sdktrace.TracerProvider
+	if cfg.traceFile != "" {
+		var shutdown func(context.Context) error
+		if tp, shutdown, err = openTrace(cfg.traceFile); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer func() { // after the leave below: its spans are written too
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := shutdown(sctx); err != nil {
+				log.Warn("write the spans", "file", cfg.traceFile, "error", err)
+			}
+		}()
+	}
+
 	st := counterdb.NewStore(db, dialect, fences, log.Named("store"), m, cfg.prepare)
 	ncfg := ownership.DefaultConfig()
 	ncfg.Cluster = cfg.Cluster
@@ -167,6 +186,10 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	ncfg.WarmTimeout = cfg.warm
 	ncfg.Fencers = []fence.Fencer{sqlfence.Fencer{DB: db, Fences: fences}}
 	ncfg.Metrics = m.Registry // tenure_partition_*, tenure_session_*, ... labelled node=<id>
+	rcfg := router.Config{Logger: log.Named("router"), Metrics: m.Registry}
+	if tp != nil {
+		ncfg.TracerProvider, rcfg.TracerProvider = tp, tp
+	}
 	if cfg.partitions != 0 {
 		ncfg.Ring.Partitions = cfg.partitions // the fleet's spec must say the same
 	} else {
@@ -184,7 +207,7 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		_ = node.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("the fleet's %w", err)
 	}
-	rt, err := router.New(node, router.Config{Logger: log.Named("router"), Metrics: m.Registry})
+	rt, err := router.New(node, rcfg)
 	if err != nil {
 		_ = ln.Close()
 		_ = node.Close(context.WithoutCancel(ctx))
