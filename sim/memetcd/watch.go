@@ -123,7 +123,10 @@ func (ws *watchStream) Send(req *pb.WatchRequest) error {
 	s := ws.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ws.ctx.Err() != nil {
+	if ws.ctx.Err() != nil || ws.err != nil {
+		// A broken stream answers nothing more: a request sent on it
+		// after it broke (a progress request among them) is lost with
+		// the connection, as on a real one.
 		return io.EOF
 	}
 	if ws.c.partitioned {

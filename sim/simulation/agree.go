@@ -25,8 +25,9 @@ const agreeEvery = 50 * time.Millisecond
 // Observer are at one etcd revision: at a revision, every reader must
 // name the same partition, owner and epoch for every key, across planned
 // moves, resizes and migrations. A node names itself only for a claim it
-// serves, and knows its own claims from its transactions before its
-// watch brings them; those are the two differences allowed.
+// serves, and knows claims from its transactions' results (its own, or
+// the one that refused it) before its watch brings them; those are the
+// two differences allowed.
 //
 // A reader's revision is not a consistent cut: it follows the members,
 // claims, drain marks and placements on four watches, and each response
@@ -88,8 +89,8 @@ func (r *readers) compare(i int, n *ownership.Node) {
 		switch {
 		case ro.Owner == n.ID() && !rn.Local && rn.Partition == ro.Partition:
 			continue // its own claim, not served: it routes to the next owner
-		case rn.Owner == n.ID() && rn.Epoch > rev && rn.Partition == ro.Partition:
-			continue // its own claim, known from its transaction before its watch brings it
+		case rn.Epoch > rev && rn.Partition == ro.Partition:
+			continue // a claim known from a transaction's result before its watch brings it
 		}
 		if rn.Partition != ro.Partition || rn.Epoch != ro.Epoch || (ro.Epoch != 0 && rn.Owner != ro.Owner) {
 			st := n.Status()
