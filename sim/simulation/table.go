@@ -42,6 +42,10 @@ type Totals struct {
 	// Transient the disagreements resolved within agreeSettle.
 	Resizes, Migrations, Interrupted, Aborted int
 	Compared, Disagreements, Transient        int
+	// Handovers, HandoversRefused, KilledBefore, KilledBeforeRefused,
+	// KilledAfter and KilledAfterServed count the hand-overs of claims
+	// and the successors stopped in the middle of one (Result).
+	Handovers, HandoversRefused, KilledBefore, KilledBeforeRefused, KilledAfter, KilledAfterServed int
 	// Failed lists the replay commands of failing runs.
 	Failed []string
 	// live: the strategy's runs were checked for liveness.
@@ -80,6 +84,12 @@ func (t *Totals) Add(r *Result) {
 	t.Compared += r.Compared
 	t.Disagreements += r.Disagreements
 	t.Transient += r.TransientDisagreements
+	t.Handovers += r.Handovers
+	t.HandoversRefused += r.HandoversRefused
+	t.KilledBefore += r.SuccessorsKilledBefore
+	t.KilledBeforeRefused += r.KilledBeforeRefused
+	t.KilledAfter += r.SuccessorsKilledAfter
+	t.KilledAfterServed += r.KilledAfterServed
 	if !r.OK() {
 		t.FailedRuns++
 		t.Failed = append(t.Failed, r.Command())
