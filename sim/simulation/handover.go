@@ -32,6 +32,8 @@ type handovers struct {
 	attempts, handed, refused atomic.Int64
 
 	mu       sync.Mutex
+	closed   bool
+	pauses   sync.WaitGroup // paused successors waiting to resume
 	armed    []Fault
 	acquired map[tenureOf]bool
 	// killsBefore counts successors killed just before the hand-over's
@@ -179,27 +181,40 @@ func (h *handovers) onTxn(_ memetcd.ClientID, req *pb.TxnRequest) func(*pb.TxnRe
 func (h *handovers) kill(x handing, f Fault, revoke bool) {
 	w := h.w
 	sn := w.nodeByID(x.to)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
 	if f.Dur == 0 {
 		sn.crashed.Store(true)
 		sn.cut()
 		w.healed(w.now())
 	} else {
 		sn.cut()
-		w.heals.Go(func() {
+		h.pauses.Go(func() {
 			clock.Sleep(w.end, w.fc, f.Dur)
 			sn.uncut()
 			w.healed(w.now())
 		})
 	}
 	if revoke {
-		h.mu.Lock()
 		h.killsBefore++
-		h.mu.Unlock()
+	}
+	h.mu.Unlock()
+	if revoke {
 		ctx, cancel := clock.WithTimeout(context.Background(), w.fc, w.cfg.TTL)
 		_, _ = h.admin.Revoke(ctx, clientv3.LeaseID(x.lease))
 		cancel()
 	}
 }
 
-// close removes the hook.
-func (h *handovers) close() { h.w.srv.OnTxn(nil) }
+// close removes the hook and waits for the paused successors, which
+// resume when the run ends.
+func (h *handovers) close() {
+	h.w.srv.OnTxn(nil)
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.pauses.Wait()
+}
