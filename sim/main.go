@@ -32,15 +32,15 @@ import (
 
 // options are the command line's settings.
 type options struct {
-	seed                  int64
-	seeds, parallel       int
-	first                 uint64
-	strategy              string
-	out, svg              string
-	verbose, corpus       bool
-	nodes, faults, spins  int
-	floorRaises, reshapes int
-	duration, yield       time.Duration
+	seed                                  int64
+	seeds, parallel                       int
+	first                                 uint64
+	strategy                              string
+	out, svg                              string
+	verbose, corpus                       bool
+	nodes, faults, spins                  int
+	floorRaises, reshapes, successorKills int
+	duration, yield                       time.Duration
 }
 
 // subcommands are the programs besides the simulation: go run ./sim NAME
@@ -74,6 +74,7 @@ func main() {
 	flag.IntVar(&o.faults, "faults", 0, "faults per run (0: default)")
 	flag.IntVar(&o.floorRaises, "floor-raises", 0, "floors raised per tenure run by a writer outside the fleet (0: default; negative: none)")
 	flag.IntVar(&o.reshapes, "reshapes", 0, "shape changes per tenure run: resizes of the partition count, migrations of the ring algorithm (0: default; negative: none)")
+	flag.IntVar(&o.successorKills, "successor-kills", 0, "successors stopped in the middle of a claim's hand-over per tenure run (0: default; negative: none)")
 	flag.DurationVar(&o.duration, "duration", 0, "virtual duration of a run (0: default)")
 	flag.IntVar(&o.parallel, "parallel", 0, "runs at once (0: GOMAXPROCS)")
 	flag.StringVar(&o.out, "out", "", "also write the markdown table to this file")
@@ -121,6 +122,9 @@ func run(o options) error {
 	}
 	if o.reshapes != 0 {
 		cfg.Reshapes = o.reshapes
+	}
+	if o.successorKills != 0 {
+		cfg.SuccessorKills = o.successorKills
 	}
 	if o.duration > 0 {
 		cfg.Duration = o.duration
@@ -171,6 +175,10 @@ func run(o options) error {
 		if t.Resizes+t.Migrations > 0 {
 			fmt.Fprintf(&md, ", %d resizes of the partition count and %d migrations of the ring algorithm (%d with their driver stopped mid-way, %d of them then aborted by another driver, the others resumed), nodes and an Observer compared %d times at one revision: %d disagreements",
 				t.Resizes, t.Migrations, t.Interrupted, t.Aborted, t.Compared, t.Disagreements)
+		}
+		if t.Handovers+t.HandoversRefused > 0 {
+			fmt.Fprintf(&md, ", %d claims handed over to the next owner in one transaction and %d hand-overs refused (the claims deleted instead); successors stopped in the middle of a hand-over: %d just before its transaction (%d of those hand-overs refused), %d once it committed (%d of them had served the partition already)",
+				t.Handovers, t.HandoversRefused, t.KilledBefore, t.KilledBeforeRefused, t.KilledAfter, t.KilledAfterServed)
 		}
 		md.WriteString(".")
 	}

@@ -131,8 +131,10 @@ func requiresLeader(ctx context.Context) bool {
 // unary runs apply as one request of c, with c's faults: the request waits
 // out a partition or a leaderless server and the latency, then apply runs
 // under the server's lock (after due leases expired); the response waits
-// out the latency and may be lost.
-func unary[T proto.Message](ctx context.Context, c *Client, kind requestKind, apply func(s *Server) (T, error)) (T, error) {
+// out the latency and may be lost. A hook, if given, runs once the request
+// has passed the faults, before it is applied, without the lock; the func
+// it returns (if not nil) gets apply's result, also without the lock.
+func unary[T proto.Message](ctx context.Context, c *Client, kind requestKind, apply func(s *Server) (T, error), hook ...func() func(T, error)) (T, error) {
 	var zero T
 	s := c.s
 	if err := c.gate(ctx); err != nil {
@@ -147,6 +149,10 @@ func unary[T proto.Message](ctx context.Context, c *Client, kind requestKind, ap
 	if err := c.gate(ctx); err != nil {
 		return zero, err
 	}
+	var applied func(T, error)
+	if len(hook) > 0 && hook[0] != nil {
+		applied = hook[0]()
+	}
 	s.mu.Lock()
 	s.expireLocked()
 	before := s.st.rev
@@ -158,6 +164,9 @@ func unary[T proto.Message](ctx context.Context, c *Client, kind requestKind, ap
 		lost = true
 	}
 	s.mu.Unlock()
+	if applied != nil {
+		applied(resp, err)
+	}
 	if d > 0 && !clock.Sleep(ctx, s.clock, d) {
 		return zero, status.FromContextError(ctx.Err()).Err()
 	}
@@ -319,7 +328,22 @@ func (r kvRemote) Txn(ctx context.Context, in *pb.TxnRequest, _ ...grpcCallOptio
 		s.commitLocked()
 		s.fill(resp.Header)
 		return resp, nil
-	})
+	}, r.txnHook(in))
+}
+
+// txnHook returns the hook of unary that tells the server's TxnFunc, if
+// any, of the transaction in.
+func (r kvRemote) txnHook(in *pb.TxnRequest) func() func(*pb.TxnResponse, error) {
+	return func() func(*pb.TxnResponse, error) {
+		s := r.c.s
+		s.mu.Lock()
+		f := s.onTxn
+		s.mu.Unlock()
+		if f == nil {
+			return nil
+		}
+		return f(r.c.id, in)
+	}
 }
 
 func (r kvRemote) Compact(ctx context.Context, in *pb.CompactionRequest, _ ...grpcCallOption) (*pb.CompactionResponse, error) {

@@ -25,6 +25,10 @@
 //
 // Faults for the simulator are per client (Partition, Heal, SetLatency,
 // LoseResponses, DropWatches) and per server (LoseLeader, LeaderChange).
+// Hooks tell a simulator of every revision committed (OnCommit, under the
+// server's lock) and of every transaction about to be applied and then of
+// its result (OnTxn, without the lock, so that it may inject a fault at
+// that moment).
 //
 // Goroutines: the server runs none of its own. A fired lease timer runs its
 // expiry on a goroutine of the clock; KeepAlive runs one loop per call (on

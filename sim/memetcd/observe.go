@@ -3,6 +3,7 @@ package memetcd
 import (
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -20,4 +21,21 @@ func (s *Server) OnCommit(f CommitFunc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onCommit = f
+}
+
+// TxnFunc is told of a transaction of client id that the server is about
+// to apply: its request has passed the client's faults (partition,
+// latency), so it will be applied. It runs on the caller's goroutine,
+// without the server's lock, so it may call s (fault hooks, other
+// clients) before the transaction is applied; the func it returns, if not
+// nil, gets the transaction's result once applied, also without the lock
+// (before the response is delayed or lost). f must not modify req.
+type TxnFunc func(id ClientID, req *pb.TxnRequest) (applied func(resp *pb.TxnResponse, err error))
+
+// OnTxn makes s call f with every transaction it applies from now on. A
+// nil f removes the hook.
+func (s *Server) OnTxn(f TxnFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onTxn = f
 }

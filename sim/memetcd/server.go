@@ -107,6 +107,7 @@ type Server struct {
 	changed    chan struct{} // closed and replaced when fault state changes
 	closed     bool
 	onCommit   CommitFunc
+	onTxn      TxnFunc
 	stats      Stats
 }
 

@@ -27,15 +27,10 @@ const agreeEvery = 50 * time.Millisecond
 // moves, resizes and migrations. A node names itself only for a claim it
 // serves, and knows claims from its transactions' results (its own, or
 // the one that refused it) before its watch brings them; those are the
-// two differences allowed.
-//
-// A reader's revision is not a consistent cut: it follows the members,
-// claims, drain marks and placements on four watches, and each response
-// raises its revision to the response's header, so a reader at revision R
-// may not have applied yet an event at or below R that another watch is
-// about to bring. A disagreement therefore counts only if it persists,
-// at every comparison at one revision, for agreeSettle; the transient
-// ones are counted apart.
+// two differences allowed. A reader's revision is a consistent cut
+// (fleetview's Reader delivers its watches' events only up to a revision
+// every watch is known to have reached), so every difference at one
+// revision counts.
 type readers struct {
 	w     *world
 	nodes []*ownership.Node

@@ -62,6 +62,11 @@ type Config struct {
 	// algorithm) the schedule of a tenure strategy holds besides Faults.
 	// Zero means 2; negative means none.
 	Reshapes int
+	// SuccessorKills is how many KillSuccessor faults the schedule of a
+	// tenure strategy holds besides Faults: a planned move's successor
+	// stopped in the middle of the hand-over of its claim. Zero means 1;
+	// negative means none.
+	SuccessorKills int
 	// Step is how far the driver moves the virtual clock at a time and
 	// Yield the real time it sleeps between steps (zero: none; the
 	// scheduler yields of Spins suffice on an idle machine).
@@ -79,22 +84,23 @@ type Config struct {
 // DefaultConfig is the configuration of the tests and of `go run ./sim`.
 func DefaultConfig() Config {
 	return Config{
-		Strategy:      Tenure,
-		Nodes:         4,
-		Partitions:    16,
-		Keys:          12,
-		Clients:       6,
-		TTL:           2 * time.Second,
-		Duration:      20 * time.Second,
-		FaultFraction: 0.7,
-		Faults:        8,
-		FloorRaises:   2,
-		Reshapes:      2,
-		Step:          10 * time.Millisecond,
-		Yield:         50 * time.Microsecond,
-		Spins:         8,
-		MaxSkew:       0.05,
-		LivenessSlack: 3 * time.Second,
+		Strategy:       Tenure,
+		Nodes:          4,
+		Partitions:     16,
+		Keys:           12,
+		Clients:        6,
+		TTL:            2 * time.Second,
+		Duration:       20 * time.Second,
+		FaultFraction:  0.7,
+		Faults:         8,
+		FloorRaises:    2,
+		Reshapes:       2,
+		SuccessorKills: 1,
+		Step:           10 * time.Millisecond,
+		Yield:          50 * time.Microsecond,
+		Spins:          8,
+		MaxSkew:        0.05,
+		LivenessSlack:  3 * time.Second,
 	}
 }
 
@@ -132,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Reshapes == 0 {
 		c.Reshapes = d.Reshapes
+	}
+	if c.SuccessorKills == 0 {
+		c.SuccessorKills = d.SuccessorKills
 	}
 	if c.Step == 0 {
 		c.Step = d.Step

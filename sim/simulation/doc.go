@@ -48,6 +48,24 @@
 // that floor like any other, so a write admitted below it after it counts
 // as stale.
 //
+// Planned moves (a node's join or return after its session ended, the
+// balancer's moves, a migration's steps) hand their claims over in one
+// transaction once the fleet requires the handover feature, which its
+// first planned release records. The schedules of the tenure strategies
+// hold Config.SuccessorKills (1) KillSuccessor faults: armed between one
+// TTL and half the fault window, each stops the successor of the next
+// hand-over, seen through memetcd's transaction hook in the holder's own
+// request (handover.go): just before etcd applies it, the successor's
+// lease revoked with it, so that etcd refuses the hand-over and the holder
+// deletes the claim; or just after etcd committed it, before the
+// successor, which learns of the claim by its watch, can have raised its
+// fences and served, so that the claim bound to its lease goes with the
+// lease a TTL later. Two in three are killed (at most one node dies in a
+// run: after a Crash, all are paused) and the others paused for half a
+// TTL to three TTLs. Result counts the
+// hand-overs applied and refused and the successors stopped in each
+// window.
+//
 // # Shape changes
 //
 // The schedules of the tenure strategies also hold Config.Reshapes (2)

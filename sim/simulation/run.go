@@ -37,6 +37,16 @@ type Result struct {
 	// called off, and PreparesLost ended with their node's session (a
 	// crash, a pause, a partition).
 	Prepares, PreparesHung, PreparesLost int
+	// Handovers counts the hand-overs of claims to the next owner that
+	// etcd applied while the workload ran, HandoversRefused those it
+	// refused (their holders deleted the claims instead).
+	// SuccessorsKilledBefore counts the successors stopped just before a
+	// hand-over's transaction (KillSuccessor), KilledBeforeRefused those
+	// whose hand-over etcd then refused; SuccessorsKilledAfter those
+	// stopped once it committed, KilledAfterServed those of them that had
+	// served the partition already.
+	Handovers, HandoversRefused                                                           int
+	SuccessorsKilledBefore, KilledBeforeRefused, SuccessorsKilledAfter, KilledAfterServed int
 	// BalancerMoves counts the partitions moved by the balancer that runs
 	// in one tenure seed in three (the placements it wrote that landed in
 	// etcd); Balanced says whether the run had it.
@@ -84,6 +94,9 @@ func ReplayCommand(cfg Config) string {
 	}
 	if cfg.Reshapes != d.Reshapes {
 		s += fmt.Sprintf(" -reshapes %d", cfg.Reshapes)
+	}
+	if cfg.SuccessorKills != d.SuccessorKills {
+		s += fmt.Sprintf(" -successor-kills %d", cfg.SuccessorKills)
 	}
 	if cfg.Duration != d.Duration {
 		s += fmt.Sprintf(" -duration %v", cfg.Duration)
@@ -193,6 +206,12 @@ func Run(cfg Config) (*Result, error) {
 		res.FloorRaises = int(t.raised.Load())
 		res.Prepares, res.PreparesHung, res.PreparesLost = int(t.prep.Prepares.Load()), int(t.prep.Hung.Load()), int(t.prep.Lost.Load())
 		res.Balanced, res.BalancerMoves = t.bal != nil, int(t.moves.Load())
+		h := t.hand
+		res.Handovers, res.HandoversRefused = int(h.handed.Load()), int(h.refused.Load())
+		h.mu.Lock()
+		res.SuccessorsKilledBefore, res.KilledBeforeRefused = h.killsBefore, h.refusedKills
+		res.SuccessorsKilledAfter, res.KilledAfterServed = h.killsAfter, h.servedKills
+		h.mu.Unlock()
 	}
 	w.mu.Lock()
 	res.Pauses, res.Hangs = w.pauses, w.hangs

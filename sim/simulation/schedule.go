@@ -62,13 +62,24 @@ const (
 	// fleet.Operator.MigrateAlgorithm, N partitions a step; Dur and Abort
 	// as for a Resize.
 	Migrate
+	// KillSuccessor: from At, the next hand-over of a claim to a live node
+	// (a planned move's last transaction) has its successor stopped: just
+	// before etcd applies the holder's transaction if Before (its lease
+	// revoked too, so that etcd refuses the hand-over and the holder
+	// deletes the claim), else just after etcd committed it, before the
+	// successor can have served the partition (its lease runs out a TTL
+	// later, taking the claim with it). With Dur zero the successor is
+	// killed, as by a Crash; otherwise its process pauses for Dur. Only
+	// the tenure strategies get them; their schedules hold
+	// Config.SuccessorKills of them beside Faults.
+	KillSuccessor
 )
 
 var faultNames = map[FaultKind]string{
 	Pause: "pause", Crash: "crash", Partition: "partition", Latency: "latency",
 	LoseResponses: "lose-responses", LeaderChange: "leader-change", HangRelease: "hang-release",
 	DropWatches: "drop-watches", Compact: "compact", RaiseFloor: "raise-floor",
-	Resize: "resize", Migrate: "migrate",
+	Resize: "resize", Migrate: "migrate", KillSuccessor: "kill-successor",
 }
 
 func (k FaultKind) String() string {
@@ -88,6 +99,7 @@ type Fault struct {
 	Partition int  // of a RaiseFloor
 	To        int  // of a Resize: the partition count
 	Abort     bool // of an interrupted Resize or Migrate
+	Before    bool // of a KillSuccessor: before the hand-over's transaction
 }
 
 // End is when the fault is over (for a crash: when it happened).
@@ -100,6 +112,16 @@ func (f Fault) String() string {
 	case LeaderChange, Compact:
 	case RaiseFloor:
 		fmt.Fprintf(&b, " p/%d", f.Partition)
+	case KillSuccessor:
+		when, what := "after", "killed"
+		if f.Before {
+			when = "before"
+		}
+		if f.Dur > 0 {
+			what = "paused for " + f.Dur.String()
+		}
+		fmt.Fprintf(&b, " %s the next hand-over's transaction: %s", when, what)
+		return b.String()
 	case Resize, Migrate:
 		if f.Kind == Resize {
 			fmt.Fprintf(&b, " to %d", f.To)
@@ -202,6 +224,7 @@ func NewSchedule(cfg Config) Schedule {
 	if cfg.Strategy == Tenure || cfg.Strategy == TenureUnfenced {
 		s.Faults = append(s.Faults, floorRaises(cfg, window)...)
 		s.Faults = append(s.Faults, reshapes(cfg, window)...)
+		s.Faults = append(s.Faults, successorKills(cfg, window, crashed)...)
 	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 	for _, f := range s.Faults {
@@ -224,6 +247,29 @@ func floorRaises(cfg Config, window time.Duration) []Fault {
 		f := Fault{Kind: RaiseFloor, At: dur(ttl, window-ttl), Dur: dur(0, ttl),
 			Partition: ring.PartitionOf(keyName(rng.IntN(cfg.Keys)), cfg.Partitions)}
 		f.Dur = min(f.Dur, max(0, window-f.At))
+		out = append(out, f)
+	}
+	return out
+}
+
+// successorKills draws cfg.SuccessorKills KillSuccessor faults, armed at
+// times between one TTL and half the window, half of them before the
+// hand-over's transaction; one in three pauses the successor for half a
+// TTL to three TTLs instead of killing it, and all do in a schedule that
+// holds a Crash already (at most one node dies).
+func successorKills(cfg Config, window time.Duration, crashed bool) []Fault {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5cc))
+	ttl := cfg.TTL
+	dur := func(lo, hi time.Duration) time.Duration {
+		return (lo + time.Duration(rng.Int64N(int64(hi-lo)+1))).Round(time.Millisecond)
+	}
+	var out []Fault
+	for range max(cfg.SuccessorKills, 0) {
+		f := Fault{Kind: KillSuccessor, At: dur(ttl, max(ttl, window/2)), Before: rng.IntN(2) == 0}
+		if rng.IntN(3) == 0 || crashed {
+			f.Dur = dur(ttl/2, 3*ttl)
+		}
+		crashed = crashed || f.Dur == 0
 		out = append(out, f)
 	}
 	return out

@@ -46,12 +46,24 @@ func TestSeeds(t *testing.T) {
 	var prepares, hung, lost, balanced, moves int
 	var resizes, migrations, interrupted, aborted, unfinished, compared, revs, disagreements int
 	var refusals []string
+	var handed, refused, noHandover, before, beforeRefused, after, afterServed, paused int
 	progress := func(r *Result) {
 		prepares, hung, lost = prepares+r.Prepares, hung+r.PreparesHung, lost+r.PreparesLost
 		if r.Config.Strategy == Tenure {
 			resizes, migrations, interrupted, aborted = resizes+r.Resizes, migrations+r.Migrations, interrupted+r.Interrupted, aborted+r.Aborted
 			unfinished, compared, revs, disagreements = unfinished+r.Unfinished, compared+r.Compared, revs+r.ComparedRevisions, disagreements+r.Disagreements
 			refusals = append(refusals, r.Refusals...)
+			handed, refused = handed+r.Handovers, refused+r.HandoversRefused
+			if r.Handovers == 0 {
+				noHandover++
+			}
+			before, beforeRefused = before+r.SuccessorsKilledBefore, beforeRefused+r.KilledBeforeRefused
+			after, afterServed = after+r.SuccessorsKilledAfter, afterServed+r.KilledAfterServed
+			for _, f := range r.Schedule.Faults {
+				if f.Kind == KillSuccessor && f.Dur > 0 && r.SuccessorsKilledBefore+r.SuccessorsKilledAfter > 0 {
+					paused++
+				}
+			}
 		}
 		if r.Balanced {
 			balanced++
@@ -105,6 +117,19 @@ func TestSeeds(t *testing.T) {
 	if resizes == 0 || migrations == 0 || interrupted == 0 || aborted == 0 || compared == 0 {
 		t.Errorf("the sweep should cover resizes (%d), migrations (%d), interrupted drivers (%d), aborts (%d) and readers compared (%d)",
 			resizes, migrations, interrupted, aborted, compared)
+	}
+	// Planned moves hand their claims over in one transaction once the
+	// fleet requires the handover feature (recorded at its first planned
+	// release); a successor stopped in the middle of one: just before the
+	// holder's transaction (its lease ended: etcd refuses the hand-over
+	// and the holder deletes the claim) or once it committed, before the
+	// successor served (the claim goes with its lease), under the same
+	// checkers.
+	t.Logf("tenure seeds: %d claims handed over, %d hand-overs refused, %d runs without a hand-over; successors stopped just before the hand-over's transaction %d times (%d refused), once it committed %d times (%d had served already); %d of these stops were pauses",
+		handed, refused, noHandover, before, beforeRefused, after, afterServed, paused)
+	if handed == 0 || refused == 0 || before == 0 || beforeRefused == 0 || after == 0 || after == afterServed {
+		t.Errorf("the sweep should cover hand-overs (%d), refused ones (%d), successors stopped before the transaction (%d, %d refused) and after it, before they served (%d, %d served already)",
+			handed, refused, before, beforeRefused, after, afterServed)
 	}
 	if len(refusals) > 0 {
 		t.Errorf("shape changes refused: %v", refusals[:min(len(refusals), 5)])

@@ -41,6 +41,10 @@ type Totals struct {
 	// at a revision and Disagreements the keys they disagreed on.
 	Resizes, Migrations, Interrupted, Aborted int
 	Compared, Disagreements                   int
+	// Handovers, HandoversRefused, KilledBefore, KilledBeforeRefused,
+	// KilledAfter and KilledAfterServed count the hand-overs of claims
+	// and the successors stopped in the middle of one (Result).
+	Handovers, HandoversRefused, KilledBefore, KilledBeforeRefused, KilledAfter, KilledAfterServed int
 	// Failed lists the replay commands of failing runs.
 	Failed []string
 	// live: the strategy's runs were checked for liveness.
@@ -78,6 +82,12 @@ func (t *Totals) Add(r *Result) {
 	t.Aborted += r.Aborted
 	t.Compared += r.Compared
 	t.Disagreements += r.Disagreements
+	t.Handovers += r.Handovers
+	t.HandoversRefused += r.HandoversRefused
+	t.KilledBefore += r.SuccessorsKilledBefore
+	t.KilledBeforeRefused += r.KilledBeforeRefused
+	t.KilledAfter += r.SuccessorsKilledAfter
+	t.KilledAfterServed += r.KilledAfterServed
 	if !r.OK() {
 		t.FailedRuns++
 		t.Failed = append(t.Failed, r.Command())

@@ -46,6 +46,7 @@ type tenureEx struct {
 	placePf  string
 	raised   atomic.Int64   // RaiseFloor faults whose Put landed
 	prep     *preparers     // the nodes' OnPrepare (prepare.go)
+	hand     *handovers     // the hand-overs of claims and KillSuccessor faults (handover.go)
 	bal      *simBalancer   // with balancerOn(seed), the fenced strategy only (balancer.go)
 	moves    atomic.Int64   // the balancer's placements committed
 	outside  sync.WaitGroup // RaiseFloor faults in progress
@@ -69,6 +70,7 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 	warm := w.cfg.TTL / 2
 	ex.prep = newPreparers(w.cfg.Seed, warm, w.fc)
 	ex.observe()
+	ex.hand = newHandovers(w, ex.admin)
 	w.outsider = func(ctx context.Context, f Fault) { ex.outside.Go(func() { ex.raiseFloor(ctx, f) }) }
 	for _, n := range w.nodes {
 		store, err := etcdfence.New(n.cli, etcdfence.Config{Cluster: cluster, Prefix: dataPrefix})
@@ -104,6 +106,7 @@ func newTenure(ctx context.Context, w *world, fenced bool) (*tenureEx, error) {
 				// The tenure began when its claim was created (its epoch's
 				// revision), however late the callback runs.
 				w.rec.BeginTenure(t.Scope, t.Epoch, sn.id, ex.revTime(t.Epoch))
+				ex.hand.served(sn.id, t.Scope, t.Epoch)
 			},
 			OnReleased: func(e ownership.Event) {
 				t := e.Token
@@ -273,6 +276,7 @@ func (ex *tenureEx) final(key string) string {
 }
 
 func (ex *tenureEx) close() {
+	ex.hand.close()
 	if ex.bal != nil {
 		ex.bal.close()
 	}

@@ -36,6 +36,8 @@ type world struct {
 	outsider func(context.Context, Fault)
 	// reshape, if not nil, queues a Resize or Migrate.
 	reshape func(Fault)
+	// successorKill, if not nil, arms a KillSuccessor.
+	successorKill func(Fault)
 
 	mu       sync.Mutex
 	healedAt time.Duration // the last fault's actual end
@@ -220,6 +222,10 @@ func (w *world) inject(ctx context.Context, admin *memetcd.Client) {
 			})
 		case DropWatches:
 			w.srv.DropWatches(n.cli.ID())
+		case KillSuccessor:
+			if w.successorKill != nil {
+				w.successorKill(f)
+			}
 		case Resize, Migrate:
 			if w.reshape != nil {
 				w.reshape(f)
