@@ -49,7 +49,7 @@ func (l *loop) reconcile() {
 				toClaim = append(toClaim, p)
 			}
 		case phaseFencing:
-			if !l.mine(p) {
+			if !l.mine(p) && !l.awaitsSuccessor(p, rec) {
 				l.transition(p, &record{phase: phaseAborting, t: rec.t}, reasonMoved)
 			}
 		case phaseFenceWait:
@@ -58,10 +58,11 @@ func (l *loop) reconcile() {
 				l.startDelete(p, rec.t.token.Epoch, nil)
 			}
 		case phaseStarting:
-			if !l.mine(p) && l.mayRelease() {
+			if !l.mine(p) && !l.awaitsSuccessor(p, rec) && l.mayRelease() {
 				// Moved away before its OnAcquired returned: it has admitted
-				// no work, so it is handed off at once, without a prepare
-				// phase (its OnReleased follows its OnAcquired).
+				// no work, so it is handed off as soon as the successor is
+				// ready (warm.go), without a prepare phase of its own (its
+				// OnReleased follows its OnAcquired).
 				l.release(p, nil, false)
 			}
 		case phaseServing:

@@ -46,8 +46,8 @@ type readyKey struct {
 // asks p to move (Shape.Leaving): nobody claims p again, so nobody
 // prepares it.
 func (l *loop) moveAway(p int, rec *record) {
-	to, ok := l.fleet.Owner(p)
-	if !l.n.warmEnabled() || !ok || l.fleet.Shape.Leaving(p) || !l.fleet.Members[to].Member.Prepares {
+	to, ok := l.successor(p)
+	if !ok {
 		if l.mayRelease() {
 			l.release(p, rec.move, false)
 		}
@@ -68,6 +68,32 @@ func (l *loop) moveAway(p int, rec *record) {
 	if ready := l.ready[readyKey{p: p, node: to}] == rec.t.token.Epoch; (ready || m.expired) && l.mayRelease() {
 		l.release(p, m, ready)
 	}
+}
+
+// successor returns the node that prepares p, which the ring gives to
+// another node, before p moves to it: none if the prepare phase is off,
+// nobody is next, a resize asks p to move, or the next owner does not
+// prepare (moveAway).
+func (l *loop) successor(p int) (string, bool) {
+	to, ok := l.fleet.Owner(p)
+	if !l.n.warmEnabled() || !ok || l.fleet.Shape.Leaving(p) || !l.fleet.Members[to].Member.Prepares {
+		return "", false
+	}
+	return to, true
+}
+
+// awaitsSuccessor reports whether p, which this node claimed and is
+// fencing or starting (rec) when the ring gives it to another node, waits
+// for the successor's readiness for its epoch before it is let go: a
+// partition handed to this node a moment before a node joins (a rolling
+// restart: the process that left comes back) would otherwise be released
+// at once, and its successor, which saw this node's claim and began to
+// prepare, would claim it cold. It admits no work meanwhile: it becomes
+// serving as always (OnAcquired returned, or the acquired timeout passed),
+// and then moveAway bounds the wait by the warm timeout.
+func (l *loop) awaitsSuccessor(p int, rec *record) bool {
+	to, ok := l.successor(p)
+	return ok && !l.closing && l.ready[readyKey{p: p, node: to}] != rec.t.token.Epoch
 }
 
 // keepServing calls off the move of p (rec): the ring gives it back to
