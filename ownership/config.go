@@ -147,8 +147,11 @@ type Config struct {
 	// returned and its readiness reached etcd) or WarmTimeout has passed
 	// since the move began, whichever comes first, and only then drains
 	// and releases it as DrainTimeout says. A successor that never gets
-	// ready delays the move by at most WarmTimeout, and the move then goes
-	// on cold. Zero means 3s; negative turns the prepare phase off: the
+	// ready delays the move by at most WarmTimeout (by AcquiredTimeout
+	// more if the ring moved the partition while this node was still
+	// starting it: it waits for the successor's readiness too, admitting
+	// no work, and serves once it would have), and the move then goes on
+	// cold. Zero means 3s; negative turns the prepare phase off: the
 	// holder releases at once and this node prepares nothing. A node
 	// prepares only with an OnPrepare and the phase on, and says so in its
 	// member value: a holder waits only for a successor that says it
