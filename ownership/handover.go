@@ -24,12 +24,13 @@ import (
 // its lease ended) falls back to deleting the claim; a crash is still a
 // failover.
 //
-// The successor's view of the fleet comes from several watches, so it may
-// see the claim handed to it before the change that gives it the
-// partition (the leaving holder's member key deleted, a pin): a claim
-// handed over to a node that its view does not give it is kept, unserved,
-// for handedGrace before the node deletes it, so that a view a moment
-// behind costs no second move.
+// The successor's view of the fleet is a consistent cut (one watch, in
+// revision order), so when it sees the claim handed to it, it holds every
+// change the holder's decision saw; the fleet may still have changed
+// since the holder decided (a join, a pin), so that the view does not give
+// the successor the partition: such a claim is kept, unserved, for
+// handedGrace before the node deletes it, so that a change undone at once
+// (a process restarting) costs no second move.
 //
 // A build that reads a claim's epoch as its CreateRevision must not meet a
 // handed-over claim, so the holder hands over only once the spec requires

@@ -127,29 +127,44 @@ func ClaimOf(kv *mvccpb.KeyValue) Claim {
 	return Claim{Owner: c.Node, Epoch: keys.ClaimEpoch(kv), Lease: clientv3.LeaseID(kv.Lease), Since: c.Since}
 }
 
-// eventKind says which of the fleet's watches a response came from.
+// eventKind says which of the fleet's key sets a key belongs to.
 type eventKind uint8
 
 const (
-	claimEvents eventKind = iota
+	noEvents    eventKind = iota // a key of none: ignored
+	claimEvents                  // the claims, with the resize keys among them
 	memberEvents
 	drainEvents
-	placementEvents // and the spec's, on the same watch
+	placementEvents
 	specEvents
 )
 
-// decode decodes the events of one watch response of the given kind.
-func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
+// kindOf returns the key set key belongs to.
+func (r *Reader) kindOf(key string) eventKind {
+	l := r.Layout
+	switch {
+	case strings.HasPrefix(key, l.Claims()):
+		return claimEvents
+	case strings.HasPrefix(key, l.Members()):
+		return memberEvents
+	case strings.HasPrefix(key, l.DrainedPrefix()):
+		return drainEvents
+	case strings.HasPrefix(key, l.Placements()):
+		return placementEvents
+	case key == l.Spec():
+		return specEvents
+	}
+	return noEvents
+}
+
+// decode decodes the events of one response of the fleet's watch, each by
+// its key's set; the keys of no set are left out.
+func (r *Reader) decode(evs []*clientv3.Event) []Event {
 	out := make([]Event, 0, len(evs))
 	for _, ev := range evs {
-		k := kind
-		if k == placementEvents { // the placements' watch covers the keys up to the spec's, the spec included
-			switch key := string(ev.Kv.Key); {
-			case key == r.Layout.Spec():
-				k = specEvents
-			case !strings.HasPrefix(key, r.Layout.Placements()):
-				continue
-			}
+		k := r.kindOf(string(ev.Kv.Key))
+		if k == noEvents {
+			continue
 		}
 		e := Event{Rev: ev.Kv.ModRevision, Member: k == memberEvents, Drain: k == drainEvents, Place: k == placementEvents,
 			Spec: k == specEvents, Put: ev.Type == clientv3.EventTypePut}
@@ -174,7 +189,7 @@ func (r *Reader) decode(evs []*clientv3.Event, kind eventKind) []Event {
 			if ok {
 				e.SpecRec, ok = r.spec(ev.Kv)
 			}
-		case kind == claimEvents && r.resizeKey(ev.Kv.Key):
+		case k == claimEvents && r.resizeKey(ev.Kv.Key):
 			e.Resize, ok = r.resizeEvent(ev), true
 		default:
 			e.P, ok = r.partition(ev.Kv.Key)

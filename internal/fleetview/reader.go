@@ -149,7 +149,7 @@ type Update struct {
 	// the revision followed: it covers what changed in between, and is no
 	// resync (no watch failed).
 	CatchUp bool
-	Rev     int64 // events: the revision of the watch response
+	Rev     int64 // events: the revision of the last, a consistent cut (see watch)
 	Events  []Event
 }
 
@@ -225,14 +225,15 @@ const RedialEvery = retry.RejoinMax
 // errWatchEnded reports a watch channel that closed or was cancelled.
 var errWatchEnded = errors.New("fleet: watch ended")
 
-// Follow watches the members and claims after revision rev and hands every
-// change to deliver, in order, until ctx ends or deliver returns false.
-// It starts its watches at etcd's current revision, where etcd sends
-// events as they are written, rather than at rev+1, which etcd serves from
-// its history in passes 100ms apart once the fleet has moved past rev; when
-// the watches start past rev it reads everything once more (a catch-up
-// listing, Update.CatchUp) and delivers only the events after it.
-// When a watch fails it delivers a stale update, reads everything again
+// Follow watches the members, drain marks, claims, placements and spec
+// after revision rev on one watch and hands every change to deliver, in
+// revision order, each update a consistent cut (see watch), until ctx
+// ends or deliver returns false. It starts its watch at etcd's current
+// revision, where etcd sends events as they are written, rather than at
+// rev+1, which etcd serves from its history in passes 100ms apart once the
+// fleet has moved past rev; when the watch starts past rev it reads
+// everything once more (a catch-up listing, Update.CatchUp) and delivers
+// only the events after it. When the watch fails it delivers a stale update, reads everything again
 // (each attempt bounded by timeout, if positive; failures retried with
 // backoff) and delivers the new listing before it watches again. While it
 // follows, it keeps the etcd client from waiting out gRPC's reconnect

@@ -28,9 +28,8 @@ const agreeEvery = 50 * time.Millisecond
 // serves, and knows claims from its transactions' results (its own, or
 // the one that refused it) before its watch brings them; those are the
 // two differences allowed. A reader's revision is a consistent cut
-// (fleetview's Reader delivers its watches' events only up to a revision
-// every watch is known to have reached), so every difference at one
-// revision counts.
+// (fleetview's Reader follows the fleet's keys on one watch, in revision
+// order), so every difference at one revision counts.
 type readers struct {
 	w     *world
 	nodes []*ownership.Node
