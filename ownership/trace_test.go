@@ -116,17 +116,7 @@ func TestTraceMove(t *testing.T) {
 	epoch := b.LookupPartition(p).Epoch
 	require.Greater(t, epoch, old)
 
-	var out, in tracetest.SpanStub
-	require.NoError(t, waitFor(30*time.Second, func() error {
-		s := spanSet(exp.GetSpans())
-		var ok1, ok2 bool
-		out, ok1 = s.of("a", p).named(spanMoveOut)
-		in, ok2 = s.of("b", p).named(spanMoveIn)
-		if !ok1 || !ok2 {
-			return fmt.Errorf("no %s and %s of partition %d yet", spanMoveOut, spanMoveIn, p)
-		}
-		return nil
-	}, a, b))
+	out, in := moveSpans(t, exp, p, a, b)
 	s := spanSet(exp.GetSpans())
 	assert.Equal(t, []string{spanPrepare, spanDrain, spanRelease, spanHandover}, s.children(out), "the holder's phases, in order")
 	assert.Equal(t, []string{spanPrepare, spanClaim, spanFence, spanStart}, s.children(in), "the successor's phases, in order")
@@ -188,17 +178,7 @@ func TestTraceHandover(t *testing.T) {
 	epoch := b.LookupPartition(p).Epoch
 	require.Greater(t, epoch, old)
 
-	var out, in tracetest.SpanStub
-	require.NoError(t, waitFor(30*time.Second, func() error {
-		s := spanSet(exp.GetSpans())
-		var ok1, ok2 bool
-		out, ok1 = s.of("a", p).named(spanMoveOut)
-		in, ok2 = s.of("b", p).named(spanMoveIn)
-		if !ok1 || !ok2 {
-			return fmt.Errorf("no %s and %s of partition %d yet", spanMoveOut, spanMoveIn, p)
-		}
-		return nil
-	}, a, b))
+	out, in := moveSpans(t, exp, p, a, b)
 	s := spanSet(exp.GetSpans())
 	assert.Equal(t, []string{spanPrepare, spanDrain, spanRelease, spanHandover}, s.children(out), "the holder's phases, in order")
 	assert.Equal(t, []string{spanPrepare, spanFence, spanStart}, s.children(in), "the successor's phases: no claim of its own")
@@ -268,4 +248,21 @@ func TestTraceFailover(t *testing.T) {
 	assert.Equal(t, "lease_ended", attrOf(root, attrCause))
 	assert.Equal(t, "a", attrOf(root, attrHolder))
 	assert.Equal(t, root.SpanContext.TraceID(), trace.SpanContextFromContext((&tracer{prefix: "/tenure/" + name + "/"}).moveParent(p, old)).TraceID(), "the trace of the lost claim")
+}
+
+// moveSpans waits for the spans of partition p's move out of a and into b
+// and returns them.
+func moveSpans(t *testing.T, exp *tracetest.InMemoryExporter, p int, a, b *Node) (out, in tracetest.SpanStub) {
+	t.Helper()
+	require.NoError(t, waitFor(30*time.Second, func() error {
+		s := spanSet(exp.GetSpans())
+		var ok1, ok2 bool
+		out, ok1 = s.of("a", p).named(spanMoveOut)
+		in, ok2 = s.of("b", p).named(spanMoveIn)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("no %s and %s of partition %d yet", spanMoveOut, spanMoveIn, p)
+		}
+		return nil
+	}, a, b))
+	return out, in
 }

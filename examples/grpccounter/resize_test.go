@@ -216,20 +216,7 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 		require.Equal(t, n, reply.Value, "counter %s: acknowledged increments", key)
 		total += n
 	}
-	loads := map[string]float64{}
-	for _, p := range procs {
-		v, _ := p.Metric("counter_commit_failures_total")
-		loads["commit_failures"] += v
-		loads["load_failures"] += float64(len(p.Find("load failed", nil)))
-		for _, o := range []string{"warm", "cold"} {
-			v, _ := p.Metric(fmt.Sprintf(`tenure_partition_prepare_duration_seconds_count{node=%q,outcome=%q}`, p.ID, o))
-			loads["moves_"+o] += v
-		}
-		for _, k := range []string{"full", "catchup", "prepare"} {
-			v, _ := p.Metric(fmt.Sprintf(`counter_sql_loads_total{kind=%q}`, k))
-			loads[k] += v
-		}
-	}
+	loads := counterdbtest.Loads(procs)
 	for _, p := range procs {
 		p.Stop(t)
 	}

@@ -5,12 +5,14 @@ package counterdbtest
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/examples/internal/counterdb"
+	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/internal/pgtest"
 )
@@ -77,4 +79,27 @@ func Applied(t *testing.T, db *sql.DB) map[string]counterdb.AppliedRow {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// Loads sums, over the running counter processes procs (read from their
+// /metrics and logs), what their stores loaded and failed:
+// "full", "catchup" and "prepare" loads (counter_sql_loads_total),
+// "moves_warm" and "moves_cold" (the node's prepared moves),
+// "commit_failures" and "load_failures" (the "load failed" log lines).
+func Loads(procs []*proctest.Proc) map[string]float64 {
+	loads := map[string]float64{}
+	for _, p := range procs {
+		v, _ := p.Metric("counter_commit_failures_total")
+		loads["commit_failures"] += v
+		loads["load_failures"] += float64(len(p.Find("load failed", nil)))
+		for _, o := range []string{"warm", "cold"} {
+			v, _ := p.Metric(fmt.Sprintf(`tenure_partition_prepare_duration_seconds_count{node=%q,outcome=%q}`, p.ID, o))
+			loads["moves_"+o] += v
+		}
+		for _, k := range []string{"full", "catchup", "prepare"} {
+			v, _ := p.Metric(fmt.Sprintf(`counter_sql_loads_total{kind=%q}`, k))
+			loads[k] += v
+		}
+	}
+	return loads
 }
