@@ -134,7 +134,7 @@ func (fo *failovers) observe(f *fleetview.State, u fleetview.Update, self string
 			return
 		}
 		// A catch-up listing covers the few revisions between a listing
-		// and the watches' start. It shows no deletion; a claim it shows
+		// and the watch's start. It shows no deletion; a claim it shows
 		// created after a deletion means someone claimed the partition
 		// since.
 		for p, lc := range fo.lost {

@@ -12,7 +12,7 @@ import (
 )
 
 // This file holds the Reader's one set of decoding rules, shared by its
-// listings and its watches.
+// listings and its watch.
 
 // maxTTLSeconds is the longest lease TTL etcd grants (its MaxLeaseTTL, 9e9
 // seconds); a member value that publishes a longer one publishes none.

@@ -18,11 +18,11 @@ import (
 	"github.com/tenure-go/tenure/internal/retry"
 )
 
-// Reader is the one reader of a cluster's members, drain marks and
-// claims in etcd, shared by the Node's event loop and the Observer of
-// callers outside the fleet. It reads all three at one revision (a
-// listing), watches them from the next revision, reads them again when a
-// watch fails (compaction, lost leader, closed channel), and decodes every
+// Reader is the one reader of a cluster's members, drain marks, claims,
+// placements and spec in etcd, shared by the Node's event loop and the
+// Observer of callers outside the fleet. It reads them at one revision (a
+// listing), watches them from the next revision on one watch (every update
+// a consistent cut), reads them again when the watch fails (compaction, lost leader, closed channel), and decodes every
 // key-value by one set of rules: a member or drain key whose ID is not a
 // valid node ID is ignored (so that every reader computes the same ring), a
 // member value that cannot be decoded is kept with an empty address, a
@@ -145,7 +145,7 @@ type ResizeEvent struct {
 type Update struct {
 	Stale   bool
 	Listing *Listing
-	// CatchUp marks a Listing read when the watches started later than
+	// CatchUp marks a Listing read when the watch started later than
 	// the revision followed: it covers what changed in between, and is no
 	// resync (no watch failed).
 	CatchUp bool

@@ -223,7 +223,7 @@ func (o *Observer) Changed() <-chan struct{} { return o.changed.Changed() }
 
 // Resyncs returns the number of times the Observer read the fleet again
 // after its watch failed (a compaction past the revision it resumes from, a
-// broken watch). The one read that catches up when its watches start past
+// broken watch). The one read that catches up when its watch starts past
 // the revision it listed is no resync.
 func (o *Observer) Resyncs() int64 { return o.resyncs.Load() }
 
