@@ -77,9 +77,11 @@ func modelOf(lst *Listing) *fleetModel {
 // every update, what the reader was delivered is exactly what etcd held at
 // the revision the update reports, while members, drain marks, claims and
 // placements change in an interleaved stream of writes (some of one key,
-// some of two key sets in one transaction). A reader that delivered each
-// watch's events as they came would report a revision whose changes on
-// another watch it had not yet seen.
+// some of two key sets in one transaction), beside writes of keys the
+// reader ignores inside the range it watches (fence floors, load
+// reports). A reader that delivered each key set's events on a watch of
+// its own as they came would report a revision whose changes on another
+// watch it had not yet seen.
 func TestFollowDeliversConsistentCuts(t *testing.T) {
 	layout := keys.New("cut")
 	cli := cluster.New(t, 1).NewClient(t)
@@ -96,7 +98,12 @@ func TestFollowDeliversConsistentCuts(t *testing.T) {
 		id := fmt.Sprintf("n%d", rng.IntN(4))
 		p := rng.IntN(8)
 		del := rng.IntN(4) == 0
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
+		case 4: // keys of the fleet's inside the watched range that no reader uses
+			if rng.IntN(2) == 0 {
+				return clientv3.OpPut(layout.Fences()+fmt.Sprintf("p/%d", p), "x")
+			}
+			return clientv3.OpPut(layout.Load(id), "{}")
 		case 0:
 			if del {
 				return clientv3.OpDelete(layout.Member(id))
@@ -137,6 +144,14 @@ func TestFollowDeliversConsistentCuts(t *testing.T) {
 			if err != nil {
 				return
 			}
+			rev = resp.Header.Revision
+		}
+		// The last write is the fleet's, so the reader reaches its revision.
+		v, err := keys.EncodeMember(keys.Member{ID: "last", Addr: "last:1"})
+		if err != nil {
+			return
+		}
+		if resp, err := cli.Put(ctx, layout.Member("last"), v); err == nil {
 			rev = resp.Header.Revision
 		}
 	}()
