@@ -107,16 +107,7 @@ func TestTraceMove(t *testing.T) {
 		cfg.Callbacks = Callbacks{OnAcquired: func(Event) {}, OnPrepare: func(Event) error { return nil }}
 		return cfg
 	}
-	a := join(t, c.NewClient(t), cfg("a"))
-	waitStable(t, 30*time.Second, a)
-	p := movingPartition(t, parts, []string{"a"}, "a", "b")
-	old := a.LookupPartition(p).Epoch
-	b := join(t, c.NewClient(t), cfg("b"))
-	waitStable(t, 30*time.Second, a, b)
-	epoch := b.LookupPartition(p).Epoch
-	require.Greater(t, epoch, old)
-
-	out, in := moveSpans(t, exp, p, a, b)
+	p, old, epoch, out, in := traceJoinMove(t, c, exp, parts, cfg)
 	s := spanSet(exp.GetSpans())
 	assert.Equal(t, []string{spanPrepare, spanDrain, spanRelease, spanHandover}, s.children(out), "the holder's phases, in order")
 	assert.Equal(t, []string{spanPrepare, spanClaim, spanFence, spanStart}, s.children(in), "the successor's phases, in order")
@@ -169,16 +160,7 @@ func TestTraceHandover(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, spec.Requires, fleetview.FeatureHandover)
 
-	a := join(t, c.NewClient(t), cfg("a"))
-	waitStable(t, 30*time.Second, a)
-	p := movingPartition(t, parts, []string{"a"}, "a", "b")
-	old := a.LookupPartition(p).Epoch
-	b := join(t, c.NewClient(t), cfg("b"))
-	waitStable(t, 30*time.Second, a, b)
-	epoch := b.LookupPartition(p).Epoch
-	require.Greater(t, epoch, old)
-
-	out, in := moveSpans(t, exp, p, a, b)
+	p, old, epoch, out, in := traceJoinMove(t, c, exp, parts, cfg)
 	s := spanSet(exp.GetSpans())
 	assert.Equal(t, []string{spanPrepare, spanDrain, spanRelease, spanHandover}, s.children(out), "the holder's phases, in order")
 	assert.Equal(t, []string{spanPrepare, spanFence, spanStart}, s.children(in), "the successor's phases: no claim of its own")
@@ -250,10 +232,19 @@ func TestTraceFailover(t *testing.T) {
 	assert.Equal(t, root.SpanContext.TraceID(), trace.SpanContextFromContext((&tracer{prefix: "/tenure/" + name + "/"}).moveParent(p, old)).TraceID(), "the trace of the lost claim")
 }
 
-// moveSpans waits for the spans of partition p's move out of a and into b
-// and returns them.
-func moveSpans(t *testing.T, exp *tracetest.InMemoryExporter, p int, a, b *Node) (out, in tracetest.SpanStub) {
+// traceJoinMove joins node a, then node b, both configured by cfg, and
+// returns a partition p that b's join moves from a, its epoch at a (old)
+// and at b (epoch), and the spans of its move out of a and into b.
+func traceJoinMove(t *testing.T, c *cluster.Cluster, exp *tracetest.InMemoryExporter, parts int, cfg func(id string) Config) (p int, old, epoch int64, out, in tracetest.SpanStub) {
 	t.Helper()
+	a := join(t, c.NewClient(t), cfg("a"))
+	waitStable(t, 30*time.Second, a)
+	p = movingPartition(t, parts, []string{"a"}, "a", "b")
+	old = a.LookupPartition(p).Epoch
+	b := join(t, c.NewClient(t), cfg("b"))
+	waitStable(t, 30*time.Second, a, b)
+	epoch = b.LookupPartition(p).Epoch
+	require.Greater(t, epoch, old)
 	require.NoError(t, waitFor(30*time.Second, func() error {
 		s := spanSet(exp.GetSpans())
 		var ok1, ok2 bool
@@ -264,5 +255,5 @@ func moveSpans(t *testing.T, exp *tracetest.InMemoryExporter, p int, a, b *Node)
 		}
 		return nil
 	}, a, b))
-	return out, in
+	return p, old, epoch, out, in
 }
