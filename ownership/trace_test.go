@@ -19,6 +19,7 @@ import (
 	"github.com/tenure-go/tenure/fence"
 	"github.com/tenure-go/tenure/internal/fleetview"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
 
@@ -73,12 +74,7 @@ func (s spanSet) children(root tracetest.SpanStub) []string {
 }
 
 func attrOf(sp tracetest.SpanStub, k attribute.Key) string {
-	for _, a := range sp.Attributes {
-		if a.Key == k {
-			return a.Value.Emit()
-		}
-	}
-	return ""
+	return testsupport.SpanAttr(sp.Attributes, string(k))
 }
 
 func hasEvent(sp tracetest.SpanStub, name string) bool {
@@ -96,9 +92,7 @@ func hasEvent(sp tracetest.SpanStub, name string) bool {
 func TestTraceMove(t *testing.T) {
 	c := cluster.New(t, 1)
 	const name, parts = "tracemove", 16
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, exp := testsupport.Tracing(t)
 	cli := c.NewClient(t)
 	cfg := func(id string) Config {
 		cfg := olderBuild(testConfig(t, name, id, parts), slices.DeleteFunc(slices.Clone(fleetview.Features()), func(f string) bool { return f == fleetview.FeatureHandover })...)
@@ -140,9 +134,7 @@ func TestTraceMove(t *testing.T) {
 func TestTraceHandover(t *testing.T) {
 	c := cluster.New(t, 1)
 	const name, parts = "tracehandover", 16
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, exp := testsupport.Tracing(t)
 	cli := c.NewClient(t)
 	cfg := func(id string) Config {
 		cfg := testConfig(t, name, id, parts)
@@ -189,9 +181,7 @@ func TestTraceHandover(t *testing.T) {
 func TestTraceFailover(t *testing.T) {
 	c := cluster.New(t, 1)
 	const name, parts = "tracefail", 8
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, exp := testsupport.Tracing(t)
 	cli := c.NewClient(t)
 	cliA := c.NewClient(t)
 	a := join(t, cliA, testConfig(t, name, "a", parts))

@@ -12,54 +12,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-// newTracing returns a TracerProvider that records every span in the
-// returned exporter.
-func newTracing(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return tp, exp
-}
-
-func spansNamed(exp *tracetest.InMemoryExporter, name string) []tracetest.SpanStub {
-	var out []tracetest.SpanStub
-	for _, s := range exp.GetSpans() {
-		if s.Name == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func attr(attrs []attribute.KeyValue, k string) string {
-	for _, a := range attrs {
-		if string(a.Key) == k {
-			return a.Value.Emit()
-		}
-	}
-	return ""
-}
-
-func eventsNamed(s tracetest.SpanStub, name string) []sdktrace.Event {
-	var out []sdktrace.Event
-	for _, e := range s.Events {
-		if e.Name == name {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 // TestTraceClientRetry: a real routed retry through router.Client. The
 // owner's handler answers the first attempt with a stale refusal (its
@@ -69,7 +30,7 @@ func eventsNamed(s tracetest.SpanStub, name string) []sdktrace.Event {
 // under; the owner's Handler continues the Client's trace.
 func TestTraceClientRetry(t *testing.T) {
 	etcd := cluster.New(t, 1)
-	tp, exp := newTracing(t)
+	tp, exp := testsupport.Tracing(t)
 	var calls atomic.Int64
 	f := newFleet(t, etcd, "traceretry", fleetOptions{Router: router.Config{TracerProvider: tp}, Handler: func(m *member) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -92,26 +53,26 @@ func TestTraceClientRetry(t *testing.T) {
 	resp.Body.Close()
 	route := a.node.Lookup("k1")
 
-	do := spansNamed(exp, "tenure.client.do")
+	do := testsupport.SpansNamed(exp, "tenure.client.do")
 	require.Len(t, do, 1)
-	attempts := spansNamed(exp, "tenure.client.attempt")
+	attempts := testsupport.SpansNamed(exp, "tenure.client.attempt")
 	require.Len(t, attempts, 2)
-	require.Len(t, eventsNamed(do[0], "retry"), 1, "one retry")
-	refused := eventsNamed(attempts[0], "refused")
+	require.Len(t, testsupport.EventsNamed(do[0], "retry"), 1, "one retry")
+	refused := testsupport.EventsNamed(attempts[0], "refused")
 	require.Len(t, refused, 1, "the first attempt was refused")
-	assert.Equal(t, "stale", attr(refused[0].Attributes, "tenure.refusal"))
-	assert.Empty(t, eventsNamed(attempts[1], "refused"), "the second was served")
+	assert.Equal(t, "stale", testsupport.SpanAttr(refused[0].Attributes, "tenure.refusal"))
+	assert.Empty(t, testsupport.EventsNamed(attempts[1], "refused"), "the second was served")
 	for i, s := range attempts {
 		assert.Equal(t, do[0].SpanContext.SpanID(), s.Parent.SpanID(), "attempt %d is the call's", i)
-		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), attr(s.Attributes, "tenure.epoch"), "attempt %d", i)
-		assert.Equal(t, strconv.Itoa(route.Partition), attr(s.Attributes, "tenure.partition"), "attempt %d", i)
+		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), testsupport.SpanAttr(s.Attributes, "tenure.epoch"), "attempt %d", i)
+		assert.Equal(t, strconv.Itoa(route.Partition), testsupport.SpanAttr(s.Attributes, "tenure.partition"), "attempt %d", i)
 	}
-	serves := spansNamed(exp, "tenure.router.serve")
+	serves := testsupport.SpansNamed(exp, "tenure.router.serve")
 	require.Len(t, serves, 2)
 	for i, s := range serves {
 		assert.Equal(t, attempts[i].SpanContext.SpanID(), s.Parent.SpanID(), "the owner continues attempt %d's trace", i)
 		assert.Equal(t, do[0].SpanContext.TraceID(), s.SpanContext.TraceID())
-		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), attr(s.Attributes, "tenure.epoch"))
+		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), testsupport.SpanAttr(s.Attributes, "tenure.epoch"))
 	}
 }
 
@@ -120,7 +81,7 @@ func TestTraceClientRetry(t *testing.T) {
 // a child of the forwarding node's, which is a child of the caller's.
 func TestTraceForward(t *testing.T) {
 	etcd := cluster.New(t, 1)
-	tp, exp := newTracing(t)
+	tp, exp := testsupport.Tracing(t)
 	f := newFleet(t, etcd, "traceforward", fleetOptions{Router: router.Config{TracerProvider: tp}})
 	f.start("a")
 	f.start("b")
@@ -139,22 +100,22 @@ func TestTraceForward(t *testing.T) {
 	caller.End()
 	require.Equal(t, "ok", string(body))
 
-	serves := spansNamed(exp, "tenure.router.serve")
+	serves := testsupport.SpansNamed(exp, "tenure.router.serve")
 	require.Len(t, serves, 2)
 	var fwd, owner tracetest.SpanStub
 	for _, s := range serves {
-		if len(eventsNamed(s, "forward")) > 0 {
+		if len(testsupport.EventsNamed(s, "forward")) > 0 {
 			fwd = s
 		} else {
 			owner = s
 		}
 	}
 	require.NotEmpty(t, fwd.Name, "the non-owner forwarded")
-	assert.Equal(t, "a", attr(eventsNamed(fwd, "forward")[0].Attributes, "tenure.owner"))
+	assert.Equal(t, "a", testsupport.SpanAttr(testsupport.EventsNamed(fwd, "forward")[0].Attributes, "tenure.owner"))
 	assert.Equal(t, caller.SpanContext().SpanID(), fwd.Parent.SpanID(), "the forwarding node continues the caller's trace")
 	assert.Equal(t, fwd.SpanContext.SpanID(), owner.Parent.SpanID(), "the owner continues the forward's")
 	assert.Equal(t, caller.SpanContext().TraceID(), owner.SpanContext.TraceID())
-	assert.Equal(t, strconv.FormatInt(f.get("a").node.Lookup(key).Epoch, 10), attr(owner.Attributes, "tenure.epoch"))
+	assert.Equal(t, strconv.FormatInt(f.get("a").node.Lookup(key).Epoch, 10), testsupport.SpanAttr(owner.Attributes, "tenure.epoch"))
 }
 
 // TestTraceDoRetry: work that reports the end of its tenure is run again
@@ -162,7 +123,7 @@ func TestTraceForward(t *testing.T) {
 // and a "retry" event.
 func TestTraceDoRetry(t *testing.T) {
 	etcd := cluster.New(t, 1)
-	tp, exp := newTracing(t)
+	tp, exp := testsupport.Tracing(t)
 	f := newFleet(t, etcd, "tracedo", fleetOptions{Partitions: 4})
 	m := f.start("solo")
 	f.waitStable()
@@ -176,13 +137,13 @@ func TestTraceDoRetry(t *testing.T) {
 		}
 		return nil
 	}))
-	do := spansNamed(exp, "tenure.router.do")
+	do := testsupport.SpansNamed(exp, "tenure.router.do")
 	require.Len(t, do, 1)
-	assert.Len(t, eventsNamed(do[0], "retry"), 1)
-	attempts := spansNamed(exp, "tenure.router.attempt")
+	assert.Len(t, testsupport.EventsNamed(do[0], "retry"), 1)
+	attempts := testsupport.SpansNamed(exp, "tenure.router.attempt")
 	require.Len(t, attempts, 2)
 	for _, s := range attempts {
-		assert.Equal(t, strconv.FormatInt(m.node.Lookup("k").Epoch, 10), attr(s.Attributes, "tenure.epoch"))
+		assert.Equal(t, strconv.FormatInt(m.node.Lookup("k").Epoch, 10), testsupport.SpanAttr(s.Attributes, "tenure.epoch"))
 		assert.Equal(t, do[0].SpanContext.SpanID(), s.Parent.SpanID())
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership"
 	"github.com/tenure-go/tenure/router"
 	"github.com/tenure-go/tenure/sim/cluster"
@@ -32,7 +33,7 @@ import (
 //	go test -count=1 -run TestTraceDeploy -v ./router
 func TestTraceDeploy(t *testing.T) {
 	etcd := cluster.New(t, 1)
-	tp, exp := newTracing(t)
+	tp, exp := testsupport.Tracing(t)
 	f := newFleet(t, etcd, "deploy", fleetOptions{
 		Partitions: 4,
 		Router:     router.Config{TracerProvider: tp},
@@ -147,13 +148,13 @@ func (tr *traced) render() string {
 	walk = func(s tracetest.SpanStub, depth int) {
 		fmt.Fprintf(&b, "  %8s %7s  %s%s", "+"+ms(s.StartTime.Sub(tr.start)), ms(s.EndTime.Sub(s.StartTime)), strings.Repeat("  ", depth), s.Name)
 		for _, k := range shown {
-			if v := attr(s.Attributes, k); v != "" {
+			if v := testsupport.SpanAttr(s.Attributes, k); v != "" {
 				fmt.Fprintf(&b, " %s=%s", strings.TrimPrefix(k, "tenure."), v)
 			}
 		}
 		for _, e := range s.Events {
 			fmt.Fprintf(&b, " [%s", e.Name)
-			if v := cmp.Or(attr(e.Attributes, "tenure.refusal"), attr(e.Attributes, "tenure.owner")); v != "" {
+			if v := cmp.Or(testsupport.SpanAttr(e.Attributes, "tenure.refusal"), testsupport.SpanAttr(e.Attributes, "tenure.owner")); v != "" {
 				fmt.Fprintf(&b, " %s", v)
 			}
 			fmt.Fprintf(&b, " +%s]", ms(e.Time.Sub(tr.start)))

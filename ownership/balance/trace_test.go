@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership/ring"
 	"github.com/tenure-go/tenure/sim/cluster"
 	"github.com/tenure-go/tenure/sim/fleettest"
@@ -41,10 +41,8 @@ func TestTracePass(t *testing.T) {
 	n := startNode(t, ctx, cli, name, "n0", 1, ring.Config{Partitions: parts, LoadFactor: 1.25, Algorithm: ring.AlgorithmWeighted})
 	require.NoError(t, fleettest.WaitFor(30*time.Second, func() error { return liveStable([]*liveNode{n}) }, n.Changed))
 
-	exp := tracetest.NewInMemoryExporter()
 	done := make(ended, 64)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSpanProcessor(done))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, _ := testsupport.Tracing(t, sdktrace.WithSpanProcessor(done))
 	e := newCandidate(t, ctx, cli, name, "")
 	b, err := NewBalancer(cli, Config{Cluster: name, Interval: 10 * time.Millisecond, TracerProvider: tp})
 	require.NoError(t, err)

@@ -1,15 +1,14 @@
 package fleet_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/ownership/fleet"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
@@ -20,9 +19,7 @@ import (
 func TestTraceResize(t *testing.T) {
 	c := cluster.New(t, 1)
 	f := newResizeFleet(t, c, "traceresize", 4, "a", "b")
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, exp := testsupport.Tracing(t)
 	op, err := fleet.NewOperator(f.obsClient, fleet.OperatorConfig{Cluster: f.name, TracerProvider: tp})
 	require.NoError(t, err)
 	rep, err := op.Resize(opCtx(t), 8, fleet.ResizeOptions{Actor: "t", Reason: "trace", Budget: 1})

@@ -10,44 +10,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/fence"
+	"github.com/tenure-go/tenure/internal/testsupport"
 	"github.com/tenure-go/tenure/router/grpcroute"
 	"github.com/tenure-go/tenure/sim/cluster"
 )
-
-func spansNamed(exp *tracetest.InMemoryExporter, name string) []tracetest.SpanStub {
-	var out []tracetest.SpanStub
-	for _, s := range exp.GetSpans() {
-		if s.Name == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func attr(attrs []attribute.KeyValue, k string) string {
-	for _, a := range attrs {
-		if string(a.Key) == k {
-			return a.Value.Emit()
-		}
-	}
-	return ""
-}
-
-func eventsNamed(s tracetest.SpanStub, name string) []sdktrace.Event {
-	var out []sdktrace.Event
-	for _, e := range s.Events {
-		if e.Name == name {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 // TestTraceRetry: a real routed retry over gRPC. The owner's store
 // refuses the first write as stale, the Server answers with a retryable
@@ -57,9 +26,7 @@ func eventsNamed(s tracetest.SpanStub, name string) []sdktrace.Event {
 // continues the attempt's trace across gRPC.
 func TestTraceRetry(t *testing.T) {
 	etcd := cluster.New(t, 1)
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, exp := testsupport.Tracing(t)
 	f := newFleet(t, etcd, "traceretry", false)
 	f.tracing = tp
 	var calls atomic.Int64
@@ -80,24 +47,24 @@ func TestTraceRetry(t *testing.T) {
 	route := owner.node.Lookup("k")
 	require.Equal(t, route.Epoch, reply.Epoch)
 
-	call := spansNamed(exp, "tenure.grpc.call")
+	call := testsupport.SpansNamed(exp, "tenure.grpc.call")
 	require.Len(t, call, 1)
-	require.Len(t, eventsNamed(call[0], "retry"), 1)
-	attempts := spansNamed(exp, "tenure.grpc.attempt")
+	require.Len(t, testsupport.EventsNamed(call[0], "retry"), 1)
+	attempts := testsupport.SpansNamed(exp, "tenure.grpc.attempt")
 	require.Len(t, attempts, 2)
-	refused := eventsNamed(attempts[0], "refused")
+	refused := testsupport.EventsNamed(attempts[0], "refused")
 	require.Len(t, refused, 1)
-	assert.Equal(t, "stale", attr(refused[0].Attributes, "tenure.refusal"))
-	serves := spansNamed(exp, "tenure.grpc.serve")
+	assert.Equal(t, "stale", testsupport.SpanAttr(refused[0].Attributes, "tenure.refusal"))
+	serves := testsupport.SpansNamed(exp, "tenure.grpc.serve")
 	require.Len(t, serves, 2)
 	for i, a := range attempts {
 		assert.Equal(t, call[0].SpanContext.SpanID(), a.Parent.SpanID())
-		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), attr(a.Attributes, "tenure.epoch"), "attempt %d", i)
-		assert.Equal(t, strconv.Itoa(route.Partition), attr(a.Attributes, "tenure.partition"), "attempt %d", i)
-		assert.Equal(t, owner.addr, attr(a.Attributes, "tenure.owner"), "attempt %d", i)
+		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), testsupport.SpanAttr(a.Attributes, "tenure.epoch"), "attempt %d", i)
+		assert.Equal(t, strconv.Itoa(route.Partition), testsupport.SpanAttr(a.Attributes, "tenure.partition"), "attempt %d", i)
+		assert.Equal(t, owner.addr, testsupport.SpanAttr(a.Attributes, "tenure.owner"), "attempt %d", i)
 		assert.Equal(t, a.SpanContext.SpanID(), serves[i].Parent.SpanID(), "the Server continues attempt %d's trace", i)
 		assert.Equal(t, a.SpanContext.TraceID(), serves[i].SpanContext.TraceID())
-		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), attr(serves[i].Attributes, "tenure.epoch"))
+		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), testsupport.SpanAttr(serves[i].Attributes, "tenure.epoch"))
 	}
-	assert.Len(t, eventsNamed(serves[0], "refused"), 1, "the Server's span says it refused")
+	assert.Len(t, testsupport.EventsNamed(serves[0], "refused"), 1, "the Server's span says it refused")
 }
