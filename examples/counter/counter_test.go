@@ -348,9 +348,17 @@ type attemptErr struct {
 	key, idem, err string
 }
 
-func startLoad(c *router.Client, workers, keys int) *load {
+// newLoad returns a load through c, in the steady phase, that runs no
+// worker yet (run).
+func newLoad(c *router.Client) *load {
 	l := &load{client: c, stop: make(chan struct{}), acked: make(map[string]int64), ackedIdem: make(map[string]string)}
 	l.setPhase(phaseSteady)
+	return l
+}
+
+// run starts workers goroutines, each calling step(w, i) for i = 0, 1, ...
+// (w is the worker's number) until the load stops (finish).
+func (l *load) run(workers int, step func(w, i int)) {
 	for w := range workers {
 		l.wg.Add(1)
 		go func() {
@@ -361,10 +369,17 @@ func startLoad(c *router.Client, workers, keys int) *load {
 					return
 				default:
 				}
-				l.incr(fmt.Sprintf("key-%d", rand.IntN(keys)), fmt.Sprintf("w%d-%d", w, i))
+				step(w, i)
 			}
 		}()
 	}
+}
+
+func startLoad(c *router.Client, workers, keys int) *load {
+	l := newLoad(c)
+	l.run(workers, func(w, i int) {
+		l.incr(fmt.Sprintf("key-%d", rand.IntN(keys)), fmt.Sprintf("w%d-%d", w, i))
+	})
 	return l
 }
 

@@ -99,26 +99,14 @@ func resizeUnderLoad(t *testing.T, bin string, d sqlfence.Dialect) {
 	}
 	writes := proctest.WatchWrites(t, cli, fleet.DefaultPrefix(clusterName))
 
-	l := &load{client: client, stop: make(chan struct{}), acked: make(map[string]int64), ackedIdem: make(map[string]string)}
-	l.setPhase(phaseSteady)
+	l := newLoad(client)
 	lat := &phaseSamples{by: map[string][]sample{}}
-	for w := range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				phase := *l.phase.Load()
-				began := time.Now()
-				l.incr(fmt.Sprintf("key-%d", rand.IntN(nkeys)), fmt.Sprintf("w%d-%d", w, i))
-				lat.add(phase, sample{began: began, took: time.Since(began)})
-			}
-		}()
-	}
+	l.run(workers, func(w, i int) {
+		phase := *l.phase.Load()
+		began := time.Now()
+		l.incr(fmt.Sprintf("key-%d", rand.IntN(nkeys)), fmt.Sprintf("w%d-%d", w, i))
+		lat.add(phase, sample{began: began, took: time.Since(began)})
+	})
 	defer l.finish()
 	time.Sleep(steady)
 

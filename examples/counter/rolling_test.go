@@ -118,8 +118,7 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 	waitSettled(t, client, procs...)
 	seedCounters(t, db, dialect, seed)
 
-	l := &load{client: client, stop: make(chan struct{}), acked: make(map[string]int64), ackedIdem: make(map[string]string)}
-	l.setPhase(phaseSteady)
+	l := newLoad(client)
 	for i := range 2 {
 		// Every key created, then read, in the tenures of the start,
 		// before the counts of first reads below (which count only the
@@ -129,22 +128,11 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 		}
 	}
 	samples := make([][]sample, testWorkers) // each worker's
-	for w := range testWorkers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				began := time.Now()
-				l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("w%d-%d", w, i))
-				samples[w] = append(samples[w], sample{began: began, took: time.Since(began)})
-			}
-		}()
-	}
+	l.run(testWorkers, func(w, i int) {
+		began := time.Now()
+		l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("w%d-%d", w, i))
+		samples[w] = append(samples[w], sample{began: began, took: time.Since(began)})
+	})
 	defer l.finish()
 	loads := map[string]float64{}
 	count := func(p *proctest.Proc) {
