@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/tenure-go/tenure/examples/internal/counterdb/counterdbtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-go/tenure/examples/internal/counterdb/counterdbtest"
 	"github.com/tenure-go/tenure/examples/internal/proctest"
 	"github.com/tenure-go/tenure/fence/sqlfence"
 	"github.com/tenure-go/tenure/internal/fleetview"
@@ -59,7 +61,12 @@ const envHandoff = "TENURE_HANDOFF_SPANS"
 //
 // Per leave (a process's SIGTERM until it exited) it counts the
 // partitions moved and the distinct revisions of the holder's writes and
-// of the successors' claims: the batching. It prints p50, p90 and max per
+// of the successors' claims: the batching. Over the restarts it counts
+// every revision that changed the fleet's keys, by kind of key (claims,
+// the holders' write checks on their handoff keys, readiness keys,
+// members), and probes etcd from the test process with a transaction of
+// one compare and one put every 20ms: etcd's own commit latency, overall
+// and at the moments of the holders' writes, beside the write phase. It prints p50, p90 and max per
 // database and build, the load average of the machine around each run, and
 // checks that every move of the restarts was joined, that the build
 // without the feature never hands over and this one always does, with the
@@ -94,7 +101,7 @@ func TestHandoffSpans(t *testing.T) {
 			for _, b := range names {
 				key := d.String() + "/" + b
 				if res[key] == nil {
-					res[key] = &handoffResult{}
+					res[key] = &handoffResult{revisions: map[string]int{}}
 					order = append(order, key)
 				}
 				t.Run(fmt.Sprintf("%d/%s", r, key), func(t *testing.T) {
@@ -133,6 +140,12 @@ type handoffResult struct {
 	loads  []string
 	// unjoined counts the moves out of the restarts with no move in.
 	unjoined int
+	// probe holds the etcd probe's transactions (probeEtcd) during the
+	// restarts.
+	probe []probeTxn
+	// revisions counts the revisions of the restarts that changed the
+	// fleet's keys, by kind of key (revisionsBetween).
+	revisions map[string]int
 }
 
 // unjoinedMove is a completed move out whose trace holds no move in that
@@ -152,6 +165,7 @@ type handoffMove struct {
 	holderRev, epoch                          int64
 	holder, successor                         string
 	outStart                                  time.Time
+	writeFrom, writeTo                        time.Time // the holder's write phase
 }
 
 // leaveWrites is one leave's moves and the distinct revisions of their
@@ -190,6 +204,8 @@ func runHandoff(t *testing.T, bin string, d sqlfence.Dialect, handover bool, see
 	defer l.finish()
 	time.Sleep(time.Second) // every key loaded once before the restarts
 
+	stopProbe := probeEtcd(cli, "/counter-spans-probe/"+name)
+	rev0 := currentRev(t, cli)
 	var restarts []restart
 	for i, p := range procs {
 		l.setPhase(phaseMoves)
@@ -202,6 +218,10 @@ func runHandoff(t *testing.T, bin string, d sqlfence.Dialect, handover bool, see
 		restarts = append(restarts, r)
 		l.setPhase(phaseAfter)
 		time.Sleep(time.Second)
+	}
+	res.probe = append(res.probe, stopProbe()...)
+	for k, n := range revisionsBetween(t, cli, keys.New(name).Prefix(), rev0, currentRev(t, cli)) {
+		res.revisions[k] += n
 	}
 	l.finish()
 	for _, p := range procs {
@@ -262,6 +282,47 @@ func runHandoff(t *testing.T, bin string, d sqlfence.Dialect, handover bool, see
 	t.Logf("%s handover=%v: %d moves in the restarts, load %s", d, handover, len(in), res.loads[len(res.loads)-1])
 }
 
+// probeTxn is one transaction of the etcd probe: when it began, and how
+// long it took.
+type probeTxn struct {
+	at   time.Time
+	took time.Duration
+}
+
+// probeEtcd commits a transaction shaped like a hand-over (a compare and
+// a put of key) every 20ms on cli, one at a time, until the returned
+// function is called, which returns them: what etcd itself takes to
+// commit, from a process that is not part of the fleet, at the moments
+// the holders' writes are measured.
+func probeEtcd(cli *clientv3.Client, key string) (stop func() []probeTxn) {
+	done := make(chan struct{})
+	out := make(chan []probeTxn, 1)
+	go func() {
+		var lat []probeTxn
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				out <- lat
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), proctest.Wait)
+			began := time.Now()
+			_, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(key), ">", -1)).Then(clientv3.OpPut(key, "probe")).Commit()
+			cancel()
+			if err == nil {
+				lat = append(lat, probeTxn{at: began, took: time.Since(began)})
+			}
+		}
+	}()
+	return func() []probeTxn {
+		close(done)
+		return <-out
+	}
+}
+
 // loadAvg returns the machine's load averages (1, 5, 15 minutes).
 func loadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -273,4 +334,56 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// currentRev returns etcd's current revision.
+func currentRev(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), proctest.Wait)
+	defer cancel()
+	r, err := cli.Get(ctx, "/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Header.Revision
+}
+
+// revisionsBetween returns how many revisions of (from, to] changed keys
+// under prefix, by the kind of key (the first part of the key after
+// prefix: claims, ready, handoff, members...): the fleet's etcd writes.
+func revisionsBetween(t *testing.T, cli *clientv3.Client, prefix string, from, to int64) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), proctest.Wait)
+	defer cancel()
+	revs := map[string]map[int64]bool{}
+	// The whole keyspace, so that the last revision is always seen.
+	for wr := range cli.Watch(ctx, "", clientv3.WithPrefix(), clientv3.WithRev(from+1)) {
+		if err := wr.Err(); err != nil {
+			t.Fatalf("reading the history of %s: %v", prefix, err)
+		}
+		last := int64(0)
+		for _, ev := range wr.Events {
+			last = ev.Kv.ModRevision
+			k, ok := strings.CutPrefix(string(ev.Kv.Key), prefix)
+			if !ok || last > to {
+				continue
+			}
+			kind, _, _ := strings.Cut(k, "/")
+			if revs[kind] == nil {
+				revs[kind] = map[int64]bool{}
+			}
+			revs[kind][last] = true
+		}
+		if last >= to {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("reading the history of %s to revision %d: %v", prefix, to, ctx.Err())
+	}
+	out := map[string]int{}
+	for k, rs := range revs {
+		out[k] = len(rs)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,7 +111,7 @@ func joinMoves(spans []spanLine) ([]handoffMove, []unjoinedMove) {
 		m := handoffMove{
 			partition: num(o.Attrs["tenure.partition"]), holder: str(o.Attrs["tenure.node"]), successor: str(in.Attrs["tenure.node"]),
 			outStart: o.Start, handoff: admit.Sub(drain.End), gap: admit.Sub(drain.Start),
-			write: ho.End.Sub(ho.Start), holderRev: num(ho.Attrs["tenure.revision"]), epoch: num(in.Attrs["tenure.epoch"]),
+			write: ho.End.Sub(ho.Start), writeFrom: ho.Start, writeTo: ho.End, holderRev: num(ho.Attrs["tenure.revision"]), epoch: num(in.Attrs["tenure.epoch"]),
 			handedOver: str(ho.Attrs["tenure.successor"]) != "",
 		}
 		if rel, ok := child(o, nameRelease); ok {
@@ -157,14 +158,7 @@ func (r *handoffResult) summary(key string) string {
 		for i, m := range ms {
 			ds[i] = get(m)
 		}
-		slices.Sort(ds)
-		if len(ds) == 0 {
-			return "-"
-		}
-		at := func(f float64) float64 {
-			return float64(ds[min(len(ds)-1, int(f*float64(len(ds))))].Microseconds()) / 1000
-		}
-		return fmt.Sprintf("%.2f/%.2f/%.2f", at(0.5), at(0.9), float64(ds[len(ds)-1].Microseconds())/1000)
+		return quantiles(ds)
 	}
 	writes := map[int]int{}
 	handed := 0
@@ -186,14 +180,40 @@ func (r *handoffResult) summary(key string) string {
 		q(func(m handoffMove) time.Duration { return m.seen }), q(func(m handoffMove) time.Duration { return m.claim }),
 		q(func(m handoffMove) time.Duration { return m.fence }), q(func(m handoffMove) time.Duration { return m.start }))
 	fmt.Fprintf(&sb, "  between      %s (the handoff less the phases above: the event loops' turns between them)\n", q(handoffMove.between))
+	var all, during []time.Duration
+	for _, pt := range r.probe {
+		all = append(all, pt.took)
+		if slices.ContainsFunc(ms, func(m handoffMove) bool { return pt.at.Before(m.writeTo) && m.writeFrom.Before(pt.at.Add(pt.took)) }) {
+			during = append(during, pt.took)
+		}
+	}
+	fmt.Fprintf(&sb, "  etcd probe   %s, %s during the holders' writes (%d and %d transactions of one compare and one put from the test process: etcd's own commit latency)\n", quantiles(all), quantiles(during), len(all), len(during))
 	worst := slices.Clone(ms)
 	slices.SortFunc(worst, func(a, b handoffMove) int { return cmp.Compare(b.handoff, a.handoff) })
 	for _, m := range worst[:min(3, len(worst))] {
 		fmt.Fprintf(&sb, "  slowest      p%d %s->%s handoff %.2f: release %.2f write %.2f seen %.2f claim %.2f fence %.2f start %.2f between %.2f\n",
 			m.partition, m.holder, m.successor, ms1(m.handoff), ms1(m.release), ms1(m.write), ms1(m.seen), ms1(m.claim), ms1(m.fence), ms1(m.start), ms1(m.between()))
 	}
+	kinds := slices.Sorted(maps.Keys(r.revisions))
+	total := 0
+	for i, k := range kinds {
+		total += r.revisions[k]
+		kinds[i] = fmt.Sprintf("%s %d", k, r.revisions[k])
+	}
+	fmt.Fprintf(&sb, "  etcd writes  %d revisions changed the fleet's keys during the restarts: %s\n", total, strings.Join(kinds, ", "))
 	fmt.Fprintf(&sb, "  leaves (partitions moved: holder write revisions + successor claim revisions)  %s\n", strings.Join(leaves, "  "))
 	return sb.String()
+}
+
+// quantiles returns the p50, p90 and max of ds in milliseconds, "-" if
+// there are none. ds is sorted.
+func quantiles(ds []time.Duration) string {
+	slices.Sort(ds)
+	if len(ds) == 0 {
+		return "-"
+	}
+	at := func(f float64) float64 { return ms1(ds[min(len(ds)-1, int(f*float64(len(ds))))]) }
+	return fmt.Sprintf("%.2f/%.2f/%.2f", at(0.5), at(0.9), ms1(ds[len(ds)-1]))
 }
 
 // between is the handoff of m less its phases.
