@@ -375,6 +375,73 @@ func (l *load) run(workers int, step func(w, i int)) {
 	}
 }
 
+// capacity runs workers goroutines of increments in a closed loop for d
+// and returns how many were acknowledged per second.
+func (l *load) capacity(workers int, d time.Duration) float64 {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	began := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("cap-%d-%d", w, i))
+				done.Add(1)
+			}
+		}()
+	}
+	time.Sleep(d)
+	close(stop)
+	wg.Wait()
+	return float64(done.Load()) / time.Since(began).Seconds()
+}
+
+// runRate calls step(i, at) at rate calls per second until the load stops
+// (finish), each on a goroutine of its own at its scheduled time at, however
+// long the calls before it take: an open loop, whose calls are measured
+// from their schedule, so that a stall delays the calls scheduled during
+// it instead of holding them back (no coordinated omission). At most
+// maxOpen calls run at once; the schedule waits for one to end beyond
+// that.
+func (l *load) runRate(rate float64, step func(i int, at time.Time)) {
+	const maxOpen = 1024
+	every := time.Duration(float64(time.Second) / rate)
+	open := make(chan struct{}, maxOpen)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		start := time.Now()
+		for i := 0; ; i++ {
+			at := start.Add(time.Duration(i) * every)
+			if d := time.Until(at); d > 0 {
+				select {
+				case <-l.stop:
+					return
+				case <-time.After(d):
+				}
+			}
+			select {
+			case <-l.stop:
+				return
+			case open <- struct{}{}:
+			}
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer func() { <-open }()
+				step(i, at)
+			}()
+		}
+	}()
+}
+
 func startLoad(c *router.Client, workers, keys int) *load {
 	l := newLoad(c)
 	l.run(workers, func(w, i int) {

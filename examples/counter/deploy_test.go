@@ -22,6 +22,7 @@ type deployRow struct {
 	hitRate, hits, cold          float64
 	full, catchup                float64
 	failed                       int
+	rate                         float64 // the open loop's calls per second; 0: a closed loop
 }
 
 // deployTable collects the rows of the subtests, which may run one after
@@ -75,6 +76,9 @@ func (t *deployTable) String() string {
 		}
 		fmt.Fprintf(&b, "%-8s %-7v %-32s %9s %9v %7.4f %7.0f %6.0f %6.0f\n", r.dialect, r.prepare, strings.Join(parts, " "), spread,
 			r.deployTook.Round(time.Millisecond), r.hitRate, r.cold, r.full, r.catchup)
+		if r.rate > 0 {
+			fmt.Fprintf(&b, "  load: an open loop of %.0f increments per second (TENURE_DEPLOY_UTIL of what %d workers sustain closed)\n", r.rate, testWorkers)
+		}
 		if r.failed > 0 {
 			fmt.Fprintf(&b, "  %d increments failed at the client\n", r.failed)
 		}

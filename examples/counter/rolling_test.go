@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,18 @@ func TestRollingRestartWarm(t *testing.T) {
 		steady, seed, testPartitions, testWorkers, table.String())
 }
 
+// deployUtil returns TENURE_DEPLOY_UTIL, a share in (0, 1]: the rolling
+// restart's load is then an open loop (load.runRate) at that share of
+// the rate the test's workers sustain in a closed loop, measured first.
+// It returns 0 (a closed loop of testWorkers) if unset or not a share.
+func deployUtil() float64 {
+	var u float64
+	if _, err := fmt.Sscan(os.Getenv("TENURE_DEPLOY_UTIL"), &u); err != nil || u <= 0 || u > 1 {
+		return 0
+	}
+	return u
+}
+
 // envOn reports whether the environment variable name is set to something
 // other than "" or "0".
 func envOn(name string) bool {
@@ -128,11 +141,24 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 		}
 	}
 	samples := make([][]sample, testWorkers) // each worker's
-	l.run(testWorkers, func(w, i int) {
-		began := time.Now()
-		l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("w%d-%d", w, i))
-		samples[w] = append(samples[w], sample{began: began, took: time.Since(began)})
-	})
+	var rate float64
+	if util := deployUtil(); util > 0 {
+		// An open loop at a share of what testWorkers sustain closed.
+		rate = util * l.capacity(testWorkers, 3*time.Second)
+		var mu sync.Mutex
+		l.runRate(rate, func(i int, at time.Time) {
+			l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("r-%d", i))
+			mu.Lock()
+			samples[i%testWorkers] = append(samples[i%testWorkers], sample{began: at, took: time.Since(at)})
+			mu.Unlock()
+		})
+	} else {
+		l.run(testWorkers, func(w, i int) {
+			began := time.Now()
+			l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("w%d-%d", w, i))
+			samples[w] = append(samples[w], sample{began: began, took: time.Since(began)})
+		})
+	}
 	defer l.finish()
 	loads := map[string]float64{}
 	count := func(p *proctest.Proc) {
@@ -217,7 +243,7 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 		moves = append(moves, span{r.term, r.settled})
 	}
 	row := deployRow{
-		dialect: d.String(), prepare: prepare, failed: len(l.errs) + len(l.lost),
+		dialect: d.String(), prepare: prepare, failed: len(l.errs) + len(l.lost), rate: rate,
 		steady:     summarize(all, span{steadyFrom, deploy.from}),
 		deploy:     summarize(all, deploy),
 		moves:      summarize(all, moves...),
