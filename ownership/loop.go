@@ -41,6 +41,7 @@ type loop struct {
 	// The warm handoff (prepare.go, warm.go).
 	ready          map[readyKey]int64   // the readiness keys of the fleet, as followReady delivered them
 	started        *move                // the prepare phase of the moves away this reconciliation started
+	waiting        []waiting            // the partitions of moves away this reconciliation found serving
 	prepRunning    map[int]*preparation // by partition: the last preparation whose OnPrepare may still run
 	pendingReady   []readyPut           // readiness keys to put
 	pendingUnready []int                // readiness keys of this node to delete

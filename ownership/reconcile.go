@@ -74,6 +74,7 @@ func (l *loop) reconcile() {
 			}
 		}
 	}
+	l.releaseMoves()
 	if len(toClaim) > 0 {
 		l.launchClaims(toClaim)
 	}

@@ -12,13 +12,16 @@ import (
 
 // The holder's side of a warm handoff: when the ring moves a partition
 // away, reconcile does not release it at once (moveAway): the partition
-// keeps serving, its record marked with the move, until the successor's
-// readiness key names the partition's epoch (followReady keeps the
-// node's view of those keys) or the warm timeout of the move has passed
-// (warmExpired); then it is released as any planned move is (release.go).
-// If the ring gives the partition back meanwhile, the move is called off.
-// A holder whose session ends meanwhile loses the partition as always: a
-// crash is a failover, never a warm move.
+// keeps serving, its record marked with the move, until the successors'
+// readiness keys name the epochs of every partition of its move
+// (followReady keeps the node's view of those keys) or the warm timeout
+// of the move has passed (warmExpired); then the partitions of the move
+// are released together (releaseMoves), as any planned move is
+// (release.go): one write check, one hand-over transaction per batch,
+// and one fencing call per successor, however the preparations ended
+// spread over time. If the ring gives a partition back meanwhile, its
+// move is called off. A holder whose session ends meanwhile loses the
+// partition as always: a crash is a failover, never a warm move.
 
 // move is the prepare phase of the planned moves away that one
 // reconciliation started: the partitions whose records carry it keep
@@ -38,13 +41,21 @@ type readyKey struct {
 	node string
 }
 
+// waiting is a partition of a move away that a reconciliation found
+// serving (moveAway): ready if its successor is ready for its epoch.
+type waiting struct {
+	p     int
+	m     *move
+	ready bool
+}
+
 // moveAway moves p, which this node serves (rec) and the ring gives to
 // another node, towards its handoff: it starts the move's prepare phase,
-// and releases p once the successor is ready for its epoch, or at once
-// if the prepare phase is off, nobody is next, the successor does not
-// prepare (its member value says so), or a resize of the partition count
-// asks p to move (Shape.Leaving): nobody claims p again, so nobody
-// prepares it.
+// and queues p for releaseMoves, which releases it with the rest of its
+// move; it releases p at once if the prepare phase is off, nobody is
+// next, the successor does not prepare (its member value says so), or a
+// resize of the partition count asks p to move (Shape.Leaving): nobody
+// claims p again, so nobody prepares it.
 func (l *loop) moveAway(p int, rec *record) {
 	to, ok := l.successor(p)
 	if !ok {
@@ -65,9 +76,35 @@ func (l *loop) moveAway(p int, rec *record) {
 		rec = &record{phase: phaseServing, t: rec.t, move: m, handoff: m.batch}
 		l.transition(p, rec, 0)
 	}
-	if ready := l.ready[readyKey{p: p, node: to}] == rec.t.token.Epoch; (ready || m.expired) && l.mayRelease() {
-		l.release(p, m, ready)
+	l.waiting = append(l.waiting, waiting{p: p, m: m, ready: l.ready[readyKey{p: p, node: to}] == rec.t.token.Epoch})
+}
+
+// releaseMoves releases the partitions of the moves away that this
+// reconciliation found serving (moveAway), a move at a time: all of a
+// move's together, once the successor of each is ready for its epoch, or
+// once the move's warm timeout has passed (the partitions not ready go on
+// cold). Every partition of a move that still moves away is visited by
+// each reconciliation, so the partitions of a move that wait are all
+// there. Until then the holder serves them all: the wait for the last
+// preparation costs clients nothing, and the move costs one write check,
+// one hand-over transaction per batch, and one fencing call per
+// successor, not one of each per readiness.
+func (l *loop) releaseMoves() {
+	if len(l.waiting) == 0 {
+		return
 	}
+	unready := map[*move]bool{}
+	for _, w := range l.waiting {
+		if !w.ready && !w.m.expired {
+			unready[w.m] = true
+		}
+	}
+	for _, w := range l.waiting {
+		if !unready[w.m] && l.mayRelease() {
+			l.release(w.p, w.m, w.ready)
+		}
+	}
+	l.waiting = l.waiting[:0]
 }
 
 // successor returns the node that prepares p, which the ring gives to
