@@ -142,15 +142,16 @@ type Config struct {
 	// goes on. Zero means 5s; negative is invalid.
 	DrainTimeout time.Duration
 	// WarmTimeout bounds the prepare phase of a planned move (the warm
-	// handoff): when the ring moves a partition away, its holder keeps
-	// serving it until the next owner has prepared it (Callbacks.OnPrepare
-	// returned and its readiness reached etcd) or WarmTimeout has passed
-	// since the move began, whichever comes first, and only then drains
-	// and releases it as DrainTimeout says. A successor that never gets
-	// ready delays the move by at most WarmTimeout (by AcquiredTimeout
-	// more if the ring moved the partition while this node was still
-	// starting it: it waits for the successor's readiness too, admitting
-	// no work, and serves once it would have), and the move then goes on
+	// handoff): when the ring moves partitions away, their holder keeps
+	// serving them until their next owners have prepared every one of
+	// them (Callbacks.OnPrepare returned and its readiness reached etcd)
+	// or WarmTimeout has passed since the move began, whichever comes
+	// first, and only then drains and releases them, together, as
+	// DrainTimeout says. A successor that never gets ready delays the
+	// move by at most WarmTimeout (by AcquiredTimeout more if the ring
+	// moved a partition while this node was still starting it: it waits
+	// for the successor's readiness too, admitting no work, and serves
+	// once it would have), and the partitions not prepared then go on
 	// cold. Zero means 3s; negative turns the prepare phase off: the
 	// holder releases at once and this node prepares nothing. A node
 	// prepares only with an OnPrepare and the phase on, and says so in its

@@ -128,9 +128,13 @@
 // of its own, while the holder keeps serving. It holds no token: it reads,
 // and writes nothing under the partition's tenure. When OnPrepare returns,
 // it puts ready/<p>/<node> = the holder's epoch under its lease; the
-// holder watches those keys and, once its successor's names its epoch,
-// goes on with steps 6 to 8. If Config.WarmTimeout (3s by default) passes
-// first, the holder goes on anyway: the move is cold. The successor then
+// holder watches those keys and, once the successors of every partition
+// the move took away from it have named their epochs, goes on with steps
+// 6 to 8 for all of them together, serving each until then: a move of
+// many partitions costs a handful of writes and fencing calls, however
+// spread over time the preparations end. If Config.WarmTimeout (3s by
+// default) passes first, the holder goes on anyway: the partitions not
+// prepared move cold. The successor then
 // claims at a new epoch, its fencers raise the floors, and OnAcquired says
 // in Event.Prepared whether, and when, the partition was prepared. The
 // pattern is: prepare from a snapshot, then, in OnAcquired, after the
