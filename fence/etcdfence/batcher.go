@@ -40,8 +40,10 @@ import (
 // and no write waiting commits at once, on its caller's goroutine, as
 // Store.Put would. Otherwise it waits in a queue, and the next batch takes
 // the queue as it stands when a commit slot frees (MaxInFlight), after
-// letting the writers just answered submit again, so that under load
-// batches grow to the number of writers.
+// letting the writers just answered submit again (as many of them as
+// recent batches saw come back: writers that spread their writes over
+// several Batchers are not waited for), so that under load batches grow
+// to the number of writers.
 //
 // A write never shares a transaction with another write
 // to its key, and is never sent while an earlier write to its key waits or

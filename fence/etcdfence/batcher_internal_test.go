@@ -238,3 +238,27 @@ func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 	}
 	return t.Txn.Commit()
 }
+
+// TestGatherReturns checks a committer's estimate of the writers that come
+// back after a batch: it starts at all of them, falls when few come back
+// (writers spread over several Batchers), never waits for fewer than one,
+// and rises again once gathers get every writer they wait for.
+func TestGatherReturns(t *testing.T) {
+	const back = 15
+	r := returns{share: returnsOne}
+	require.Equal(t, back, r.expect(back))
+	require.Equal(t, 0, r.expect(0))
+	for range 20 {
+		r.observe(back, r.expect(back), 5) // a third come back
+	}
+	require.InDelta(t, 5, r.expect(back), 1)
+	for range 40 {
+		r.observe(back, r.expect(back), 0)
+	}
+	require.Equal(t, 1, r.expect(back))
+	for range 80 {
+		e := r.expect(back)
+		r.observe(back, e, e) // every writer waited for comes
+	}
+	require.Equal(t, back, r.expect(back))
+}

@@ -31,6 +31,7 @@ func (b *Batcher) committer() {
 		back    int           // writes the last batch answered
 		took    time.Duration // how long the last commit took
 		h       = &handoff{back: make(chan struct{}, 1)}
+		r       = returns{share: returnsOne}
 	)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -54,7 +55,7 @@ func (b *Batcher) committer() {
 			if b.cfg.Linger > 0 {
 				linger = b.linger(linger)
 			} else {
-				linger = b.gather(h, back, took/gatherShare, linger)
+				linger = b.gather(h, &r, back, took/gatherShare, linger)
 			}
 			b.mu.Lock()
 			groups = b.take(groups[:0])
@@ -90,25 +91,74 @@ const gatherShare = 8
 
 // gather lets writers queue before a batch closes, holding a commit slot.
 // back is the number of writers the last batch answered (through h): they
-// are about to submit again. gather waits, parked, until back more writes
-// are queued (or MaxBatch), or until budget, 1/gatherShare of the last
-// commit, has passed: writers just answered by a commit join this batch
-// instead of the next one, and a batch whose writers went elsewhere is
-// delayed by at most that share of a commit.
+// may be about to submit again. gather waits, parked, until the share of
+// them that r expects back is queued (or MaxBatch), or until budget,
+// 1/gatherShare of the last commit, has passed: writers just answered by a
+// commit join this batch instead of the next one, and a batch whose
+// writers went elsewhere is delayed by at most that share of a commit. It
+// then tells r how many came back.
 //
 // It first waits until every writer answered has run again (h.wait), then
 // until enough are queued (waitQueued). Waiting parked, rather than
 // polling, frees the committer's processor for the writers it waits for.
-func (b *Batcher) gather(h *handoff, back int, budget time.Duration, t *time.Timer) *time.Timer {
+func (b *Batcher) gather(h *handoff, r *returns, back int, budget time.Duration, t *time.Timer) *time.Timer {
 	b.mu.Lock()
 	n := len(b.queue)
 	b.mu.Unlock()
-	want := min(n+back, b.cfg.MaxBatch)
+	expect := r.expect(back)
+	want := min(n+expect, b.cfg.MaxBatch)
 	if n >= want || budget <= 0 {
 		return t
 	}
 	h.wait(b.ctx)
-	return b.waitQueued(t, want, budget)
+	t = b.waitQueued(t, want, budget)
+	b.mu.Lock()
+	came := len(b.queue) - n
+	b.mu.Unlock()
+	if want == n+expect { // a gather cut short by MaxBatch shows nothing
+		r.observe(back, expect, came)
+	}
+	return t
+}
+
+// returns is a committer's estimate of the share of the writers a batch
+// answered that submit their next write to this Batcher within a gather:
+// all of them when one Batcher serves a fixed set of writers, a fraction
+// when writers spread their writes over several Batchers (a router's
+// nodes), none when every write comes from a new caller. gather waits for
+// that share only, so that a committer whose writers went elsewhere does
+// not wait its whole budget for each batch.
+type returns struct {
+	share int // in units of returnsOne
+}
+
+// returnsOne is a share of 1 (every writer answered comes back).
+const returnsOne = 1 << 10
+
+// expect is the number of the back writers answered to wait for: the
+// expected share, rounded up, and at least one, so that a share grows
+// again when writers come back.
+func (r *returns) expect(back int) int {
+	if back <= 0 {
+		return 0
+	}
+	return max(1, (back*r.share+returnsOne-1)/returnsOne)
+}
+
+// observe records that came writes were queued during a gather that
+// waited for expect of back writers answered. A gather that got what it
+// waited for counts one writer more than came, so that the share, which
+// such a gather cannot show to be too low, rises until gathers wait for
+// writers that do not come.
+func (r *returns) observe(back, expect, came int) {
+	if back <= 0 {
+		return
+	}
+	if came >= expect {
+		came++
+	}
+	sample := min(returnsOne, came*returnsOne/back)
+	r.share += (sample - r.share) / 4
 }
 
 // handoff is a committer's count of the writers it answered that have not
