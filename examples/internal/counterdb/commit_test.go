@@ -21,7 +21,7 @@ import (
 const testPartitions = 32
 
 // newTestStore returns a store on a fresh SQLite database with its schema.
-func newTestStore(t *testing.T) (*Store, sqlfence.Fencer) {
+func newTestStore(t testing.TB) (*Store, sqlfence.Fencer) {
 	t.Helper()
 	db, dialect, err := Open("sqlite:"+filepath.Join(t.TempDir(), "c.db"), 2*time.Second)
 	if err != nil {
