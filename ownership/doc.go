@@ -128,20 +128,16 @@
 // of its own, while the holder keeps serving. It holds no token: it reads,
 // and writes nothing under the partition's tenure. When OnPrepare returns,
 // it puts ready/<p>/<node> = the holder's epoch under its lease; the
-// holder watches those keys and, once the successors of every partition
-// the move took away from it have named their epochs, goes on with steps
-// 6 to 8 for all of them together, serving each until then: a move of
-// many partitions costs a handful of writes and fencing calls, however
-// spread over time the preparations end. If Config.WarmTimeout (3s by
-// default) passes first, the holder goes on anyway: the partitions not
-// prepared move cold. The successor then
-// claims at a new epoch, its fencers raise the floors, and OnAcquired says
-// in Event.Prepared whether, and when, the partition was prepared. The
-// pattern is: prepare from a snapshot, then, in OnAcquired, after the
-// claim and under the new token, read what changed since the snapshot
-// (the holder kept writing while the successor prepared) instead of
-// loading everything, before the partition admits its first call;
-// the counter example (examples/counter) is the worked case. A move that
+// holder watches those keys and, once every partition of the move has
+// its successor's, goes on with steps 6 to 8 for all of them together (a
+// handful of writes however the preparations spread), serving them until
+// then. If Config.WarmTimeout (3s by default) passes first, it goes on
+// anyway: the partitions not prepared move cold. The successor then holds
+// the claim at a new epoch, its fencers raise the floors, and OnAcquired
+// says in Event.Prepared whether, and when, it prepared the partition. The
+// pattern (examples/counter): prepare from a snapshot, then, in
+// OnAcquired, under the new token, read what changed since the snapshot
+// instead of loading everything, before the partition admits a call. A move that
 // the ring calls off meanwhile cancels the preparation (ErrMoveCalledOff);
 // a second ring change that picks another successor starts that one's
 // preparation under the deadline of the first. Correctness never depends
