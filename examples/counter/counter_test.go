@@ -359,13 +359,19 @@ func newLoad(c *router.Client) *load {
 // run starts workers goroutines, each calling step(w, i) for i = 0, 1, ...
 // (w is the worker's number) until the load stops (finish).
 func (l *load) run(workers int, step func(w, i int)) {
+	loop(l.stop, &l.wg, workers, step)
+}
+
+// loop starts workers goroutines on wg, each calling step(w, i) for i = 0,
+// 1, ... until stop is closed.
+func loop(stop <-chan struct{}, wg *sync.WaitGroup, workers int, step func(w, i int)) {
 	for w := range workers {
-		l.wg.Add(1)
+		wg.Add(1)
 		go func() {
-			defer l.wg.Done()
+			defer wg.Done()
 			for i := 0; ; i++ {
 				select {
-				case <-l.stop:
+				case <-stop:
 					return
 				default:
 				}
@@ -382,21 +388,10 @@ func (l *load) capacity(workers int, d time.Duration) float64 {
 	var wg sync.WaitGroup
 	var done atomic.Int64
 	began := time.Now()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("cap-%d-%d", w, i))
-				done.Add(1)
-			}
-		}()
-	}
+	loop(stop, &wg, workers, func(w, i int) {
+		l.incr(fmt.Sprintf("key-%d", rand.IntN(testKeys*4)), fmt.Sprintf("cap-%d-%d", w, i))
+		done.Add(1)
+	})
 	time.Sleep(d)
 	close(stop)
 	wg.Wait()
