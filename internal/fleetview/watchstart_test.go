@@ -56,7 +56,9 @@ func TestFleetReaderCatchesUpAtWatchStart(t *testing.T) {
 
 // TestFleetReaderLosesNothingAtWatchStart follows, again and again, from a
 // revision the fleet moves past while a writer keeps changing members and
-// claims, so that writes land before, during and after the watches start:
+// claims, so that writes land before, during and after the watches start
+// (in every other round the writer has written once before the start, so
+// that it catches up):
 // no update holds an event at or below the catch-up listing's revision,
 // each watch's events come in revision order, every write after the
 // listing is delivered exactly once, and the view built from the updates
@@ -77,10 +79,16 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		lastRev := make(chan []int64, 1)
+		first := make(chan struct{}) // closed after the writer's first write
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var written []int64
+			defer func() {
+				if len(written) == 0 {
+					close(first)
+				}
+			}()
 			defer func() { lastRev <- written }() // the revisions of the writer's writes
 			for i := 0; ; i++ {
 				var resp clientv3.OpResponse
@@ -104,6 +112,9 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 				} else if resp.Del().Deleted > 0 {
 					written = append(written, resp.Del().Header.Revision)
 				}
+				if len(written) == 1 && (resp.Put() != nil || resp.Del().Deleted > 0) {
+					close(first)
+				}
 				select {
 				case <-stop:
 					return
@@ -111,6 +122,11 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 				}
 			}
 		}()
+		if round%2 == 1 {
+			// The fleet moves past the listing before the watch starts:
+			// its start catches up. In the other rounds the two race.
+			<-first
+		}
 		uctx, ustop := context.WithCancel(ctx)
 		updates := make(chan Update, 1024)
 		done := make(chan struct{})
