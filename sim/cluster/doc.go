@@ -35,9 +35,10 @@
 // # Membership and etcd releases
 //
 // ReplaceMember replaces a member as an operator replaces a machine:
-// member remove and member add through the client API, and a new member
-// with an empty data directory, a new name and the old one's address,
-// started with --initial-cluster-state existing. SetMemberBinary makes a
+// leadership moved away first if it leads (MoveLeader, etcdctl
+// move-leader), member remove and member add through the client API, and a
+// new member with an empty data directory, a new name and the old one's
+// address, started with --initial-cluster-state existing. SetMemberBinary makes a
 // process member run another etcdmember binary from its next start;
 // PreviousMemberBinary builds one against etcd's previous minor release
 // (PreviousEtcd, pinned by the separate module in internal/etcdprev), so

@@ -20,14 +20,20 @@ import (
 // etcd's --initial-cluster-state existing, then waits until it serves
 // requests. It returns the new member's etcd ID.
 //
+// If member i leads the cluster, ReplaceMember first hands its leadership
+// to another member (MoveLeader, etcdctl move-leader), as an operator
+// should: etcd does not move leadership when it removes the leader, so the
+// others would wait out an election timeout with no leader, in which no
+// request or lease renewal can commit.
+//
 // The new member takes index i, a new name (m<i>r<n> for the nth
 // replacement), a new data directory, and member i's ports, as a
 // replacement machine that takes over the old one's address does: clients
 // and FaultPoints keep reaching index i. Member i may be running or
 // stopped, not frozen; the other members must hold a quorum without it.
-// etcd refuses the removal until the others have been connected to each
-// other for 5s (its health interval); ReplaceMember waits for that,
-// bounded by ctx and Config.StartTimeout.
+// etcd refuses the removal and the addition until the members have been
+// connected to each other for 5s (its health interval); ReplaceMember asks
+// again until they have, bounded by ctx and Config.StartTimeout.
 func (c *Cluster) ReplaceMember(ctx context.Context, i int) (uint64, error) {
 	m, err := c.lockMember(i)
 	if err != nil {
@@ -44,12 +50,20 @@ func (c *Cluster) ReplaceMember(ctx context.Context, i int) (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
 	defer cancel()
+	if lead, err := c.Leader(); err == nil && lead == i {
+		if err := c.MoveLeader(ctx, c.otherRunning(i)); err != nil {
+			return 0, fmt.Errorf("cluster: replace member %s: %w", spec.Name, err)
+		}
+	}
 	cli, err := clientv3.New(ClientConfig(c.othersEndpoints(i)))
 	if err != nil {
 		return 0, fmt.Errorf("cluster: replace member %s: client: %w", spec.Name, err)
 	}
 	defer cli.Close()
-	if err := c.removeMember(ctx, cli, old); err != nil {
+	if err := c.whenHealthy(ctx, func() error {
+		_, err := cli.MemberRemove(ctx, old)
+		return err
+	}); err != nil {
 		return 0, fmt.Errorf("cluster: replace member %s: member remove %x: %w", spec.Name, old, err)
 	}
 	// A removed member stops on its own once it learns it was removed;
@@ -68,8 +82,12 @@ func (c *Cluster) ReplaceMember(ctx context.Context, i int) (uint64, error) {
 	if _, err := c.WaitLeader(ctx); err != nil {
 		return 0, fmt.Errorf("cluster: replace member %s: %w", spec.Name, err)
 	}
-	resp, err := cli.MemberAdd(ctx, []string{spec.PeerURL.String()})
-	if err != nil {
+	var resp *clientv3.MemberAddResponse
+	if err := c.whenHealthy(ctx, func() error {
+		var err error
+		resp, err = cli.MemberAdd(ctx, []string{spec.PeerURL.String()})
+		return err
+	}); err != nil {
 		return 0, fmt.Errorf("cluster: replace member %s: member add: %w", spec.Name, err)
 	}
 	c.mu.Lock()
@@ -103,16 +121,78 @@ func (c *Cluster) ReplaceMember(ctx context.Context, i int) (uint64, error) {
 	return resp.Member.ID, nil
 }
 
-// removeMember removes member id through cli. etcd refuses to remove a
-// voting member unless the others have been connected for its health
-// interval (5s; "etcdserver: unhealthy cluster"), which members just
-// started or replaced have not: removeMember tries again every raft tick
-// until etcd agrees or ctx ends, as an operator would.
-func (c *Cluster) removeMember(ctx context.Context, cli *clientv3.Client, id uint64) error {
+// MoveLeader makes member to the cluster's leader, the way an operator
+// does with etcdctl move-leader: it asks the current leader to transfer its
+// leadership (etcd answers only on the leader) and waits until the running
+// members follow member to. etcd refuses while member to is not caught up
+// with the leader's log ("etcdserver: leader transfer timeout"); MoveLeader
+// asks again every raft tick until it succeeds or ctx ends.
+func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
+	m, err := c.lockMember(to)
+	if err != nil {
+		return err
+	}
+	id, name := m.id, m.spec.Name
+	if m.state != MemberRunning {
+		defer c.mu.Unlock()
+		return stateError("move leader to", m)
+	}
+	c.mu.Unlock()
 	tick := time.NewTicker(c.cfg.TickInterval)
 	defer tick.Stop()
 	for {
-		_, err := cli.MemberRemove(ctx, id)
+		lead, err := c.WaitLeader(ctx)
+		if err != nil {
+			return fmt.Errorf("cluster: move leader to %s: %w", name, err)
+		}
+		if lead == to {
+			return nil
+		}
+		err = c.askMoveLeader(ctx, lead, id)
+		if err == nil {
+			continue // WaitLeader sees member to lead once the others follow it
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: move leader to %s: %w (last: %w)", name, ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+// otherRunning returns the index of the first running member other than
+// i, or i if there is none (MoveLeader then refuses it).
+func (c *Cluster) otherRunning(i int) int {
+	for j := range c.members {
+		if j != i && c.Running(j) {
+			return j
+		}
+	}
+	return i
+}
+
+// askMoveLeader sends MoveLeader(id) to member lead alone.
+func (c *Cluster) askMoveLeader(ctx context.Context, lead int, id uint64) error {
+	cli, err := clientv3.New(ClientConfig([]string{c.Endpoints()[lead]}))
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	_, err = cli.MoveLeader(ctx, id)
+	return err
+}
+
+// whenHealthy calls op until it does not fail with "etcdserver: unhealthy
+// cluster", every raft tick, bounded by ctx. etcd refuses to remove a
+// voting member, or to add one, unless the member that takes the request
+// has been connected to enough of the others for its health interval
+// (5s), which members just started, replaced or made leader have not; an
+// operator runs the command again.
+func (c *Cluster) whenHealthy(ctx context.Context, op func() error) error {
+	tick := time.NewTicker(c.cfg.TickInterval)
+	defer tick.Stop()
+	for {
+		err := op()
 		if !errors.Is(err, rpctypes.ErrUnhealthy) {
 			return err
 		}

@@ -105,3 +105,28 @@ func TestUpgradeFromPreviousEtcd(t *testing.T) {
 		assert.NotEqual(t, old, vs[i])
 	}
 }
+
+// TestMoveLeader: leadership moves to each follower in turn on request,
+// and a request for a member that is not running is refused with its
+// state.
+func TestMoveLeader(t *testing.T) {
+	c, _ := processCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 3 {
+		lead, err := c.WaitLeader(ctx)
+		require.NoError(t, err)
+		to := (lead + 1) % 3
+		require.NoError(t, c.MoveLeader(ctx, to))
+		now, err := c.WaitLeader(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, to, now)
+	}
+	lead, err := c.WaitLeader(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.MoveLeader(ctx, lead), "the leader already leads")
+	stopped := (lead + 1) % 3
+	require.NoError(t, c.StopMember(stopped))
+	require.ErrorIs(t, c.MoveLeader(ctx, stopped), cluster.ErrMemberStopped)
+	require.ErrorIs(t, c.MoveLeader(ctx, 3), cluster.ErrNoMember)
+}

@@ -2,8 +2,8 @@
 // operators do to etcd itself, on real etcd members in their own processes
 // (sim/cluster with Config.Processes): a member frozen while a node's etcd
 // client holds its streams there, defragmentation of a large database one
-// member at a time, a member replaced by a new one (member remove, member
-// add, an empty data directory), and a rolling upgrade from etcd's previous
+// member at a time, a member replaced by a new one (leadership moved away
+// first if it leads, member remove, member add, an empty data directory), and a rolling upgrade from etcd's previous
 // minor release to the current one. Each runs keyed load through a
 // router.Client, every request a fenced write to etcd (etcdfence) and to
 // PostgreSQL (sqlfence; internal/pgtest starts a private server, or uses

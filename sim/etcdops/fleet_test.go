@@ -197,10 +197,10 @@ func (f *fleet) ended() (tenures map[string]float64, sessions float64) {
 			v, _ := testsupport.LookupMetric(f.t, f.reg, "tenure_partition_releases_total", map[string]string{"node": node, "reason": r})
 			tenures[r] += v
 		}
-	}
-	for _, cause := range []string{"expired", "revoked", "deleted", "closed", "other"} {
-		v, _ := testsupport.LookupMetric(f.t, f.reg, "tenure_session_losses_total", map[string]string{"cause": cause})
-		sessions += v
+		for _, cause := range []string{"expired", "revoked", "deleted", "closed", "other"} {
+			v, _ := testsupport.LookupMetric(f.t, f.reg, "tenure_session_losses_total", map[string]string{"node": node, "cause": cause})
+			sessions += v
+		}
 	}
 	return tenures, sessions
 }
