@@ -23,7 +23,7 @@ func (l *loop) launchClaims(ps []int) {
 	for _, batch := range chunks(ps, l.batch) {
 		for _, p := range batch {
 			if rec := l.rec(p); rec.prep != nil {
-				if at := l.endPrepare(p, rec); !at.IsZero() {
+				if at := l.endPrepare(p, rec, false); !at.IsZero() {
 					l.warm[p] = at
 				}
 			}

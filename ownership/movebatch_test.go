@@ -47,8 +47,9 @@ type preparing struct {
 // partitions, the prepare phase on and the successors' preparations ending
 // one at a time (each readiness key put in a revision of its own before
 // the next preparation returns), hands every claim over in a handful of
-// revisions, not one per partition, and each successor raises its floors
-// (on a SQLite fencer shared by the fleet) in a handful of calls.
+// revisions, not one per partition, deletes the successors' readiness
+// keys in those revisions, and each successor raises its floors (on a
+// SQLite fencer shared by the fleet) in a handful of calls.
 func TestPrepareLeaveBatches(t *testing.T) {
 	c := cluster.New(t, 1)
 	cli := c.NewClient(t)
@@ -146,6 +147,19 @@ func TestPrepareLeaveBatches(t *testing.T) {
 	}
 	t.Logf("leave: %d partitions handed over in %d revisions; successors' fencer calls: n1 %d, n2 %d",
 		len(owned), len(revs), f1.calls.Load()-calls["n1"], f2.calls.Load()-calls["n2"])
+	// The readiness keys went with the claims, in the hand-over
+	// transactions: no successor spent a write of its own on them.
+	deleted := 0
+	for _, ev := range watchedEvents(t, cli, lay.ReadyPrefix(), r0.Header.Revision, clientv3.WithPrefix()) {
+		if ev.Type == mvccpb.DELETE {
+			deleted++
+			assert.True(t, revs[ev.Kv.ModRevision], "readiness key %s deleted at revision %d, not by a hand-over", ev.Kv.Key, ev.Kv.ModRevision)
+		}
+	}
+	assert.Equal(t, len(owned), deleted, "readiness keys deleted")
+	left, err := cli.Get(ctx, lay.ReadyPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	assert.Zero(t, left.Count, "readiness keys left")
 	assert.LessOrEqual(t, len(revs), 3, "%d partitions handed over in %d revisions", len(owned), len(revs))
 	assert.LessOrEqual(t, f1.calls.Load()-calls["n1"], int64(3), "n1's fencer calls")
 	assert.LessOrEqual(t, f2.calls.Load()-calls["n2"], int64(3), "n2's fencer calls")

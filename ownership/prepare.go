@@ -21,7 +21,10 @@ import (
 // tenure remembers whether it was prepared (Event.Prepared). If the ring
 // moves the partition elsewhere, or another claim takes the holder's
 // place, the move is called off (callOff: -> idle). The node holds no
-// token for the partition during all of it: a preparation reads.
+// token for the partition during all of it: a preparation reads. A holder
+// that hands its claim over deletes the readiness key in the same
+// transaction (deleteTxn); otherwise this node deletes it as its claim
+// begins, or as the move is called off (endPrepare, callOff).
 
 // preparation is one preparation of a partition by this node. Its fields
 // other than ctx are the event loop's.
@@ -105,7 +108,7 @@ func (l *loop) reconcilePrepare(p int, rec *record, canClaim bool) (claim bool) 
 	c := l.fleet.Claims[p]
 	switch {
 	case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease && l.mine(p):
-		l.adopt(p, c.Epoch, l.endPrepare(p, rec), l.fleet.Shape)
+		l.adopt(p, c.Epoch, l.endPrepare(p, rec, true), l.fleet.Shape)
 	case c.Epoch != 0 && c.Owner == l.n.id && c.Lease == l.gen.lease && !l.closing && !l.graceOver(p, c.Epoch):
 		// Handed over before this node's view gives it p: kept prepared.
 	case l.closing:
@@ -129,13 +132,21 @@ func (l *loop) callOff(p int, rec *record, cause error) {
 }
 
 // endPrepare ends the preparation of p (rec) as its claim begins, and
-// returns when it was prepared (zero if it was not).
-func (l *loop) endPrepare(p int, rec *record) time.Time {
+// returns when it was prepared (zero if it was not). The readiness key
+// goes: the holder's hand-over transaction deleted it if the claim was
+// handed over (handedOver), and this node deletes it otherwise. A
+// readiness put still on its way when the claim was handed over may land
+// after that deletion; the key left names an epoch below every claim of
+// p to come, which no holder waits for, until this node prepares p again
+// or its lease ends.
+func (l *loop) endPrepare(p int, rec *record, handedOver bool) time.Time {
 	rec.prep.cancel(ErrMoveCompleted)
 	if rec.phase != phaseReady {
 		return time.Time{}
 	}
-	l.pendingUnready = append(l.pendingUnready, p)
+	if !handedOver {
+		l.pendingUnready = append(l.pendingUnready, p)
+	}
 	return rec.prep.prepared
 }
 

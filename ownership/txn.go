@@ -98,21 +98,26 @@ type successor struct {
 // valued keys.EncodeClaim(successor, since) and bound to the successor's
 // lease, if the successor's member key is still bound to that lease and
 // the spec still at specRev (0: not compared); its epoch is then the
-// transaction's revision. Every other claim is deleted.
+// transaction's revision, and the successor's readiness key for the
+// partition (warm.go) is deleted with it, which spares the successor a
+// write of its own. Every other claim is deleted.
 func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64, to []successor, specRev int64, since time.Time, put clientv3.Op) (int64, []outcome, error) {
 	ops := make([]clientv3.Op, len(ps))
 	for i, p := range ps {
 		k := n.layout.Claim(p)
 		cmps := []clientv3.Cmp{keys.ClaimAt(k, epochs[i])}
-		then := clientv3.OpDelete(k)
+		then := []clientv3.Op{clientv3.OpDelete(k)}
 		if s := to[i]; s.id != "" {
 			cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(n.layout.Member(s.id)), "=", int64(s.lease)))
 			if specRev != 0 {
 				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(n.layout.Spec()), "=", specRev))
 			}
-			then = clientv3.OpPut(k, keys.EncodeClaim(s.id, since), clientv3.WithLease(s.lease))
+			then = []clientv3.Op{
+				clientv3.OpPut(k, keys.EncodeClaim(s.id, since), clientv3.WithLease(s.lease)),
+				clientv3.OpDelete(n.layout.Ready(p, s.id)),
+			}
 		}
-		ops[i] = clientv3.OpTxn(cmps, []clientv3.Op{then}, []clientv3.Op{clientv3.OpGet(k)})
+		ops[i] = clientv3.OpTxn(cmps, then, []clientv3.Op{clientv3.OpGet(k)})
 	}
 	return n.batchTxn(ctx, ops, put)
 }
