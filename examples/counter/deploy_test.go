@@ -23,6 +23,7 @@ type deployRow struct {
 	full, catchup                float64
 	failed                       int
 	rate                         float64 // the open loop's calls per second; 0: a closed loop
+	naptime                      string  // PostgreSQL: the server's autovacuum_naptime
 }
 
 // deployTable collects the rows of the subtests, which may run one after
@@ -78,6 +79,9 @@ func (t *deployTable) String() string {
 			r.deployTook.Round(time.Millisecond), r.hitRate, r.cold, r.full, r.catchup)
 		if r.rate > 0 {
 			fmt.Fprintf(&b, "  load: an open loop of %.0f increments per second (TENURE_DEPLOY_UTIL of what %d workers sustain closed)\n", r.rate, testWorkers)
+		}
+		if r.naptime != "" {
+			fmt.Fprintf(&b, "  autovacuum_naptime %s: the server vacuums the counters' dead row versions at most that often (at a minute, the steady p99 steps when it does)\n", r.naptime)
 		}
 		if r.failed > 0 {
 			fmt.Fprintf(&b, "  %d increments failed at the client\n", r.failed)

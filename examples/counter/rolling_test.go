@@ -252,6 +252,11 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 		hitRate:    hits / max(1, hits+cold), hits: hits, cold: cold,
 		full: loads["full"], catchup: loads["catchup"],
 	}
+	if d == sqlfence.Postgres {
+		if err := db.QueryRow("SHOW autovacuum_naptime").Scan(&row.naptime); err != nil {
+			t.Fatalf("show autovacuum_naptime: %v", err)
+		}
+	}
 	sub := 10 * time.Second
 	if steady < 2*sub {
 		sub = steady / 2
