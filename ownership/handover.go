@@ -72,7 +72,7 @@ func (l *loop) handTo(p int, rec *record) successor {
 	if !ok || m.Lease == 0 {
 		return successor{}
 	}
-	return successor{id: id, lease: m.Lease}
+	return successor{id: id, lease: m.Lease, prepares: m.Member.Prepares}
 }
 
 // askHandover records the handover feature in the fleet's spec, on a

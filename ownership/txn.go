@@ -87,8 +87,9 @@ func (n *Node) claimTxn(ctx context.Context, w claimWrite, ps []int) (int64, []o
 // its ID and the lease its member key is bound to, as this node knows
 // them. The zero successor hands over nothing: the claim is deleted.
 type successor struct {
-	id    string
-	lease clientv3.LeaseID
+	id       string
+	lease    clientv3.LeaseID
+	prepares bool // it prepares the partitions planned moves give it: it may have a readiness key
 }
 
 // deleteTxn ends this node's claims of ps whose epochs are still
@@ -98,8 +99,8 @@ type successor struct {
 // valued keys.EncodeClaim(successor, since) and bound to the successor's
 // lease, if the successor's member key is still bound to that lease and
 // the spec still at specRev (0: not compared); its epoch is then the
-// transaction's revision, and the successor's readiness key for the
-// partition (warm.go) is deleted with it, which spares the successor a
+// transaction's revision, and the readiness key of a successor that
+// prepares (warm.go) is deleted with it, which spares the successor a
 // write of its own. Every other claim is deleted.
 func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64, to []successor, specRev int64, since time.Time, put clientv3.Op) (int64, []outcome, error) {
 	ops := make([]clientv3.Op, len(ps))
@@ -112,9 +113,9 @@ func (n *Node) deleteTxn(ctx context.Context, ps []int, epochs []int64, to []suc
 			if specRev != 0 {
 				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(n.layout.Spec()), "=", specRev))
 			}
-			then = []clientv3.Op{
-				clientv3.OpPut(k, keys.EncodeClaim(s.id, since), clientv3.WithLease(s.lease)),
-				clientv3.OpDelete(n.layout.Ready(p, s.id)),
+			then = []clientv3.Op{clientv3.OpPut(k, keys.EncodeClaim(s.id, since), clientv3.WithLease(s.lease))}
+			if s.prepares {
+				then = append(then, clientv3.OpDelete(n.layout.Ready(p, s.id)))
 			}
 		}
 		ops[i] = clientv3.OpTxn(cmps, then, []clientv3.Op{clientv3.OpGet(k)})
