@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/fence/httpfence"
 	"github.com/tenure-go/tenure/ownership"
@@ -99,7 +101,8 @@ func TestConfig(t *testing.T) {
 // could not serve it for now answers the retryable "unavailable" refusal,
 // which Client retries; once the request itself is gone nothing is written.
 func TestWriteErrorUnavailable(t *testing.T) {
-	for _, err := range []error{rpctypes.ErrLeaderChanged, fmt.Errorf("put: %w", rpctypes.ErrGRPCNoLeader)} {
+	dropped := fmt.Errorf("etcdfence: commit of 1 writes: %w", status.Error(codes.Unknown, "raft proposal dropped")) // a leadership transfer
+	for _, err := range []error{rpctypes.ErrLeaderChanged, fmt.Errorf("put: %w", rpctypes.ErrGRPCNoLeader), dropped} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/k", nil)
 		require.True(t, router.WriteError(rec, req, err))

@@ -32,16 +32,23 @@ func ClientClosed(err error) bool {
 	return errors.Is(err, grpc.ErrClientConnClosing)
 }
 
-// raftStopped is the message of etcd's answer to a call that a member
-// held when its raft node stopped (raft.ErrStopped, code Unknown).
-const raftStopped = "raft: stopped"
+// The messages of etcd's answers, with code Unknown, to a write that a
+// member's raft node did not take: it stopped while it held the call
+// (raft.ErrStopped: the member was removed or shuts down), or it dropped
+// the proposal (raft.ErrProposalDropped: the member knew no leader, or
+// its leadership was being handed to another member).
+const (
+	raftStopped         = "raft: stopped"
+	raftProposalDropped = "raft proposal dropped"
+)
 
 // Unavailable reports whether err says that etcd could not serve a call
 // for now, so that the same call may succeed later or through another
 // member: no leader, a leader change, an etcd-side timeout, an unhealthy
 // cluster, a member that stopped (removed or shutting down) while it held
-// the call, or a gRPC Unavailable or DeadlineExceeded status. Whether a
-// write that failed so was applied is unknown.
+// the call, a proposal that raft dropped (during a leadership transfer),
+// or a gRPC Unavailable or DeadlineExceeded status. Whether a write that
+// failed so was applied is unknown.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
@@ -56,9 +63,7 @@ func Unavailable(err error) bool {
 		case codes.Unavailable, codes.DeadlineExceeded:
 			return true
 		case codes.Unknown:
-			// A member whose raft node stopped (removed from the cluster,
-			// shutting down) answers the calls it held so.
-			return st.Message() == raftStopped
+			return st.Message() == raftStopped || st.Message() == raftProposalDropped
 		}
 	}
 	return false

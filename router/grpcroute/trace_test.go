@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/examples/grpccounter/counterpb"
 	"github.com/tenure-go/tenure/fence"
@@ -67,4 +69,36 @@ func TestTraceRetry(t *testing.T) {
 		assert.Equal(t, strconv.FormatInt(route.Epoch, 10), testsupport.SpanAttr(serves[i].Attributes, "tenure.epoch"))
 	}
 	assert.Len(t, testsupport.EventsNamed(serves[0], "refused"), 1, "the Server's span says it refused")
+}
+
+// TestRetryEtcdUnavailable: the gRPC twin of router's
+// TestWriteErrorUnavailable, on a real fleet. The owner's store fails the
+// first write with etcd's answer to a proposal its raft dropped while
+// leadership moved (code Unknown, "raft proposal dropped"); the Server
+// answers with the retryable UNAVAILABLE refusal and the Client sends the
+// call again, which succeeds: the caller sees no error.
+func TestRetryEtcdUnavailable(t *testing.T) {
+	etcd := cluster.New(t, 1)
+	tp, exp := testsupport.Tracing(t)
+	f := newFleet(t, etcd, "retryunavailable", false)
+	f.tracing = tp
+	var calls atomic.Int64
+	f.store.refuse = func(ctx context.Context, key string) error {
+		if calls.Add(1) > 1 {
+			return nil
+		}
+		return fmt.Errorf("etcdfence: commit of 1 writes: %w", status.Error(codes.Unknown, "raft proposal dropped"))
+	}
+	f.startStable("a", "b")
+	_, counter := newClient(t, f.cli, "retryunavailable", grpcroute.ClientConfig{TracerProvider: tp})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := counter.Add(ctx, &counterpb.AddRequest{Key: "k", Delta: 1})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), calls.Load(), "the store's calls")
+	attempts := testsupport.SpansNamed(exp, "tenure.grpc.attempt")
+	require.Len(t, attempts, 2)
+	refused := testsupport.EventsNamed(attempts[0], "refused")
+	require.Len(t, refused, 1)
+	assert.Equal(t, "unavailable", testsupport.SpanAttr(refused[0].Attributes, "tenure.refusal"))
 }
