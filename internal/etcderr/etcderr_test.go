@@ -58,7 +58,7 @@ func TestUnavailable(t *testing.T) {
 		{status.Error(codes.DeadlineExceeded, "deadline"), true},
 		{rpctypes.ErrLeaseNotFound, false},
 		{status.Error(codes.InvalidArgument, "bad"), false},
-		{fmt.Errorf("commit: %w", status.Error(codes.Unknown, "raft: stopped")), true}, // a member removed while it held the call
+		{fmt.Errorf("commit: %w", status.Error(codes.Unknown, "raft: stopped")), true},         // a member removed while it held the call
 		{fmt.Errorf("commit: %w", status.Error(codes.Unknown, "raft proposal dropped")), true}, // a leader handing its leadership over
 		{status.Error(codes.Unknown, "raft proposal"), false},
 		{status.Error(codes.Unknown, "something else"), false},
