@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -27,20 +28,10 @@ import (
 // partition and the epoch, and the Server's span of each attempt
 // continues the attempt's trace across gRPC.
 func TestTraceRetry(t *testing.T) {
-	etcd := cluster.New(t, 1)
-	tp, exp := testsupport.Tracing(t)
-	f := newFleet(t, etcd, "traceretry", false)
-	f.tracing = tp
-	var calls atomic.Int64
-	f.store.refuse = func(ctx context.Context, key string) error {
-		if calls.Add(1) > 1 {
-			return nil
-		}
+	f, exp, counter, _ := refusingOnce(t, "traceretry", func(ctx context.Context) error {
 		tok, _ := fence.FromContext(ctx)
 		return fmt.Errorf("store: %w", &fence.StaleError{Scope: tok.Scope, Presented: tok.Epoch, Current: tok.Epoch + 1})
-	}
-	f.startStable("a", "b")
-	_, counter := newClient(t, f.cli, "traceretry", grpcroute.ClientConfig{TracerProvider: tp})
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	reply, err := counter.Add(ctx, &counterpb.AddRequest{Key: "k", Delta: 1})
@@ -78,19 +69,9 @@ func TestTraceRetry(t *testing.T) {
 // answers with the retryable UNAVAILABLE refusal and the Client sends the
 // call again, which succeeds: the caller sees no error.
 func TestRetryEtcdUnavailable(t *testing.T) {
-	etcd := cluster.New(t, 1)
-	tp, exp := testsupport.Tracing(t)
-	f := newFleet(t, etcd, "retryunavailable", false)
-	f.tracing = tp
-	var calls atomic.Int64
-	f.store.refuse = func(ctx context.Context, key string) error {
-		if calls.Add(1) > 1 {
-			return nil
-		}
+	_, exp, counter, calls := refusingOnce(t, "retryunavailable", func(context.Context) error {
 		return fmt.Errorf("etcdfence: commit of 1 writes: %w", status.Error(codes.Unknown, "raft proposal dropped"))
-	}
-	f.startStable("a", "b")
-	_, counter := newClient(t, f.cli, "retryunavailable", grpcroute.ClientConfig{TracerProvider: tp})
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := counter.Add(ctx, &counterpb.AddRequest{Key: "k", Delta: 1})
@@ -101,4 +82,26 @@ func TestRetryEtcdUnavailable(t *testing.T) {
 	refused := testsupport.EventsNamed(attempts[0], "refused")
 	require.Len(t, refused, 1)
 	assert.Equal(t, "unavailable", testsupport.SpanAttr(refused[0].Attributes, "tenure.refusal"))
+}
+
+// refusingOnce starts a traced fleet of nodes a and b, named name, whose
+// store fails its first write with first's error and takes the others,
+// and a traced Client of it. It returns the fleet, the spans' exporter,
+// the Client's counter service and the count of the store's writes.
+func refusingOnce(t *testing.T, name string, first func(context.Context) error) (*testFleet, *tracetest.InMemoryExporter, counterpb.CounterClient, *atomic.Int64) {
+	t.Helper()
+	etcd := cluster.New(t, 1)
+	tp, exp := testsupport.Tracing(t)
+	f := newFleet(t, etcd, name, false)
+	f.tracing = tp
+	calls := new(atomic.Int64)
+	f.store.refuse = func(ctx context.Context, key string) error {
+		if calls.Add(1) > 1 {
+			return nil
+		}
+		return first(ctx)
+	}
+	f.startStable("a", "b")
+	_, counter := newClient(t, f.cli, name, grpcroute.ClientConfig{TracerProvider: tp})
+	return f, exp, counter, calls
 }
