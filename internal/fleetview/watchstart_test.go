@@ -79,16 +79,14 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		lastRev := make(chan []int64, 1)
-		first := make(chan struct{}) // closed after the writer's first write
+		first := make(chan struct{}) // closed after the writer's first write, or once it stops
+		var firstOnce sync.Once
+		wrote := func() { firstOnce.Do(func() { close(first) }) }
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer wrote()
 			var written []int64
-			defer func() {
-				if len(written) == 0 {
-					close(first)
-				}
-			}()
 			defer func() { lastRev <- written }() // the revisions of the writer's writes
 			for i := 0; ; i++ {
 				var resp clientv3.OpResponse
@@ -109,11 +107,10 @@ func TestFleetReaderLosesNothingAtWatchStart(t *testing.T) {
 				}
 				if resp.Put() != nil {
 					written = append(written, resp.Put().Header.Revision)
+					wrote()
 				} else if resp.Del().Deleted > 0 {
 					written = append(written, resp.Del().Header.Revision)
-				}
-				if len(written) == 1 && (resp.Put() != nil || resp.Del().Deleted > 0) {
-					close(first)
+					wrote()
 				}
 				select {
 				case <-stop:

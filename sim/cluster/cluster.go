@@ -360,19 +360,38 @@ func (c *Cluster) WaitNewLeader(ctx context.Context, old int) (int, error) {
 }
 
 func (c *Cluster) waitLeader(ctx context.Context, not int) (int, error) {
-	tick := time.NewTicker(c.cfg.TickInterval)
-	defer tick.Stop()
-	for {
+	var lead int
+	err := c.everyTick(ctx, func() (bool, error) {
 		i, err := c.Leader()
 		if err == nil && i != not {
-			return i, nil
+			lead = i
+			return true, nil
 		}
 		if err == nil {
 			err = fmt.Errorf("%w: member %d still leads", ErrNoLeader, i)
 		}
+		return false, err
+	})
+	if err != nil {
+		return -1, fmt.Errorf("cluster: wait for leader: %w", err)
+	}
+	return lead, nil
+}
+
+// everyTick calls try at once and then every raft tick until it reports
+// done, and returns its error then; if ctx ends first, it returns ctx's
+// error with try's last one.
+func (c *Cluster) everyTick(ctx context.Context, try func() (done bool, err error)) error {
+	tick := time.NewTicker(c.cfg.TickInterval)
+	defer tick.Stop()
+	for {
+		done, err := try()
+		if done {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-			return -1, fmt.Errorf("cluster: wait for leader: %w (last: %w)", ctx.Err(), err)
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 		case <-tick.C:
 		}
 	}

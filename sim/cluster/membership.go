@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -138,26 +137,19 @@ func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
 		return stateError("move leader to", m)
 	}
 	c.mu.Unlock()
-	tick := time.NewTicker(c.cfg.TickInterval)
-	defer tick.Stop()
-	for {
+	err = c.everyTick(ctx, func() (bool, error) {
 		lead, err := c.WaitLeader(ctx)
-		if err != nil {
-			return fmt.Errorf("cluster: move leader to %s: %w", name, err)
+		if err != nil || lead == to {
+			return true, err
 		}
-		if lead == to {
-			return nil
-		}
-		err = c.askMoveLeader(ctx, lead, id)
-		if err == nil {
-			continue // WaitLeader sees member to lead once the others follow it
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: move leader to %s: %w (last: %w)", name, ctx.Err(), err)
-		case <-tick.C:
-		}
+		// Once etcd agreed, WaitLeader sees member to lead as soon as the
+		// others follow it.
+		return false, c.askMoveLeader(ctx, lead, id)
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: move leader to %s: %w", name, err)
 	}
+	return nil
 }
 
 // otherRunning returns the index of the first running member other than
@@ -189,19 +181,10 @@ func (c *Cluster) askMoveLeader(ctx context.Context, lead int, id uint64) error 
 // (5s), which members just started, replaced or made leader have not; an
 // operator runs the command again.
 func (c *Cluster) whenHealthy(ctx context.Context, op func() error) error {
-	tick := time.NewTicker(c.cfg.TickInterval)
-	defer tick.Stop()
-	for {
+	return c.everyTick(ctx, func() (bool, error) {
 		err := op()
-		if !errors.Is(err, rpctypes.ErrUnhealthy) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
+		return !errors.Is(err, rpctypes.ErrUnhealthy), err
+	})
 }
 
 // othersEndpoints returns the client URLs of every member but i.
