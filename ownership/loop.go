@@ -39,13 +39,13 @@ type loop struct {
 	handoff        *handoff      // the batch of releaseQ
 
 	// The warm handoff (prepare.go, warm.go).
-	ready          map[readyKey]int64   // the readiness keys of the fleet, as followReady delivered them
-	started        *move                // the prepare phase of the moves away this reconciliation started
-	waiting        []waiting            // the partitions of moves away this reconciliation found serving
-	prepRunning    map[int]*preparation // by partition: the last preparation whose OnPrepare may still run
-	pendingReady   []readyPut           // readiness keys to put
-	pendingUnready []int                // readiness keys of this node to delete
-	warm           map[int]time.Time    // by partition being claimed (or to claim again once the shape is known): when it was prepared, if it was
+	ready       map[readyKey]int64   // the readiness keys of the fleet, as followReady delivered them
+	started     *move                // the prepare phase of the moves away this reconciliation started
+	waiting     []waiting            // the partitions of moves away this reconciliation found serving
+	prepRunning map[int]*preparation // by partition: the last preparation whose OnPrepare may still run
+	readyQ      []readyWrite         // writes of this node's readiness keys, queued in order (flushReady)
+	readyFlying bool                 // a write of readiness keys is in flight
+	warm        map[int]time.Time    // by partition being claimed (or to claim again once the shape is known): when it was prepared, if it was
 
 	// vanished are served tenures that ended because their claims
 	// disappeared while the session looked alive; memberGone reports the

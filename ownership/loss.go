@@ -112,7 +112,7 @@ func (l *loop) loseAll(err error) {
 	clear(l.groupsInFlight) // their results, of this generation, are dropped
 	l.shapeWait, l.shapeRefusals = 0, 0
 	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
-	l.pendingReady, l.pendingUnready = nil, nil
+	l.readyQ, l.readyFlying = nil, false
 	l.memberDeleting = false
 	l.publish()
 	l.fireAcquired()

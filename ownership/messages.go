@@ -197,6 +197,12 @@ func (m readyChanged) deliver(l *loop) {
 	l.dirty = true
 }
 
+// readyWritten says that the write of readiness keys that flushReady
+// started is over (prepare.go): the next may go.
+type readyWritten struct{}
+
+func (readyWritten) deliver(l *loop) { l.readyFlying = false }
+
 // warmExpired ends the warm timeout of the moves m started.
 type warmExpired struct{ m *move }
 
