@@ -35,12 +35,30 @@ func (c *countedFencer) AdvanceAll(ctx context.Context, ts []fence.Token) error 
 	return c.Fencer.AdvanceAll(ctx, ts)
 }
 
-// preparing is a preparation held by TestPrepareLeaveBatches until the
-// test lets it return.
+// preparing is a preparation held by a test until it lets it return
+// (holdPrepare).
 type preparing struct {
 	p    int
 	node string
 	done chan struct{}
+}
+
+// holdPrepare returns node id's OnPrepare that, once leaving is set, sends
+// each preparation to held and returns once the test closes its done (or
+// the move is over); it returns at once before.
+func holdPrepare(id string, leaving *atomic.Bool, held chan<- preparing) func(Event) error {
+	return func(e Event) error {
+		if !leaving.Load() {
+			return nil
+		}
+		pr := preparing{p: e.Partition, node: id, done: make(chan struct{})}
+		held <- pr
+		select {
+		case <-pr.done:
+		case <-e.Context.Done():
+		}
+		return nil
+	}
 }
 
 // TestPrepareLeaveBatches: a graceful leave of a node with many
@@ -63,18 +81,7 @@ func TestPrepareLeaveBatches(t *testing.T) {
 		cfg.WarmTimeout = time.Minute
 		f := &countedFencer{Fencer: sf}
 		cfg.Fencers = []fence.Fencer{f}
-		cfg.Callbacks = Callbacks{OnPrepare: func(e Event) error {
-			if !leaving.Load() {
-				return nil
-			}
-			pr := preparing{p: e.Partition, node: id, done: make(chan struct{})}
-			held <- pr
-			select {
-			case <-pr.done:
-			case <-e.Context.Done():
-			}
-			return nil
-		}}
+		cfg.Callbacks = Callbacks{OnPrepare: holdPrepare(id, &leaving, held)}
 		return cfg, f
 	}
 	cfg1, f1 := config("n1")

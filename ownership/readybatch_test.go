@@ -85,18 +85,7 @@ func TestReadinessWritesCoalesce(t *testing.T) {
 		cfg := testConfig(t, name, id, P)
 		cfg.WarmTimeout = time.Minute
 		cfg.Callbacks = Callbacks{
-			OnPrepare: func(e Event) error {
-				if !leaving.Load() {
-					return nil
-				}
-				pr := preparing{p: e.Partition, node: id, done: make(chan struct{})}
-				held <- pr
-				select {
-				case <-pr.done:
-				case <-e.Context.Done():
-				}
-				return nil
-			},
+			OnPrepare: holdPrepare(id, &leaving, held),
 			OnAcquired: func(e Event) {
 				if id == "n1" && leaving.Load() {
 					mu.Lock()
