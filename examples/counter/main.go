@@ -142,6 +142,9 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 	}); err != nil {
 		return err
 	}
+	if err := counterdb.WarmPool(ctx, db, dialect); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

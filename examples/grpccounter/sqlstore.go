@@ -38,7 +38,8 @@ type sqlStore struct {
 }
 
 // openSQLStore opens the database of cfg.db, creates its tables if they
-// are missing, and returns the store, whose metrics are m's.
+// are missing, opens its connections (counterdb.WarmPool) and returns the
+// store, whose metrics are m's.
 func openSQLStore(ctx context.Context, cfg config, log hclog.Logger, m *counterdb.Metrics) (*sqlStore, error) {
 	db, dialect, err := counterdb.Open(cfg.db, cfg.ttl)
 	if err != nil {
@@ -49,6 +50,9 @@ func openSQLStore(ctx context.Context, cfg config, log hclog.Logger, m *counterd
 		err = app.Retry(ctx, schemaTimeout, log, "create schema", func(ctx context.Context) error {
 			return counterdb.CreateSchema(ctx, db, dialect, fences)
 		})
+	}
+	if err == nil {
+		err = counterdb.WarmPool(ctx, db, dialect)
 	}
 	if err != nil {
 		_ = db.Close()

@@ -118,6 +118,7 @@ type Store struct {
 	warm     bool              // prepare partitions before their claim (OnPrepare)
 
 	preparing chan struct{} // the preparations reading now (prepare.go)
+	reading   chan struct{} // the reads of counters now (read)
 }
 
 // NewStore returns a store of the counters in db, whose floors fences
@@ -127,8 +128,30 @@ func NewStore(db *sql.DB, dialect sqlfence.Dialect, fences *sqlfence.Fences, log
 		db: db, dialect: dialect, fences: fences, log: log, metrics: m,
 		parts: make(map[int]*Partition), acquired: make(map[int]tenure), ended: make(map[int]int64), staged: make(map[int]*snapshot), warm: warm,
 		preparing: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		reading:   make(chan struct{}, readSlots(db)),
 	}
 }
+
+// reservedConns is the number of db's connections that reads of counters
+// leave to writes: the committer's transaction and a fence raise, both
+// on the critical path of a request (a fence raise, of every request of a
+// partition that moves here), neither of which may wait for a load.
+const reservedConns = 2
+
+// readSlots returns how many reads of counters (loads, catch-ups and
+// preparations) may run at once on db: its connections but reservedConns,
+// at least one; maxUnboundedReads on a pool without a bound.
+func readSlots(db *sql.DB) int {
+	n := db.Stats().MaxOpenConnections
+	if n <= 0 {
+		n = maxUnboundedReads
+	}
+	return max(1, n-reservedConns)
+}
+
+// maxUnboundedReads bounds the reads of counters on a pool without a
+// bound on its connections.
+const maxUnboundedReads = 32
 
 // tenure is a tenure as OnAcquired told it: its epoch, and the partition
 // count its partition counts by.
@@ -280,6 +303,12 @@ func (s *Store) read(ctx context.Context, p, count int, since int64) (map[string
 	lo, hi, err := slotRange(p, count)
 	if err != nil {
 		return nil, 0, err
+	}
+	select {
+	case s.reading <- struct{}{}:
+		defer func() { <-s.reading }()
+	case <-ctx.Done():
+		return nil, 0, context.Cause(ctx)
 	}
 	ph := s.dialect.Placeholder
 	rows, err := s.db.QueryContext(ctx, "SELECT key, value, seq FROM "+CountersTable+" WHERE slot >= "+ph(1)+" AND slot < "+ph(2)+" AND seq > "+ph(3), lo, hi, since)
