@@ -1,6 +1,7 @@
 package counterdb_test
 
 import (
+	"database/sql"
 	"testing"
 	"time"
 
@@ -50,12 +51,19 @@ func TestCreateSchemaWaitsForNoWrite(t *testing.T) {
 			return
 		case <-tick.C:
 		}
-		var waiting int
-		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM pg_locks WHERE relation = '"+counterdb.CountersTable+"'::regclass AND NOT granted").Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
+		if waitingOnCounters(t, db) > 0 {
 			t.Fatal("creating the schema again waits for a lock on the counters table while a write is in flight")
 		}
 	}
+}
+
+// waitingOnCounters returns the number of lock requests on the counters
+// table that PostgreSQL has not granted: sessions that wait for it.
+func waitingOnCounters(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_locks WHERE relation = '"+counterdb.CountersTable+"'::regclass AND NOT granted").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -70,13 +70,7 @@ func TestLoadsLeaveTheFenceAConnection(t *testing.T) {
 	// on the lock; the others wait for a read of their own.
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
-	waiting := func() int {
-		var n int
-		if err := other.QueryRowContext(ctx, "SELECT count(*) FROM pg_locks WHERE relation = '"+counterdb.CountersTable+"'::regclass AND NOT granted").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	waiting := func() int { return waitingOnCounters(t, other) }
 	for waiting() < conns-2 {
 		select {
 		case <-tick.C:
