@@ -94,16 +94,21 @@ func TestJoinAdoptsSpecConcurrently(t *testing.T) {
 		return out
 	}
 
+	// A lease grant slowed by a loaded machine past the short TTL of the
+	// other tests refuses the session; this test races spec adoption, not
+	// leases.
+	config := func(name, id string, partitions int) Config {
+		cfg := testConfig(t, name, id, partitions)
+		cfg.Session.TTL = 10 * time.Second
+		return cfg
+	}
+
 	won := map[int]int{} // stored partition count -> rounds
 	for round := range 8 {
 		name := fmt.Sprintf("race-%d", round)
-		adopter := testConfig(t, name, "adopter", 1024)
+		adopter := config(name, "adopter", 1024)
 		adopter.AdoptSpec = true
-		fixed := testConfig(t, name, "fixed", 16)
-		// A lease grant slowed by a loaded machine past the short TTL of
-		// the other tests refuses the session; this test races spec
-		// adoption, not leases.
-		adopter.Session.TTL, fixed.Session.TTL = 10*time.Second, 10*time.Second
+		fixed := config(name, "fixed", 16)
 		rs := race(t, adopter, fixed)
 		spec, err := fleet.ReadSpec(ctx, cli, fleet.DefaultPrefix(name))
 		require.NoError(t, err)
@@ -123,9 +128,9 @@ func TestJoinAdoptsSpecConcurrently(t *testing.T) {
 	}
 	t.Logf("stored partition counts over the rounds: %v", won)
 
-	a := testConfig(t, "race-adopters", "a", 16)
+	a := config("race-adopters", "a", 16)
 	a.AdoptSpec = true
-	b := testConfig(t, "race-adopters", "b", 32)
+	b := config("race-adopters", "b", 32)
 	b.AdoptSpec = true
 	rs := race(t, a, b)
 	require.NoError(t, errors.Join(rs[0].err, rs[1].err))
