@@ -43,7 +43,7 @@ type loop struct {
 	started     *move                // the prepare phase of the moves away this reconciliation started
 	waiting     []waiting            // the partitions of moves away this reconciliation found serving
 	prepRunning map[int]*preparation // by partition: the last preparation whose OnPrepare may still run
-	readyQ      []readyWrite         // writes of this node's readiness keys, queued in order (flushReady)
+	readyQ      map[int]int64        // by partition, the epoch to put in this node's readiness key, 0 to delete it (flushReady)
 	readyFlying bool                 // a write of readiness keys is in flight
 	warm        map[int]time.Time    // by partition being claimed (or to claim again once the shape is known): when it was prepared, if it was
 
@@ -90,6 +90,7 @@ func newLoop(n *Node) *loop {
 
 		ready:       map[readyKey]int64{},
 		prepRunning: map[int]*preparation{},
+		readyQ:      map[int]int64{},
 		warm:        map[int]time.Time{},
 		handed:      map[int]handedClaim{},
 

@@ -112,7 +112,8 @@ func (l *loop) loseAll(err error) {
 	clear(l.groupsInFlight) // their results, of this generation, are dropped
 	l.shapeWait, l.shapeRefusals = 0, 0
 	l.pendingDeletes, l.pendingFences, l.releaseQ, l.handoff = nil, nil, nil, nil
-	l.readyQ, l.readyFlying = nil, false
+	clear(l.readyQ)
+	l.readyFlying = false
 	l.memberDeleting = false
 	l.publish()
 	l.fireAcquired()

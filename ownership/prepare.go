@@ -96,7 +96,7 @@ func (l *loop) prepared(m prepareDone) {
 		m.prep.prepared = m.at
 	}
 	l.transition(m.p, &record{phase: phaseReady, prep: m.prep}, 0)
-	l.readyQ = append(l.readyQ, readyWrite{p: m.p, epoch: m.prep.epoch})
+	l.readyQ[m.p] = m.prep.epoch
 }
 
 // reconcilePrepare moves p, which this node prepares (rec), on: adopted
@@ -126,7 +126,7 @@ func (l *loop) reconcilePrepare(p int, rec *record, canClaim bool) (claim bool) 
 func (l *loop) callOff(p int, rec *record, cause error) {
 	rec.prep.cancel(cause)
 	if rec.phase == phaseReady {
-		l.readyQ = append(l.readyQ, readyWrite{p: p})
+		l.readyQ[p] = 0
 	}
 	l.transition(p, idle, 0)
 }
@@ -145,52 +145,36 @@ func (l *loop) endPrepare(p int, rec *record, handedOver bool) time.Time {
 		return time.Time{}
 	}
 	if !handedOver {
-		l.readyQ = append(l.readyQ, readyWrite{p: p})
+		l.readyQ[p] = 0
 	}
 	return rec.prep.prepared
 }
 
-// readyWrite is a write of this node's readiness key of p: a put of
-// epoch (this node prepared p to take over the claim at epoch), or its
-// deletion (epoch 0).
-type readyWrite struct {
-	p     int
-	epoch int64
-}
-
-// flushReady writes the queued readiness keys, under this node's lease, in
-// one transaction per batch, unless a write of them is in flight: then
-// they wait for it (readyWritten), so that the preparations that end
-// while one write is in flight cost one write together, and the writes of
-// one key land in the order the loop queued them. Of the writes queued to
-// one key, only the last is made. Both puts and deletions are best
-// effort: a readiness that does not reach etcd costs the holder its warm
-// timeout, and a key left behind names an epoch that no claim has any
-// more, and goes with the lease.
+// flushReady writes the queued readiness keys (readyQ), under this node's
+// lease, in one transaction per batch, unless a write of them is in
+// flight: then they wait for it (readyWritten), so that the preparations
+// that end while one write is in flight cost one write together, and the
+// writes of one key land in the order the loop made them. Of the writes
+// queued to one key, only the last is made. Both puts and deletions are
+// best effort: a readiness that does not reach etcd costs the holder its
+// warm timeout, and a key left behind names an epoch that no claim has
+// any more, and goes with the lease.
 func (l *loop) flushReady() {
 	if l.readyFlying || len(l.readyQ) == 0 {
 		return
 	}
 	n, gen := l.n, l.gen
-	last := make(map[int]int64, len(l.readyQ))
-	for _, w := range l.readyQ {
-		last[w.p] = w.epoch
-	}
-	ops := make([]clientv3.Op, 0, len(last))
-	for _, w := range l.readyQ {
-		epoch, ok := last[w.p]
-		if !ok {
-			continue // written already, as its last write
-		}
-		delete(last, w.p)
-		k := n.layout.Ready(w.p, n.id)
+	ops := make([]clientv3.Op, 0, len(l.readyQ))
+	for p, epoch := range l.readyQ {
+		k := n.layout.Ready(p, n.id)
 		if epoch == 0 {
 			ops = append(ops, clientv3.OpDelete(k))
 		} else {
 			ops = append(ops, clientv3.OpPut(k, strconv.FormatInt(epoch, 10), clientv3.WithLease(gen.lease)))
 		}
 	}
-	l.readyQ, l.readyFlying = l.readyQ[:0], true
+	clear(l.readyQ)
+	l.readyFlying = true
 	size := l.batch
 	n.spawn(func() {
 		defer n.post(gen, readyWritten{})
