@@ -131,3 +131,36 @@ func label(cause error) string {
 	r, _ := reasonOf(cause)
 	return r.String()
 }
+
+// txnHook is a Client over a real etcd whose transactions commit through
+// commit: it gets each transaction's context and the operations of its
+// Then, and commits it with do, or holds, counts or races it first.
+type txnHook struct {
+	*clientv3.Client
+	commit func(ctx context.Context, then []clientv3.Op, do func() (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error)
+}
+
+func (c *txnHook) Txn(ctx context.Context) clientv3.Txn {
+	return &hookedTxn{Txn: c.Client.Txn(ctx), c: c, ctx: ctx}
+}
+
+// hookedTxn is a transaction of a txnHook's.
+type hookedTxn struct {
+	clientv3.Txn
+	c    *txnHook
+	ctx  context.Context
+	then []clientv3.Op
+}
+
+func (t *hookedTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *hookedTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *hookedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Then(ops...)
+	t.then = append(t.then, ops...)
+	return t
+}
+
+func (t *hookedTxn) Commit() (*clientv3.TxnResponse, error) {
+	return t.c.commit(t.ctx, t.then, t.Txn.Commit)
+}

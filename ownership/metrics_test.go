@@ -441,47 +441,40 @@ func TestNodeHealth(t *testing.T) {
 // the first transaction that claims it commits, as another node racing for
 // it would.
 type conflictingClient struct {
-	*clientv3.Client
+	txnHook
 	claimKey string
 	once     sync.Once
 }
 
-func (c *conflictingClient) Txn(ctx context.Context) clientv3.Txn {
-	return &conflictingTxn{Txn: c.Client.Txn(ctx), c: c, ctx: ctx}
+func newConflictingClient(cli *clientv3.Client, claimKey string) *conflictingClient {
+	c := &conflictingClient{txnHook: txnHook{Client: cli}, claimKey: claimKey}
+	c.commit = c.commitTxn
+	return c
 }
 
-type conflictingTxn struct {
-	clientv3.Txn
-	c      *conflictingClient
-	ctx    context.Context
-	claims bool
-}
-
-func (t *conflictingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
-	for _, op := range ops {
+// commitTxn commits a transaction of the node's, then, after the foreign
+// claim if it is the first to claim claimKey.
+func (c *conflictingClient) commitTxn(ctx context.Context, then []clientv3.Op, do func() (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
+	claims := false
+	for _, op := range then {
 		if !op.IsTxn() {
 			continue
 		}
-		_, then, _ := op.Txn()
-		for _, o := range then {
-			if o.IsPut() && string(o.KeyBytes()) == t.c.claimKey {
-				t.claims = true
+		_, nested, _ := op.Txn()
+		for _, o := range nested {
+			if o.IsPut() && string(o.KeyBytes()) == c.claimKey {
+				claims = true
 			}
 		}
 	}
-	t.Txn = t.Txn.Then(ops...)
-	return t
-}
-
-func (t *conflictingTxn) Commit() (*clientv3.TxnResponse, error) {
-	if t.claims {
+	if claims {
 		var err error
-		t.c.once.Do(func() { _, err = t.c.Client.Put(t.ctx, t.c.claimKey, "other") })
+		c.once.Do(func() { _, err = c.Client.Put(ctx, c.claimKey, "other") })
 		if err != nil {
 			return nil, err
 		}
 	}
-	return t.Txn.Commit()
+	return do()
 }
 
 // A claim beaten by another node's is counted as a conflict.
@@ -493,7 +486,7 @@ func TestNodeMetricsClaimConflict(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	cfg.Metrics = reg
 	claimKey := keys.New("conflict").Claim(0)
-	a := join(t, &conflictingClient{Client: raw, claimKey: claimKey}, cfg)
+	a := join(t, newConflictingClient(raw, claimKey), cfg)
 	waitMetric(t, reg, 1, "tenure_partition_claim_conflicts_total", "a")
 	waitMetric(t, reg, P-1, "tenure_partition_acquisitions_total", "a")
 	assert.False(t, a.Status().Ready, "partition 0 is held by another")

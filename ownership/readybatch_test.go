@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,7 @@ import (
 // readiness keys are counted and, while hold is set, wait for release
 // before they commit (entered says that one waits).
 type readyGate struct {
-	*clientv3.Client
+	txnHook
 	prefix  string
 	hold    atomic.Bool
 	entered chan struct{}
@@ -29,41 +30,21 @@ type readyGate struct {
 	txns    atomic.Int64 // transactions that wrote readiness keys
 }
 
-func (g *readyGate) Txn(ctx context.Context) clientv3.Txn {
-	return &readyGateTxn{Txn: g.Client.Txn(ctx), g: g}
+func newReadyGate(cli *clientv3.Client, prefix string, buffer int) *readyGate {
+	g := &readyGate{txnHook: txnHook{Client: cli}, prefix: prefix, entered: make(chan struct{}, buffer), release: make(chan struct{})}
+	g.commit = g.commitTxn
+	return g
 }
 
-type readyGateTxn struct {
-	clientv3.Txn
-	g     *readyGate
-	ready bool
-}
-
-func (t *readyGateTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
-func (t *readyGateTxn) Else(ops ...clientv3.Op) clientv3.Txn {
-	t.Txn = t.Txn.Else(ops...)
-	return t
-}
-
-func (t *readyGateTxn) Then(ops ...clientv3.Op) clientv3.Txn {
-	for _, op := range ops {
-		if strings.HasPrefix(string(op.KeyBytes()), t.g.prefix) {
-			t.ready = true
+func (g *readyGate) commitTxn(_ context.Context, then []clientv3.Op, do func() (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
+	if slices.ContainsFunc(then, func(op clientv3.Op) bool { return strings.HasPrefix(string(op.KeyBytes()), g.prefix) }) {
+		g.txns.Add(1)
+		if g.hold.Load() {
+			g.entered <- struct{}{}
+			<-g.release
 		}
 	}
-	t.Txn = t.Txn.Then(ops...)
-	return t
-}
-
-func (t *readyGateTxn) Commit() (*clientv3.TxnResponse, error) {
-	if t.ready {
-		t.g.txns.Add(1)
-		if t.g.hold.Load() {
-			t.g.entered <- struct{}{}
-			<-t.g.release
-		}
-	}
-	return t.Txn.Commit()
+	return do()
 }
 
 // TestReadinessWritesCoalesce: the readiness keys of preparations that end
@@ -96,7 +77,7 @@ func TestReadinessWritesCoalesce(t *testing.T) {
 		}
 		return cfg
 	}
-	gate := &readyGate{Client: c.NewClient(t), prefix: lay.ReadyPrefix(), entered: make(chan struct{}, P), release: make(chan struct{})}
+	gate := newReadyGate(c.NewClient(t), lay.ReadyPrefix(), P)
 	n1 := join(t, gate, config("n1"))
 	waitStable(t, 30*time.Second, n1) // n2's join then moves claims, and the fleet records the handover feature
 	n2 := join(t, cli, config("n2"))

@@ -62,7 +62,7 @@ func (g *gate) wait(ctx context.Context) error {
 // ("claim" or, when a claim found the shape stale, "stale") and each log
 // line of the node's (see Write).
 type lagClient struct {
-	*clientv3.Client
+	txnHook
 	layout      keys.Layout
 	claimsWatch gate
 	claims      gate
@@ -73,7 +73,9 @@ type lagClient struct {
 }
 
 func newLagClient(cli *clientv3.Client, cluster string) *lagClient {
-	return &lagClient{Client: cli, layout: keys.New(cluster), more: make(chan struct{})}
+	c := &lagClient{txnHook: txnHook{Client: cli}, layout: keys.New(cluster), more: make(chan struct{})}
+	c.commit = c.commitTxn
+	return c
 }
 
 func (c *lagClient) record(ev string) {
@@ -137,47 +139,25 @@ func (c *lagClient) Watch(ctx context.Context, key string, opts ...clientv3.OpOp
 	return out
 }
 
-func (c *lagClient) Txn(ctx context.Context) clientv3.Txn {
-	return &lagTxn{Txn: c.Client.Txn(ctx), c: c, ctx: ctx}
-}
-
-// lagTxn is a transaction of lagClient's.
-type lagTxn struct {
-	clientv3.Txn
-	c   *lagClient
-	ctx context.Context
-	ops []clientv3.Op
-}
-
-func (t *lagTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
-func (t *lagTxn) Else(ops ...clientv3.Op) clientv3.Txn {
-	t.Txn = t.Txn.Else(ops...)
-	return t
-}
-
-func (t *lagTxn) Then(ops ...clientv3.Op) clientv3.Txn {
-	t.Txn = t.Txn.Then(ops...)
-	t.ops = append(t.ops, ops...)
-	return t
-}
-
-func (t *lagTxn) Commit() (*clientv3.TxnResponse, error) {
-	claims := t.claimOps()
+// commitTxn commits a transaction of the node's, then: a claim waits while
+// claims is shut, and is recorded.
+func (c *lagClient) commitTxn(ctx context.Context, then []clientv3.Op, do func() (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
+	claims := c.claimOps(then)
 	if len(claims) == 0 {
-		return t.Txn.Commit()
+		return do()
 	}
-	t.c.claims.mu.Lock()
-	shut := t.c.claims.ch != nil
-	t.c.claims.mu.Unlock()
+	c.claims.mu.Lock()
+	shut := c.claims.ch != nil
+	c.claims.mu.Unlock()
 	if shut {
-		t.c.record("claim waiting")
+		c.record("claim waiting")
 	} else {
-		t.c.record("claim sent")
+		c.record("claim sent")
 	}
-	if err := t.c.claims.wait(t.ctx); err != nil {
+	if err := c.claims.wait(ctx); err != nil {
 		return nil, err
 	}
-	resp, err := t.Txn.Commit()
+	resp, err := do()
 	if err != nil {
 		return resp, err
 	}
@@ -188,21 +168,21 @@ func (t *lagTxn) Commit() (*clientv3.TxnResponse, error) {
 			ev = "stale"
 		}
 	}
-	t.c.record(ev)
+	c.record(ev)
 	return resp, err
 }
 
-// claimOps returns the indexes of t's operations that claim a partition:
-// nested transactions that put a claim key.
-func (t *lagTxn) claimOps() []int {
+// claimOps returns the indexes of the operations ops that claim a
+// partition: nested transactions that put a claim key.
+func (c *lagClient) claimOps(ops []clientv3.Op) []int {
 	var out []int
-	for i, op := range t.ops {
+	for i, op := range ops {
 		if !op.IsTxn() {
 			continue
 		}
 		_, then, _ := op.Txn()
 		for _, th := range then {
-			if _, ok := t.c.layout.ClaimPartition(string(th.KeyBytes())); ok && th.IsPut() {
+			if _, ok := c.layout.ClaimPartition(string(th.KeyBytes())); ok && th.IsPut() {
 				out = append(out, i)
 				break
 			}
