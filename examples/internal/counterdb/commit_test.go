@@ -190,3 +190,40 @@ func readCounters(t *testing.T, db *sql.DB) map[string]int64 {
 	}
 	return c
 }
+
+// TestReadsLeaveWritesOnSQLite: SQLite's twin of
+// TestLoadsLeaveTheFenceAConnection (PostgreSQL), where no session can
+// hold a read (WAL readers take no lock that a writer's would block): the
+// reads a store lets run at once leave the committer and a fence raise
+// connections of the pool, and a fence raise goes through while that many
+// reads hold theirs.
+func TestReadsLeaveWritesOnSQLite(t *testing.T) {
+	s, f := newTestStore(t)
+	conns := s.db.Stats().MaxOpenConnections
+	if got, want := cap(s.reading), conns-reservedConns; got != want {
+		t.Fatalf("reads at once: %d, want the pool's %d connections but %d", got, conns, reservedConns)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var held []*sql.Conn // what every read slot taken would hold
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	for range cap(s.reading) {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	committer, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatalf("the committer's connection while every read slot holds one: %v", err)
+	}
+	defer committer.Close()
+	if err := f.AdvanceAll(ctx, []fence.Token{{Scope: fence.PartitionScope(0), Epoch: 1}}); err != nil {
+		t.Fatalf("a fence raise while every read slot holds a connection: %v", err)
+	}
+}
