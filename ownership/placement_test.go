@@ -77,16 +77,16 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 	require.ErrorIs(t, err, fleet.ErrNotFound, "a balancer's move is no pin")
 
 	placedOn := map[int]string{pinned: "b", moved: "a", toDrain: "c"}
+	// Each wait checks the change it waits for before stableErr: a fleet
+	// that has not seen the change yet is stable too, and a node's ring
+	// read after stableErr may be newer than the one stableErr judged.
 	require.NoError(t, waitFor(20*time.Second, func() error {
-		if err := stableErr(nodes); err != nil {
-			return err
-		}
 		for p, want := range placedOn {
 			if got, _ := a.Ring().Owner(p); got != want {
 				return fmt.Errorf("partition %d owned by %s, placed on %s", p, got, want)
 			}
 		}
-		return nil
+		return stableErr(nodes)
 	}, nodes...))
 	assert.Greater(t, b.LookupPartition(pinned).Epoch, before, "the pinned partition moved at a new epoch")
 	assert.True(t, placed(a.Ring(), pinned))
@@ -124,28 +124,27 @@ func TestNodeObserverOperatorAgreeOnPlacements(t *testing.T) {
 	require.NoError(t, err)
 	rest := []*Node{a, b}
 	require.NoError(t, waitFor(20*time.Second, func() error {
-		if err := stableErr(rest); err != nil {
-			return err
-		}
 		if got, _ := a.Ring().RingOwner(toDrain); a.LookupPartition(toDrain).Owner != got {
 			return fmt.Errorf("partition %d not back on the ring's %s", toDrain, got)
 		}
-		return nil
+		return stableErr(rest)
 	}, nodes...))
 	assert.False(t, placed(a.Ring(), toDrain))
 	agree(rest...)
 
-	// Unpinned, the partition goes back to the ring's owner.
+	// Unpinned, the partition goes back to the ring's owner, at a new
+	// epoch.
+	pinnedAt := b.LookupPartition(pinned).Epoch
 	_, err = op.Unpin(ctx, pinned, who)
 	require.NoError(t, err)
 	require.NoError(t, waitFor(20*time.Second, func() error {
-		if err := stableErr(rest); err != nil {
-			return err
-		}
 		if placed(a.Ring(), pinned) {
 			return fmt.Errorf("partition %d still placed", pinned)
 		}
-		return nil
+		if r := a.LookupPartition(pinned); r.Epoch <= pinnedAt {
+			return fmt.Errorf("partition %d not claimed again since the unpin: %+v", pinned, r)
+		}
+		return stableErr(rest)
 	}, nodes...))
 	agree(rest...)
 	audit, err := op.Audit(ctx, time.Time{})
