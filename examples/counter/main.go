@@ -133,6 +133,9 @@ func run(ctx context.Context, cfg config, log hclog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	if err := m.WatchPool(db); err != nil {
+		return err
+	}
 	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: m.Registry})
 	if err != nil {
 		return err

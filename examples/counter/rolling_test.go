@@ -168,9 +168,12 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 			r, _ := p.Metric(fmt.Sprintf(`counter_sql_rows_loaded_total{kind=%q}`, k))
 			loads[k+"_rows"] += r
 		}
-		for _, m := range []string{"counter_prepared_hits_total", "counter_cold_reads_total"} {
+		for _, m := range []string{"counter_prepared_hits_total", "counter_cold_reads_total", poolWaits, poolWaitSeconds} {
 			v, _ := p.Metric(m)
 			loads[m] += v
+		}
+		if _, err := p.Metric(`go_sql_max_open_connections{db_name="counter"}`); err != nil {
+			t.Errorf("%s does not serve its connection pool's metrics: %v", p.ID, err)
 		}
 	}
 	for _, p := range procs {
@@ -264,14 +267,22 @@ func rollingRestart(t *testing.T, bin string, d sqlfence.Dialect, prepare bool, 
 	for from := steadyFrom; !from.Add(sub).After(deploy.from.Add(sub / 10)); from = from.Add(sub) {
 		row.steadyParts = append(row.steadyParts, summarize(all, span{from, from.Add(sub)}).p99)
 	}
-	t.Logf("%s, prepare=%v: steady %s (p99 by %v: %v); deploy %s (%v); moves %s; after %s; hit rate %.4f (%.0f prepared, %.0f cold); loads from SQL after acquisition: %.0f full (%.0f rows), %.0f catch-up (%.0f rows); %.0f preparations (%.0f rows)",
+	t.Logf("%s, prepare=%v: steady %s (p99 by %v: %v); deploy %s (%v); moves %s; after %s; hit rate %.4f (%.0f prepared, %.0f cold); loads from SQL after acquisition: %.0f full (%.0f rows), %.0f catch-up (%.0f rows); %.0f preparations (%.0f rows); %.0f waits for a pooled connection (%.1fms in all)",
 		d, prepare, row.steady, sub, row.steadyParts, row.deploy, row.deployTook.Round(time.Millisecond), row.moves, row.after,
-		row.hitRate, hits, cold, loads["full"], loads["full_rows"], loads["catchup"], loads["catchup_rows"], loads["prepare"], loads["prepare_rows"])
+		row.hitRate, hits, cold, loads["full"], loads["full_rows"], loads["catchup"], loads["catchup_rows"], loads["prepare"], loads["prepare_rows"],
+		loads[poolWaits], loads[poolWaitSeconds]*1000)
 	if envOn("TENURE_DEPLOY_TRACE") {
 		traceRestarts(t, all, restarts)
 	}
 	return row
 }
+
+// The connection pool's waits, as a counter process serves them
+// (counterdb.Metrics.WatchPool).
+const (
+	poolWaits       = `go_sql_wait_count_total{db_name="counter"}`
+	poolWaitSeconds = `go_sql_wait_duration_seconds_total{db_name="counter"}`
+)
 
 // seedCounters inserts about n counters per partition that the load
 // never touches: what a cold load reads. Each row has its key's slot and

@@ -39,13 +39,18 @@ type sqlStore struct {
 
 // openSQLStore opens the database of cfg.db, creates its tables if they
 // are missing, opens its connections (counterdb.WarmPool) and returns the
-// store, whose metrics are m's.
+// store, whose metrics, and the pool's (counterdb.Metrics.WatchPool), are
+// m's.
 func openSQLStore(ctx context.Context, cfg config, log hclog.Logger, m *counterdb.Metrics) (*sqlStore, error) {
 	db, dialect, err := counterdb.Open(cfg.db, cfg.ttl)
 	if err != nil {
 		return nil, err
 	}
-	fences, err := sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: m.Registry})
+	err = m.WatchPool(db)
+	var fences *sqlfence.Fences
+	if err == nil {
+		fences, err = sqlfence.New(sqlfence.Config{Dialect: dialect, Metrics: m.Registry})
+	}
 	if err == nil {
 		err = app.Retry(ctx, schemaTimeout, log, "create schema", func(ctx context.Context) error {
 			return counterdb.CreateSchema(ctx, db, dialect, fences)

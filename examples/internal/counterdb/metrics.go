@@ -1,7 +1,11 @@
 package counterdb
 
 import (
+	"database/sql"
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/tenure-go/tenure/examples/internal/app"
 )
@@ -94,4 +98,23 @@ func NewMetrics() *Metrics {
 	m.Registry = app.NewRegistry(m.applied, m.duplicates, m.stale, m.commitFailures, m.batches, m.batchSize,
 		m.commitSeconds, m.owned, m.keys, m.loads, m.rowsLoaded, m.preparedHits, m.coldReads)
 	return m
+}
+
+// PoolName is the db_name label of the connection pool's metrics
+// (WatchPool).
+const PoolName = "counter"
+
+// WatchPool adds the connection pool of db to m's registry: the
+// go_sql_* metrics, labelled db_name="counter" (PoolName), among them
+// the connections in use and idle, and the number of times, and the time
+// in all, that a caller waited for one (go_sql_wait_count_total,
+// go_sql_wait_duration_seconds_total). A rising wait count means that
+// the loads of acquired partitions or the commits queue for connections,
+// and a fence raise on a move's critical path may queue behind them. A
+// registry watches one pool.
+func (m *Metrics) WatchPool(db *sql.DB) error {
+	if err := m.Registry.Register(collectors.NewDBStatsCollector(db, PoolName)); err != nil {
+		return fmt.Errorf("watch the connection pool: %w", err)
+	}
+	return nil
 }
