@@ -72,20 +72,22 @@ func waitClientAgrees(t *testing.T, c *router.Client, f *testFleet) {
 	})
 }
 
-// either returns a channel closed when a or b is closed; its goroutine
-// ends then, or when t ends.
-func either(t *testing.T, a, b <-chan struct{}) <-chan struct{} {
+// either returns a channel closed when one of chs is closed; its
+// goroutines end then, or when t ends.
+func either(t *testing.T, chs ...<-chan struct{}) <-chan struct{} {
 	out, stop := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	go func() {
-		select {
-		case <-a:
-		case <-b:
-		case <-stop:
-			return
-		}
-		close(out)
-	}()
+	var once sync.Once
+	for _, ch := range chs {
+		go func() {
+			select {
+			case <-ch:
+				once.Do(func() { close(out) })
+			case <-out:
+			case <-stop:
+			}
+		}()
+	}
 	return out
 }
 

@@ -297,7 +297,14 @@ func TestResizeUnderLoad(t *testing.T) {
 		require.NoError(t, err)
 		f.waitStable()
 		waitUntil(t, 30*time.Second, "the client and the nodes agree", func() (string, <-chan struct{}) {
-			return agree(step.to), either(t, c.Changed(), f.list()[0].node.Changed())
+			// Any of them may be the last to change: the channels are
+			// taken before the check, so that no change goes unseen.
+			chs := []<-chan struct{}{c.Changed()}
+			for _, m := range f.list() {
+				chs = append(chs, m.node.Changed())
+			}
+			ch := either(t, chs...)
+			return agree(step.to), ch
 		})
 		own, fences := writes.between(begin.Header.Revision, end.Header.Revision)
 		t.Logf("resize %d -> %d (budget %d, %d groups): took %v; etcd writes: %d by the driver, %d ownership revisions (driver and nodes), %d fence floors; %d increments issued meanwhile",
