@@ -55,8 +55,8 @@ func Alarms(ctx context.Context, cli *clientv3.Client) ([]*pb.AlarmMember, error
 // through cli, as an operator does with etcdctl: delete Fill's keys
 // (etcdctl del --prefix; deletions pass under the alarm), compact at the
 // current revision (etcdctl compact), defragment every member, one at a
-// time (etcdctl defrag --endpoints=<member>), and disarm every alarm that
-// stands (etcdctl alarm disarm).
+// time, the leader after its leadership has moved (Defragment), and disarm
+// every alarm that stands (etcdctl alarm disarm).
 func (c *Cluster) ReclaimSpace(ctx context.Context, cli *clientv3.Client) error {
 	resp, err := cli.Delete(ctx, fillPrefix, clientv3.WithPrefix())
 	if err != nil {
@@ -66,10 +66,8 @@ func (c *Cluster) ReclaimSpace(ctx context.Context, cli *clientv3.Client) error 
 	if _, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
 		return fmt.Errorf("cluster: compact at %d: %w", rev, err)
 	}
-	for i, ep := range c.Endpoints() {
-		if _, err := cli.Defragment(ctx, ep); err != nil {
-			return fmt.Errorf("cluster: defragment member %d (%s): %w", i, ep, err)
-		}
+	if err := c.Defragment(ctx, cli, nil); err != nil {
+		return err
 	}
 	alarms, err := Alarms(ctx, cli)
 	if err != nil {
