@@ -142,6 +142,10 @@ func rollingRestart(t *testing.T, bin string, db *sql.DB, store ...string) {
 	}
 	for _, id := range ids {
 		flowing()
+		if db != nil { // the SQL store's pool, as counterdb.Metrics.WatchPool serves it
+			_, err := procs[id].Metric(`go_sql_max_open_connections{db_name="counter"}`)
+			assert.NoError(t, err, "%s serves its connection pool's metrics", id)
+		}
 		procs[id].Stop(t)
 		procs[id] = start(id)
 		waitServed(t, obs, ids)
